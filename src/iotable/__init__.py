@@ -1,0 +1,74 @@
+"""iotable: trained, quantized PyTorch layers as lookup tables for LUT-based hardware.
+
+The pipeline:
+
+- **decorate** — :func:`decompose` attaches decomposition metadata (groups, sparse fan-in, receptive field,
+  layout) to a module or class; common torch layers need none (:func:`spec_of`).
+- **plan** — :func:`plan` resolves it against the input: units, fan-ins, domains, table sizes, validated
+  before any work.
+- **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
+  module as a black box and returns one :class:`IOTable` per unit.
+- **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
+
+Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
+scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
+"""
+
+from __future__ import annotations
+
+from . import nn
+from .domain import Domain, code_dtype
+from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
+from .errors import (
+    DomainError,
+    EnumerationError,
+    IOTableError,
+    MissingRowError,
+    NotDecomposedError,
+    OptionError,
+    SpecError,
+    SpecMismatchError,
+    TableError,
+    TableTooLargeError,
+)
+from ._probe import check_decomposition
+from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
+from .precompute import LayerTables, precompute
+from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of
+from .table import IOTable
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_MAX_ROWS",
+    "DEFAULT_MEMORY_BUDGET",
+    "ELEMENTWISE",
+    "Domain",
+    "DomainError",
+    "EnumerationError",
+    "Geometry",
+    "IOTable",
+    "IOTableError",
+    "LayerPlan",
+    "LayerTables",
+    "Layout",
+    "MissingRowError",
+    "NotDecomposedError",
+    "OptionError",
+    "Spec",
+    "SpecError",
+    "SpecMismatchError",
+    "TableError",
+    "TableTooLargeError",
+    "Unit",
+    "__version__",
+    "check_decomposition",
+    "code_dtype",
+    "decompose",
+    "enumerate_tables",
+    "has_spec",
+    "nn",
+    "plan",
+    "precompute",
+    "spec_of",
+]

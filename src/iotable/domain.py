@@ -1,0 +1,262 @@
+"""Quantized domains: the finite, ordered set of values an element can take, stored as integer codes."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from .errors import DomainError
+
+__all__ = ["Domain", "code_dtype"]
+
+_F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def code_dtype(n: int) -> np.dtype:
+    """Return the smallest unsigned integer dtype that holds codes ``0..n-1``.
+
+    Example:
+        >>> code_dtype(4), code_dtype(300)
+        (dtype('uint8'), dtype('uint16'))
+    """
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if n - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.uint64)
+
+
+def _as_array(values: Any, *, what: str) -> np.ndarray:
+    if hasattr(values, "detach"):  # a torch tensor, without importing torch here
+        values = values.detach().cpu().numpy()
+    try:
+        return np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        msg = f"{what}: expected numbers (array, tensor or sequence), received {type(values).__name__} ({exc})"
+        raise DomainError(msg) from None
+
+
+def _preview(values: np.ndarray, limit: int = 8, brackets: str = "{}") -> str:
+    shown = ", ".join(f"{v:g}" for v in values[:limit])
+    return brackets[0] + shown + (", ..." if len(values) > limit else "") + brackets[1]
+
+
+class _ValuesAccessor:
+    """``Domain.values(seq)`` builds a domain from explicit values; ``domain.values`` is its value array."""
+
+    def __get__(self, obj: Domain | None, owner: type[Domain]) -> Any:
+        if obj is None:
+            return owner._from_values
+        return obj._values
+
+
+class Domain:
+    """The finite, ordered set of values a quantized element takes; codes ``0..n-1`` in ascending value order.
+
+    Build one with :meth:`Domain.uniform` (integer quantization: ``value = (q - zero_point) * scale``) or
+    ``Domain.values(seq)`` for an explicit set such as bipolar ``{-1, +1}``. Domains are immutable and
+    hashable; two domains are equal when they hold the same values.
+
+    Uniform values are computed in float32, exactly as :class:`iotable.nn.Quantize` computes them, so that
+    a model's quantized outputs match the domain bit for bit.
+
+    Example:
+        >>> d = Domain.uniform(2, signed=True)
+        >>> d.values.tolist(), len(d), d.bits
+        ([-2.0, -1.0, 0.0, 1.0], 4, 2)
+        >>> d.encode([-2.0, 1.0]).tolist(), d.decode([0, 3]).tolist()
+        ([0, 3], [-2.0, 1.0])
+        >>> Domain.values([-1, 1]).bits
+        1
+    """
+
+    __slots__ = ("_values", "_params", "_tolerance", "_hash")
+
+    values = _ValuesAccessor()
+
+    def __init__(self, values: Iterable[float], *, params: dict[str, Any] | None = None) -> None:
+        array = _as_array(list(values) if not hasattr(values, "shape") else values, what="Domain values")
+        array = array.astype(np.float64).reshape(-1)
+        if array.size == 0:
+            msg = "Domain: expected at least one value, received an empty sequence"
+            raise DomainError(msg)
+        if not np.all(np.isfinite(array)):
+            msg = f"Domain: expected finite values, received {_preview(array)}"
+            raise DomainError(msg)
+        ordered = np.unique(array)
+        if ordered.size != array.size:
+            msg = f"Domain: expected distinct values, received duplicates in {_preview(array)}"
+            raise DomainError(msg)
+        ordered.flags.writeable = False
+        self._values = ordered
+        self._params = dict(params or {})
+        # Model outputs are float32: accept values within float32 rounding of a domain value, never half a gap.
+        gap = float(np.min(np.diff(ordered))) if ordered.size > 1 else 1.0
+        rounding = 8 * _F32_EPS * float(np.max(np.abs(ordered)))
+        self._tolerance = min(0.25 * gap, max(0.01 * gap, rounding))
+        self._hash = hash(ordered.tobytes())
+
+    # -- construction -------------------------------------------------------------------------------------
+
+    @classmethod
+    def uniform(
+        cls,
+        bits: int,
+        *,
+        signed: bool = False,
+        narrow: bool = False,
+        scale: float = 1.0,
+        zero_point: float = 0,
+    ) -> Domain:
+        """Integer-quantization domain: ``q`` in ``[min, max]``, value ``(q - zero_point) * scale``.
+
+        ``min = -2**(bits-1) + narrow`` if signed else ``0``; ``max = 2**(bits-1) - 1`` if signed else
+        ``2**bits - 1 - narrow`` (the QONNX / brevitas convention).
+
+        Example:
+            >>> Domain.uniform(2, scale=0.5).values.tolist()
+            [0.0, 0.5, 1.0, 1.5]
+            >>> Domain.uniform(3, signed=True, narrow=True).values.tolist()
+            [-3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0]
+        """
+        if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 24:
+            msg = f"Domain.uniform: expected bits as an integer from 1 to 24, received {bits!r}"
+            raise DomainError(msg)
+        scale_f = float(scale)
+        if not math.isfinite(scale_f) or scale_f <= 0:
+            msg = f"Domain.uniform: expected a finite scale > 0 (codes ascend with values), received {scale!r}"
+            raise DomainError(msg)
+        zero_f = float(zero_point)
+        if not math.isfinite(zero_f):
+            msg = f"Domain.uniform: expected a finite zero_point, received {zero_point!r}"
+            raise DomainError(msg)
+        qmin, qmax = cls.integer_range(int(bits), signed=bool(signed), narrow=bool(narrow))
+        if qmax < qmin:
+            msg = f"Domain.uniform: {bits} bit(s) with signed={signed}, narrow={narrow} leave no value"
+            raise DomainError(msg)
+        q = np.arange(qmin, qmax + 1, dtype=np.float32)
+        values = (q - np.float32(zero_f)) * np.float32(scale_f)
+        params = {
+            "bits": int(bits),
+            "signed": bool(signed),
+            "narrow": bool(narrow),
+            "scale": float(np.float32(scale_f)),
+            "zero_point": float(np.float32(zero_f)),
+        }
+        try:
+            return cls(values, params=params)
+        except DomainError:
+            msg = (
+                f"Domain.uniform: scale={scale!r} is too small for float32 at {bits} bits: "
+                "neighbouring values collapse; use a larger scale"
+            )
+            raise DomainError(msg) from None
+
+    @classmethod
+    def _from_values(cls, seq: Iterable[float]) -> Domain:
+        """Build a domain from explicit values (any order, distinct): ``Domain.values([-1, 1])``."""
+        return cls(seq)
+
+    @staticmethod
+    def integer_range(bits: int, *, signed: bool, narrow: bool) -> tuple[int, int]:
+        """The integer range ``(min, max)`` of ``bits``-bit quantization.
+
+        Example:
+            >>> Domain.integer_range(4, signed=True, narrow=False)
+            (-8, 7)
+        """
+        if signed:
+            return -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
+        return 0, 2**bits - 1 - int(narrow)
+
+    # -- properties ---------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._values.size)
+
+    @property
+    def bits(self) -> int:
+        """Bits needed for a code: ``ceil(log2(len(self)))`` (0 for a one-value domain)."""
+        return int(math.ceil(math.log2(len(self)))) if len(self) > 1 else 0
+
+    @property
+    def code_dtype(self) -> np.dtype:
+        """Smallest unsigned integer dtype holding this domain's codes."""
+        return code_dtype(len(self))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """Quantization parameters for uniform domains (bits, signed, narrow, scale, zero_point); else empty."""
+        return dict(self._params)
+
+    @property
+    def zero_code(self) -> int | None:
+        """The code of real 0 (what padding feeds), or ``None`` when 0 is not in the domain."""
+        hit = np.flatnonzero(np.abs(self._values) <= self._tolerance)
+        return int(hit[0]) if hit.size else None
+
+    # -- conversion ---------------------------------------------------------------------------------------
+
+    def encode(self, values: Any) -> np.ndarray:
+        """Codes of ``values`` (any shape); a value that is not in the domain raises :class:`DomainError`.
+
+        Values within float32 rounding of a domain value are accepted, so float32 model outputs encode.
+        """
+        array = _as_array(values, what="Domain.encode")
+        if array.dtype.kind not in "biuf":
+            msg = f"Domain.encode: expected numeric values, received dtype {array.dtype}"
+            raise DomainError(msg)
+        flat = array.astype(np.float64, copy=False).reshape(-1)
+        mids = (self._values[1:] + self._values[:-1]) / 2
+        codes = np.searchsorted(mids, flat)
+        bad = ~(np.abs(flat - self._values[codes]) <= self._tolerance)  # NaN counts as bad
+        if bad.any():
+            where = int(np.flatnonzero(bad)[0])
+            index = np.unravel_index(where, array.shape) if array.ndim else ()
+            msg = (
+                f"value {flat[where]!r} at index {tuple(int(i) for i in index)} is not in {self!r}; "
+                f"expected one of {_preview(self._values)} ({int(bad.sum())} value(s) outside the domain)"
+            )
+            raise DomainError(msg)
+        return codes.astype(self.code_dtype).reshape(array.shape)
+
+    def decode(self, codes: Any, *, dtype: Any = np.float64) -> np.ndarray:
+        """Values of integer ``codes`` (any shape); a code outside ``0..n-1`` raises :class:`DomainError`."""
+        array = _as_array(codes, what="Domain.decode")
+        if array.dtype.kind not in "biu":
+            msg = f"Domain.decode: expected integer codes, received dtype {array.dtype}"
+            raise DomainError(msg)
+        if array.size and (array.min() < 0 or array.max() >= len(self)):
+            bad = int(array[(array < 0) | (array >= len(self))].reshape(-1)[0])
+            msg = f"Domain.decode: code {bad} is out of range for {self!r}; expected 0..{len(self) - 1}"
+            raise DomainError(msg)
+        return self._values.astype(dtype)[array.astype(np.intp)]
+
+    # -- identity -----------------------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Domain):
+            return NotImplemented
+        return self._hash == other._hash and np.array_equal(self._values, other._values)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        if self._params:
+            p = self._params
+            extras = "".join(
+                f", {k}={p[k]!r}"
+                for k, default in (("signed", False), ("narrow", False), ("scale", 1.0), ("zero_point", 0.0))
+                if p[k] != default
+            )
+            return f"Domain.uniform({p['bits']}{extras})"
+        return f"Domain.values({_preview(self._values, brackets='[]')})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if hasattr(self, "_hash"):
+            msg = f"Domain is immutable; cannot set {name!r}"
+            raise AttributeError(msg)
+        object.__setattr__(self, name, value)

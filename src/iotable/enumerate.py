@@ -1,0 +1,169 @@
+"""The black-box enumerator: every combination of input codes of every unit, through the unmodified module.
+
+How rows are batched (no Python loop over rows):
+
+- Units that read the same input elements form a *class*: one enumeration fills all their tables (the
+  output channels of a convolution group share their inputs).
+- Classes whose inputs are disjoint are *coloured* together: their inputs are set independently in the same
+  forward pass (the replicate-across-groups trick: one forward of a grouped convolution fills every group).
+- Every slot of the enumeration frame (a non-overlapping window position, see :mod:`iotable.plan`) holds a
+  different row, so sample ``b`` of a forward pass computes rows ``b * slots + i`` of each class.
+- Codes come from index arithmetic on row numbers (``digit_j = row // weight_j % n``), chunked so that one
+  forward pass stays under a memory budget.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from ._progress import progress_bar
+from .errors import DomainError, EnumerationError
+from .plan import LayerPlan, Unit, module_dtype, run_module
+from .table import IOTable
+
+__all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
+
+#: Default memory budget of one forward pass, in bytes (256 MiB).
+DEFAULT_MEMORY_BUDGET = 256 * 2**20
+
+# Bytes per frame element per sample held at once: codes (int64), values, outputs and the module's own
+# intermediate activations (a small multiple of the input).
+_BYTES_PER_ELEMENT = 8 + 4 * 6
+
+
+@dataclass(frozen=True)
+class _Class:
+    units: tuple[Unit, ...]
+    input_index: np.ndarray  # (slots, fan_in) flat frame indices
+    output_index: np.ndarray  # (slots, sum of fan_outs)
+    rows: int
+
+    @property
+    def channels(self) -> frozenset[int]:
+        return frozenset(self.units[0].in_channels)
+
+
+def _classes(layer: LayerPlan) -> list[_Class]:
+    by_inputs: dict[tuple[int, ...], list[Unit]] = {}
+    for unit in layer.units:
+        by_inputs.setdefault(unit.in_channels, []).append(unit)
+    return [
+        _Class(
+            units=tuple(units),
+            input_index=layer.input_index(units[0]),
+            output_index=np.concatenate([layer.output_index(u) for u in units], axis=1),
+            rows=units[0].rows,
+        )
+        for units in by_inputs.values()
+    ]
+
+
+def _colours(classes: list[_Class]) -> list[list[_Class]]:
+    """Greedy colouring: classes of equal row count and pairwise disjoint input channels share a forward."""
+    colours: list[tuple[set[int], int, list[_Class]]] = []
+    for cls in sorted(classes, key=lambda c: -c.rows):
+        for used, rows, members in colours:
+            if rows == cls.rows and used.isdisjoint(cls.channels):
+                used |= cls.channels
+                members.append(cls)
+                break
+        else:
+            colours.append((set(cls.channels), cls.rows, [cls]))
+    return [members for _, _, members in colours]
+
+
+def enumerate_tables(
+    module: nn.Module,
+    layer: LayerPlan,
+    *,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: bool | None = None,
+) -> list[IOTable]:
+    """Build every unit's dense table of ``layer`` by running ``module`` on all input combinations.
+
+    The module runs in ``eval()`` and ``torch.inference_mode()``; its training flags are restored.
+
+    Args:
+        module: the module ``layer`` was planned for (see :func:`iotable.plan`).
+        layer: the resolved plan.
+        memory_budget: bytes one forward pass may hold; larger enumerations are chunked.
+        progress: show a progress bar (``None``: only on a terminal for long enumerations).
+
+    Returns:
+        One :class:`IOTable` per unit, in unit order.
+    """
+    dtype, device = module_dtype(module)
+    n = len(layer.input_domain)
+    values = torch.tensor(layer.input_domain.values, dtype=dtype, device=device)
+    n_slots = len(layer.slots)
+    frame_elements = math.prod(layer.frame_in) + math.prod(layer.frame_out)
+    chunk = max(1, memory_budget // (frame_elements * _BYTES_PER_ELEMENT))
+    colours = _colours(_classes(layer))
+    samples = [-(-members[0].rows // n_slots) for members in colours]
+    out_domain = layer.output_domain
+    buffers: dict[int, np.ndarray] = {}
+    for members in colours:
+        for cls in members:
+            width = cls.output_index.shape[1]
+            out_dtype = out_domain.code_dtype if out_domain is not None else torch.empty(0, dtype=dtype).numpy().dtype
+            buffers[id(cls)] = np.empty((cls.rows, width), dtype=out_dtype)
+
+    with progress_bar(total=sum(samples), desc=layer.name, enabled=progress, unit="sample") as bar:
+        for members, total in zip(colours, samples):
+            fan_in = members[0].input_index.shape[1]
+            weights = torch.as_tensor(n ** np.arange(fan_in - 1, -1, -1), dtype=torch.int64)
+            in_index = [torch.as_tensor(c.input_index.reshape(-1)) for c in members]
+            out_index = [torch.as_tensor(c.output_index.reshape(-1)) for c in members]
+            slot_offsets = torch.arange(n_slots, dtype=torch.int64)
+            for b0 in range(0, total, chunk):
+                b1 = min(total, b0 + chunk)
+                batch = b1 - b0
+                rows = torch.arange(b0, b1, dtype=torch.int64)[:, None] * n_slots + slot_offsets[None, :]
+                rows = rows.clamp_(max=members[0].rows - 1)
+                digits = (rows[..., None] // weights) % n  # (batch, slots, fan_in): lexicographic order
+                codes = torch.full((batch, math.prod(layer.frame_in)), layer.fill_code, dtype=torch.int64)
+                flat_digits = digits.reshape(batch, -1)
+                for index in in_index:
+                    codes[:, index] = flat_digits
+                x = values[codes.to(device)].reshape(batch, *layer.frame_in)
+                out = run_module(module, x, layer.name).reshape(batch, -1)
+                r0, r1 = b0 * n_slots, min(b1 * n_slots, members[0].rows)
+                for cls, index in zip(members, out_index):
+                    result = out[:, index.to(device)].reshape(batch * n_slots, -1)[: r1 - r0]
+                    buffers[id(cls)][r0:r1] = _encode(result, layer, cls, r0)
+                bar.update(batch)
+
+    tables: dict[int, IOTable] = {}
+    for members in colours:
+        for cls in members:
+            column = 0
+            for unit in cls.units:
+                outputs = buffers[id(cls)][:, column : column + unit.fan_out]
+                column += unit.fan_out
+                tables[unit.index] = IOTable.dense(
+                    outputs,
+                    input_domains=[layer.input_domain] * unit.fan_in,
+                    output_domain=out_domain,
+                    layer=layer.name,
+                    unit=unit.index,
+                )
+    return [tables[u.index] for u in layer.units]
+
+
+def _encode(result: torch.Tensor, layer: LayerPlan, cls: _Class, first_row: int) -> np.ndarray:
+    array = result.detach().cpu().numpy()
+    if layer.output_domain is None:
+        return array
+    try:
+        return layer.output_domain.encode(array)
+    except DomainError as exc:
+        msg = (
+            f"{layer.name}: unit(s) {[u.index for u in cls.units]}, rows from {first_row}: {exc}; the module must "
+            "end in that quantizer, or declare the right output_domain= in decompose()"
+        )
+        raise EnumerationError(msg) from None

@@ -1,0 +1,62 @@
+"""The errors iotable raises on purpose.
+
+Every error derives from :class:`IOTableError`, and also from the builtin exception a caller would expect
+(``ValueError`` for bad arguments, ``LookupError`` for a row a partial table does not hold), so that
+``except ValueError`` keeps working. Messages name the thing, what was expected, what was received, and the
+fix when one is known.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "DomainError",
+    "EnumerationError",
+    "IOTableError",
+    "MissingRowError",
+    "NotDecomposedError",
+    "OptionError",
+    "SpecError",
+    "SpecMismatchError",
+    "TableError",
+    "TableTooLargeError",
+]
+
+
+class IOTableError(Exception):
+    """Base class of every error iotable raises on purpose."""
+
+
+class OptionError(IOTableError, ValueError):
+    """A string option (layout, ...) is not one of the accepted values."""
+
+
+class DomainError(IOTableError, ValueError):
+    """A quantized domain is malformed, or a value or code does not belong to it."""
+
+
+class SpecError(IOTableError, ValueError):
+    """Decomposition metadata is malformed or does not fit the module it describes."""
+
+
+class SpecMismatchError(SpecError):
+    """The probe found a unit whose outputs depend on an input outside its declared fan-in."""
+
+
+class NotDecomposedError(SpecError, TypeError):
+    """A module has no decomposition metadata and no built-in rule covers it."""
+
+
+class TableTooLargeError(IOTableError, ValueError):
+    """A unit's table would have more rows than the configured limit."""
+
+
+class EnumerationError(IOTableError, RuntimeError):
+    """Running the module on enumerated inputs failed or returned something unexpected."""
+
+
+class TableError(IOTableError, ValueError):
+    """An IOTable was built from inconsistent arrays, or looked up with malformed codes."""
+
+
+class MissingRowError(IOTableError, LookupError):
+    """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""

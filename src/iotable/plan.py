@@ -1,0 +1,492 @@
+"""Plans: a module's decomposition resolved against its input shape and domain, validated before any work.
+
+A :class:`LayerPlan` fixes everything enumeration needs: the units (which input channels each reads over
+which kernel window, which output channels it writes), their fan-ins and row counts, and an *enumeration
+frame* — an input shape small enough to be cheap, with one or more *slots*: output positions whose windows
+lie inside the frame and do not overlap, so that one forward pass fills several rows of every unit.
+
+Element order inside a unit (the order of a table's input columns): for channels-first layouts the input
+channel (ascending within the unit) and then the kernel positions row-major; for channels-last layouts the
+kernel positions and then the channel. Non-spatial layers (``"NC"``) read single features.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .domain import Domain
+from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
+from .nn import domain_of
+from .spec import ELEMENTWISE, Layout, Spec, _channel_counts, spec_of
+
+__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
+
+#: Default limit on the rows of one table (2**24).
+DEFAULT_MAX_ROWS = 2**24
+
+_SHAPE_AGNOSTIC = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Sequential, *ELEMENTWISE)
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The sliding window of a spatial layer, one entry per spatial axis (all empty for ``"NC"``)."""
+
+    kernel: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    dilation: tuple[int, ...] = ()
+    padding: tuple[int, ...] = ()
+
+    @property
+    def rank(self) -> int:
+        """Number of spatial axes."""
+        return len(self.kernel)
+
+    @property
+    def window(self) -> int:
+        """Number of kernel positions."""
+        return math.prod(self.kernel)
+
+    @property
+    def span(self) -> tuple[int, ...]:
+        """Input extent of one window per axis: ``(k - 1) * d + 1``."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
+
+    def offsets(self) -> np.ndarray:
+        """Kernel positions times dilation, row-major, shape ``(window, rank)``."""
+        grids = np.meshgrid(*[np.arange(k) * d for k, d in zip(self.kernel, self.dilation)], indexing="ij")
+        return np.stack([g.reshape(-1) for g in grids], axis=1) if grids else np.zeros((1, 0), np.int64)
+
+    def output_size(self, size: tuple[int, ...]) -> tuple[int, ...]:
+        """Output extent per axis for an input of ``size`` (symmetric padding)."""
+        return tuple(
+            (n + 2 * p - d * (k - 1) - 1) // s + 1
+            for n, k, s, d, p in zip(size, self.kernel, self.stride, self.dilation, self.padding)
+        )
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One smallest independent unit: the input channels it reads and the output channels it writes."""
+
+    index: int
+    in_channels: tuple[int, ...]
+    out_channels: tuple[int, ...]
+    fan_in: int
+    rows: int
+
+    @property
+    def fan_out(self) -> int:
+        """Number of outputs the unit writes (per position)."""
+        return len(self.out_channels)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """A module's units, sizes and enumeration frame, resolved and validated (see :func:`plan`)."""
+
+    name: str
+    spec: Spec
+    layout: Layout
+    geometry: Geometry
+    in_channels: int
+    out_channels: int
+    units: tuple[Unit, ...]
+    input_domain: Domain
+    output_domain: Domain | None
+    frame_in: tuple[int, ...]
+    frame_out: tuple[int, ...]
+    slots: tuple[tuple[int, ...], ...]
+    fill_code: int
+    max_rows: int
+
+    @property
+    def total_rows(self) -> int:
+        """Rows of all the layer's tables together."""
+        return sum(u.rows for u in self.units)
+
+    @cached_property
+    def _strides(self) -> tuple[np.ndarray, np.ndarray]:
+        return _frame_strides(self.frame_in, self.layout), _frame_strides(self.frame_out, self.layout)
+
+    def input_index(self, unit: Unit) -> np.ndarray:
+        """Flat indices into one frame sample of ``unit``'s inputs, per slot: shape ``(slots, fan_in)``."""
+        ch_stride, pos_stride = self._strides[0]
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.slots), self.geometry.rank)
+        origin = slots * np.asarray(self.geometry.stride, np.int64) - np.asarray(self.geometry.padding, np.int64)
+        positions = origin[:, None, :] + self.geometry.offsets()[None, :, :]  # (slots, window, rank)
+        pos_flat = positions @ pos_stride if self.geometry.rank else np.zeros((len(self.slots), 1), np.int64)
+        ch_flat = np.asarray(unit.in_channels, dtype=np.int64) * ch_stride
+        if self.layout.channels_last:
+            index = pos_flat[:, :, None] + ch_flat[None, None, :]  # (slots, window, channels)
+        else:
+            index = ch_flat[None, :, None] + pos_flat[:, None, :]  # (slots, channels, window)
+        return index.reshape(len(self.slots), -1)
+
+    def output_index(self, unit: Unit) -> np.ndarray:
+        """Flat indices into one frame output of ``unit``'s outputs, per slot: shape ``(slots, fan_out)``."""
+        ch_stride, pos_stride = self._strides[1]
+        slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.slots), self.geometry.rank)
+        pos_flat = slots @ pos_stride if self.geometry.rank else np.zeros(len(self.slots), np.int64)
+        return pos_flat[:, None] + np.asarray(unit.out_channels, dtype=np.int64)[None, :] * ch_stride
+
+    def summary(self) -> str:
+        """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
+        bits = self.input_domain.bits
+        lines = [
+            f"{self.name}: layout {self.layout.value}, {len(self.units)} unit(s), {self.total_rows} row(s), "
+            f"input {self.input_domain!r}, output {self.output_domain!r}",
+            f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10}",
+        ]
+        for u in self.units:
+            lines.append(
+                f"{u.index:>5} {_short(u.in_channels):<24} {_short(u.out_channels):<16} "
+                f"{u.fan_in:>6} {u.fan_in * bits:>5} {u.rows:>10}"
+            )
+        return "\n".join(lines)
+
+
+def _short(values: tuple[int, ...], limit: int = 6) -> str:
+    text = ",".join(str(v) for v in values[:limit])
+    return text + (",..." if len(values) > limit else "")
+
+
+def _frame_strides(shape: tuple[int, ...], layout: Layout) -> tuple[int, np.ndarray]:
+    """Flat-index stride of the channel axis and of each spatial axis, for a per-sample shape in ``layout``."""
+    strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
+    if layout.channels_last:
+        return int(strides[-1]), strides[:-1]
+    return int(strides[0]), strides[1:]
+
+
+def _per_sample_shape(example_input: Any) -> tuple[int, ...]:
+    if isinstance(example_input, (torch.Tensor, np.ndarray)):
+        if example_input.ndim < 2:
+            msg = f"example_input: expected a batch (N, C, ...), received shape {tuple(example_input.shape)}"
+            raise SpecError(msg)
+        return tuple(int(s) for s in example_input.shape[1:])
+    msg = f"example_input: expected a tensor or array with a batch axis, received {type(example_input).__name__}"
+    raise SpecError(msg)
+
+
+def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
+    if rank == 0:
+        return Geometry()
+    if spec.kernel_size is None and not spec.elementwise:
+        msg = (
+            f"{name}: a spatial layout needs the receptive field; pass kernel_size= (and stride=, dilation=, "
+            "padding=) to decompose()"
+        )
+        raise SpecError(msg)
+
+    def per_axis(value: tuple[int, ...] | None, default: int, what: str) -> tuple[int, ...]:
+        if value is None:
+            return (default,) * rank
+        if len(value) == 1:
+            return value * rank
+        if len(value) != rank:
+            msg = f"{name}: {what}={value} has {len(value)} entries; expected 1 or {rank} for a {rank}-D layout"
+            raise SpecError(msg)
+        return value
+
+    return Geometry(
+        kernel=per_axis(spec.kernel_size if not spec.elementwise else None, 1, "kernel_size"),
+        stride=per_axis(spec.stride, 1, "stride"),
+        dilation=per_axis(spec.dilation, 1, "dilation"),
+        padding=per_axis(spec.padding, 0, "padding"),
+    )
+
+
+def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
+    """Input channel tuple of each declared unit (before a per-output split)."""
+    if spec.elementwise:
+        return [(c,) for c in range(c_in)]
+    if spec.groups is not None:
+        if c_in % spec.groups:
+            msg = (
+                f"{name}: groups={spec.groups} does not divide the {c_in} input channels; "
+                f"expected a divisor of {c_in}"
+            )
+            raise SpecError(msg)
+        size = c_in // spec.groups
+        return [tuple(range(g * size, (g + 1) * size)) for g in range(spec.groups)]
+    if spec.fan_in is not None:
+        for k, unit in enumerate(spec.fan_in):
+            if max(unit) >= c_in:
+                msg = (
+                    f"{name}: fan_in[{k}] = {list(unit)} reads input {max(unit)}, but the input has {c_in} "
+                    f"channel(s); expected indices 0..{c_in - 1}"
+                )
+                raise SpecError(msg)
+        return [tuple(unit) for unit in spec.fan_in]
+    return [tuple(range(c_in))]
+
+
+def _output_groups(spec: Spec, n_units: int, c_out: int, name: str) -> list[tuple[int, ...]]:
+    if spec.elementwise:
+        if c_out != n_units:
+            msg = f"{name}: an elementwise module must keep the channel count; {n_units} in, {c_out} out"
+            raise SpecError(msg)
+        return [(c,) for c in range(c_out)]
+    if spec.groups is not None:
+        if c_out % spec.groups:
+            msg = (
+                f"{name}: groups={spec.groups} does not divide the {c_out} output channels; "
+                f"expected a divisor of {c_out}"
+            )
+            raise SpecError(msg)
+        size = c_out // spec.groups
+        return [tuple(range(g * size, (g + 1) * size)) for g in range(spec.groups)]
+    if spec.fan_out is not None:
+        groups = [tuple(unit) for unit in spec.fan_out]
+    elif spec.fan_in is not None:
+        if len(spec.fan_in) != c_out:
+            msg = (
+                f"{name}: fan_in lists {len(spec.fan_in)} unit(s) but the module has {c_out} output(s); unit k "
+                "writes output k unless fan_out= says otherwise"
+            )
+            raise SpecError(msg)
+        groups = [(k,) for k in range(c_out)]
+    else:
+        return [tuple(range(c_out))]
+    for k, unit in enumerate(groups):
+        if max(unit) >= c_out:
+            msg = f"{name}: unit {k} writes output {max(unit)}, but the module has {c_out}; expected 0..{c_out - 1}"
+            raise SpecError(msg)
+    return groups
+
+
+def _check_coverage(out_groups: list[tuple[int, ...]], c_out: int, name: str) -> None:
+    counts = np.bincount(np.concatenate([np.asarray(g, np.int64) for g in out_groups]), minlength=c_out)
+    if (counts != 1).any():
+        c = int(np.flatnonzero(counts != 1)[0])
+        msg = (
+            f"{name}: output {c} is written by {int(counts[c])} unit(s); expected every output written by "
+            "exactly one unit (check fan_out=)"
+        )
+        raise SpecError(msg)
+
+
+def _slots(geometry: Geometry, size: tuple[int, ...], name: str) -> list[tuple[int, ...]]:
+    """Output positions whose windows lie inside ``size`` and do not overlap, per axis then combined."""
+    per_axis = []
+    for n, k, s, d, p in zip(size, geometry.kernel, geometry.stride, geometry.dilation, geometry.padding):
+        span = (k - 1) * d + 1
+        first = -(-p // s)
+        step = -(-span // s)
+        last_origin = n - span
+        axis = [o for o in range(first, (last_origin + p) // s + 1, step)] if last_origin >= 0 else []
+        if not axis:
+            msg = f"{name}: the input extent {n} cannot hold one window of span {span} (kernel {k}, dilation {d})"
+            raise SpecError(msg)
+        per_axis.append(axis)
+    grids = np.meshgrid(*[np.asarray(a) for a in per_axis], indexing="ij")
+    return [tuple(int(v) for v in pos) for pos in np.stack([g.reshape(-1) for g in grids], axis=1)]
+
+
+def _minimal_size(geometry: Geometry) -> tuple[int, ...]:
+    return tuple(
+        -(-p // s) * s - p + (k - 1) * d + 1
+        for k, s, d, p in zip(geometry.kernel, geometry.stride, geometry.dilation, geometry.padding)
+    )
+
+
+def _is_shape_agnostic(module: nn.Module) -> bool:
+    return all(type(m).forward is getattr(_base_type(m), "forward", None) for m in module.modules())
+
+
+def _base_type(m: nn.Module) -> type | None:
+    for t in _SHAPE_AGNOSTIC:
+        if isinstance(m, t):
+            return t
+    return None
+
+
+def _last_module(module: nn.Module) -> nn.Module:
+    while isinstance(module, nn.Sequential) and len(module) > 0:
+        module = module[-1]
+    return module
+
+
+def _frame_shape(layout: Layout, channels: int, size: tuple[int, ...]) -> tuple[int, ...]:
+    return (*size, channels) if layout.channels_last else (channels, *size)
+
+
+def module_dtype(module: nn.Module) -> tuple[torch.dtype, torch.device]:
+    """Float dtype and device the module computes in (its first floating parameter or buffer)."""
+    for t in list(module.parameters()) + list(module.buffers()):
+        if t.is_floating_point():
+            return t.dtype, t.device
+    return torch.float32, torch.device("cpu")
+
+
+def run_module(module: nn.Module, x: torch.Tensor, name: str) -> torch.Tensor:
+    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards."""
+    flags = [(m, m.training) for m in module.modules()]
+    try:
+        module.eval()
+        with torch.inference_mode():
+            out = module(x)
+    except IOTableError:
+        raise
+    except Exception as exc:  # the module is a black box: any failure is reported with context
+        msg = f"{name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
+        raise EnumerationError(msg) from exc
+    finally:
+        for m, training in flags:
+            m.training = training
+    if not isinstance(out, torch.Tensor):
+        msg = f"{name}: expected forward to return one tensor, received {type(out).__name__}"
+        raise EnumerationError(msg)
+    return out
+
+
+def plan(
+    module: nn.Module,
+    *,
+    input_domain: Domain,
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    name: str | None = None,
+) -> LayerPlan:
+    """Resolve ``module``'s decomposition against its input; validate everything before any table work.
+
+    Table sizes are checked before the module runs at all. Then one forward pass on a small frame finds
+    the output channels.
+
+    Args:
+        module: a decorated module, a layer with a built-in rule, or a fused block.
+        input_domain: the domain of every input element.
+        example_input: a batch (tensor or array) giving the input shape when the module cannot state it
+            (custom modules); spatial modules then enumerate on frames of that spatial size.
+        max_rows: the largest table allowed; a larger one raises :class:`TableTooLargeError`.
+        name: the layer's name in messages (default: its class name).
+
+    Example:
+        >>> p = plan(torch.nn.Conv1d(3, 3, 3, groups=3), input_domain=Domain.uniform(2))
+        >>> [(u.fan_in, u.rows) for u in p.units]
+        [(3, 64), (3, 64), (3, 64)]
+    """
+    name = name or type(module).__name__
+    if not isinstance(module, nn.Module):
+        msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
+        raise SpecError(msg)
+    if not isinstance(input_domain, Domain):
+        msg = f"{name}: input_domain must be an iotable.Domain, received {type(input_domain).__name__}"
+        raise SpecError(msg)
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        msg = f"{name}: max_rows must be a positive integer, received {max_rows!r}"
+        raise SpecError(msg)
+    spec = spec_of(module)
+    example_shape = None if example_input is None else _per_sample_shape(example_input)
+
+    # Layout and geometry.
+    if spec.layout is not None:
+        layout = spec.layout
+    elif example_shape is not None:
+        layout = Layout.channels_first(len(example_shape) + 1)
+    elif spec.kernel_size is not None:
+        layout = Layout.channels_first(len(spec.kernel_size) + 2)
+    else:
+        layout = Layout.NC
+    if example_shape is not None and len(example_shape) != layout.spatial_rank + 1:
+        msg = (
+            f"{name}: layout {layout.value} expects inputs of rank {layout.spatial_rank + 2}, "
+            f"but example_input has shape (N, {', '.join(map(str, example_shape))})"
+        )
+        raise SpecError(msg)
+    geometry = _geometry(spec, layout.spatial_rank, name)
+
+    # Input channels.
+    if example_shape is not None:
+        c_in = example_shape[-1] if layout.channels_last else example_shape[0]
+    else:
+        c_in = _channel_counts(module)[0]
+        if c_in is None and isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            c_in = module.num_features
+        if c_in is None:
+            msg = f"{name}: cannot tell the input shape of {type(module).__name__}; pass example_input= (a batch)"
+            raise SpecError(msg)
+
+    # Sizes, before any forward pass.
+    in_groups = _input_groups(spec, c_in, name)
+    n_values = len(input_domain)
+    for k, channels in enumerate(in_groups):
+        fan_in = len(channels) * geometry.window
+        rows = n_values**fan_in
+        if rows > max_rows:
+            msg = (
+                f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "
+                f"position(s)) of {input_domain.bits} bit(s) = {fan_in * input_domain.bits} bits, a table of "
+                f"{rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse fan_in=, "
+                "or fewer input bits"
+            )
+            raise TableTooLargeError(msg)
+
+    # The enumeration frame.
+    if geometry.rank == 0:
+        size: tuple[int, ...] = ()
+    elif example_shape is not None and not _is_shape_agnostic(module):
+        size = example_shape[:-1] if layout.channels_last else example_shape[1:]
+    else:
+        size = _minimal_size(geometry)
+    slots = _slots(geometry, size, name) if geometry.rank else [()]
+    frame_in = _frame_shape(layout, c_in, size)
+    fill_code = input_domain.zero_code if input_domain.zero_code is not None else 0
+    dtype, device = module_dtype(module)
+    probe = torch.full((1, *frame_in), float(input_domain.values[fill_code]), dtype=dtype, device=device)
+    out = run_module(module, probe, name)
+    frame_out = tuple(int(s) for s in out.shape[1:])
+    if len(frame_out) != len(frame_in):
+        msg = (
+            f"{name}: expected an output of rank {len(frame_in) + 1} in layout {layout.value}, received shape "
+            f"{tuple(out.shape)} for an input of shape {tuple(probe.shape)}"
+        )
+        raise SpecError(msg)
+    c_out = frame_out[-1] if layout.channels_last else frame_out[0]
+    out_size = frame_out[:-1] if layout.channels_last else frame_out[1:]
+    for slot in slots:
+        if any(o >= n for o, n in zip(slot, out_size)):
+            msg = (
+                f"{name}: the declared window (kernel {geometry.kernel}, stride {geometry.stride}, padding "
+                f"{geometry.padding}) puts an output at position {slot}, but the module's output has spatial size "
+                f"{out_size} for input size {size}; check the receptive field given to decompose()"
+            )
+            raise SpecError(msg)
+
+    # Output channels and units.
+    out_groups = _output_groups(spec, len(in_groups), c_out, name)
+    if len(out_groups) != len(in_groups):
+        msg = f"{name}: {len(in_groups)} input group(s) but {len(out_groups)} output group(s); expected one each"
+        raise SpecError(msg)
+    _check_coverage(out_groups, c_out, name)
+    units: list[Unit] = []
+    for channels, outputs in zip(in_groups, out_groups):
+        fan_in = len(channels) * geometry.window
+        split = [(o,) for o in outputs] if spec.per_output else [outputs]
+        for out_channels in split:
+            units.append(Unit(len(units), channels, out_channels, fan_in, n_values**fan_in))
+
+    output_domain = spec.output_domain if spec.output_domain is not None else domain_of(_last_module(module))
+    return LayerPlan(
+        name=name,
+        spec=spec,
+        layout=layout,
+        geometry=geometry,
+        in_channels=c_in,
+        out_channels=c_out,
+        units=tuple(units),
+        input_domain=input_domain,
+        output_domain=output_domain,
+        frame_in=frame_in,
+        frame_out=frame_out,
+        slots=tuple(slots),
+        fill_code=fill_code,
+        max_rows=max_rows,
+    )

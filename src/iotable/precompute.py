@@ -1,0 +1,96 @@
+"""``precompute()``: the notebook entry point from a layer (or decorated block) to its unit tables."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from ._probe import check_decomposition
+from .domain import Domain
+from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
+from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
+from .table import IOTable
+
+__all__ = ["LayerTables", "precompute"]
+
+
+@dataclass(frozen=True)
+class LayerTables:
+    """The tables of one layer, in unit order, with the plan that produced them.
+
+    Example:
+        >>> conv = torch.nn.Conv1d(2, 2, kernel_size=2, groups=2, bias=False)
+        >>> result = precompute(conv, input_domain=Domain.uniform(1))
+        >>> len(result), result[0].rows, result.plan.units[1].in_channels
+        (2, 4, (1,))
+    """
+
+    plan: LayerPlan
+    tables: tuple[IOTable, ...]
+
+    @property
+    def name(self) -> str:
+        """The layer's name."""
+        return self.plan.name
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    def __getitem__(self, unit: int) -> IOTable:
+        return self.tables[unit]
+
+    def __iter__(self) -> Iterator[IOTable]:
+        return iter(self.tables)
+
+    def summary(self) -> str:
+        """The plan's unit table (see :meth:`LayerPlan.summary`)."""
+        return self.plan.summary()
+
+
+def precompute(
+    module: nn.Module,
+    *,
+    input_domain: Domain,
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+) -> LayerTables:
+    """Turn a layer or decorated block into one dense lookup table per smallest unit.
+
+    Plans the decomposition (every table size is checked before any work), probes the metadata against
+    the module (``check=True``), then enumerates every input combination of every unit through the
+    unmodified module.
+
+    Args:
+        module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
+            ``nn.Sequential`` of one layer and elementwise modules) or a module decorated with
+            :func:`iotable.decompose`.
+        input_domain: the domain of every input element.
+        example_input: a batch giving the input shape when the module cannot state it.
+        max_rows: the largest table allowed (default ``2**24``).
+        memory_budget: bytes one forward pass may hold (default 256 MiB).
+        check: probe the decomposition metadata before enumerating.
+        progress: progress bar (``None``: only on a terminal, for long enumerations).
+        name: the layer's name in tables and messages (default: its class name).
+
+    Returns:
+        :class:`LayerTables`: ``.tables`` lists the unit tables in unit order.
+
+    Example:
+        >>> conv = torch.nn.Conv1d(3, 3, kernel_size=3, groups=3, bias=False)
+        >>> _ = torch.nn.init.ones_(conv.weight)
+        >>> tables = precompute(decompose(conv, groups=3), input_domain=Domain.uniform(2)).tables
+        >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
+        (3, 64, [6.0])
+    """
+    layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+    if check:
+        check_decomposition(module, layer, memory_budget=memory_budget)
+    tables = enumerate_tables(module, layer, memory_budget=memory_budget, progress=progress)
+    return LayerTables(plan=layer, tables=tuple(tables))

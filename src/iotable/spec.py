@@ -1,0 +1,438 @@
+"""Decomposition metadata: how a module's function splits into independent smallest units.
+
+:func:`decompose` attaches a frozen :class:`Spec` to a module instance or class under one dunder attribute;
+:func:`spec_of` reads it back, falling back to built-in rules for common torch layers. A spec is declarative
+("3 groups", "kernel 3, stride 2"); :mod:`iotable.plan` resolves it against a module and an input shape.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from torch import nn
+
+from .domain import Domain
+from .errors import NotDecomposedError, OptionError, SpecError
+from .nn import Quantize
+
+__all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "spec_of"]
+
+_ATTR = "__iotable_spec__"
+
+M = TypeVar("M", bound=Any)
+
+
+class Layout(enum.Enum):
+    """Axis order of a layer's input and output tensors (batch first).
+
+    Example:
+        >>> Layout.parse("nhwc"), Layout.NHWC.spatial_rank, Layout.NHWC.channels_last
+        (<Layout.NHWC: 'NHWC'>, 2, True)
+    """
+
+    NC = "NC"
+    NCW = "NCW"
+    NWC = "NWC"
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+    @classmethod
+    def parse(cls, value: str | Layout, *, what: str = "layout") -> Layout:
+        """Convert a string such as ``"NCHW"`` (any case) to a :class:`Layout`; anything else is an error."""
+        if isinstance(value, Layout):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        accepted = ", ".join(repr(m.value) for m in cls)
+        msg = f"{what}: unknown layout {value!r}; expected one of {accepted}"
+        raise OptionError(msg)
+
+    @classmethod
+    def channels_first(cls, rank: int) -> Layout:
+        """The channels-first layout of a ``rank``-dimensional tensor (batch included), as torch layers use."""
+        by_rank = {2: cls.NC, 3: cls.NCW, 4: cls.NCHW}
+        if rank not in by_rank:
+            msg = f"layout: expected an input of rank 2, 3 or 4 (N, C, spatial...), received rank {rank}"
+            raise SpecError(msg)
+        return by_rank[rank]
+
+    @property
+    def spatial_rank(self) -> int:
+        """Number of spatial axes: 0, 1 or 2."""
+        return len(self.value) - 2
+
+    @property
+    def channels_last(self) -> bool:
+        """Whether channels are the last axis (``NWC``, ``NHWC``)."""
+        return self.spatial_rank > 0 and self.value.endswith("C")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """Decomposition metadata of one module (immutable; see :func:`decompose` for the fields' meaning).
+
+    ``per_output`` splits every unit into one unit per output channel that reads the same inputs (the
+    built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes every channel its own unit of
+    kernel 1 (the rule for activations, batch norm and quantizers). ``source`` says where the spec came from.
+    """
+
+    groups: int | None = None
+    fan_in: tuple[tuple[int, ...], ...] | None = None
+    fan_out: tuple[tuple[int, ...], ...] | None = None
+    kernel_size: tuple[int, ...] | None = None
+    stride: tuple[int, ...] | None = None
+    dilation: tuple[int, ...] | None = None
+    padding: tuple[int, ...] | None = None
+    layout: Layout | None = None
+    output_domain: Domain | None = None
+    per_output: bool = False
+    elementwise: bool = False
+    source: str = "decompose()"
+
+    @property
+    def spatial(self) -> bool:
+        """Whether the spec describes a sliding-window (convolution-like) layer."""
+        return self.kernel_size is not None or (self.layout is not None and self.layout.spatial_rank > 0)
+
+
+#: Elementwise modules: each output element depends only on the input element at the same index, so they
+#: fuse into the preceding layer's table (or form one-input tables on their own).
+ELEMENTWISE: tuple[type[nn.Module], ...] = (
+    nn.BatchNorm1d,
+    nn.BatchNorm2d,
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.Hardtanh,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Identity,
+    nn.Dropout,
+    Quantize,
+)
+
+
+def _int_tuple(value: Any, *, name: str, minimum: int) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    items = (value,) if isinstance(value, int) else value
+    try:
+        result = tuple(int(v) for v in items)
+        ok = all(isinstance(v, int) and not isinstance(v, bool) for v in items) and len(result) in (1, 2)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok or min(result) < minimum:
+        msg = f"decompose: {name} must be an integer >= {minimum} or a tuple of 1 or 2 of them, received {value!r}"
+        raise SpecError(msg)
+    return result
+
+
+def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None:
+    if value is None:
+        return None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    try:
+        units = tuple(tuple(v.__index__() for v in unit) for unit in value)
+    except (TypeError, AttributeError):
+        msg = f"decompose: {name} must be a list of integer lists (one per unit), received {value!r}"
+        raise SpecError(msg) from None
+    if not units:
+        msg = f"decompose: {name} must list at least one unit, received an empty list"
+        raise SpecError(msg)
+    for k, unit in enumerate(units):
+        if not unit:
+            msg = f"decompose: {name}[{k}] is empty; every unit reads and writes at least one element"
+            raise SpecError(msg)
+        if min(unit) < 0:
+            msg = f"decompose: {name}[{k}] = {list(unit)} holds a negative index; expected indices >= 0"
+            raise SpecError(msg)
+        if len(set(unit)) != len(unit):
+            msg = f"decompose: {name}[{k}] = {list(unit)} repeats an index; expected distinct indices"
+            raise SpecError(msg)
+    return units
+
+
+def _make_spec(
+    *,
+    groups: int | None,
+    fan_in: Any,
+    fan_out: Any,
+    kernel_size: Any,
+    stride: Any,
+    dilation: Any,
+    padding: Any,
+    layout: str | Layout | None,
+    output_domain: Domain | None,
+) -> Spec:
+    if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups < 1):
+        msg = f"decompose: groups must be a positive integer, received {groups!r}"
+        raise SpecError(msg)
+    if groups is not None and fan_in is not None:
+        msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
+        raise SpecError(msg)
+    fan_in_t = _index_lists(fan_in, name="fan_in")
+    fan_out_t = _index_lists(fan_out, name="fan_out")
+    if fan_out_t is not None and fan_in_t is None:
+        msg = "decompose: fan_out= needs fan_in= (it says which outputs each fan_in unit writes)"
+        raise SpecError(msg)
+    if fan_out_t is not None and fan_in_t is not None and len(fan_out_t) != len(fan_in_t):
+        msg = f"decompose: fan_in lists {len(fan_in_t)} units but fan_out lists {len(fan_out_t)}; expected one each"
+        raise SpecError(msg)
+    layout_e = None if layout is None else Layout.parse(layout, what="decompose")
+    geometry = {
+        "kernel_size": _int_tuple(kernel_size, name="kernel_size", minimum=1),
+        "stride": _int_tuple(stride, name="stride", minimum=1),
+        "dilation": _int_tuple(dilation, name="dilation", minimum=1),
+        "padding": _int_tuple(padding, name="padding", minimum=0),
+    }
+    if layout_e is not None and layout_e.spatial_rank == 0 and any(v is not None for v in geometry.values()):
+        msg = f"decompose: layout {layout_e.value!r} has no spatial axis, so kernel_size/stride/dilation/padding don't apply"
+        raise SpecError(msg)
+    if geometry["kernel_size"] is None and any(v is not None for v in geometry.values()):
+        msg = "decompose: stride/dilation/padding describe a sliding window; give kernel_size= too"
+        raise SpecError(msg)
+    if output_domain is not None and not isinstance(output_domain, Domain):
+        msg = f"decompose: output_domain must be an iotable.Domain, received {type(output_domain).__name__}"
+        raise SpecError(msg)
+    return Spec(
+        groups=groups,
+        fan_in=fan_in_t,
+        fan_out=fan_out_t,
+        layout=layout_e,
+        output_domain=output_domain,
+        **geometry,
+    )
+
+
+def _channel_counts(module: nn.Module) -> tuple[int | None, int | None]:
+    """Input and output channel counts a module states through common attributes, if any."""
+    first = _first_layer(module)
+    for a_in, a_out in (("in_channels", "out_channels"), ("in_features", "out_features")):
+        if hasattr(first, a_in) and hasattr(first, a_out):
+            return int(getattr(first, a_in)), _output_channels(module, int(getattr(first, a_out)))
+    return None, None
+
+
+def _output_channels(module: nn.Module, first_out: int) -> int | None:
+    if isinstance(module, nn.Sequential):
+        return first_out if all(isinstance(m, ELEMENTWISE) for m in list(module)[1:]) else None
+    return first_out
+
+
+def _first_layer(module: nn.Module) -> nn.Module:
+    while isinstance(module, nn.Sequential) and len(module) > 0:
+        module = module[0]
+    return module
+
+
+def _check_against_module(spec: Spec, module: nn.Module) -> None:
+    """Checks that need only the module's stated channel counts, run when the spec is attached."""
+    c_in, c_out = _channel_counts(module)
+    name = type(module).__name__
+    if spec.groups is not None:
+        for what, count in (("input", c_in), ("output", c_out)):
+            if count is not None and count % spec.groups:
+                msg = (
+                    f"decompose({name}): groups={spec.groups} does not divide the {count} {what} channels; "
+                    f"expected a divisor of {count}"
+                )
+                raise SpecError(msg)
+    for what, lists, count in (("fan_in", spec.fan_in, c_in), ("fan_out", spec.fan_out, c_out)):
+        if lists is not None and count is not None:
+            for k, unit in enumerate(lists):
+                if max(unit) >= count:
+                    msg = (
+                        f"decompose({name}): {what}[{k}] = {list(unit)} indexes element {max(unit)}, "
+                        f"but the module has {count}; expected indices 0..{count - 1}"
+                    )
+                    raise SpecError(msg)
+
+
+def decompose(
+    target: M | None = None,
+    /,
+    *,
+    groups: int | None = None,
+    fan_in: Sequence[Sequence[int]] | None = None,
+    fan_out: Sequence[Sequence[int]] | None = None,
+    kernel_size: int | Sequence[int] | None = None,
+    stride: int | Sequence[int] | None = None,
+    dilation: int | Sequence[int] | None = None,
+    padding: int | Sequence[int] | None = None,
+    layout: str | Layout | None = None,
+    output_domain: Domain | None = None,
+) -> Any:
+    """Attach decomposition metadata to a module instance (returned as is) or class (as a decorator).
+
+    Works as ``decompose(module, ...)``, ``@decompose`` and ``@decompose(...)``. Without arguments the
+    whole module is one unit (or, for a block whose first layer has a built-in rule, that rule).
+
+    Args:
+        target: an ``nn.Module`` instance or subclass; omit it to get a decorator.
+        groups: ``g`` contiguous, equal groups along the channel axis; unit ``k`` reads the ``k``-th group
+            of input channels and writes the ``k``-th group of output channels.
+        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts).
+        fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
+        kernel_size, stride, dilation, padding: the receptive field of a sliding-window layer, so one
+            table per unit serves every position.
+        layout: ``"NC"``, ``"NCW"``, ``"NWC"``, ``"NCHW"`` or ``"NHWC"``; by default channels-first
+            from the input's rank.
+        output_domain: the domain of the module's outputs when it ends in a quantizer iotable cannot see.
+
+    Returns:
+        ``target`` itself with metadata attached, or a decorator when ``target`` is omitted.
+
+    Raises:
+        SpecError: malformed metadata, or metadata that contradicts the module's channel counts.
+        OptionError: an unknown layout string.
+
+    Example:
+        >>> conv = decompose(torch.nn.Conv1d(3, 3, kernel_size=3, groups=3), groups=3)
+        >>> spec_of(conv).groups
+        3
+        >>> @decompose(fan_in=[[0, 1], [2, 3]])
+        ... class Pairs(torch.nn.Module):
+        ...     def forward(self, x):
+        ...         return torch.stack([x[:, 0] * x[:, 1], x[:, 2] - x[:, 3]], dim=1)
+        >>> spec_of(Pairs()).fan_in
+        ((0, 1), (2, 3))
+    """
+    spec = _make_spec(
+        groups=groups,
+        fan_in=fan_in,
+        fan_out=fan_out,
+        kernel_size=kernel_size,
+        stride=stride,
+        dilation=dilation,
+        padding=padding,
+        layout=layout,
+        output_domain=output_domain,
+    )
+
+    def attach(obj: M) -> M:
+        if isinstance(obj, type) and issubclass(obj, nn.Module):
+            setattr(obj, _ATTR, spec)
+            return obj
+        if isinstance(obj, nn.Module):
+            _check_against_module(spec, obj)
+            obj.__dict__[_ATTR] = spec
+            return obj
+        msg = f"decompose: expected a torch.nn.Module instance or subclass, received {type(obj).__name__}"
+        raise SpecError(msg)
+
+    return attach if target is None else attach(target)
+
+
+def _normalize_padding(conv: nn.Module) -> tuple[int, ...]:
+    padding = conv.padding
+    if padding == "valid":
+        return (0,) * len(conv.kernel_size)
+    if padding == "same":
+        # torch pads (total // 2) before and the rest after; the window origin follows the 'before' side.
+        return tuple(d * (k - 1) // 2 for d, k in zip(conv.dilation, conv.kernel_size))
+    return tuple(int(p) for p in padding)
+
+
+def _builtin(module: nn.Module) -> Spec | None:
+    if isinstance(module, nn.Linear):
+        return Spec(layout=Layout.NC, per_output=True, source="built-in rule for nn.Linear")
+    if isinstance(module, (nn.Conv1d, nn.Conv2d)):
+        rank = len(module.kernel_size)
+        return Spec(
+            groups=module.groups,
+            kernel_size=tuple(module.kernel_size),
+            stride=tuple(module.stride),
+            dilation=tuple(module.dilation),
+            padding=_normalize_padding(module),
+            layout=Layout.NCW if rank == 1 else Layout.NCHW,
+            per_output=True,
+            source=f"built-in rule for nn.{type(module).__name__}",
+        )
+    if isinstance(module, ELEMENTWISE):
+        return Spec(elementwise=True, source=f"built-in elementwise rule for {type(module).__name__}")
+    return None
+
+
+def _declared(module: nn.Module) -> Spec | None:
+    spec = module.__dict__.get(_ATTR)
+    if spec is None:
+        spec = getattr(type(module), _ATTR, None)
+    return spec
+
+
+def _inherit(spec: Spec, module: nn.Module) -> Spec:
+    """Fill what a decorated layer or block leaves unsaid from the built-in rule of its first layer.
+
+    The receptive field and layout come from that layer unless the spec gives ``kernel_size=`` or
+    ``layout=``; the unit split too unless it gives ``groups=`` or ``fan_in=``. The probe checks the result.
+    """
+    base = _builtin(_first_layer(module))
+    if base is None or base.elementwise:
+        return spec
+    updates: dict[str, Any] = {}
+    if spec.kernel_size is None and spec.layout is None:
+        updates.update(
+            kernel_size=base.kernel_size,
+            stride=base.stride,
+            dilation=base.dilation,
+            padding=base.padding,
+            layout=base.layout,
+        )
+    if spec.groups is None and spec.fan_in is None:
+        updates.update(groups=base.groups, per_output=base.per_output)
+    if not updates:
+        return spec
+    return replace(spec, **updates, source=f"{spec.source} completed by the {base.source}")
+
+
+def spec_of(module: nn.Module) -> Spec:
+    """The decomposition metadata of ``module``: attached to it, to its class, or a built-in rule.
+
+    Built-in rules cover ``nn.Linear`` (one unit per output, full fan-in), ``nn.Conv1d``/``nn.Conv2d``
+    (one unit per output channel reading its group's channels over the kernel window), elementwise modules
+    (:data:`ELEMENTWISE`) and an ``nn.Sequential`` of one such layer followed by elementwise modules
+    (fused into one table per unit).
+
+    Raises:
+        NotDecomposedError: no metadata and no built-in rule.
+
+    Example:
+        >>> spec_of(torch.nn.Linear(4, 2)).per_output
+        True
+    """
+    declared = _declared(module)
+    if declared is not None:
+        return _inherit(declared, module)
+    if isinstance(module, nn.Sequential) and len(module) > 0:
+        head, tail = module[0], list(module)[1:]
+        base = _builtin(head) if not isinstance(head, nn.Sequential) else None
+        if base is not None and all(isinstance(m, ELEMENTWISE) for m in tail):
+            return replace(base, source=f"{base.source}, fused with {len(tail)} elementwise module(s)")
+        msg = (
+            f"nn.Sequential({', '.join(type(m).__name__ for m in module)}) is not one table layer: expected one "
+            "layer followed only by elementwise modules; decorate it with iotable.decompose(...) to make it one "
+            "black box"
+        )
+        raise NotDecomposedError(msg)
+    spec = _builtin(module)
+    if spec is None:
+        msg = (
+            f"{type(module).__name__} has no decomposition metadata and no built-in rule; "
+            "decorate it with iotable.decompose(...) (e.g. groups= or fan_in=)"
+        )
+        raise NotDecomposedError(msg)
+    return spec
+
+
+def has_spec(module: nn.Module) -> bool:
+    """Whether :func:`spec_of` finds metadata (declared or built-in) for ``module``."""
+    try:
+        spec_of(module)
+    except NotDecomposedError:
+        return False
+    return True
+

@@ -1,0 +1,377 @@
+"""IOTable: one unit's function as rows of input codes -> outputs, dense or partial.
+
+Row order and addresses: a row's *packed address* is the mixed-radix integer of its input codes with the
+**first input as the most significant digit**: ``address = sum(code[j] * prod(len(domain[i]) for i > j))``.
+Dense tables list every row in ascending address order, which is the lexicographic order of the input-code
+tuples (the order of ``itertools.product``). Partial tables hold a subset, also in ascending address order;
+the rows they lack are don't-cares.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from .domain import Domain, code_dtype
+from .errors import MissingRowError, TableError
+
+__all__ = ["IOTable"]
+
+
+def _to_numpy(array: Any, what: str) -> np.ndarray:
+    if hasattr(array, "detach"):
+        array = array.detach().cpu().numpy()
+    try:
+        return np.asarray(array)
+    except (TypeError, ValueError) as exc:
+        msg = f"IOTable: {what} must be an array, tensor or nested sequence, received {type(array).__name__} ({exc})"
+        raise TableError(msg) from None
+
+
+def _domains(input_domains: Domain | Sequence[Domain], fan_in: int | None) -> tuple[Domain, ...]:
+    if isinstance(input_domains, Domain):
+        if fan_in is None:
+            msg = "IOTable: give one Domain per input (a sequence) when the fan-in cannot be inferred"
+            raise TableError(msg)
+        return (input_domains,) * fan_in
+    domains = tuple(input_domains)
+    if not domains or not all(isinstance(d, Domain) for d in domains):
+        msg = f"IOTable: input_domains must be a Domain or a non-empty sequence of Domains, received {input_domains!r}"
+        raise TableError(msg)
+    if fan_in is not None and len(domains) != fan_in:
+        msg = f"IOTable: {len(domains)} input domain(s) for {fan_in} input column(s); expected one per input"
+        raise TableError(msg)
+    return domains
+
+
+class IOTable:
+    """One unit's table: integer input codes ``(N, fan_in)`` -> outputs ``(N, fan_out)``.
+
+    Outputs are codes of ``output_domain`` when the unit ends in a quantizer, raw values (float) otherwise.
+    Build a table from arrays or tensors (``IOTable(inputs, outputs, input_domains=...)``), from
+    ``(input_tuple, output_tuple)`` pairs (:meth:`from_pairs`), or from outputs in address order
+    (:meth:`dense`). Integer ``outputs`` with an ``output_domain`` are codes; float ones are values and are
+    encoded. Rows are kept in ascending packed-address order (see the module docstring).
+
+    Example:
+        >>> d = Domain.uniform(1)
+        >>> t = IOTable([[0, 0], [0, 1], [1, 0], [1, 1]], [[0], [1], [1], [0]], input_domains=d)
+        >>> t.is_dense, len(t), t.lookup([[1, 0], [1, 1]]).tolist()
+        (True, 4, [[1], [0]])
+        >>> list(t)[1]
+        ((0, 1), (1,))
+    """
+
+    __slots__ = (
+        "_inputs",
+        "_outputs",
+        "_addresses",
+        "_domains",
+        "_output_domain",
+        "_dont_care",
+        "layer",
+        "unit",
+    )
+
+    def __init__(
+        self,
+        inputs: Any,
+        outputs: Any,
+        *,
+        input_domains: Domain | Sequence[Domain],
+        output_domain: Domain | None = None,
+        dont_care: Any = None,
+        layer: str | None = None,
+        unit: int | None = None,
+    ) -> None:
+        in_arr = _to_numpy(inputs, "inputs")
+        if in_arr.ndim != 2 or in_arr.dtype.kind not in "biu" and in_arr.size:
+            msg = f"IOTable: inputs must be integer codes of shape (N, fan_in), received {in_arr.dtype} {in_arr.shape}"
+            raise TableError(msg)
+        domains = _domains(input_domains, in_arr.shape[1])
+        out_arr = self._check_outputs(outputs, in_arr.shape[0], output_domain)
+        self._domains = domains
+        self._output_domain = output_domain
+        radices = self.radices
+        for j, n in enumerate(radices):
+            column = in_arr[:, j]
+            if column.size and (column.min() < 0 or column.max() >= n):
+                bad = int(column[(column < 0) | (column >= n)][0])
+                msg = f"IOTable: input column {j} holds code {bad}; expected codes 0..{n - 1} of {domains[j]!r}"
+                raise TableError(msg)
+        addresses = in_arr.astype(np.int64) @ self.address_weights if in_arr.size else np.zeros(0, np.int64)
+        order = np.argsort(addresses, kind="stable")
+        addresses = addresses[order]
+        if addresses.size > 1 and (np.diff(addresses) == 0).any():
+            row = in_arr[order[int(np.flatnonzero(np.diff(addresses) == 0)[0])]]
+            msg = f"IOTable: input row {tuple(int(v) for v in row)} appears more than once; expected distinct rows"
+            raise TableError(msg)
+        self._outputs = out_arr[order]
+        self._outputs.flags.writeable = False
+        dense = addresses.size == math.prod(radices)
+        self._addresses = None if dense else addresses
+        self._inputs = None if dense else in_arr[order].astype(code_dtype(max(radices)))
+        self._dont_care = self._check_dont_care(dont_care)
+        self.layer, self.unit = layer, unit
+
+    # -- other constructors -------------------------------------------------------------------------------
+
+    @classmethod
+    def dense(
+        cls,
+        outputs: Any,
+        *,
+        input_domains: Sequence[Domain],
+        output_domain: Domain | None = None,
+        layer: str | None = None,
+        unit: int | None = None,
+    ) -> IOTable:
+        """A dense table from outputs listed in ascending address order (no input array is stored).
+
+        Example:
+            >>> t = IOTable.dense([[0.0], [1.0], [1.0], [2.0]], input_domains=[Domain.uniform(1)] * 2)
+            >>> t.inputs.tolist()
+            [[0, 0], [0, 1], [1, 0], [1, 1]]
+        """
+        self = cls.__new__(cls)
+        self._domains = _domains(input_domains, None)
+        self._output_domain = output_domain
+        self._outputs = self._check_outputs(outputs, math.prod(self.radices), output_domain)
+        self._outputs.flags.writeable = False
+        self._addresses = self._inputs = self._dont_care = None
+        self.layer, self.unit = layer, unit
+        return self
+
+    @classmethod
+    def from_pairs(
+        cls,
+        pairs: Iterable[tuple[Sequence[int], Sequence[Any]]],
+        *,
+        input_domains: Domain | Sequence[Domain],
+        output_domain: Domain | None = None,
+        dont_care: Any = None,
+    ) -> IOTable:
+        """A table from ``(input_tuple, output_tuple)`` pairs, the format iterating a table yields.
+
+        Example:
+            >>> t = IOTable.from_pairs([((0, 1), (3.0,)), ((1, 1), (4.0,))], input_domains=Domain.uniform(1))
+            >>> t.is_dense, t.lookup([0, 1]).tolist()
+            (False, [3.0])
+        """
+        rows = list(pairs)
+        if not rows:
+            msg = "IOTable.from_pairs: expected at least one (input_tuple, output_tuple) pair, received none"
+            raise TableError(msg)
+        try:
+            inputs = np.asarray([tuple(i) for i, _ in rows])
+            outputs = np.asarray([tuple(o) if isinstance(o, Iterable) else (o,) for _, o in rows])
+        except (TypeError, ValueError) as exc:
+            msg = f"IOTable.from_pairs: expected pairs of equal-length tuples, received {rows[0]!r} ... ({exc})"
+            raise TableError(msg) from None
+        return cls(inputs, outputs, input_domains=input_domains, output_domain=output_domain, dont_care=dont_care)
+
+    # -- validation helpers -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_outputs(outputs: Any, rows: int, output_domain: Domain | None) -> np.ndarray:
+        out = _to_numpy(outputs, "outputs")
+        if out.ndim == 1:
+            out = out[:, None]
+        if out.ndim != 2 or out.shape[0] != rows:
+            msg = f"IOTable: outputs must have shape ({rows}, fan_out), received {out.shape}"
+            raise TableError(msg)
+        if output_domain is None:
+            if out.dtype.kind not in "biuf":
+                msg = f"IOTable: outputs must be numeric, received dtype {out.dtype}"
+                raise TableError(msg)
+            return np.ascontiguousarray(out)
+        if out.dtype.kind == "f":
+            return output_domain.encode(out)
+        if out.dtype.kind not in "biu" or (out.size and (out.min() < 0 or out.max() >= len(output_domain))):
+            msg = f"IOTable: outputs must be codes 0..{len(output_domain) - 1} of {output_domain!r}"
+            raise TableError(msg)
+        return out.astype(output_domain.code_dtype)
+
+    def _check_dont_care(self, dont_care: Any) -> np.ndarray | None:
+        if dont_care is None:
+            return None
+        value = np.broadcast_to(np.asarray(dont_care, dtype=self._outputs.dtype), (self.fan_out,)).copy()
+        return value
+
+    # -- shape and domains --------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return int(self._outputs.shape[0])
+
+    @property
+    def rows(self) -> int:
+        """Number of rows held (``len(self)``)."""
+        return len(self)
+
+    @property
+    def fan_in(self) -> int:
+        """Number of inputs (columns of :attr:`inputs`)."""
+        return len(self._domains)
+
+    @property
+    def fan_out(self) -> int:
+        """Number of outputs (columns of :attr:`outputs`)."""
+        return int(self._outputs.shape[1])
+
+    @property
+    def input_domains(self) -> tuple[Domain, ...]:
+        """The domain of each input column."""
+        return self._domains
+
+    @property
+    def output_domain(self) -> Domain | None:
+        """The outputs' domain when outputs are codes, else ``None`` (outputs are raw values)."""
+        return self._output_domain
+
+    @property
+    def radices(self) -> tuple[int, ...]:
+        """Number of codes of each input (the digits of the packed address)."""
+        return tuple(len(d) for d in self._domains)
+
+    @property
+    def input_bits(self) -> int:
+        """Address bits: the sum of the inputs' code bits."""
+        return sum(d.bits for d in self._domains)
+
+    @property
+    def address_weights(self) -> np.ndarray:
+        """Weight of each input code in the packed address; the first input is the most significant."""
+        radices = self.radices
+        if math.prod(radices) >= 2**62:
+            msg = f"IOTable: {math.prod(radices)} addresses do not fit a 64-bit integer; decompose finer"
+            raise TableError(msg)
+        weights = np.ones(len(radices), dtype=np.int64)
+        for j in range(len(radices) - 2, -1, -1):
+            weights[j] = weights[j + 1] * radices[j + 1]
+        return weights
+
+    @property
+    def is_dense(self) -> bool:
+        """Whether every input combination has a row."""
+        return self._addresses is None
+
+    @property
+    def dont_care(self) -> np.ndarray | None:
+        """The outputs a lookup of a missing row returns, or ``None`` (then a missing row is an error)."""
+        return self._dont_care
+
+    # -- rows ---------------------------------------------------------------------------------------------
+
+    @property
+    def inputs(self) -> np.ndarray:
+        """Input codes of every row, shape ``(N, fan_in)``, in ascending address order."""
+        if self._inputs is not None:
+            return self._inputs
+        addresses = np.arange(len(self), dtype=np.int64)
+        return self.unpack(addresses)
+
+    @property
+    def outputs(self) -> np.ndarray:
+        """Outputs of every row, shape ``(N, fan_out)``: codes of :attr:`output_domain`, or raw values."""
+        return self._outputs
+
+    @property
+    def addresses(self) -> np.ndarray:
+        """Packed address of every row, ascending."""
+        if self._addresses is None:
+            return np.arange(len(self), dtype=np.int64)
+        return self._addresses
+
+    def output_values(self) -> np.ndarray:
+        """Outputs as real values (decoded through :attr:`output_domain` when outputs are codes)."""
+        if self._output_domain is None:
+            return self._outputs
+        return self._output_domain.decode(self._outputs)
+
+    def unpack(self, addresses: Any) -> np.ndarray:
+        """Input codes of packed ``addresses``, shape ``(M, fan_in)``."""
+        addr = np.asarray(addresses, dtype=np.int64).reshape(-1, 1)
+        digits = (addr // self.address_weights[None, :]) % np.asarray(self.radices, dtype=np.int64)[None, :]
+        return digits.astype(code_dtype(max(self.radices)))
+
+    def address(self, codes: Any) -> np.ndarray:
+        """Packed address of each row of ``codes`` (shape ``(M, fan_in)`` or ``(fan_in,)``), validated."""
+        array = _to_numpy(codes, "codes")
+        single = array.ndim == 1
+        array = array.reshape(1, -1) if single else array
+        if array.ndim != 2 or array.shape[1] != self.fan_in or (array.dtype.kind not in "biu" and array.size):
+            msg = (
+                f"IOTable.lookup: expected integer codes of shape (M, {self.fan_in}), "
+                f"received {array.dtype} {tuple(np.shape(codes))}"
+            )
+            raise TableError(msg)
+        radices = np.asarray(self.radices)
+        bad = (array < 0) | (array >= radices[None, :])
+        if bad.any():
+            row, col = (int(v) for v in np.argwhere(bad)[0])
+            msg = (
+                f"IOTable.lookup: row {row} holds code {int(array[row, col])} in input {col}; "
+                f"expected 0..{radices[col] - 1} of {self._domains[col]!r}"
+            )
+            raise TableError(msg)
+        return array.astype(np.int64) @ self.address_weights
+
+    def lookup(self, codes: Any, *, default: Any = None) -> np.ndarray:
+        """Outputs for many rows of input codes at once, shape ``(M, fan_out)`` (``(fan_out,)`` for one row).
+
+        Dense tables index by packed address; partial tables search their sorted addresses. A row a partial
+        table lacks returns ``default`` (or the table's declared ``dont_care``); with neither it raises
+        :class:`MissingRowError`.
+        """
+        single = np.ndim(_to_numpy(codes, "codes")) == 1
+        addresses = self.address(codes)
+        if self._addresses is None:
+            result = self._outputs[addresses]
+        else:
+            pos = np.minimum(np.searchsorted(self._addresses, addresses), max(len(self) - 1, 0))
+            found = self._addresses[pos] == addresses if len(self) else np.zeros(len(addresses), bool)
+            result = self._outputs[pos]
+            if not found.all():
+                fill = self._dont_care if default is None else np.asarray(default, dtype=self._outputs.dtype)
+                if fill is None:
+                    first = int(np.flatnonzero(~found)[0])
+                    row = tuple(int(v) for v in self.unpack(addresses[first])[0])
+                    msg = (
+                        f"IOTable.lookup: input {row} (row {first} of the query) is not in this partial table "
+                        f"of {len(self)} row(s) and no don't-care was declared; pass default= or dont_care="
+                    )
+                    raise MissingRowError(msg)
+                result = np.where(found[:, None], result, fill)
+        return result[0] if single else result
+
+    def __iter__(self) -> Iterator[tuple[tuple[int, ...], tuple[Any, ...]]]:
+        """Yield ``(input_tuple, output_tuple)`` pairs in row order (for display and small tables)."""
+        for inputs, outputs in zip(self.inputs.tolist(), self._outputs.tolist()):
+            yield tuple(inputs), tuple(outputs)
+
+    # -- identity -----------------------------------------------------------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, IOTable):
+            return NotImplemented
+        return (
+            self._domains == other._domains
+            and self._output_domain == other._output_domain
+            and np.array_equal(self.addresses, other.addresses)
+            and np.array_equal(self._outputs, other._outputs)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-by-identity arrays: not hashable
+
+    def __repr__(self) -> str:
+        where = f"unit {self.unit} of {self.layer!r}, " if self.layer is not None else ""
+        kind = "dense" if self.is_dense else "partial"
+        bits = sorted({d.bits for d in self._domains})
+        out = f"codes of {self._output_domain!r}" if self._output_domain is not None else "values"
+        return (
+            f"IOTable({where}{len(self)} rows {kind}, {self.fan_in} inputs x {'/'.join(map(str, bits))} bit(s) "
+            f"-> {self.fan_out} output(s) as {out})"
+        )
