@@ -1,0 +1,62 @@
+"""The examples run as a user runs them: ``python examples/NAME.py`` in a fresh interpreter."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+SCRIPTS = sorted(EXAMPLES.glob("*.py"))
+
+
+@functools.cache  # each example runs once per session, however many tests read its output
+def run_example(script: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=script.parent.parent,
+        check=False,
+    )
+
+
+def test_examples_exist() -> None:
+    """The examples folder holds the depthwise example, so the parametrized run below is never empty."""
+    assert EXAMPLES / "depthwise.py" in SCRIPTS
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
+def test_example_runs(script: Path) -> None:
+    """Every example exits with status 0 and prints something."""
+    result = run_example(script)
+    assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
+    assert result.stdout.strip()
+
+
+def test_depthwise_prints_seed_tables() -> None:
+    """The depthwise example prints three 64-row tables whose rows are the sums of their input codes."""
+    result = run_example(EXAMPLES / "depthwise.py")
+    assert result.returncode == 0, result.stderr
+    part1 = result.stdout.split("== Part 2")[0]
+    lines = [line.strip() for line in part1.splitlines()]
+    assert "Conv1d: layout NCW, 3 unit(s), 192 row(s), input Domain.uniform(2), output None" in lines
+    for unit in range(3):
+        assert f"IOTable(unit {unit} of 'Conv1d', 64 rows dense, 3 inputs x 2 bit(s) -> 1 output(s) as values)" in lines
+    for row in ("(0, 0, 0) -> 0", "(0, 0, 3) -> 3", "(2, 2, 2) -> 6", "(1, 1, 1) -> 3", "(3, 3, 3) -> 9"):
+        assert lines.count(row) == 3, row
+
+
+def test_depthwise_prints_fused_block() -> None:
+    """The fused conv / batch norm / ReLU / quantizer block gives four tables of 2-bit codes that match the block."""
+    result = run_example(EXAMPLES / "depthwise.py")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "Sequential: layout NCW, 4 unit(s), 256 row(s)" in out
+    assert "output Domain.uniform(2, scale=0.5)" in out
+    assert "as codes of Domain.uniform(2, scale=0.5))" in out
+    assert "checked against the block: 4 tables x 8 positions agree" in out
