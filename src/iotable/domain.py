@@ -216,7 +216,7 @@ class Domain:
             where = int(np.flatnonzero(bad)[0])
             index = np.unravel_index(where, array.shape) if array.ndim else ()
             msg = (
-                f"value {flat[where]!r} at index {tuple(int(i) for i in index)} is not in {self!r}; "
+                f"value {float(flat[where])!r} at index {tuple(int(i) for i in index)} is not in {self!r}; "
                 f"expected one of {_preview(self._values)} ({int(bad.sum())} value(s) outside the domain)"
             )
             raise DomainError(msg)

@@ -1,0 +1,237 @@
+"""Exhaustive reference tests: every row of every unit table equals the module's own output."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+import iotable
+from iotable import Domain, decompose, precompute
+from iotable.nn import Quantize
+
+from .conftest import dyadic_
+from .oracle import assert_tables_match
+
+D1 = Domain.uniform(1)
+D2 = Domain.uniform(2)
+S2 = Domain.uniform(2, signed=True)
+
+
+def test_seed_depthwise_conv1d():
+    """The seed example: 3 tables of 64 rows, 3 inputs and 1 output; (2,2,2)->6, (1,1,1)->3, (3,3,3)->9."""
+    conv = nn.Conv1d(3, 3, kernel_size=3, groups=3, bias=False)
+    nn.init.ones_(conv.weight)
+    result = precompute(decompose(conv, groups=3), input_domain=D2)
+    assert len(result.tables) == 3
+    for table in result.tables:
+        assert (table.rows, table.fan_in, table.fan_out) == (64, 3, 1)
+        assert table.lookup([[2, 2, 2], [1, 1, 1], [3, 3, 3]]).tolist() == [[6.0], [3.0], [9.0]]
+        rows = dict(table)
+        assert rows[(2, 2, 2)] == (6.0,) and rows[(1, 1, 1)] == (3.0,) and rows[(3, 3, 3)] == (9.0,)
+    assert_tables_match(result, conv, domain=D2, in_shape=(3, 5), positions=((0,), (2,)))
+
+
+def test_linear_full_fan_in():
+    """nn.Linear needs no decoration: one unit per output reading every input."""
+    lin = dyadic_(nn.Linear(3, 2))
+    result = precompute(lin, input_domain=D2)
+    assert [u.in_channels for u in result.plan.units] == [(0, 1, 2), (0, 1, 2)]
+    assert_tables_match(result, lin, domain=D2, in_shape=(3,))
+
+
+def test_linear_sparse_fan_in_pruned_then_fused():
+    """A pruned Linear + BatchNorm + Quantize with sparse fan_in gives exact code tables."""
+    fan_in = [[0, 1, 2], [2, 3, 4], [4, 5, 0], [1, 3, 5]]
+    lin = dyadic_(nn.Linear(6, 4))
+    mask = torch.zeros(4, 6)
+    for k, idx in enumerate(fan_in):
+        mask[k, idx] = 1
+    prune.custom_from_mask(lin, "weight", mask)
+    block = decompose(dyadic_(nn.Sequential(lin, nn.BatchNorm1d(4), Quantize(2, scale=0.5))), fan_in=fan_in)
+    result = precompute(block, input_domain=D2)
+    assert result.plan.output_domain == Domain.uniform(2, scale=0.5)
+    assert all(t.outputs.dtype == np.uint8 for t in result.tables)
+    assert_tables_match(result, block, domain=D2, in_shape=(6,))
+
+
+@pytest.mark.parametrize(
+    ("conv", "domain", "positions"),
+    [
+        (nn.Conv1d(4, 4, 3, groups=2), D2, ((1,), (3,))),
+        (nn.Conv1d(4, 4, 3, groups=4, stride=2), D2, ((0,), (2,))),
+        (nn.Conv1d(2, 4, 2, groups=2, dilation=2), S2, ((0,), (3,))),
+        (nn.Conv1d(2, 2, 3, groups=2, padding=1, stride=2), S2, ((1,), (2,))),
+        (nn.Conv1d(2, 3, 2, padding=1), S2, ((1,), (4,))),
+        (nn.Conv1d(2, 2, 3, groups=2, padding="same", dilation=2), D1, ((2,), (3,))),
+    ],
+    ids=["groups", "depthwise-stride2", "depthwise-mult2-dilation2", "pad1-stride2-signed", "dense-pad", "same"],
+)
+def test_conv1d_builtin(conv, domain, positions):
+    """Conv1d with groups, depthwise, stride, dilation and padding: built-in rule, one unit per out channel."""
+    conv = dyadic_(conv)
+    result = precompute(conv, input_domain=domain)
+    assert len(result.tables) == conv.out_channels
+    assert_tables_match(result, conv, domain=domain, in_shape=(conv.in_channels, 9), positions=positions)
+
+
+@pytest.mark.parametrize(
+    ("conv", "domain", "positions"),
+    [
+        (nn.Conv2d(2, 2, 2, groups=2), D2, ((0, 0), (2, 3))),
+        (nn.Conv2d(3, 3, 3, groups=3, stride=2, padding=1), D1, ((1, 1), (2, 1))),
+        (nn.Conv2d(2, 2, (2, 3), groups=2, dilation=2), S2, ((0, 0), (1, 1))),
+        (nn.Conv2d(4, 2, 1, groups=2), D2, ((0, 0), (3, 2))),
+    ],
+    ids=["depthwise-2x2", "depthwise-stride2-pad1", "dilation2-rect", "pointwise-groups"],
+)
+def test_conv2d_builtin(conv, domain, positions):
+    """Conv2d with depthwise, stride 2, padding, dilation 2, rectangular and 1x1 kernels."""
+    conv = dyadic_(conv)
+    result = precompute(conv, input_domain=domain)
+    assert_tables_match(result, conv, domain=domain, in_shape=(conv.in_channels, 6, 6), positions=positions)
+
+
+class ChannelsLast(nn.Module):
+    """A convolution that takes and returns channels-last tensors (NWC or NHWC)."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        moved = torch.movedim(x, -1, 1)
+        return torch.movedim(torch.tanh(self.conv(moved)), 1, -1)
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+def test_channels_last_layout(rank):
+    """A channels-last module declared with layout= gives tables in (kernel position, channel) input order."""
+    conv_type = nn.Conv1d if rank == 1 else nn.Conv2d
+    conv = dyadic_(conv_type(4, 2, 2, groups=2, stride=2, padding=1))
+    module = decompose(
+        ChannelsLast(conv), layout="NWC" if rank == 1 else "NHWC", groups=2, kernel_size=2, stride=2, padding=1
+    )
+    shape = (5, 4) if rank == 1 else (5, 5, 4)
+    example = torch.zeros(1, *shape)
+    result = precompute(module, input_domain=D1, example_input=example)
+    assert result.plan.layout.channels_last
+    positions = ((1,), (2,)) if rank == 1 else ((1, 1), (2, 1))
+    assert_tables_match(result, module, domain=D1, in_shape=shape, layout=result.plan.layout.value, positions=positions)
+    # The order is (kernel position, channel): in a 1-D group of channels (0, 1), input 1 is channel 1 at tap 0.
+    assert result.tables[0].fan_in == 2 * 2**rank
+
+
+def test_decorated_conv_bn_relu_quantize_block():
+    """A decorated Conv -> BatchNorm -> ReLU -> Quantize block is one black box with code outputs."""
+    block = dyadic_(
+        nn.Sequential(nn.Conv2d(2, 4, 2, groups=2, padding=1), nn.BatchNorm2d(4), nn.ReLU(), Quantize(2, scale=0.25))
+    )
+    block = decompose(block)
+    result = precompute(block, input_domain=D2)
+    assert result.plan.geometry.kernel == (2, 2) and len(result.tables) == 4
+    assert result.tables[0].output_domain == Domain.uniform(2, scale=0.25)
+    assert_tables_match(result, block, domain=D2, in_shape=(2, 4, 4), positions=((1, 1), (3, 2)))
+
+
+def test_undecorated_fused_block():
+    """An undecorated Sequential of one layer and elementwise modules fuses without decoration."""
+    block = dyadic_(nn.Sequential(nn.Linear(3, 2), nn.ReLU(), Quantize(2)))
+    result = precompute(block, input_domain=D2)
+    assert "fused with 2 elementwise" in result.plan.spec.source
+    assert_tables_match(result, block, domain=D2, in_shape=(3,))
+
+
+@decompose(groups=2)
+class GroupMix(nn.Module):
+    """Two groups of three features, each mixed non-linearly into two outputs."""
+
+    def forward(self, x):
+        a, b = x[:, :3], x[:, 3:]
+        out = []
+        for g in (a, b):
+            out += [torch.sin(g[:, 0] * g[:, 1]) + g[:, 2] ** 2, torch.maximum(g[:, 0], g[:, 2]) - g[:, 1]]
+        return torch.stack(out, dim=1)
+
+
+@decompose(fan_in=[[0, 3], [1, 2, 4], [4, 0]], fan_out=[[2], [0], [1]])
+class SparseProducts(nn.Module):
+    """Three outputs, each a non-linear function of a sparse, overlapping set of inputs."""
+
+    def forward(self, x):
+        y0 = torch.relu(x[:, 1] - x[:, 2]) * x[:, 4]
+        y1 = torch.exp(-x[:, 4] * x[:, 0])
+        y2 = torch.abs(x[:, 0] - 2 * x[:, 3])
+        return torch.stack([y0, y1, y2], dim=1)
+
+
+def test_custom_module_with_groups():
+    """A class decorated with groups= and an arbitrary forward is enumerated as a black box."""
+    module = GroupMix()
+    result = precompute(module, input_domain=S2, example_input=torch.zeros(1, 6))
+    assert [t.fan_out for t in result.tables] == [2, 2]
+    assert_tables_match(result, module, domain=S2, in_shape=(6,))
+
+
+def test_custom_module_with_fan_in_and_fan_out():
+    """A class decorated with overlapping sparse fan_in and fan_out writes the declared outputs."""
+    module = SparseProducts()
+    result = precompute(module, input_domain=D2, example_input=torch.zeros(1, 5))
+    assert [u.out_channels for u in result.plan.units] == [(2,), (0,), (1,)]
+    assert_tables_match(result, module, domain=D2, in_shape=(5,))
+
+
+class FixedSizeConv(nn.Module):
+    """A spatial module that only accepts 8x8 inputs (it checks), so tables come from tiled slots."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = dyadic_(nn.Conv2d(2, 2, 3, groups=2, padding=1))
+
+    def forward(self, x):
+        if x.shape[-2:] != (8, 8):
+            raise ValueError("FixedSizeConv takes 8x8 inputs")
+        return torch.relu(self.conv(x)) ** 0.5
+
+
+def test_custom_spatial_module_enumerates_in_tiled_slots():
+    """A custom spatial module enumerates on frames of the example's size, several windows per sample."""
+    module = decompose(FixedSizeConv(), groups=2, kernel_size=3, padding=1)
+    result = precompute(module, input_domain=D1, example_input=torch.zeros(2, 2, 8, 8))
+    assert len(result.plan.slots) == 4  # windows at output rows/cols 1 and 4
+    assert_tables_match(result, module, domain=D1, in_shape=(2, 8, 8), positions=((1, 1), (6, 3)))
+
+
+def test_chunking_and_budget_give_identical_tables():
+    """A tiny memory budget (many chunks) gives the same tables as the default."""
+    conv = dyadic_(nn.Conv1d(4, 4, 3, groups=4, padding=1))
+    a = precompute(conv, input_domain=D2)
+    b = precompute(conv, input_domain=D2, memory_budget=1, check=False)
+    assert a.tables == b.tables
+
+
+def test_training_flag_restored():
+    """Enumeration runs in eval mode and restores each submodule's training flag."""
+    block = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2), Quantize(1))
+    block.train()
+    block[1].eval()
+    before = block[1].running_mean.clone()
+    precompute(block, input_domain=D1)
+    assert block.training and block[0].training and not block[1].training
+    assert torch.equal(block[1].running_mean, before)
+
+
+def test_elementwise_module_alone():
+    """An elementwise module alone gives one single-input table per channel."""
+    bn = dyadic_(nn.BatchNorm1d(3))
+    result = precompute(bn, input_domain=S2)
+    assert [t.fan_in for t in result.tables] == [1, 1, 1]
+    assert_tables_match(result, bn, domain=S2, in_shape=(3,))
+
+
+def test_iotable_namespace_exports_pipeline():
+    """The public names of the pipeline are importable from the package root."""
+    for name in ("Domain", "IOTable", "decompose", "precompute", "IOTableError", "plan", "spec_of"):
+        assert name in iotable.__all__ and hasattr(iotable, name)
