@@ -24,14 +24,12 @@ from torch import nn
 from .domain import Domain
 from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
 from .nn import domain_of
-from .spec import ELEMENTWISE, Layout, Spec, _channel_counts, spec_of
+from .spec import Layout, Spec, _channel_counts, spec_of
 
 __all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
-
-_SHAPE_AGNOSTIC = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Sequential, *ELEMENTWISE)
 
 
 @dataclass(frozen=True)
@@ -297,17 +295,6 @@ def _minimal_size(geometry: Geometry) -> tuple[int, ...]:
     )
 
 
-def _is_shape_agnostic(module: nn.Module) -> bool:
-    return all(type(m).forward is getattr(_base_type(m), "forward", None) for m in module.modules())
-
-
-def _base_type(m: nn.Module) -> type | None:
-    for t in _SHAPE_AGNOSTIC:
-        if isinstance(m, t):
-            return t
-    return None
-
-
 def _last_module(module: nn.Module) -> nn.Module:
     while isinstance(module, nn.Sequential) and len(module) > 0:
         module = module[-1]
@@ -432,7 +419,8 @@ def plan(
     # The enumeration frame.
     if geometry.rank == 0:
         size: tuple[int, ...] = ()
-    elif example_shape is not None and not _is_shape_agnostic(module):
+    elif example_shape is not None:
+        # The module may accept only this size; tiled slots keep it as cheap as a minimal frame.
         size = example_shape[:-1] if layout.channels_last else example_shape[1:]
     else:
         size = _minimal_size(geometry)
