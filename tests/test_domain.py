@@ -59,7 +59,9 @@ def test_encode_decode_round_trip():
 def test_encode_rejects_value_outside_domain():
     """A value not in the domain is an error naming the value and the expected values."""
     d = Domain.uniform(2)
-    with pytest.raises(DomainError, match=r"value 0\.5 at index \(1,\) is not in Domain.uniform\(2\); expected one of \{0, 1, 2, 3\}"):
+    with pytest.raises(
+        DomainError, match=r"value 0\.5 at index \(1,\) is not in Domain.uniform\(2\); expected one of \{0, 1, 2, 3\}"
+    ):
         d.encode([1.0, 0.5])
     with pytest.raises(DomainError, match="nan"):
         d.encode([float("nan")])

@@ -67,7 +67,9 @@ def test_instance_metadata_overrides_class_metadata():
 def test_layout_parsing_and_unknown_layout():
     """Layouts parse case-insensitively; an unknown string lists the accepted ones."""
     assert Layout.parse("nchw") is Layout.NCHW
-    with pytest.raises(OptionError, match=r"unknown layout 'NCDHW'; expected one of 'NC', 'NCW', 'NWC', 'NCHW', 'NHWC'"):
+    with pytest.raises(
+        OptionError, match=r"unknown layout 'NCDHW'; expected one of 'NC', 'NCW', 'NWC', 'NCHW', 'NHWC'"
+    ):
         decompose(nn.Conv1d(1, 1, 1), layout="NCDHW")
 
 
@@ -141,21 +143,28 @@ def test_probe_catches_metadata_that_omits_an_input():
             return torch.stack([x[:, 0] + x[:, 1], x[:, 1] * 2], dim=1)
 
     module = decompose(Leaky(), fan_in=[[0], [1]])
-    with pytest.raises(SpecMismatchError, match=r"unit 0 \(output 0\) changed when input 1 changed.*fan-in as input channel\(s\) \[0\]"):
+    with pytest.raises(
+        SpecMismatchError, match=r"unit 0 \(output 0\) changed when input 1 changed.*fan-in as input channel\(s\) \[0\]"
+    ):
         precompute(module, input_domain=D2, example_input=torch.zeros(1, 2))
 
 
 def test_probe_catches_a_too_small_kernel():
     """A convolution declared with a smaller kernel than it has is caught by the probe."""
     conv = decompose(nn.Conv1d(2, 2, 3, groups=2, padding=1, bias=False), groups=2, kernel_size=2)
-    with pytest.raises(SpecMismatchError, match=r"unit 0 \(output channel 0 at position \(1,\)\) changed when input channel 0 at position \(0,\)"):
+    with pytest.raises(
+        SpecMismatchError,
+        match=r"unit 0 \(output channel 0 at position \(1,\)\) changed when input channel 0 at position \(0,\)",
+    ):
         precompute(conv, input_domain=D2, example_input=torch.zeros(1, 2, 4))
 
 
 def test_declared_window_that_does_not_fit_the_output():
     """A declared receptive field that implies more outputs than the module makes is an error."""
     conv = decompose(nn.Conv1d(2, 2, 3, groups=2), groups=2, kernel_size=2)
-    with pytest.raises(SpecError, match=r"puts an output at position \(2,\), but the module's output has spatial size \(2,\)"):
+    with pytest.raises(
+        SpecError, match=r"puts an output at position \(2,\), but the module's output has spatial size \(2,\)"
+    ):
         precompute(conv, input_domain=D2, example_input=torch.zeros(1, 2, 4))
 
 
@@ -164,7 +173,9 @@ def test_probe_catches_cross_group_reads():
     conv = decompose(nn.Conv1d(2, 2, 1, bias=False), groups=2)
     with torch.no_grad():
         conv.weight.fill_(1.0)
-    with pytest.raises(SpecMismatchError, match=r"unit 1 \(output channel 1 at position \(0,\)\) changed when input channel 0"):
+    with pytest.raises(
+        SpecMismatchError, match=r"unit 1 \(output channel 1 at position \(0,\)\) changed when input channel 0"
+    ):
         precompute(conv, input_domain=D2)
 
 
@@ -197,7 +208,9 @@ def test_output_domain_mismatch_is_reported():
         module.weight.fill_(0.3)
     from iotable import EnumerationError
 
-    with pytest.raises(EnumerationError, match=r"Linear: unit\(s\) \[0\].*is not in Domain.uniform\(1\).*output_domain="):
+    with pytest.raises(
+        EnumerationError, match=r"Linear: unit\(s\) \[0\].*is not in Domain.uniform\(1\).*output_domain="
+    ):
         precompute(module, input_domain=D2)
 
 

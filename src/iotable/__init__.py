@@ -17,6 +17,7 @@ scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
 from __future__ import annotations
 
 from . import nn
+from ._probe import check_decomposition
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
@@ -31,7 +32,6 @@ from .errors import (
     TableError,
     TableTooLargeError,
 )
-from ._probe import check_decomposition
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
 from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of

@@ -95,7 +95,11 @@ def check_decomposition(
             channel = _coordinates(np.asarray([o]), layer.frame_out, layer.layout.channels_last)[0][0]
             unit = next(u for u in layer.units if channel in u.out_channels)
             g = layer.geometry
-            window = f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding}" if g.rank else ""
+            window = (
+                f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding}"
+                if g.rank
+                else ""
+            )
             msg = (
                 f"{layer.name}: unit {unit.index} ({_describe(layer, o, layer.frame_out, 'output')}) changed when "
                 f"{_describe(layer, int(part[e]), layer.frame_in, 'input')} changed, but the metadata declares "

@@ -72,7 +72,7 @@ class Domain:
         1
     """
 
-    __slots__ = ("_values", "_params", "_tolerance", "_hash")
+    __slots__ = ("_hash", "_params", "_tolerance", "_values")
 
     values = _ValuesAccessor()
 
@@ -179,7 +179,7 @@ class Domain:
     @property
     def bits(self) -> int:
         """Bits needed for a code: ``ceil(log2(len(self)))`` (0 for a one-value domain)."""
-        return int(math.ceil(math.log2(len(self)))) if len(self) > 1 else 0
+        return (len(self) - 1).bit_length()
 
     @property
     def code_dtype(self) -> np.dtype:

@@ -157,7 +157,7 @@ def _short(values: tuple[int, ...], limit: int = 6) -> str:
 
 def _frame_strides(shape: tuple[int, ...], layout: Layout) -> tuple[int, np.ndarray]:
     """Flat-index stride of the channel axis and of each spatial axis, for a per-sample shape in ``layout``."""
-    strides = np.cumprod((shape[1:] + (1,))[::-1])[::-1].astype(np.int64)
+    strides = np.cumprod((*shape[1:], 1)[::-1])[::-1].astype(np.int64)
     if layout.channels_last:
         return int(strides[-1]), strides[:-1]
     return int(strides[0]), strides[1:]
@@ -208,8 +208,7 @@ def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
     if spec.groups is not None:
         if c_in % spec.groups:
             msg = (
-                f"{name}: groups={spec.groups} does not divide the {c_in} input channels; "
-                f"expected a divisor of {c_in}"
+                f"{name}: groups={spec.groups} does not divide the {c_in} input channels; expected a divisor of {c_in}"
             )
             raise SpecError(msg)
         size = c_in // spec.groups

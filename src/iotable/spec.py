@@ -190,7 +190,10 @@ def _make_spec(
         "padding": _int_tuple(padding, name="padding", minimum=0),
     }
     if layout_e is not None and layout_e.spatial_rank == 0 and any(v is not None for v in geometry.values()):
-        msg = f"decompose: layout {layout_e.value!r} has no spatial axis, so kernel_size/stride/dilation/padding don't apply"
+        msg = (
+            f"decompose: layout {layout_e.value!r} has no spatial axis, "
+            "so kernel_size/stride/dilation/padding don't apply"
+        )
         raise SpecError(msg)
     if geometry["kernel_size"] is None and any(v is not None for v in geometry.values()):
         msg = "decompose: stride/dilation/padding describe a sliding window; give kernel_size= too"
@@ -435,4 +438,3 @@ def has_spec(module: nn.Module) -> bool:
     except NotDecomposedError:
         return False
     return True
-

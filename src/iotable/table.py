@@ -66,12 +66,12 @@ class IOTable:
     """
 
     __slots__ = (
-        "_inputs",
-        "_outputs",
         "_addresses",
         "_domains",
-        "_output_domain",
         "_dont_care",
+        "_inputs",
+        "_output_domain",
+        "_outputs",
         "layer",
         "unit",
     )
@@ -88,7 +88,7 @@ class IOTable:
         unit: int | None = None,
     ) -> None:
         in_arr = _to_numpy(inputs, "inputs")
-        if in_arr.ndim != 2 or in_arr.dtype.kind not in "biu" and in_arr.size:
+        if in_arr.ndim != 2 or (in_arr.dtype.kind not in "biu" and in_arr.size):
             msg = f"IOTable: inputs must be integer codes of shape (N, fan_in), received {in_arr.dtype} {in_arr.shape}"
             raise TableError(msg)
         domains = _domains(input_domains, in_arr.shape[1])

@@ -1,0 +1,38 @@
+"""Hypothesis strategies for small layer configurations (kept together, as the tests share them)."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+from iotable import Domain
+
+domains = st.sampled_from(
+    [Domain.uniform(1), Domain.uniform(2), Domain.uniform(2, signed=True), Domain.uniform(2, signed=True, narrow=True)]
+)
+
+
+@st.composite
+def conv1d_configs(draw):
+    """Conv1d hyper-parameters whose tables stay under a few hundred rows."""
+    groups = draw(st.integers(1, 3))
+    in_per_group = draw(st.integers(1, 2))
+    out_per_group = draw(st.integers(1, 2))
+    kernel = draw(st.integers(1, 3 if in_per_group == 1 else 2))
+    return {
+        "in_channels": groups * in_per_group,
+        "out_channels": groups * out_per_group,
+        "kernel_size": kernel,
+        "groups": groups,
+        "stride": draw(st.integers(1, 2)),
+        "dilation": draw(st.integers(1, 2)),
+        "padding": draw(st.integers(0, kernel - 1)),
+    }
+
+
+@st.composite
+def sparse_fan_ins(draw, max_inputs: int = 6, max_units: int = 4, max_fan_in: int = 3):
+    """(inputs, fan_in lists) of a LogicNets-style sparse layer."""
+    n_in = draw(st.integers(2, max_inputs))
+    n_units = draw(st.integers(1, max_units))
+    unit = st.lists(st.integers(0, n_in - 1), min_size=1, max_size=max_fan_in, unique=True)
+    return n_in, draw(st.lists(unit, min_size=n_units, max_size=n_units))

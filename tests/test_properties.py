@@ -1,0 +1,68 @@
+"""Property tests on random small layers, and equivalences between ways that must agree."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import HealthCheck, given, settings
+from torch import nn
+from torch.nn.utils import prune
+
+from iotable import Domain, decompose, precompute
+from iotable.nn import Quantize
+
+from .conftest import dyadic_
+from .oracle import assert_tables_match
+from .strategies import conv1d_configs, domains, sparse_fan_ins
+
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FAST
+@given(config=conv1d_configs(), domain=domains)
+def test_random_conv1d_tables_match_oracle(config, domain):
+    """Any small Conv1d gives tables equal to the module at two positions."""
+    conv = dyadic_(nn.Conv1d(**config))
+    result = precompute(conv, input_domain=domain)
+    span = (config["kernel_size"] - 1) * config["dilation"] + 1
+    last = (12 - span + config["padding"]) // config["stride"]
+    first = -(-config["padding"] // config["stride"])
+    assert_tables_match(
+        result, conv, domain=domain, in_shape=(config["in_channels"], 12), positions=((first,), (last,))
+    )
+
+
+@FAST
+@given(layer=sparse_fan_ins(), domain=domains)
+def test_random_sparse_linear_tables_match_oracle(layer, domain):
+    """A pruned Linear + Quantize with random sparse fan-in matches the module exhaustively."""
+    n_in, fan_in = layer
+    lin = dyadic_(nn.Linear(n_in, len(fan_in)))
+    mask = torch.zeros(len(fan_in), n_in)
+    for k, idx in enumerate(fan_in):
+        mask[k, idx] = 1
+    prune.custom_from_mask(lin, "weight", mask)
+    block = decompose(nn.Sequential(lin, Quantize(3, signed=True, scale=0.25)), fan_in=fan_in)
+    result = precompute(block, input_domain=domain)
+    assert_tables_match(result, block, domain=domain, in_shape=(n_in,))
+
+
+def test_per_group_and_per_output_units_hold_the_same_outputs():
+    """Built-in per-output-channel units equal the columns of decorated per-group units."""
+    conv = dyadic_(nn.Conv1d(4, 6, 2, groups=2, padding=1))
+    per_output = precompute(conv, input_domain=Domain.uniform(2))
+    same_conv = dyadic_(nn.Conv1d(4, 6, 2, groups=2, padding=1))
+    per_group = precompute(decompose(same_conv, groups=2), input_domain=Domain.uniform(2))
+    assert [t.fan_out for t in per_group.tables] == [3, 3]
+    for k, table in enumerate(per_output.tables):
+        group, column = divmod(k, 3)
+        np.testing.assert_array_equal(table.outputs[:, 0], per_group.tables[group].outputs[:, column])
+
+
+def test_minimal_frame_equals_tiled_example_frame():
+    """Enumerating on a minimal frame and on tiled slots of a large example frame give identical tables."""
+    conv = dyadic_(nn.Conv2d(2, 2, 3, groups=2, stride=2, padding=1, dilation=2))
+    minimal = precompute(conv, input_domain=Domain.uniform(1))
+    tiled = precompute(conv, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 2, 16, 16))
+    assert len(minimal.plan.slots) == 1 and len(tiled.plan.slots) == 4
+    assert minimal.tables == tiled.tables
