@@ -112,10 +112,17 @@ def _annotation(annotation: Any) -> Any:
     return _Raw(annotation if isinstance(annotation, str) else inspect.formatannotation(annotation))
 
 
+def _repr(value: Any) -> str:
+    """``repr`` with double-quoted strings, as the project's formatter writes them."""
+    if isinstance(value, str) and '"' not in value:
+        return '"' + repr(value)[1:-1] + '"'
+    return repr(value)
+
+
 def _default(value: Any) -> Any:
-    if value is inspect.Parameter.empty or not inspect.isclass(value):
+    if value is inspect.Parameter.empty:
         return value
-    return _Raw(_public_path(value))
+    return _Raw(_public_path(value) if inspect.isclass(value) else _repr(value))
 
 
 def _signature(name: str, obj: Any, *, method: bool = False) -> str | None:
@@ -189,7 +196,7 @@ def _public_path(cls: type) -> str:
 def _value(value: Any) -> str:
     if isinstance(value, tuple) and value and all(inspect.isclass(v) for v in value):
         return "(\n" + "".join(f"    {_public_path(v)},\n" for v in value) + ")"
-    return repr(value)
+    return _repr(value)
 
 
 def _member_kind(value: Any) -> str | None:
@@ -259,7 +266,7 @@ def _class_entry(qualname: str, cls: type) -> list[str]:
         bases = ", ".join(b.__name__ for b in cls.__bases__)
         parts.append(_code(f"class {cls.__name__}({bases})"))
     elif issubclass(cls, enum.Enum):
-        parts.append(_code("\n".join(f"{qualname}.{m.name} = {m.value!r}" for m in cls)))
+        parts.append(_code("\n".join(f"{qualname}.{m.name} = {_repr(m.value)}" for m in cls)))
     else:
         sig = _signature(qualname, cls)
         if sig is not None:
