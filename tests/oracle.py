@@ -49,14 +49,19 @@ def reference_rows(
     else:
         elements = [(c, *pos) for c in in_channels for pos in window]
         out_elements = [(c, *position) for c in out_channels]
-    n = len(domain)
-    combos = np.array(list(itertools.product(range(n), repeat=len(elements))), dtype=np.int64)
+    channel_axis = len(in_shape) - 1 if channels_last else 0
+    per_channel = list(domain) if isinstance(domain, (list, tuple)) else [domain] * in_shape[channel_axis]
+    element_domains = [per_channel[e[channel_axis]] for e in elements]
+    combos = np.array(list(itertools.product(*[range(len(d)) for d in element_domains])), dtype=np.int64)
     rng = np.random.default_rng(seed)
-    background = rng.integers(0, n, size=in_shape)
-    x = np.broadcast_to(domain.values[background], (len(combos), *in_shape)).copy()
+    background = np.zeros(in_shape)
+    for c, d in enumerate(per_channel):
+        index = (Ellipsis, c) if channels_last else (c,)
+        background[index] = d.values[rng.integers(0, len(d), size=background[index].shape)]
+    x = np.broadcast_to(background, (len(combos), *in_shape)).copy()
     for j, element in enumerate(elements):
         if all(0 <= v < size for v, size in zip(element, in_shape)):
-            x[(slice(None), *element)] = domain.values[combos[:, j]]
+            x[(slice(None), *element)] = element_domains[j].values[combos[:, j]]
         else:
             raise AssertionError(f"oracle: element {element} falls outside the input {in_shape}; pick another position")
     was_training = module.training
@@ -77,7 +82,7 @@ def assert_tables_match(result, module, *, domain, in_shape, layout="NC", positi
     g = plan.geometry
     for unit, table in zip(plan.units, result.tables):
         assert table.fan_in == unit.fan_in
-        assert table.rows == len(domain) ** unit.fan_in
+        assert table.rows == np.prod([len(d) for d in plan.unit_domains(unit)])
         for k, position in enumerate(positions):
             inputs, outputs = reference_rows(
                 module,

@@ -235,3 +235,17 @@ def test_iotable_namespace_exports_pipeline():
     """The public names of the pipeline are importable from the package root."""
     for name in ("Domain", "IOTable", "decompose", "precompute", "IOTableError", "plan", "spec_of"):
         assert name in iotable.__all__ and hasattr(iotable, name)
+
+
+@pytest.mark.parametrize("layout", ["NCW", "NWC"])
+def test_per_channel_input_domains(layout):
+    """Each input channel may have its own domain; rows mix radices in the unit's input order."""
+    conv = dyadic_(nn.Conv1d(4, 2, 2, groups=2))
+    module = ChannelsLast(conv) if layout == "NWC" else conv
+    module = decompose(module, layout=layout, groups=2, kernel_size=2)
+    domains = [D1, S2, Domain.values([-1, 0.5, 2]), D2]
+    shape = (5, 4) if layout == "NWC" else (4, 5)
+    result = precompute(module, input_domain=domains, example_input=torch.zeros(1, *shape))
+    assert [t.rows for t in result.tables] == [2 * 4 * 2 * 4, 3 * 4 * 3 * 4]
+    assert result.plan.input_domain is None and "per-channel domains" in result.summary()
+    assert_tables_match(result, module, domain=domains, in_shape=shape, layout=layout, positions=((0,), (3,)))

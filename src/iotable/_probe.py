@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .enumerate import _BYTES_PER_ELEMENT, DEFAULT_MEMORY_BUDGET
+from .enumerate import _BYTES_PER_ELEMENT, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
 from .plan import LayerPlan, module_dtype, run_module
 
@@ -65,26 +65,28 @@ def check_decomposition(
 
     Probes ``samples`` random inputs and up to ``max_elements`` input elements of the enumeration frame.
     """
-    n = len(layer.input_domain)
-    if n < 2:
-        return  # a one-value domain cannot be perturbed, and nothing can depend on it
     rng = np.random.default_rng(seed)
-    n_in = math.prod(layer.frame_in)
-    elements = np.arange(n_in) if n_in <= max_elements else np.sort(rng.choice(n_in, max_elements, replace=False))
     dtype, device = module_dtype(module)
-    values = torch.tensor(layer.input_domain.values, dtype=dtype, device=device)
-    base = rng.integers(0, n, size=(samples, n_in))
-    base_out = run_module(module, values[torch.as_tensor(base)].reshape(samples, *layer.frame_in), layer.name)
-    base_out = base_out.reshape(samples, -1)
+    frame = FrameValues.build(layer, dtype=dtype, device=device)
+    radices = frame.radices.numpy()
+    n_in = len(radices)
+    # A one-value element cannot be perturbed, and nothing can depend on it.
+    candidates = np.flatnonzero(radices > 1)
+    if len(candidates) > max_elements:
+        candidates = np.sort(rng.choice(candidates, max_elements, replace=False))
+    elements = candidates
+    base = (rng.random((samples, n_in)) * radices).astype(np.int64)
+    base_out = run_module(module, frame.values_of(torch.as_tensor(base)), layer.name).reshape(samples, -1)
     per_element = samples * (n_in + math.prod(layer.frame_out)) * _BYTES_PER_ELEMENT + math.prod(layer.frame_out)
     chunk = max(1, memory_budget // per_element)
     for start in range(0, len(elements), chunk):
         part = elements[start : start + chunk]
         codes = np.repeat(base[:, None, :], len(part), axis=1)  # (samples, part, n_in)
-        shift = rng.integers(1, n, size=(samples, len(part)))
+        n = radices[part][None, :]
+        shift = 1 + (rng.random((samples, len(part))) * (n - 1)).astype(np.int64)
         rows = np.arange(len(part))
         codes[:, rows, part] = (codes[:, rows, part] + shift) % n
-        x = values[torch.as_tensor(codes.reshape(-1, n_in))].reshape(-1, *layer.frame_in)
+        x = frame.values_of(torch.as_tensor(codes.reshape(-1, n_in)))
         out = run_module(module, x, layer.name).reshape(samples, len(part), -1)
         before = base_out[:, None, :]
         same = (out == before) | (torch.isnan(out) & torch.isnan(before))

@@ -48,6 +48,46 @@ class _Class:
         return frozenset(self.units[0].in_channels)
 
 
+def _mixed_radix_weights(radices: torch.Tensor) -> torch.Tensor:
+    """Place value of each digit, the first digit most significant."""
+    weights = torch.ones_like(radices)
+    for j in range(len(radices) - 2, -1, -1):
+        weights[j] = weights[j + 1] * radices[j + 1]
+    return weights
+
+
+@dataclass(frozen=True)
+class FrameValues:
+    """Per-element code-to-value lookup of a plan's enumeration frame (channels may differ in domain)."""
+
+    values: torch.Tensor  # every channel's values, concatenated
+    offsets: torch.Tensor  # (frame elements,) start of each element's channel in ``values``
+    radices: torch.Tensor  # (frame elements,) number of codes of each element
+    fill: torch.Tensor  # (1, frame elements) code of real 0 (or 0) per element
+    shape: tuple[int, ...]
+
+    @classmethod
+    def build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
+        sizes = np.asarray([len(d) for d in layer.input_domains], dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        n_elements = math.prod(layer.frame_in)
+        flat = np.arange(n_elements)
+        channel = flat % layer.in_channels if layer.layout.channels_last else flat // (n_elements // layer.in_channels)
+        values = np.concatenate([d.values for d in layer.input_domains])
+        return cls(
+            values=torch.tensor(values, dtype=dtype, device=device),
+            offsets=torch.as_tensor(starts[channel]),
+            radices=torch.as_tensor(sizes[channel]),
+            fill=torch.as_tensor(np.asarray(layer.fill_codes, dtype=np.int64)[channel])[None, :],
+            shape=layer.frame_in,
+        )
+
+    def values_of(self, codes: torch.Tensor) -> torch.Tensor:
+        """Values of a batch of per-element codes ``(batch, frame elements)``, shaped as frame samples."""
+        index = (codes + self.offsets).to(self.values.device)
+        return self.values[index].reshape(codes.shape[0], *self.shape)
+
+
 def _classes(layer: LayerPlan) -> list[_Class]:
     by_inputs: dict[tuple[int, ...], list[Unit]] = {}
     for unit in layer.units:
@@ -98,43 +138,41 @@ def enumerate_tables(
         One :class:`IOTable` per unit, in unit order.
     """
     dtype, device = module_dtype(module)
-    n = len(layer.input_domain)
-    values = torch.tensor(layer.input_domain.values, dtype=dtype, device=device)
+    frame = FrameValues.build(layer, dtype=dtype, device=device)
     n_slots = len(layer.slots)
     frame_elements = math.prod(layer.frame_in) + math.prod(layer.frame_out)
     chunk = max(1, memory_budget // (frame_elements * _BYTES_PER_ELEMENT))
     colours = _colours(_classes(layer))
     samples = [-(-members[0].rows // n_slots) for members in colours]
     out_domain = layer.output_domain
+    raw_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     buffers: dict[int, np.ndarray] = {}
     for members in colours:
         for cls in members:
             width = cls.output_index.shape[1]
-            out_dtype = out_domain.code_dtype if out_domain is not None else torch.empty(0, dtype=dtype).numpy().dtype
+            out_dtype = out_domain.code_dtype if out_domain is not None else raw_dtype
             buffers[id(cls)] = np.empty((cls.rows, width), dtype=out_dtype)
 
     with progress_bar(total=sum(samples), desc=layer.name, enabled=progress, unit="sample") as bar:
         for members, total in zip(colours, samples):
-            fan_in = members[0].input_index.shape[1]
-            weights = torch.as_tensor(n ** np.arange(fan_in - 1, -1, -1), dtype=torch.int64)
+            radices = [torch.as_tensor([len(d) for d in layer.unit_domains(c.units[0])]) for c in members]
+            weights = [_mixed_radix_weights(r) for r in radices]
             in_index = [torch.as_tensor(c.input_index.reshape(-1)) for c in members]
-            out_index = [torch.as_tensor(c.output_index.reshape(-1)) for c in members]
+            out_index = [torch.as_tensor(c.output_index.reshape(-1)).to(device) for c in members]
             slot_offsets = torch.arange(n_slots, dtype=torch.int64)
             for b0 in range(0, total, chunk):
                 b1 = min(total, b0 + chunk)
                 batch = b1 - b0
                 rows = torch.arange(b0, b1, dtype=torch.int64)[:, None] * n_slots + slot_offsets[None, :]
                 rows = rows.clamp_(max=members[0].rows - 1)
-                digits = (rows[..., None] // weights) % n  # (batch, slots, fan_in): lexicographic order
-                codes = torch.full((batch, math.prod(layer.frame_in)), layer.fill_code, dtype=torch.int64)
-                flat_digits = digits.reshape(batch, -1)
-                for index in in_index:
-                    codes[:, index] = flat_digits
-                x = values[codes.to(device)].reshape(batch, *layer.frame_in)
-                out = run_module(module, x, layer.name).reshape(batch, -1)
+                codes = frame.fill.repeat(batch, 1)
+                for index, radix, weight in zip(in_index, radices, weights):
+                    digits = (rows[..., None] // weight) % radix  # (batch, slots, fan_in): lexicographic order
+                    codes[:, index] = digits.reshape(batch, -1)
+                out = run_module(module, frame.values_of(codes), layer.name).reshape(batch, -1)
                 r0, r1 = b0 * n_slots, min(b1 * n_slots, members[0].rows)
                 for cls, index in zip(members, out_index):
-                    result = out[:, index.to(device)].reshape(batch * n_slots, -1)[: r1 - r0]
+                    result = out[:, index].reshape(batch * n_slots, -1)[: r1 - r0]
                     buffers[id(cls)][r0:r1] = _encode(result, layer, cls, r0)
                 bar.update(batch)
 
@@ -147,7 +185,7 @@ def enumerate_tables(
                 column += unit.fan_out
                 tables[unit.index] = IOTable.dense(
                     outputs,
-                    input_domains=[layer.input_domain] * unit.fan_in,
+                    input_domains=layer.unit_domains(unit),
                     output_domain=out_domain,
                     layer=layer.name,
                     unit=unit.index,

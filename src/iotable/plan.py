@@ -13,6 +13,7 @@ kernel positions and then the channel. Non-spatial layers (``"NC"``) read single
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -96,13 +97,23 @@ class LayerPlan:
     in_channels: int
     out_channels: int
     units: tuple[Unit, ...]
-    input_domain: Domain
+    input_domains: tuple[Domain, ...]
     output_domain: Domain | None
     frame_in: tuple[int, ...]
     frame_out: tuple[int, ...]
     slots: tuple[tuple[int, ...], ...]
-    fill_code: int
+    fill_codes: tuple[int, ...]
     max_rows: int
+
+    @property
+    def input_domain(self) -> Domain | None:
+        """The domain shared by every input channel, or ``None`` when channels differ."""
+        first = self.input_domains[0]
+        return first if all(d == first for d in self.input_domains) else None
+
+    def unit_domains(self, unit: Unit) -> tuple[Domain, ...]:
+        """The domain of each of ``unit``'s inputs, in its input order."""
+        return _unit_domains(self.input_domains, unit.in_channels, self.geometry.window, self.layout)
 
     @property
     def total_rows(self) -> int:
@@ -136,18 +147,28 @@ class LayerPlan:
 
     def summary(self) -> str:
         """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
-        bits = self.input_domain.bits
+        shared = self.input_domain
+        inputs = repr(shared) if shared is not None else "per-channel domains"
         lines = [
             f"{self.name}: layout {self.layout.value}, {len(self.units)} unit(s), {self.total_rows} row(s), "
-            f"input {self.input_domain!r}, output {self.output_domain!r}",
+            f"input {inputs}, output {self.output_domain!r}",
             f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10}",
         ]
         for u in self.units:
             lines.append(
                 f"{u.index:>5} {_short(u.in_channels):<24} {_short(u.out_channels):<16} "
-                f"{u.fan_in:>6} {u.fan_in * bits:>5} {u.rows:>10}"
+                f"{u.fan_in:>6} {sum(d.bits for d in self.unit_domains(u)):>5} {u.rows:>10}"
             )
         return "\n".join(lines)
+
+
+def _unit_domains(
+    domains: tuple[Domain, ...], channels: tuple[int, ...], window: int, layout: Layout
+) -> tuple[Domain, ...]:
+    per_channel = [domains[c] for c in channels]
+    if layout.channels_last:
+        return tuple(per_channel) * window
+    return tuple(d for d in per_channel for _ in range(window))
 
 
 def _short(values: tuple[int, ...], limit: int = 6) -> str:
@@ -336,7 +357,7 @@ def run_module(module: nn.Module, x: torch.Tensor, name: str) -> torch.Tensor:
 def plan(
     module: nn.Module,
     *,
-    input_domain: Domain,
+    input_domain: Domain | Sequence[Domain],
     example_input: Any = None,
     max_rows: int = DEFAULT_MAX_ROWS,
     name: str | None = None,
@@ -348,7 +369,7 @@ def plan(
 
     Args:
         module: a decorated module, a layer with a built-in rule, or a fused block.
-        input_domain: the domain of every input element.
+        input_domain: the domain of every input element, or one domain per input channel.
         example_input: a batch (tensor or array) giving the input shape when the module cannot state it
             (custom modules); spatial modules then enumerate on frames of that spatial size.
         max_rows: the largest table allowed; a larger one raises :class:`TableTooLargeError`.
@@ -363,8 +384,13 @@ def plan(
     if not isinstance(module, nn.Module):
         msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
         raise SpecError(msg)
-    if not isinstance(input_domain, Domain):
-        msg = f"{name}: input_domain must be an iotable.Domain, received {type(input_domain).__name__}"
+    if not isinstance(input_domain, Domain) and not (
+        isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
+    ):
+        msg = (
+            f"{name}: input_domain must be an iotable.Domain or a sequence of them (one per input channel), "
+            f"received {type(input_domain).__name__}"
+        )
         raise SpecError(msg)
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         msg = f"{name}: max_rows must be a positive integer, received {max_rows!r}"
@@ -400,18 +426,29 @@ def plan(
             msg = f"{name}: cannot tell the input shape of {type(module).__name__}; pass example_input= (a batch)"
             raise SpecError(msg)
 
+    if isinstance(input_domain, Domain):
+        domains = (input_domain,) * c_in
+    elif len(input_domain) != c_in:
+        msg = f"{name}: {len(input_domain)} input domain(s) for {c_in} input channel(s); expected one per channel"
+        raise SpecError(msg)
+    else:
+        domains = tuple(input_domain)
+
     # Sizes, before any forward pass.
     in_groups = _input_groups(spec, c_in, name)
-    n_values = len(input_domain)
+    rows_of = {}
     for k, channels in enumerate(in_groups):
         fan_in = len(channels) * geometry.window
-        rows = n_values**fan_in
+        unit_domains = _unit_domains(domains, channels, geometry.window, layout)
+        rows = math.prod(len(d) for d in unit_domains)
+        rows_of[channels] = rows
         if rows > max_rows:
+            bits = sorted({d.bits for d in unit_domains})
             msg = (
                 f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "
-                f"position(s)) of {input_domain.bits} bit(s) = {fan_in * input_domain.bits} bits, a table of "
-                f"{rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse fan_in=, "
-                "or fewer input bits"
+                f"position(s)) of {'/'.join(map(str, bits))} bit(s) = {sum(d.bits for d in unit_domains)} bits, "
+                f"a table of {rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse "
+                "fan_in=, or fewer input bits"
             )
             raise TableTooLargeError(msg)
 
@@ -425,9 +462,11 @@ def plan(
         size = _minimal_size(geometry)
     slots = _slots(geometry, size, name) if geometry.rank else [()]
     frame_in = _frame_shape(layout, c_in, size)
-    fill_code = input_domain.zero_code if input_domain.zero_code is not None else 0
+    fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
+    fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
+    fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
     dtype, device = module_dtype(module)
-    probe = torch.full((1, *frame_in), float(input_domain.values[fill_code]), dtype=dtype, device=device)
+    probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
     out = run_module(module, probe, name)
     frame_out = tuple(int(s) for s in out.shape[1:])
     if len(frame_out) != len(frame_in):
@@ -458,7 +497,7 @@ def plan(
         fan_in = len(channels) * geometry.window
         split = [(o,) for o in outputs] if spec.per_output else [outputs]
         for out_channels in split:
-            units.append(Unit(len(units), channels, out_channels, fan_in, n_values**fan_in))
+            units.append(Unit(len(units), channels, out_channels, fan_in, rows_of[channels]))
 
     output_domain = spec.output_domain if spec.output_domain is not None else domain_of(_last_module(module))
     return LayerPlan(
@@ -469,11 +508,11 @@ def plan(
         in_channels=c_in,
         out_channels=c_out,
         units=tuple(units),
-        input_domain=input_domain,
+        input_domains=domains,
         output_domain=output_domain,
         frame_in=frame_in,
         frame_out=frame_out,
         slots=tuple(slots),
-        fill_code=fill_code,
+        fill_codes=fill_codes,
         max_rows=max_rows,
     )
