@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import doctest
 import importlib.util
 import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +97,16 @@ def test_public_methods_have_docstrings() -> None:
                 if not (value.__doc__ or "").strip():
                     missing.append(f"{qualname}.{name}")
     assert not missing, f"public members without a docstring: {missing}"
+
+
+def test_walkthrough_snippets_run() -> None:
+    """Every ``pycon`` snippet of docs/walkthrough.md, run in order in one session, prints what the page shows."""
+    text = (DOCS / "walkthrough.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```pycon\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) > 10
+    source = "\n".join(blocks)
+    test = doctest.DocTestParser().get_doctest(source, {}, "walkthrough.md", str(DOCS / "walkthrough.md"), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
