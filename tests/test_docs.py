@@ -110,3 +110,14 @@ def test_walkthrough_snippets_run() -> None:
     report: list[str] = []
     runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
+
+
+def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's Python example runs and prints the seed rows it promises."""
+    text = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "Conv1d: layout NCW, 3 unit(s), 192 row(s)" in out
+    assert "[[6.0], [3.0], [9.0]]" in out
