@@ -252,8 +252,15 @@ def _members(cls: type) -> list[str]:
                 parts.append(_code(f"{qualname}: {_annotation(returns)!r}"))
         if doc:
             parts.append(_markdown(doc))
+        elif kind == "method" and (base := _overridden(cls, name)) is not None:
+            parts.append(f"Overrides `{_public_path(base)}.{name}`.")
         sections.append("\n\n".join(parts))
     return sections
+
+
+def _overridden(cls: type, name: str) -> type | None:
+    """The nearest base class that also defines ``name``, if any."""
+    return next((base for base in cls.__mro__[1:] if name in vars(base)), None)
 
 
 def _is_torch_module(cls: type) -> bool:
@@ -332,6 +339,12 @@ _PIPELINE = [
     "iotable.enumerate",
     "iotable.table",
     "iotable.precompute",
+    "iotable.trace",
+    "iotable.graph",
+    "iotable.network",
+    "iotable.runtime",
+    "iotable.bundle",
+    "iotable.cli",
     "iotable.errors",
 ]
 
