@@ -32,10 +32,13 @@ from .errors import (
     TableError,
     TableTooLargeError,
 )
+from .graph import Edge, Graph, GraphError, Node, NodeKind
+from .network import InputError, TableNetwork, VerifyReport, verify
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
 from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of
 from .table import IOTable
+from .trace import LeafTracer, ModelError
 
 __version__ = "0.1.0"
 
@@ -45,22 +48,32 @@ __all__ = [
     "ELEMENTWISE",
     "Domain",
     "DomainError",
+    "Edge",
     "EnumerationError",
     "Geometry",
+    "Graph",
+    "GraphError",
     "IOTable",
     "IOTableError",
+    "InputError",
     "LayerPlan",
     "LayerTables",
     "Layout",
+    "LeafTracer",
     "MissingRowError",
+    "ModelError",
+    "Node",
+    "NodeKind",
     "NotDecomposedError",
     "OptionError",
     "Spec",
     "SpecError",
     "SpecMismatchError",
     "TableError",
+    "TableNetwork",
     "TableTooLargeError",
     "Unit",
+    "VerifyReport",
     "__version__",
     "check_decomposition",
     "code_dtype",
@@ -71,4 +84,5 @@ __all__ = [
     "plan",
     "precompute",
     "spec_of",
+    "verify",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,7 @@ from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
+from .spec import has_spec
 from .table import IOTable
 
 __all__ = ["LayerTables", "precompute"]
@@ -53,34 +54,44 @@ class LayerTables:
 def precompute(
     module: nn.Module,
     *,
-    input_domain: Domain,
+    input_domain: Domain | Sequence[Domain],
     example_input: Any = None,
     max_rows: int = DEFAULT_MAX_ROWS,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     check: bool = True,
     progress: bool | None = None,
     name: str | None = None,
-) -> LayerTables:
-    """Turn a layer or decorated block into one dense lookup table per smallest unit.
+    host: Iterable[Any] = (),
+    input_layout: str | None = None,
+) -> Any:
+    """Turn a layer, a decorated block or a whole model into lookup tables.
 
-    Plans the decomposition (every table size is checked before any work), probes the metadata against
-    the module (``check=True``), then enumerates every input combination of every unit through the
-    unmodified module.
+    A layer or block (anything :func:`iotable.spec_of` describes) gives one dense table per smallest unit,
+    as :class:`LayerTables`. Any other model is traced with torch.fx, cut into table layers at its
+    quantizers and returned as a :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a
+    table-only runtime). For every layer: the decomposition is planned (every table size is checked
+    before any work), probed against the module (``check=True``), then every input combination of every
+    unit is enumerated through the unmodified module.
 
     Args:
         module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
-            ``nn.Sequential`` of one layer and elementwise modules) or a module decorated with
-            :func:`iotable.decompose`.
-        input_domain: the domain of every input element.
-        example_input: a batch giving the input shape when the module cannot state it.
+            ``nn.Sequential`` of one layer and elementwise modules), a module decorated with
+            :func:`iotable.decompose`, or a whole model.
+        input_domain: the domain of every input element, or one domain per input channel.
+        example_input: a batch giving the input shape when the module cannot state it (required for
+            whole models).
         max_rows: the largest table allowed (default ``2**24``).
         memory_budget: bytes one forward pass may hold (default 256 MiB).
         check: probe the decomposition metadata before enumerating.
         progress: progress bar (``None``: only on a terminal, for long enumerations).
         name: the layer's name in tables and messages (default: its class name).
+        host: whole models only: submodules (names or modules) to run with torch instead of tables, such
+            as a float classifier head; what follows a host node runs on the host too.
+        input_layout: whole models only: the input's layout when it is not the first layer's.
 
     Returns:
-        :class:`LayerTables`: ``.tables`` lists the unit tables in unit order.
+        :class:`LayerTables` for a layer (``.tables`` in unit order), or a
+        :class:`~iotable.network.TableNetwork` for a whole model.
 
     Example:
         >>> conv = torch.nn.Conv1d(3, 3, kernel_size=3, groups=3, bias=False)
@@ -89,6 +100,18 @@ def precompute(
         >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
         (3, 64, [6.0])
     """
+    options = {"max_rows": max_rows, "memory_budget": memory_budget, "check": check, "progress": progress}
+    if host or input_layout is not None or not has_spec(module):
+        from .network import build_network  # whole models: the network module builds on this one
+
+        return build_network(
+            module,
+            input_domain=input_domain,
+            example_input=example_input,
+            host=host,
+            input_layout=input_layout,
+            **options,
+        )
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
     if check:
         check_decomposition(module, layer, memory_budget=memory_budget)
