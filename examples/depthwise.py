@@ -58,11 +58,15 @@ def depthwise_seed() -> None:
 
 def fused_block() -> None:
     """Conv1d + BatchNorm1d + ReLU + Quantize: one table per channel, outputs are 2-bit codes."""
-    block = nn.Sequential(
-        nn.Conv1d(4, 4, 3, groups=4, padding=1),
-        nn.BatchNorm1d(4),
-        nn.ReLU(),
-        iotable.nn.Quantize(2, scale=0.5),
+    # Decorated, the block is one layer (a black box); undecorated, precompute() would treat it as a whole
+    # model and return a table network. Either way the chain fuses into one table per channel.
+    block = iotable.decompose(
+        nn.Sequential(
+            nn.Conv1d(4, 4, 3, groups=4, padding=1),
+            nn.BatchNorm1d(4),
+            nn.ReLU(),
+            iotable.nn.Quantize(2, scale=0.5),
+        )
     )
     with torch.no_grad():  # stand-ins for trained parameters
         block[0].weight.copy_(

@@ -136,12 +136,13 @@ def test_decorated_conv_bn_relu_quantize_block():
     assert_tables_match(result, block, domain=D2, in_shape=(2, 4, 4), positions=((1, 1), (3, 2)))
 
 
-def test_undecorated_fused_block():
-    """An undecorated Sequential of one layer and elementwise modules fuses without decoration."""
+def test_undecorated_sequential_is_a_model_whose_layer_fuses():
+    """An undecorated Sequential is a whole model; its layer and elementwise modules fuse into one table layer."""
     block = dyadic_(nn.Sequential(nn.Linear(3, 2), nn.ReLU(), Quantize(2)))
-    result = precompute(block, input_domain=D2)
-    assert "fused with 2 elementwise" in result.plan.spec.source
-    assert_tables_match(result, block, domain=D2, in_shape=(3,))
+    net = precompute(block, input_domain=D2)
+    assert list(net.layers) == ["0"] and net["0"].plan.output_domain == Domain.uniform(2)
+    assert net.tables == list(precompute(decompose(block), input_domain=D2).tables)
+    assert_tables_match(net["0"], block, domain=D2, in_shape=(3,))
 
 
 @decompose(groups=2)

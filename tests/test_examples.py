@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SCRIPTS = sorted(EXAMPLES.glob("*.py"))
+SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))  # _name.py: helpers
 
 
 @functools.cache  # each example runs once per session, however many tests read its output

@@ -216,7 +216,7 @@ def test_output_domain_mismatch_is_reported():
 
 def test_quantizer_at_the_end_sets_output_domain():
     """Tables of a block that ends in Quantize hold codes of its domain."""
-    block = nn.Sequential(nn.Linear(2, 2), Quantize(3, signed=True, scale=0.5))
+    block = decompose(nn.Sequential(nn.Linear(2, 2), Quantize(3, signed=True, scale=0.5)))
     result = precompute(block, input_domain=D2)
     assert result.tables[0].output_domain == Domain.uniform(3, signed=True, scale=0.5)
     assert "Sequential" in result.summary() and "rows" in result.summary()

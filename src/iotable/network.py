@@ -11,13 +11,13 @@ import torch
 from torch import nn
 
 from .domain import Domain
-from .errors import DomainError, IOTableError
+from .errors import DomainError, IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
 from .precompute import LayerTables, precompute
 from .runtime import Runtime, decode
-from .spec import _ATTR, Layout, Spec, decompose, spec_of
+from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
 from .trace import ModelError, Step, segment, trace
 
@@ -232,13 +232,18 @@ class _Builder:
             else:
                 spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
             module.__dict__[_ATTR] = spec
-        layer = precompute(
-            module,
-            input_domain=_domain_for_layer(src),
-            example_input=torch.zeros(1, *src.shape),
-            name=step.name,
-            **self.options,
-        )
+        try:
+            layer = precompute(
+                module,
+                input_domain=_domain_for_layer(src),
+                example_input=torch.zeros(1, *src.shape),
+                name=step.name,
+                **self.options,
+            )
+        except TableTooLargeError as exc:
+            layer_name = step.mixing or step.name
+            msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
+            raise TableTooLargeError(msg) from None
         self.layers[step.name] = layer
         return self._table_nodes(step, src, layer)
 
@@ -537,6 +542,18 @@ def _host_names(model: nn.Module, host: Iterable[Any]) -> frozenset[str]:
     return frozenset(result)
 
 
+def _infer_example(model: nn.Module) -> torch.Tensor:
+    """A one-sample input for a model whose first layer states its input size (``nn.Linear``)."""
+    first = next((m for m in model.modules() if not isinstance(m, (nn.Sequential, *ELEMENTWISE))), None)
+    if isinstance(first, nn.Linear):
+        return torch.zeros(1, first.in_features)
+    msg = (
+        f"precompute: cannot tell the input shape of {type(model).__name__}; pass example_input=, a batch (N, ...) "
+        "of the model's input"
+    )
+    raise ModelError(msg)
+
+
 def build_network(
     model: nn.Module,
     *,
@@ -552,8 +569,13 @@ def build_network(
     """
     if isinstance(example_input, np.ndarray):
         example_input = torch.from_numpy(example_input)
+    if example_input is None:
+        example_input = _infer_example(model)
     if not isinstance(example_input, torch.Tensor) or example_input.dim() < 2:
-        msg = "precompute: a whole model needs example_input=, a batch (N, ...) of the model's input"
+        msg = (
+            f"precompute: a whole model needs example_input=, a batch (N, ...) of the model's input; "
+            f"received {type(example_input).__name__}"
+        )
         raise ModelError(msg)
     dtype, device = module_dtype(model)
     example = example_input[:1].to(dtype=dtype, device=device)

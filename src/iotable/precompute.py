@@ -12,7 +12,7 @@ from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
-from .spec import has_spec
+from .spec import _declared, has_spec
 from .table import IOTable
 
 __all__ = ["LayerTables", "precompute"]
@@ -51,6 +51,13 @@ class LayerTables:
         return self.plan.summary()
 
 
+def _is_model(module: nn.Module) -> bool:
+    """Whole models: an undecorated ``nn.Sequential`` or any module no spec describes."""
+    if isinstance(module, nn.Sequential):
+        return _declared(module) is None
+    return not has_spec(module)
+
+
 def precompute(
     module: nn.Module,
     *,
@@ -66,10 +73,11 @@ def precompute(
 ) -> Any:
     """Turn a layer, a decorated block or a whole model into lookup tables.
 
-    A layer or block (anything :func:`iotable.spec_of` describes) gives one dense table per smallest unit,
-    as :class:`LayerTables`. Any other model is traced with torch.fx, cut into table layers at its
-    quantizers and returned as a :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a
-    table-only runtime). For every layer: the decomposition is planned (every table size is checked
+    A layer or a decorated block gives one dense table per smallest unit, as :class:`LayerTables`. A
+    whole model (an undecorated ``nn.Sequential``, or any module no decomposition describes) is traced
+    with torch.fx, cut into table layers at its quantizers and returned as a
+    :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a table-only runtime).
+    For every layer: the decomposition is planned (every table size is checked
     before any work), probed against the module (``check=True``), then every input combination of every
     unit is enumerated through the unmodified module.
 
@@ -101,7 +109,7 @@ def precompute(
         (3, 64, [6.0])
     """
     options = {"max_rows": max_rows, "memory_budget": memory_budget, "check": check, "progress": progress}
-    if host or input_layout is not None or not has_spec(module):
+    if host or input_layout is not None or _is_model(module):
         from .network import build_network  # whole models: the network module builds on this one
 
         return build_network(

@@ -274,6 +274,10 @@ def decompose(
     Works as ``decompose(module, ...)``, ``@decompose`` and ``@decompose(...)``. Without arguments the
     whole module is one unit (or, for a block whose first layer has a built-in rule, that rule).
 
+    Units follow the metadata as given: ``groups=g`` makes ``g`` units, each writing all of its group's
+    output channels, while the built-in rule of ``nn.Conv1d``/``nn.Conv2d`` makes one unit per output
+    channel (same inputs, one output each). Both tabulate the same function.
+
     Args:
         target: an ``nn.Module`` instance or subclass; omit it to get a decorator.
         groups: ``g`` contiguous, equal groups along the channel axis; unit ``k`` reads the ``k``-th group

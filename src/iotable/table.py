@@ -54,7 +54,8 @@ class IOTable:
     Build a table from arrays or tensors (``IOTable(inputs, outputs, input_domains=...)``), from
     ``(input_tuple, output_tuple)`` pairs (:meth:`from_pairs`), or from outputs in address order
     (:meth:`dense`). Integer ``outputs`` with an ``output_domain`` are codes; float ones are values and are
-    encoded. Rows are kept in ascending packed-address order (see the module docstring).
+    encoded. Rows are kept in ascending packed-address order (see the module docstring). ``layer`` and
+    ``unit`` name where a table came from (set by :func:`iotable.precompute`; ``None`` otherwise).
 
     Example:
         >>> d = Domain.uniform(1)

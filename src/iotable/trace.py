@@ -43,6 +43,7 @@ class LeafTracer(fx.Tracer):
         self.host = host
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
         if module_qualified_name in self.host or _declared(m) is not None or domain_of(m) is not None:
             return True
         if isinstance(m, _CONTAINERS):
