@@ -432,3 +432,60 @@ def test_verify_reports_the_first_mismatch():
     assert not report.ok and report.mismatches > 0
     assert report.first["node"] == "4" and report.first["unit"] is not None
     assert len(report.first["input_codes"]) == net["4"].plan.units[report.first["unit"]].fan_in
+
+
+class Branches(nn.Module):
+    """Two quantized branches concatenated along channels, then a pointwise conv over both."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv1d(2, 2, 3, padding=1, groups=2)
+        self.qa = Quantize(2, scale=0.5)
+        self.b = nn.Conv1d(2, 1, 1)
+        self.qb = Quantize(1)
+        self.mix = nn.Conv1d(3, 2, 1)
+        self.q = Quantize(2, signed=True, scale=0.5)
+
+    def forward(self, x):
+        y = torch.cat([self.qa(self.a(x)), self.qb(self.b(x))], dim=1)
+        return self.q(self.mix(y))
+
+
+def test_concat_join_with_per_channel_domains():
+    """A concat of differently quantized branches is a join whose channels keep their own domains."""
+    model = random_stats_(Branches())
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
+    join = net.graph.nodes_of("join")[0]
+    assert join.meta["op"] == "concat" and join.domain == (U2, U2, Domain.uniform(1))
+    assert [t.rows for t in net["mix"].tables] == [4 * 4 * 2] * 2
+    assert_bit_exact(model, net, random_inputs(S2, (2, 6)))
+
+
+class Functional(nn.Module):
+    """A layer, then an activation written as a function call, then a quantizer."""
+
+    def __init__(self, activation) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.q = Quantize(2, scale=0.5)
+        self.activation = activation
+
+    def forward(self, x):
+        return self.q(self.activation(self.fc(x)))
+
+
+def test_elementwise_functions_fuse_like_modules():
+    """torch.relu / F.relu / Tensor.tanh calls fuse into the preceding layer's table like their modules."""
+    for activation in (torch.relu, nn.functional.relu, lambda t: t.tanh()):
+        model = Functional(activation).eval()
+        net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 2))
+        assert list(net.layers) == ["fc"]
+        assert_bit_exact(model, net, random_inputs(U2, (2,)))
+
+
+def test_unsupported_function_between_tables():
+    """A torch function with no table meaning between layers names the module to use instead."""
+    with pytest.raises(
+        ModelError, match=r"the function sin is not supported between tables; use the matching torch.nn module"
+    ):
+        precompute(Functional(torch.sin), input_domain=Domain.uniform(1), example_input=torch.zeros(1, 2))

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+import torch.nn.functional as F
 from torch import nn
 
 from .errors import IOTableError
@@ -33,6 +34,31 @@ _POOLS = (nn.MaxPool1d, nn.MaxPool2d)
 _RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
 _RESHAPE_METHODS = {"flatten", "view", "reshape"}
 _ADD = {operator.add, torch.add}
+# Functions that act elementwise like these modules, when called on one tensor with no other argument.
+_ELEMENTWISE_FUNCTIONS: dict[Any, type[nn.Module]] = {
+    torch.relu: nn.ReLU,
+    F.relu: nn.ReLU,
+    torch.tanh: nn.Tanh,
+    torch.sigmoid: nn.Sigmoid,
+    F.sigmoid: nn.Sigmoid,
+    F.tanh: nn.Tanh,
+    "relu": nn.ReLU,
+    "tanh": nn.Tanh,
+    "sigmoid": nn.Sigmoid,
+}
+
+
+def _elementwise_function(node: fx.Node) -> nn.Module | None:
+    """The module equivalent of an elementwise function call such as ``torch.relu(x)``, if it is one."""
+    if node.op not in ("call_function", "call_method") or len(node.args) != 1:
+        return None
+    if any(key != "inplace" for key in node.kwargs):
+        return None
+    try:
+        kind = _ELEMENTWISE_FUNCTIONS.get(node.target)
+    except TypeError:  # unhashable targets are no elementwise function
+        return None
+    return kind() if kind is not None else None
 
 
 class LeafTracer(fx.Tracer):
@@ -164,10 +190,12 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
             continue
         if shape is None:
             continue  # sizes and other non-tensor values only feed reshapes, which read shapes from the trace
-        if node.op == "call_module":
-            m = module.get_submodule(node.target)
+        functional = _elementwise_function(node)
+        if node.op == "call_module" or functional is not None:
+            m = functional if functional is not None else module.get_submodule(node.target)
+            target = node.name if functional is not None else node.target
             src = source(node.args[0], node)
-            if node.target in host or src.kind == "host":
+            if target in host or src.kind == "host":
                 if not src.closed and src.kind == "table":
                     # The host runs the open segment's modules too, from its quantized input.
                     host_step = Step(
@@ -176,60 +204,58 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                         list(src.sources),
                         shape,
                         [*src.modules, m],
-                        [*src.module_names, node.target],
+                        [*src.module_names, target],
                         closed=True,
                     )
                     order.remove(src.name)
                     del steps[src.name]
                     value[node.name] = add(host_step).name
                 else:
-                    value[node.name] = add(
-                        Step(node.name, "host", [src.name], shape, [m], [node.target], closed=True)
-                    ).name
+                    value[node.name] = add(Step(node.name, "host", [src.name], shape, [m], [target], closed=True)).name
                 continue
             quantizer = domain_of(m) is not None
             if isinstance(m, _POOLS):
                 if not src.closed:
                     msg = (
-                        f"{node.target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
+                        f"{target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
                         "put a Quantize before the pool (pooling quantized codes is exact)"
                     )
                     raise ModelError(msg)
-                value[node.name] = add(Step(node.name, "pool", [src.name], shape, [m], [node.target], closed=True)).name
+                value[node.name] = add(Step(node.name, "pool", [src.name], shape, [m], [target], closed=True)).name
             elif isinstance(m, nn.Flatten):
                 if not src.closed:
-                    msg = f"{node.target}: flatten reads an unquantized tensor; put a Quantize before it"
+                    msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
                     raise ModelError(msg)
                 value[node.name] = add(Step(node.name, "reshape", [src.name], shape, closed=True)).name
             elif quantizer or isinstance(m, ELEMENTWISE) or _is_mixing(m):
                 mixing = _is_mixing(m)
                 if src.closed:
-                    step = add(Step(node.target if mixing or quantizer else node.name, "table", [src.name], shape))
+                    step = add(Step(target if mixing or quantizer else node.name, "table", [src.name], shape))
                 elif mixing and src.mixing is not None:
                     msg = (
-                        f"{node.target}: {src.mixing} and {node.target} sit between the same pair of quantizers, so "
+                        f"{target}: {src.mixing} and {target} sit between the same pair of quantizers, so "
                         f"their composition has no small table; put an iotable.nn.Quantize after {src.mixing}, "
-                        f"decorate a block holding both as one unit, or list {node.target} in host="
+                        f"decorate a block holding both as one unit, or list {target} in host="
                     )
                     raise ModelError(msg)
                 else:
                     step = src
                     order.remove(step.name)
                     del steps[step.name]
-                    step.name = node.target if mixing else step.name
+                    step.name = target if mixing else step.name
                     add(step)
                 step.modules.append(m)
-                step.module_names.append(node.target)
+                step.module_names.append(target)
                 step.shape = shape
                 if mixing:
-                    step.mixing = node.target
+                    step.mixing = target
                 if quantizer:
                     close(step)
                 value[node.name] = step.name
                 users_ok(step, node)
             else:
                 msg = (
-                    f"{node.target}: {type(m).__name__} has no decomposition metadata and no built-in rule; decorate "
+                    f"{target}: {type(m).__name__} has no decomposition metadata and no built-in rule; decorate "
                     "it with iotable.decompose(...), or list it in host= to run it with torch"
                 )
                 raise ModelError(msg)
