@@ -1,0 +1,73 @@
+"""Shared by the digits examples: the scikit-learn digits data, quantized, and a short training loop.
+
+Not an example itself (the leading underscore says so); ``digits_mlp.py`` and ``digits_cnn.py`` import it.
+"""
+
+from __future__ import annotations
+
+import torch
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch import nn
+
+import iotable
+
+#: The inputs of both networks: pixels scaled to [0, 1] and rounded to 2 bits, i.e. {0, 1/3, 2/3, 1}.
+#: The quantizer runs once, in preprocessing, so the model's input is already values of this domain, which
+#: is what a table network reads (``input_domain=``).
+INPUT_QUANT = iotable.nn.Quantize(2, scale=1 / 3)
+INPUT_DOMAIN = INPUT_QUANT.domain
+
+
+def load(*, image: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The 8x8 digits as ``(x_train, y_train, x_test, y_test)``: a fixed, stratified 80/20 split.
+
+    ``image=True`` shapes inputs ``(N, 1, 8, 8)``, otherwise ``(N, 64)``. Inputs are values of
+    :data:`INPUT_DOMAIN`.
+    """
+    digits = load_digits()  # ships inside scikit-learn: no download
+    x = torch.tensor(digits.data / 16.0, dtype=torch.float32)  # pixels are 0..16
+    x = INPUT_QUANT(x)
+    if image:
+        x = x.reshape(-1, 1, 8, 8)
+    y = torch.tensor(digits.target, dtype=torch.int64)
+    x_train, x_test, y_train, y_test = train_test_split(x, y, test_size=0.2, random_state=0, stratify=y)
+    return x_train, y_train, x_test, y_test
+
+
+def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr: float = 0.01) -> None:
+    """Quantization-aware training with Adam and cross-entropy on the model's outputs, in mini-batches of 32."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+    loss_fn = nn.CrossEntropyLoss()
+    # Batches this small are fastest on one thread: more threads only add synchronisation, which becomes
+    # very slow when other processes share the cores (a parallel test run, say).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for epoch in range(epochs):
+            model.train()
+            total = 0.0
+            for batch in torch.randperm(len(x)).split(32):
+                optimizer.zero_grad()
+                loss = loss_fn(model(x[batch]), y[batch])
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(batch)
+            schedule.step()
+            print(f"epoch {epoch + 1:2d}/{epochs}: training loss {total / len(x):.3f}")
+    finally:
+        torch.set_num_threads(threads)
+    model.eval()
+
+
+def accuracy(outputs: torch.Tensor, y: torch.Tensor) -> float:
+    """Fraction of samples whose largest output is the label (ties go to the first, as ``argmax`` does)."""
+    return float((outputs.argmax(dim=1) == y).float().mean())
+
+
+def evaluate(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The model's outputs on ``x`` in eval mode, without gradients."""
+    model.eval()
+    with torch.no_grad():
+        return model(x)

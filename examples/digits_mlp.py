@@ -1,0 +1,86 @@
+"""A LogicNets-style sparse MLP on the scikit-learn digits, trained, turned into tables and verified.
+
+Every neuron reads only a few inputs (its fan-in), chosen at random when the model is built, and its
+output is quantized to a few bits; so each neuron, with its batch norm and activation, is a small lookup
+table: 6 inputs x 2 bits = 12 input bits, 4096 rows. The network is 64 pixels -> 128 -> 64 -> 10 classes.
+
+The sparsity is real, not just declared: a fixed mask (``torch.nn.utils.prune.custom_from_mask``) zeroes
+every weight outside a neuron's fan-in, during training and after. ``iotable.decompose(fan_in=...)`` tells
+iotable the same fan-in, and iotable's probe checks that the layer reads nothing else.
+
+Run it with ``python examples/digits_mlp.py`` (needs scikit-learn: ``pip install -e ".[examples]"``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import _digits  # examples/_digits.py: data and training shared by the digits examples
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+import iotable
+
+FAN_IN = 6  # inputs per neuron; with 2-bit inputs, tables of 2**12 rows
+HIDDEN = (128, 64)  # neurons per hidden layer, between 64 pixels and 10 classes
+EPOCHS = 10
+
+
+def sparse_linear(in_features: int, out_features: int, generator: torch.Generator) -> nn.Linear:
+    """A Linear whose output ``k`` reads ``FAN_IN`` random inputs: masked weights, declared fan-in."""
+    fan_in = [sorted(torch.randperm(in_features, generator=generator)[:FAN_IN].tolist()) for _ in range(out_features)]
+    linear = nn.Linear(in_features, out_features)
+    mask = torch.zeros(out_features, in_features)
+    for k, inputs in enumerate(fan_in):
+        mask[k, inputs] = 1.0
+    prune.custom_from_mask(linear, "weight", mask)
+    return iotable.decompose(linear, fan_in=fan_in)
+
+
+def build_model(seed: int = 0) -> nn.Sequential:
+    """Sparse Linear -> BatchNorm1d -> ReLU -> 2-bit Quantize per hidden layer; a signed 4-bit output layer."""
+    generator = torch.Generator().manual_seed(seed)
+    layers: dict[str, nn.Module] = {}
+    n_in = 64
+    for k, n_out in enumerate(HIDDEN, start=1):
+        layers[f"fc{k}"] = sparse_linear(n_in, n_out, generator)
+        layers[f"bn{k}"] = nn.BatchNorm1d(n_out)
+        layers[f"relu{k}"] = nn.ReLU()
+        layers[f"quant{k}"] = iotable.nn.Quantize(2, scale=0.5)
+        n_in = n_out
+    # The class scores are quantized too (signed, 4 bits), so the last layer is tables like the others and
+    # the table network's output is exactly the model's: argmax of either gives the same class.
+    layers["fc_out"] = sparse_linear(n_in, 10, generator)
+    layers["bn_out"] = nn.BatchNorm1d(10)
+    layers["quant_out"] = iotable.nn.Quantize(4, signed=True, scale=0.5)
+    return nn.Sequential(OrderedDict(layers))
+
+
+def main() -> None:
+    torch.manual_seed(0)
+    x_train, y_train, x_test, y_test = _digits.load(image=False)
+    model = build_model()
+    _digits.train(model, x_train, y_train, epochs=EPOCHS)
+    model_accuracy = _digits.accuracy(_digits.evaluate(model, x_test), y_test)
+
+    start = time.perf_counter()
+    net = iotable.precompute(model, input_domain=_digits.INPUT_DOMAIN, example_input=x_train[:1])
+    seconds = time.perf_counter() - start
+    print()
+    print(net.summary())
+    print(f"precompute took {seconds:.1f} s")
+
+    net_accuracy = _digits.accuracy(net.run(x_test), y_test)
+    report = iotable.verify(model, net, x_test)
+    print()
+    print(f"model accuracy on the {len(x_test)} test digits:         {model_accuracy:.1%}")
+    print(f"table-network accuracy on the {len(x_test)} test digits: {net_accuracy:.1%}")
+    print(f"agreement (model vs tables, bit for bit): {report.agreement:.1%} ({report})")
+    if not report.ok:
+        raise SystemExit("the table network differs from the model")
+
+
+if __name__ == "__main__":
+    main()
