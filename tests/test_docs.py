@@ -97,25 +97,47 @@ def test_public_methods_have_docstrings() -> None:
     assert not missing, f"public members without a docstring: {missing}"
 
 
-def test_walkthrough_snippets_run() -> None:
-    """Every ``pycon`` snippet of docs/walkthrough.md, run in order in one session, prints what the page shows."""
-    text = (DOCS / "walkthrough.md").read_text(encoding="utf-8")
+# Pages whose ``pycon`` snippets run as one doctest session each, with the number of snippets a page must
+# exceed, so that a page whose snippets went missing (or whose fences no longer match) fails, not passes empty.
+SNIPPET_PAGES = {"walkthrough.md": 10, "graph.md": 15}
+
+
+@pytest.mark.parametrize("page", sorted(SNIPPET_PAGES))
+def test_page_snippets_run(page: str) -> None:
+    """Every ``pycon`` snippet of a docs page, run in order in one session, prints what the page shows."""
+    text = (DOCS / page).read_text(encoding="utf-8")
     blocks = re.findall(r"^```pycon\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
-    assert len(blocks) > 10
+    assert len(blocks) > SNIPPET_PAGES[page]
     source = "\n".join(blocks)
-    test = doctest.DocTestParser().get_doctest(source, {}, "walkthrough.md", str(DOCS / "walkthrough.md"), 0)
+    test = doctest.DocTestParser().get_doctest(source, {}, page, str(DOCS / page), 0)
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     report: list[str] = []
     runner.run(test, out=report.append)
     assert runner.failures == 0, "".join(report)
 
 
-def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's Python example runs and prints the seed rows it promises."""
+def readme_examples() -> list[str]:
     text = (DOCS.parent / "README.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
-    assert len(blocks) == 1
+    return re.findall(r"^```python\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's first Python example (one layer) runs and prints the seed rows it promises."""
+    blocks = readme_examples()
+    assert len(blocks) == 2
     exec(compile(blocks[0], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Conv1d: layout NCW, 3 unit(s), 192 row(s)" in out
     assert "[[6.0], [3.0], [9.0]]" in out
+
+
+def test_readme_whole_model_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's whole-model example runs, flags its host head and verifies bit for bit, as its comments say."""
+    blocks = readme_examples()
+    assert len(blocks) == 2
+    exec(compile(blocks[1], "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == "kind name shape units fan_in bits rows buffer stride".split()
+    assert "host nodes (run with torch, not tabulated)" in out
+    assert "torch.Size([32, 10])" in out
+    assert "32/32 samples agree bit for bit" in out
