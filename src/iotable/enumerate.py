@@ -15,13 +15,16 @@ How rows are batched (no Python loop over rows):
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
 from ._progress import progress_bar
+from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .errors import DomainError, EnumerationError
 from .plan import LayerPlan, Unit, module_dtype, run_module
 from .table import IOTable
@@ -123,74 +126,131 @@ def enumerate_tables(
     *,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> list[IOTable]:
     """Build every unit's dense table of ``layer`` by running ``module`` on all input combinations.
 
-    The module runs in ``eval()`` and ``torch.inference_mode()``; its training flags are restored.
+    The module runs in ``eval()`` and ``torch.inference_mode()``; its training flags are restored. A table
+    larger than ``memory_budget`` is written chunk by chunk to a file and memory-mapped, so peak memory
+    follows the budget, not the table size.
 
     Args:
         module: the module ``layer`` was planned for (see :func:`iotable.plan`).
         layer: the resolved plan.
-        memory_budget: bytes one forward pass may hold; larger enumerations are chunked.
+        memory_budget: bytes one forward pass (and one in-memory table) may hold; larger work is chunked.
         progress: show a progress bar (``None``: only on a terminal for long enumerations).
+        cache_dir: a directory of finished tables: each table is written there as soon as it is done and
+            loaded instead of recomputed on a later call (see :mod:`iotable._store` for the key).
 
     Returns:
         One :class:`IOTable` per unit, in unit order.
     """
+    return _enumerate(module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir)[0]
+
+
+def _enumerate(
+    module: nn.Module,
+    layer: LayerPlan,
+    *,
+    memory_budget: int,
+    progress: bool | None,
+    cache_dir: str | os.PathLike[str] | None,
+) -> tuple[list[IOTable], tuple[int, ...]]:
+    """:func:`enumerate_tables`, also returning the units whose tables came from the cache."""
     dtype, device = module_dtype(module)
+    cache = TableCache(cache_dir) if cache_dir is not None else None
+    out_domain = layer.output_domain
+    out_dtype = out_domain.code_dtype if out_domain is not None else torch.empty(0, dtype=dtype).numpy().dtype
+    outputs: dict[int, np.ndarray] = {}
+    keys: dict[int, str] = {}
+    if cache is not None:
+        fingerprint = layer_fingerprint(module, layer)
+        for unit in layer.units:
+            keys[unit.index] = unit_key(fingerprint, layer, unit)
+            found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
+            if found is not None:
+                outputs[unit.index] = found
+    cached = tuple(sorted(outputs))
+    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+    colours = _colours(todo)
+
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     n_slots = len(layer.slots)
     frame_elements = math.prod(layer.frame_in) + math.prod(layer.frame_out)
     chunk = max(1, memory_budget // (frame_elements * _BYTES_PER_ELEMENT))
-    colours = _colours(_classes(layer))
     samples = [-(-members[0].rows // n_slots) for members in colours]
-    out_domain = layer.output_domain
-    raw_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    buffers: dict[int, np.ndarray] = {}
-    for members in colours:
-        for cls in members:
-            width = cls.output_index.shape[1]
-            out_dtype = out_domain.code_dtype if out_domain is not None else raw_dtype
-            buffers[id(cls)] = np.empty((cls.rows, width), dtype=out_dtype)
+
+    def sink(unit: Unit) -> MemorySink | FileSink:
+        if cache is not None:
+            return cache.sink(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
+        if unit.rows * unit.fan_out * out_dtype.itemsize > memory_budget:
+            return temporary_sink(unit.rows, unit.fan_out, out_dtype)
+        return MemorySink(unit.rows, unit.fan_out, out_dtype)
 
     with progress_bar(total=sum(samples), desc=layer.name, enabled=progress, unit="sample") as bar:
         for members, total in zip(colours, samples):
-            radices = [torch.as_tensor([len(d) for d in layer.unit_domains(c.units[0])]) for c in members]
-            weights = [_mixed_radix_weights(r) for r in radices]
-            in_index = [torch.as_tensor(c.input_index.reshape(-1)) for c in members]
-            out_index = [torch.as_tensor(c.output_index.reshape(-1)).to(device) for c in members]
-            slot_offsets = torch.arange(n_slots, dtype=torch.int64)
-            for b0 in range(0, total, chunk):
-                b1 = min(total, b0 + chunk)
-                batch = b1 - b0
-                rows = torch.arange(b0, b1, dtype=torch.int64)[:, None] * n_slots + slot_offsets[None, :]
-                rows = rows.clamp_(max=members[0].rows - 1)
-                codes = frame.fill.repeat(batch, 1)
-                for index, radix, weight in zip(in_index, radices, weights):
-                    digits = (rows[..., None] // weight) % radix  # (batch, slots, fan_in): lexicographic order
-                    codes[:, index] = digits.reshape(batch, -1)
-                out = run_module(module, frame.values_of(codes), layer.name).reshape(batch, -1)
-                r0, r1 = b0 * n_slots, min(b1 * n_slots, members[0].rows)
-                for cls, index in zip(members, out_index):
-                    result = out[:, index].reshape(batch * n_slots, -1)[: r1 - r0]
-                    buffers[id(cls)][r0:r1] = _encode(result, layer, cls, r0)
-                bar.update(batch)
+            sinks = {u.index: sink(u) for c in members for u in c.units}
+            try:
+                _fill(module, layer, frame, members, sinks, total=total, chunk=chunk, device=device, bar=bar)
+            except BaseException:
+                for s in sinks.values():
+                    if isinstance(s, FileSink):
+                        s.abandon()
+                raise
+            for index, s in sinks.items():  # the colour is done: its tables are final (and cached)
+                outputs[index] = s.finish()
 
-    tables: dict[int, IOTable] = {}
-    for members in colours:
-        for cls in members:
+    tables = [
+        IOTable._trusted(
+            outputs[unit.index],
+            input_domains=layer.unit_domains(unit),
+            output_domain=out_domain,
+            layer=layer.name,
+            unit=unit.index,
+        )
+        for unit in layer.units
+    ]
+    return tables, cached
+
+
+def _fill(
+    module: nn.Module,
+    layer: LayerPlan,
+    frame: FrameValues,
+    members: list[_Class],
+    sinks: dict[int, MemorySink | FileSink],
+    *,
+    total: int,
+    chunk: int,
+    device: torch.device,
+    bar: Any,
+) -> None:
+    """Run every chunk of one colour's samples and send each unit's rows to its sink, in row order."""
+    n_slots = len(layer.slots)
+    rows_total = members[0].rows
+    radices = [torch.as_tensor([len(d) for d in layer.unit_domains(c.units[0])]) for c in members]
+    weights = [_mixed_radix_weights(r) for r in radices]
+    in_index = [torch.as_tensor(c.input_index.reshape(-1)) for c in members]
+    out_index = [torch.as_tensor(c.output_index.reshape(-1)).to(device) for c in members]
+    slot_offsets = torch.arange(n_slots, dtype=torch.int64)
+    for b0 in range(0, total, chunk):
+        b1 = min(total, b0 + chunk)
+        batch = b1 - b0
+        rows = torch.arange(b0, b1, dtype=torch.int64)[:, None] * n_slots + slot_offsets[None, :]
+        rows = rows.clamp_(max=rows_total - 1)
+        codes = frame.fill.repeat(batch, 1)
+        for index, radix, weight in zip(in_index, radices, weights):
+            digits = (rows[..., None] // weight) % radix  # (batch, slots, fan_in): lexicographic order
+            codes[:, index] = digits.reshape(batch, -1)
+        out = run_module(module, frame.values_of(codes), layer.name).reshape(batch, -1)
+        r0, r1 = b0 * n_slots, min(b1 * n_slots, rows_total)
+        for cls, index in zip(members, out_index):
+            result = _encode(out[:, index].reshape(batch * n_slots, -1)[: r1 - r0], layer, cls, r0)
             column = 0
             for unit in cls.units:
-                outputs = buffers[id(cls)][:, column : column + unit.fan_out]
+                sinks[unit.index].write(r0, result[:, column : column + unit.fan_out])
                 column += unit.fan_out
-                tables[unit.index] = IOTable.dense(
-                    outputs,
-                    input_domains=layer.unit_domains(unit),
-                    output_domain=out_domain,
-                    layer=layer.name,
-                    unit=unit.index,
-                )
-    return [tables[u.index] for u in layer.units]
+        bar.update(batch)
 
 
 def _encode(result: torch.Tensor, layer: LayerPlan, cls: _Class, first_row: int) -> np.ndarray:

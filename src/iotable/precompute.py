@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from torch import nn
 
 from ._probe import check_decomposition
 from .domain import Domain
-from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
+from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
 from .spec import _declared, has_spec
 from .table import IOTable
@@ -22,6 +23,8 @@ __all__ = ["LayerTables", "precompute"]
 class LayerTables:
     """The tables of one layer, in unit order, with the plan that produced them.
 
+    ``cached`` lists the units whose tables were loaded from ``cache_dir`` instead of computed.
+
     Example:
         >>> conv = torch.nn.Conv1d(2, 2, kernel_size=2, groups=2, bias=False)
         >>> result = precompute(conv, input_domain=Domain.uniform(1))
@@ -31,6 +34,7 @@ class LayerTables:
 
     plan: LayerPlan
     tables: tuple[IOTable, ...]
+    cached: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -70,6 +74,7 @@ def precompute(
     name: str | None = None,
     host: Iterable[Any] = (),
     input_layout: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> Any:
     """Turn a layer, a decorated block or a whole model into lookup tables.
 
@@ -96,6 +101,9 @@ def precompute(
         host: whole models only: submodules (names or modules) to run with torch instead of tables, such
             as a float classifier head; what follows a host node runs on the host too.
         input_layout: whole models only: the input's layout when it is not the first layer's.
+        cache_dir: a directory where each finished table is written as soon as it is done, keyed by a hash
+            of its layer's parameters, metadata and domains; a rerun (also after an interruption) loads
+            those tables and computes only what is missing.
 
     Returns:
         :class:`LayerTables` for a layer (``.tables`` in unit order), or a
@@ -108,7 +116,13 @@ def precompute(
         >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
         (3, 64, [6.0])
     """
-    options = {"max_rows": max_rows, "memory_budget": memory_budget, "check": check, "progress": progress}
+    options = {
+        "max_rows": max_rows,
+        "memory_budget": memory_budget,
+        "check": check,
+        "progress": progress,
+        "cache_dir": cache_dir,
+    }
     if host or input_layout is not None or _is_model(module):
         from .network import build_network  # whole models: the network module builds on this one
 
@@ -123,5 +137,5 @@ def precompute(
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
     if check:
         check_decomposition(module, layer, memory_budget=memory_budget)
-    tables = enumerate_tables(module, layer, memory_budget=memory_budget, progress=progress)
-    return LayerTables(plan=layer, tables=tuple(tables))
+    tables, cached = _enumerate(module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir)
+    return LayerTables(plan=layer, tables=tuple(tables), cached=cached)

@@ -141,7 +141,27 @@ class IOTable:
         self._domains = _domains(input_domains, None)
         self._output_domain = output_domain
         self._outputs = self._check_outputs(outputs, math.prod(self.radices), output_domain)
-        self._outputs.flags.writeable = False
+        if self._outputs.flags.writeable:
+            self._outputs.flags.writeable = False
+        self._addresses = self._inputs = self._dont_care = None
+        self.layer, self.unit = layer, unit
+        return self
+
+    @classmethod
+    def _trusted(
+        cls,
+        outputs: np.ndarray,
+        *,
+        input_domains: Sequence[Domain],
+        output_domain: Domain | None,
+        layer: str | None,
+        unit: int | None,
+    ) -> IOTable:
+        """A dense table from outputs iotable itself produced (already checked): no copy, no scan."""
+        self = cls.__new__(cls)
+        self._domains = tuple(input_domains)
+        self._output_domain = output_domain
+        self._outputs = outputs
         self._addresses = self._inputs = self._dont_care = None
         self.layer, self.unit = layer, unit
         return self
@@ -188,13 +208,13 @@ class IOTable:
             if out.dtype.kind not in "biuf":
                 msg = f"IOTable: outputs must be numeric, received dtype {out.dtype}"
                 raise TableError(msg)
-            return np.ascontiguousarray(out)
+            return out if out.flags.c_contiguous else np.ascontiguousarray(out)
         if out.dtype.kind == "f":
             return output_domain.encode(out)
         if out.dtype.kind not in "biu" or (out.size and (out.min() < 0 or out.max() >= len(output_domain))):
             msg = f"IOTable: outputs must be codes 0..{len(output_domain) - 1} of {output_domain!r}"
             raise TableError(msg)
-        return out.astype(output_domain.code_dtype)
+        return out.astype(output_domain.code_dtype, copy=False)  # memory-mapped tables stay mapped
 
     def _check_dont_care(self, dont_care: Any) -> np.ndarray | None:
         if dont_care is None:

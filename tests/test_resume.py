@@ -1,0 +1,184 @@
+"""Resumable precompute (cache_dir) and tables larger than the memory budget."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from iotable import Domain, decompose, precompute
+from iotable.nn import Quantize
+
+U2 = Domain.uniform(2, scale=0.5)
+
+
+def model(seed: int = 0) -> nn.Sequential:
+    torch.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv1d(4, 4, 3, groups=4, padding=1),
+        Quantize(2, scale=0.5),
+        nn.Conv1d(4, 4, 2, groups=2),
+        nn.ReLU(),
+        Quantize(2, scale=0.5),
+    ).eval()
+
+
+def test_rerun_loads_every_table_from_the_cache(tmp_path):
+    """A second precompute with the same cache_dir computes nothing and gives identical tables."""
+    first = precompute(model(), input_domain=U2, example_input=torch.zeros(1, 4, 6), cache_dir=tmp_path)
+    assert all(layer.cached == () for layer in first.layers.values())
+    files = sorted(tmp_path.glob("*.npy"))
+    assert len(files) == len(first.tables)
+    second = precompute(model(), input_domain=U2, example_input=torch.zeros(1, 4, 6), cache_dir=tmp_path)
+    for name, layer in second.layers.items():
+        assert layer.cached == tuple(range(len(layer.tables))), name
+    assert second.tables == first.tables
+    fresh = precompute(model(), input_domain=U2, example_input=torch.zeros(1, 4, 6))
+    assert fresh.tables == second.tables
+
+
+def test_changing_one_layer_recomputes_exactly_that_layer(tmp_path):
+    """New weights in one layer change that layer's keys only."""
+    precompute(model(), input_domain=U2, example_input=torch.zeros(1, 4, 6), cache_dir=tmp_path)
+    changed = model()
+    with torch.no_grad():
+        changed[2].weight.mul_(-1)
+    net = precompute(changed, input_domain=U2, example_input=torch.zeros(1, 4, 6), cache_dir=tmp_path)
+    assert net["0"].cached == (0, 1, 2, 3)
+    assert net["2"].cached == ()
+    assert net.tables == precompute(changed, input_domain=U2, example_input=torch.zeros(1, 4, 6)).tables
+
+
+def test_corrupt_cache_entry_is_recomputed(tmp_path):
+    """A cache file that is truncated or of the wrong shape is recomputed, not trusted."""
+    conv = decompose(nn.Conv1d(2, 2, 3, groups=2), groups=2)
+    precompute(conv, input_domain=U2, cache_dir=tmp_path)
+    victim = sorted(tmp_path.glob("*.npy"))[0]
+    victim.write_bytes(victim.read_bytes()[:-7])
+    again = precompute(conv, input_domain=U2, cache_dir=tmp_path)
+    assert len(again.cached) == 1 and again.tables == precompute(conv, input_domain=U2).tables
+
+
+def test_cache_dir_that_is_a_file_is_an_error(tmp_path):
+    """A cache_dir that names a file is a clear error before any work."""
+    target = tmp_path / "file"
+    target.write_text("x")
+    from iotable import IOTableError
+
+    with pytest.raises(IOTableError, match="exists and is not a directory"):
+        precompute(nn.Linear(2, 1), input_domain=U2, cache_dir=target)
+
+
+SLOW_SCRIPT = """
+import sys, time
+import torch
+from torch import nn
+import iotable
+from iotable.nn import Quantize
+
+
+@iotable.decompose(groups=4)
+class Slow(nn.Module):
+    # A per-channel function that takes a while, so that the run can be killed part-way.
+    def __init__(self, k):
+        super().__init__()
+        self.k = nn.Parameter(torch.tensor(float(k)))
+
+    def forward(self, x):
+        time.sleep(0.4)
+        return torch.tanh(self.k * x)
+
+
+torch.manual_seed(0)
+layers = []
+for k in range(6):
+    layers += [Slow(k + 1), Quantize(2, signed=True, scale=0.25)]
+model = nn.Sequential(*layers).eval()
+net = iotable.precompute(
+    model, input_domain=iotable.Domain.uniform(2, signed=True), example_input=torch.zeros(1, 4), cache_dir=sys.argv[1]
+)
+print("cached", sum(len(layer.cached) for layer in net.layers.values()))
+"""
+
+
+def test_kill_minus_nine_then_resume(tmp_path):
+    """A precompute killed with SIGKILL part-way resumes: finished tables are kept, the rest computed."""
+    script = tmp_path / "slow.py"
+    script.write_text(textwrap.dedent(SLOW_SCRIPT))
+    cache = tmp_path / "cache"
+    process = subprocess.Popen([sys.executable, str(script), str(cache)], stdout=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(cache.glob("*.npy"))) < 8:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in cache.glob("*.npy")}
+    assert 8 <= len(finished) < 24, "the run should have been killed part-way"
+    rerun = subprocess.run([sys.executable, str(script), str(cache)], capture_output=True, text=True, check=True)
+    assert rerun.stdout.strip() == f"cached {len(finished)}"
+    for name, stamp in finished.items():  # not recomputed: the very same files
+        path = cache / name
+        assert (path.stat().st_ino, path.stat().st_mtime_ns) == stamp
+    assert len(list(cache.glob("*.npy"))) == 24
+    assert not list(cache.glob("*.part"))  # nothing half-written is left behind once the rerun is done
+
+
+MEMORY_SCRIPT = """
+import resource, sys
+import numpy as np
+import torch
+import iotable
+
+def rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+budget = int(sys.argv[1])
+layer = torch.nn.Linear(24, 2)  # two units (one per output): 2 x 2**24 rows x float32 = 128 MiB
+with torch.no_grad():  # multiples of 1/8: sums are exact whatever the batch, so rows compare exactly
+    layer.weight.copy_(torch.randint(-8, 9, layer.weight.shape) / 8)
+    layer.bias.copy_(torch.randint(-8, 9, layer.bias.shape) / 8)
+iotable.precompute(torch.nn.Linear(2, 1), input_domain=iotable.Domain.uniform(1))  # warm up torch
+before = rss_kib()
+result = iotable.precompute(layer, input_domain=iotable.Domain.uniform(1), memory_budget=budget, check=False)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+probe = [t.lookup([[1] * 24, [0] * 24])[:, 0] for t in result.tables]
+expected = layer(torch.tensor([[1.0] * 24, [0.0] * 24])).detach().numpy()
+assert (np.stack(probe, axis=1) == expected).all(), (probe, expected)
+print(before, peak, sum(t.outputs.nbytes for t in result.tables))
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads resident memory from /proc")
+def test_table_larger_than_budget_stays_within_budget(tmp_path):
+    """A 128 MiB table built under a 4 MiB budget raises peak memory by far less than the table."""
+    script = tmp_path / "memory.py"
+    script.write_text(textwrap.dedent(MEMORY_SCRIPT))
+    budget = 4 * 2**20
+    out = subprocess.run([sys.executable, str(script), str(budget)], capture_output=True, text=True, check=True)
+    before, peak, table_bytes = (int(v) for v in out.stdout.split())
+    grew = (peak - before) * 1024
+    assert table_bytes == 2 * 2**24 * 4
+    overhead = 48 * 2**20  # interpreter, torch kernels and allocator slack, independent of the table size
+    assert grew < budget + overhead < table_bytes, f"peak grew by {grew / 2**20:.1f} MiB"
+
+
+def test_large_table_is_memory_mapped_and_equal_to_in_memory():
+    """Above the budget, tables are memory-mapped files with the same rows as in memory."""
+    # Quantized outputs: float matrix products may round differently for different batch sizes, so raw
+    # float rows of two enumerations with different chunking could differ in the last bit.
+    layer = decompose(nn.Sequential(nn.Linear(10, 1), Quantize(3, signed=True, scale=0.25)))
+    small = precompute(layer, input_domain=Domain.uniform(1), memory_budget=512, check=False)
+    large = precompute(layer, input_domain=Domain.uniform(1))
+    assert isinstance(small.tables[0].outputs, np.memmap) and not isinstance(large.tables[0].outputs, np.memmap)
+    assert small.tables == large.tables
+    assert os.name != "posix" or not Path(small.tables[0].outputs.filename).exists()
