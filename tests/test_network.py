@@ -486,6 +486,6 @@ def test_elementwise_functions_fuse_like_modules():
 def test_unsupported_function_between_tables():
     """A torch function with no table meaning between layers names the module to use instead."""
     with pytest.raises(
-        ModelError, match=r"the function sin is not supported between tables; use the matching torch.nn module"
+        ModelError, match=r"the function sin is not supported between tables .* or list the layer in host="
     ):
         precompute(Functional(torch.sin), input_domain=Domain.uniform(1), example_input=torch.zeros(1, 2))

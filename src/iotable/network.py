@@ -10,12 +10,15 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._probe import check_decomposition
 from .domain import Domain
+from .enumerate import _enumerate
 from .errors import DomainError, IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
-from .precompute import LayerTables, precompute
+from .plan import plan as plan_layer
+from .precompute import LayerTables
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
@@ -86,6 +89,7 @@ class _Builder:
     def __init__(self, *, input_domain: Any, input_layout: Layout | None, options: dict[str, Any]) -> None:
         self.graph = Graph()
         self.layers: dict[str, LayerTables] = {}
+        self.planned: dict[str, tuple[nn.Module, LayerPlan]] = {}
         self.node_of: dict[str, str] = {}
         self.pending: dict[tuple[str, int], dict[str, Any]] = {}
         self.input_domain = input_domain
@@ -233,22 +237,35 @@ class _Builder:
                 spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
             module.__dict__[_ATTR] = spec
         try:
-            layer = precompute(
+            layer_plan = plan_layer(
                 module,
                 input_domain=_domain_for_layer(src),
                 example_input=torch.zeros(1, *src.shape),
                 name=step.name,
-                **self.options,
+                max_rows=self.options["max_rows"],
             )
         except TableTooLargeError as exc:
             layer_name = step.mixing or step.name
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
             raise TableTooLargeError(msg) from None
-        self.layers[step.name] = layer
-        return self._table_nodes(step, src, layer)
+        self.planned[step.name] = (module, layer_plan)
+        return self._table_nodes(step, src, layer_plan)
 
-    def _table_nodes(self, step: Step, src: Node, layer: LayerTables) -> Node:
-        plan = layer.plan
+    def tabulate(self) -> None:
+        """Probe and enumerate every planned layer, once the whole network is planned and checked."""
+        for name, (module, layer_plan) in self.planned.items():
+            if self.options["check"]:
+                check_decomposition(module, layer_plan, memory_budget=self.options["memory_budget"])
+            tables, cached = _enumerate(
+                module,
+                layer_plan,
+                memory_budget=self.options["memory_budget"],
+                progress=self.options["progress"],
+                cache_dir=self.options["cache_dir"],
+            )
+            self.layers[name] = LayerTables(plan=layer_plan, tables=tuple(tables), cached=cached)
+
+    def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
         if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:
             src.layout = plan.layout  # the first layer tells the input's layout
             src.meta["layout"] = plan.layout
@@ -584,9 +601,10 @@ def build_network(
     steps = segment(traced, host=hosts)
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
     builder = _Builder(input_domain=input_domain, input_layout=layout, options=options)
-    for step in steps:
+    for step in steps:  # plans every layer (all sizes checked) before any table is built
         builder.add(step)
     graph = builder.finish()
+    builder.tabulate()
     return TableNetwork(graph=graph, layers=builder.layers, input_shape=tuple(example.shape[1:]))
 
 

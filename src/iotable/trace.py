@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .errors import IOTableError
-from .nn import domain_of
+from .nn import _is_brevitas, domain_of
 from .spec import ELEMENTWISE, _declared
 
 __all__ = ["LeafTracer", "ModelError", "Step", "segment", "trace"]
@@ -70,7 +70,9 @@ class LeafTracer(fx.Tracer):
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
-        if module_qualified_name in self.host or _declared(m) is not None or domain_of(m) is not None:
+        if module_qualified_name in self.host or _is_brevitas(m):  # brevitas: checked after tracing
+            return True
+        if _declared(m) is not None or domain_of(m) is not None:
             return True
         if isinstance(m, _CONTAINERS):
             return False
@@ -82,6 +84,8 @@ def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor
     name = type(model).__name__
     try:
         graph = LeafTracer(host).trace(model)
+    except IOTableError:
+        raise
     except Exception as exc:  # torch.fx raises TraceError, TypeError, ... on untraceable Python
         msg = (
             f"cannot trace {name} with torch.fx: {type(exc).__name__}: {exc}. Data-dependent control flow and "
@@ -90,6 +94,10 @@ def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor
         )
         raise ModelError(msg) from None
     module = fx.GraphModule(model, graph)
+    if any(_is_brevitas(m) for m in model.modules()):
+        from .brevitas import check_leaves  # the optional integration: imported for brevitas models only
+
+        check_leaves(module, host)
     flags = [(m, m.training) for m in model.modules()]
     shapes: dict[str, Any] = {}
     try:
@@ -150,6 +158,9 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
     order: list[str] = []
 
     def add(step: Step) -> Step:
+        base, k = step.name, 1
+        while step.name in steps:  # a module called twice gives two steps
+            step.name, k = f"{base}_{k}", k + 1
         steps[step.name] = step
         order.append(step.name)
         return step
@@ -199,7 +210,7 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                 if not src.closed and src.kind == "table":
                     # The host runs the open segment's modules too, from its quantized input.
                     host_step = Step(
-                        node.name,
+                        target,
                         "host",
                         list(src.sources),
                         shape,
@@ -211,7 +222,7 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                     del steps[src.name]
                     value[node.name] = add(host_step).name
                 else:
-                    value[node.name] = add(Step(node.name, "host", [src.name], shape, [m], [target], closed=True)).name
+                    value[node.name] = add(Step(target, "host", [src.name], shape, [m], [target], closed=True)).name
                 continue
             quantizer = domain_of(m) is not None
             if isinstance(m, _POOLS):
@@ -221,16 +232,16 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                         "put a Quantize before the pool (pooling quantized codes is exact)"
                     )
                     raise ModelError(msg)
-                value[node.name] = add(Step(node.name, "pool", [src.name], shape, [m], [target], closed=True)).name
+                value[node.name] = add(Step(target, "pool", [src.name], shape, [m], [target], closed=True)).name
             elif isinstance(m, nn.Flatten):
                 if not src.closed:
                     msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
                     raise ModelError(msg)
-                value[node.name] = add(Step(node.name, "reshape", [src.name], shape, closed=True)).name
+                value[node.name] = add(Step(target, "reshape", [src.name], shape, closed=True)).name
             elif quantizer or isinstance(m, ELEMENTWISE) or _is_mixing(m):
                 mixing = _is_mixing(m)
                 if src.closed:
-                    step = add(Step(target if mixing or quantizer else node.name, "table", [src.name], shape))
+                    step = add(Step(target, "table", [src.name], shape))
                 elif mixing and src.mixing is not None:
                     msg = (
                         f"{target}: {src.mixing} and {target} sit between the same pair of quantizers, so "
@@ -294,8 +305,9 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
         else:
             name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
             msg = (
-                f"{node.name}: the function {name} is not supported between tables; use the matching torch.nn module "
-                "(e.g. nn.ReLU for torch.relu), or wrap the computation in a module decorated with iotable.decompose"
+                f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
+                "modules and relu/tanh/sigmoid calls, quantizers, add, cat, flatten/view/reshape, max-pool); wrap "
+                "the computation in a module decorated with iotable.decompose, or list the layer in host="
             )
             raise ModelError(msg)
     for fx_name, step_name in value.items():  # in model order: the last node a step produced is its output
