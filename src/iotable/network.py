@@ -122,7 +122,11 @@ class _Builder:
         if not isinstance(domain, Domain):
             channels = step.shape[-1] if layout.channels_last else step.shape[0]
             if len(domain) != channels:
-                msg = f"input_domain lists {len(domain)} domain(s) for an input of {channels} channel(s)"
+                msg = (
+                    f"input_domain lists {len(domain)} domain(s) for an input of {channels} channel(s) in layout "
+                    f"{layout.value}; give one domain per channel, or pass input_layout= (e.g. 'NWC', 'NHWC') when "
+                    "the input is channels-last"
+                )
                 raise ModelError(msg)
             domain = tuple(domain)
         return self.graph.add(Node("input", NodeKind.INPUT, (), step.shape, layout, domain, {"layout": layout}))
