@@ -66,4 +66,13 @@ def domain_of(module: torch.nn.Module) -> Domain | None:
     """
     if isinstance(module, Quantize):
         return module.domain
+    if _is_brevitas(module):
+        from .brevitas import quantizer_domain  # the optional integration: imported for brevitas modules only
+
+        return quantizer_domain(module)
     return None
+
+
+def _is_brevitas(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a brevitas module (or a subclass of one), without importing brevitas."""
+    return any(c.__module__.partition(".")[0] == "brevitas" for c in type(module).__mro__)

@@ -16,7 +16,7 @@ from torch import nn
 
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
-from .nn import Quantize
+from .nn import Quantize, domain_of
 
 __all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "spec_of"]
 
@@ -359,7 +359,7 @@ def _builtin(module: nn.Module) -> Spec | None:
             per_output=True,
             source=f"built-in rule for nn.{type(module).__name__}",
         )
-    if isinstance(module, ELEMENTWISE):
+    if isinstance(module, ELEMENTWISE) or domain_of(module) is not None:  # quantizers (brevitas ones too)
         return Spec(elementwise=True, source=f"built-in elementwise rule for {type(module).__name__}")
     return None
 
