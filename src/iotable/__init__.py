@@ -34,6 +34,8 @@ from .errors import (
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
 from .network import InputError, TableNetwork, VerifyReport, verify
+from .observe import Observation, observe, restrict
+from .pla import PLAError, export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
 from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of
@@ -65,7 +67,9 @@ __all__ = [
     "Node",
     "NodeKind",
     "NotDecomposedError",
+    "Observation",
     "OptionError",
+    "PLAError",
     "Spec",
     "SpecError",
     "SpecMismatchError",
@@ -79,10 +83,15 @@ __all__ = [
     "code_dtype",
     "decompose",
     "enumerate_tables",
+    "export_pla",
     "has_spec",
     "nn",
+    "observe",
     "plan",
     "precompute",
+    "read_pla",
+    "restrict",
     "spec_of",
     "verify",
+    "write_pla",
 ]

@@ -531,11 +531,25 @@ class TableNetwork:
             return out
         return decode(out, node).to(torch.float32) if node.domain is not None else out
 
+    def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
+        """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""
+        from .observe import restrict  # observe builds on this module
+
+        return restrict(self, observation, min_count=min_count, default=default)
+
     def summary(self) -> str:
-        """A readable table of the graph (kind, name, shape, units, fan-in, bits, rows, buffer, stride)."""
+        """A readable table of the graph (kind, name, shape, units, fan-in, bits, rows, buffer, stride).
+
+        For partial tables (after :meth:`restrict`) a line per layer gives the rows kept of the rows in all.
+        """
         total = sum(t.rows for t in self.tables)
         host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
         lines = [self.graph.summary(), f"{len(self.tables)} tables, {total} rows"]
+        if not all(t.is_dense for t in self.tables):
+            lines.append("rows kept / rows in all, per layer:")
+            for name, layer in self.layers.items():
+                kept, full = sum(t.rows for t in layer.tables), layer.plan.total_rows
+                lines.append(f"  {name}: {kept} / {full} ({100 * kept / full:.1f}%)")
         if host:
             lines.append(f"host nodes (run with torch, not tabulated): {', '.join(host)}")
         return "\n".join(lines)

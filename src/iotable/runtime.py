@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
+from .errors import MissingRowError
 from .graph import Graph, Node, NodeKind
 from .plan import run_module
 
@@ -168,49 +169,90 @@ class Runtime:
         return kernel
 
     def _table(self, node: Node) -> Kernel:
-        layer = self._layers[node.meta["layer"]]
-        units = layer.plan.units
-        tables = layer.tables
-        index_map = self.graph.edges_into(node.name)[0].index_map
+        return TableKernel(node, self._layers[node.meta["layer"]], self.graph.edges_into(node.name)[0].index_map)
+
+
+class TableKernel:
+    """One table layer compiled for lookups: per-unit address weights and one flat array of all its tables.
+
+    Partial tables (don't-care rows) are stored densely with a *care* mask: a lookup that hits a row a
+    table lacks returns the table's declared don't-care value, or raises :class:`MissingRowError` naming
+    the node, the unit and the input codes.
+    """
+
+    def __init__(self, node: Node, layer: Any, index_map: np.ndarray) -> None:
+        units, tables = layer.plan.units, layer.tables
+        self.node, self.units = node, units
         fan_in = index_map.shape[1]
         fan_out = max(t.fan_out for t in tables)
         weights = np.zeros((len(units), fan_in), dtype=np.int64)
         for u, table in enumerate(tables):
             weights[u, : table.fan_in] = table.address_weights
-        offsets = np.concatenate([[0], np.cumsum([t.rows for t in tables])[:-1]]).astype(np.int64)
+        sizes = [math.prod(t.radices) for t in tables]
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         raw = layer.plan.output_domain is None
-        flat = np.zeros((sum(t.rows for t in tables), fan_out), dtype=np.float32 if raw else np.int64)
+        flat = np.zeros((sum(sizes), fan_out), dtype=np.float32 if raw else np.int64)
+        care = None if all(t.is_dense for t in tables) else np.zeros(sum(sizes), dtype=bool)
         columns, sources = [], []
         for u, (unit, table) in enumerate(zip(units, tables)):
-            flat[offsets[u] : offsets[u] + table.rows, : table.fan_out] = table.outputs
+            rows = offsets[u] + table.addresses
+            if table.dont_care is not None:
+                flat[offsets[u] : offsets[u] + sizes[u], : table.fan_out] = table.dont_care
+            flat[rows, : table.fan_out] = table.outputs
+            if care is not None:
+                care[rows] = True
+                if table.dont_care is not None:  # a declared don't-care value answers every missing row
+                    care[offsets[u] : offsets[u] + sizes[u]] = True
             columns += list(unit.out_channels)
             sources += [u * fan_out + j for j in range(table.fan_out)]
-        flat_t = torch.as_tensor(flat)
-        index_t = torch.as_tensor(np.where(index_map < 0, 0, index_map))
-        weights_t = torch.as_tensor(weights)
-        offsets_t = torch.as_tensor(offsets)
-        order = torch.as_tensor(np.argsort(columns))
-        sources_t = torch.as_tensor(sources)[order]
-        spatial = bool(node.meta.get("spatial"))
-        channels_last = node.layout is not None and node.layout.channels_last
-        per_sample = max(1, len(units) * fan_in * 8 * 3)
+        self.flat = torch.as_tensor(flat)
+        self.care = None if care is None or care.all() else torch.as_tensor(care)
+        self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
+        self.weights = torch.as_tensor(weights)
+        self.offsets = torch.as_tensor(offsets)
+        self.sources = torch.as_tensor(sources)[torch.as_tensor(np.argsort(columns))]
+        self.spatial = bool(node.meta.get("spatial"))
+        self.channels_last = node.layout is not None and node.layout.channels_last
+        self.per_sample = max(1, len(units) * fan_in * 8 * 3)
 
-        def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
-            x = xs[0]
-            n = x.shape[0]
-            positions = tuple(x.shape[1:-1]) if spatial else ()
-            vectors = x.reshape(n, math.prod(positions), -1) if spatial else x.reshape(n, 1, -1)
-            chunk = max(1, _RUN_BUDGET // (per_sample * vectors.shape[1]))
-            parts = []
-            for start in range(0, n, chunk):
-                v = vectors[start : start + chunk]
-                addresses = (v[:, :, index_t] * weights_t).sum(-1) + offsets_t  # (n, P, U)
-                looked = flat_t[addresses].reshape(v.shape[0], v.shape[1], -1)  # (n, P, U * fan_out)
-                parts.append(looked[:, :, sources_t])
-            out = torch.cat(parts) if len(parts) > 1 else parts[0]
-            if not spatial:
-                return out.reshape(n, -1)
-            out = out.reshape(n, *positions, -1)
-            return out if channels_last else torch.movedim(out, -1, 1)
+    def vectors(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
+        """The input vectors of every position, shape ``(N, positions, vector)``, and the positions' shape."""
+        n = x.shape[0]
+        positions = tuple(x.shape[1:-1]) if self.spatial else ()
+        return (x.reshape(n, math.prod(positions), -1) if self.spatial else x.reshape(n, 1, -1)), positions
 
-        return kernel
+    def addresses(self, vectors: torch.Tensor) -> torch.Tensor:
+        """Packed address of every unit at every position (within its own table), shape ``(N, P, U)``."""
+        return (vectors[:, :, self.index] * self.weights).sum(-1)
+
+    def __call__(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        vectors, positions = self.vectors(xs[0])
+        n = vectors.shape[0]
+        chunk = max(1, _RUN_BUDGET // (self.per_sample * vectors.shape[1]))
+        parts = []
+        for start in range(0, n, chunk):
+            v = vectors[start : start + chunk]
+            rows = self.addresses(v) + self.offsets  # (n, P, U)
+            if self.care is not None:
+                self._check_care(v, rows, start)
+            looked = self.flat[rows].reshape(v.shape[0], v.shape[1], -1)  # (n, P, U * fan_out)
+            parts.append(looked[:, :, self.sources])
+        out = torch.cat(parts) if len(parts) > 1 else parts[0]
+        if not self.spatial:
+            return out.reshape(n, -1)
+        out = out.reshape(n, *positions, -1)
+        return out if self.channels_last else torch.movedim(out, -1, 1)
+
+    def _check_care(self, vectors: torch.Tensor, rows: torch.Tensor, start: int) -> None:
+        hit = ~self.care[rows]
+        if hit.any():
+            sample, position, unit = (int(i) for i in torch.nonzero(hit)[0])
+            fan_in = self.units[unit].fan_in
+            codes = vectors[sample, position, self.index[unit, :fan_in]].tolist()
+            where = f" at position {position}" if self.spatial else ""
+            msg = (
+                f"{self.node.name}: unit {unit}{where}, sample {start + sample}: input codes {tuple(codes)} hit a "
+                f"don't-care row (not observed); {int(hit.sum())} lookup(s) in this batch did. Restrict with a "
+                "default (net.restrict(..., default=...)) to map them, or observe more data"
+            )
+            raise MissingRowError(msg)
