@@ -60,3 +60,21 @@ def test_depthwise_prints_fused_block() -> None:
     assert "output Domain.uniform(2, scale=0.5)" in out
     assert "as codes of Domain.uniform(2, scale=0.5))" in out
     assert "checked against the block: 4 tables x 8 positions agree" in out
+
+
+@pytest.mark.parametrize("name", ["digits_mlp", "digits_cnn"])
+def test_digits_examples_agree_bit_for_bit(name: str) -> None:
+    """The digits examples print both accuracies and 100% agreement between model and table network."""
+    result = run_example(EXAMPLES / f"{name}.py")
+    assert result.returncode == 0, result.stderr
+    assert "agreement (model vs tables, bit for bit): 100.0%" in result.stdout
+    assert "table-network accuracy on the 360 test digits" in result.stdout
+
+
+def test_digits_mlp_restricts_to_observed_rows() -> None:
+    """The MLP example prints rows kept / total and exact agreement of the restricted network on its data."""
+    result = run_example(EXAMPLES / "digits_mlp.py")
+    assert result.returncode == 0, result.stderr
+    assert "rows kept / total = " in result.stdout
+    assert "restricted network vs model on the observed training digits: 100.0% agree" in result.stdout
+    assert "restricted network accuracy on the 360 held-out test digits" in result.stdout
