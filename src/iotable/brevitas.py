@@ -123,7 +123,13 @@ def _proxy_values(proxy: Any, name: str) -> tuple[Domain, torch.Tensor]:
             "integer quantizers: use an Int or Uint activation quantizer (e.g. Int8ActPerTensorFloat, bit_width=...)"
         )
         raise UnsupportedQuantizerError(msg)
-    if isinstance(proxy, DynamicActQuantProxyFromInjector) or not isinstance(proxy, ActQuantProxyFromInjector):
+    if not isinstance(proxy, ActQuantProxyFromInjector):
+        msg = (
+            f"{name}: its activation quantizer proxy is a {type(proxy).__name__}, which iotable cannot read; "
+            "expected an integer quantizer (an ActQuantProxyFromInjector, e.g. from Int8ActPerTensorFloat)"
+        )
+        raise UnsupportedQuantizerError(msg)
+    if isinstance(proxy, DynamicActQuantProxyFromInjector):
         msg = (
             f"{name}: {type(proxy).__name__} computes its scale from each input (dynamic quantization), so its "
             "outputs have no fixed domain; use an activation quantizer with a learned or constant scale "
