@@ -160,7 +160,7 @@ def _proxy_values(proxy: Any, name: str) -> tuple[Domain, torch.Tensor]:
         raise UnsupportedQuantizerError(msg)
     qmin, qmax = Domain.integer_range(bits, signed=bool(signed), narrow=narrow)
     # brevitas' IntQuant: q = clamp(round(x / scale + zero_point), min, max), output (q - zero_point) * scale.
-    q = torch.arange(qmin, qmax + 1, dtype=scale.dtype)
+    q = torch.arange(qmin, qmax + 1, dtype=scale.dtype, device=scale.device)
     values = (q - zero_point) * scale
     try:
         domain = Domain.uniform(
@@ -169,7 +169,7 @@ def _proxy_values(proxy: Any, name: str) -> tuple[Domain, torch.Tensor]:
     except DomainError as exc:
         msg = f"{name}: its quantizer's values do not form a domain: {exc}"
         raise UnsupportedQuantizerError(msg) from None
-    if not np.array_equal(domain.values, np.sort(values.double().numpy())):
+    if not np.array_equal(domain.values, np.sort(values.double().cpu().numpy())):
         domain = Domain.values(values)  # a float64 (or other non-float32) quantizer: keep its own values
     return domain, values
 
@@ -179,7 +179,7 @@ def _check_outputs(proxy: Any, domain: Domain, values: torch.Tensor, name: str) 
     low, high = float(values.min()), float(values.max())
     step = (high - low) / max(len(domain) - 1, 1)
     count = min(4 * len(domain) + 25, 1 << 16)
-    ramp = torch.linspace(low - 3 * step, high + 3 * step, count, dtype=values.dtype)
+    ramp = torch.linspace(low - 3 * step, high + 3 * step, count, dtype=values.dtype, device=values.device)
     ramp = torch.cat([ramp, values, -values])
     flags = [(m, m.training) for m in proxy.modules()]
     try:
