@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._fastpath import recognize
 from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .errors import DomainError, EnumerationError
@@ -127,6 +128,7 @@ def enumerate_tables(
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
     progress: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
 ) -> list[IOTable]:
     """Build every unit's dense table of ``layer`` by running ``module`` on all input combinations.
 
@@ -141,11 +143,25 @@ def enumerate_tables(
         progress: show a progress bar (``None``: only on a terminal for long enumerations).
         cache_dir: a directory of finished tables: each table is written there as soon as it is done and
             loaded instead of recomputed on a later call (see :mod:`iotable._store` for the key).
+        fast_path: use the structured path for sparse linear layers when it applies (it gives the tables of
+            the black-box path; see :mod:`iotable._fastpath`).
 
     Returns:
         One :class:`IOTable` per unit, in unit order.
     """
-    return _enumerate(module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir)[0]
+    return _enumerate(
+        module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir, fast_path=fast_path
+    ).tables
+
+
+@dataclass(frozen=True)
+class Enumerated:
+    """What enumerating one layer produced, and how."""
+
+    tables: list[IOTable]
+    cached: tuple[int, ...]  # units loaded from the cache
+    method: str  # "black box", "linear fast path" or "cache"
+    near_ties: int  # fast path: rows within float rounding of a quantization boundary, computed by the module
 
 
 def _enumerate(
@@ -155,8 +171,9 @@ def _enumerate(
     memory_budget: int,
     progress: bool | None,
     cache_dir: str | os.PathLike[str] | None,
-) -> tuple[list[IOTable], tuple[int, ...]]:
-    """:func:`enumerate_tables`, also returning the units whose tables came from the cache."""
+    fast_path: bool = True,
+) -> Enumerated:
+    """:func:`enumerate_tables`, also saying which units came from the cache and which path ran."""
     dtype, device = module_dtype(module)
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_domain = layer.output_domain
@@ -170,15 +187,6 @@ def _enumerate(
             found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
             if found is not None:
                 outputs[unit.index] = found
-    cached = tuple(sorted(outputs))
-    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
-    colours = _colours(todo)
-
-    frame = FrameValues.build(layer, dtype=dtype, device=device)
-    n_slots = len(layer.slots)
-    frame_elements = math.prod(layer.frame_in) + math.prod(layer.frame_out)
-    chunk = max(1, memory_budget // (frame_elements * _BYTES_PER_ELEMENT))
-    samples = [-(-members[0].rows // n_slots) for members in colours]
 
     def sink(unit: Unit) -> MemorySink | FileSink:
         if cache is not None:
@@ -186,6 +194,27 @@ def _enumerate(
         if unit.rows * unit.fan_out * out_dtype.itemsize > memory_budget:
             return temporary_sink(unit.rows, unit.fan_out, out_dtype)
         return MemorySink(unit.rows, unit.fan_out, out_dtype)
+
+    cached = tuple(sorted(outputs))
+    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+    fast = recognize(module, layer) if fast_path and todo else None
+    method, near_ties = ("black box" if todo else "cache"), 0
+    if fast is not None:
+        method = "linear fast path"
+        fast_outputs, near_ties = fast.tables(layer, [u for c in todo for u in c.units], memory_budget=memory_budget)
+        for index, array in fast_outputs.items():
+            unit = layer.units[index]
+            s = sink(unit)
+            s.write(0, array)
+            outputs[index] = s.finish()
+        todo = []
+    colours = _colours(todo)
+
+    frame = FrameValues.build(layer, dtype=dtype, device=device)
+    n_slots = len(layer.slots)
+    frame_elements = math.prod(layer.frame_in) + math.prod(layer.frame_out)
+    chunk = max(1, memory_budget // (frame_elements * _BYTES_PER_ELEMENT))
+    samples = [-(-members[0].rows // n_slots) for members in colours]
 
     with progress_bar(total=sum(samples), desc=layer.name, enabled=progress, unit="sample") as bar:
         for members, total in zip(colours, samples):
@@ -210,7 +239,7 @@ def _enumerate(
         )
         for unit in layer.units
     ]
-    return tables, cached
+    return Enumerated(tables=tables, cached=cached, method=method, near_ties=near_ties)
 
 
 def _fill(

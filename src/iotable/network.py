@@ -10,15 +10,13 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._probe import check_decomposition
 from .domain import Domain
-from .enumerate import _enumerate
 from .errors import DomainError, IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
 from .plan import plan as plan_layer
-from .precompute import LayerTables
+from .precompute import LayerTables, tabulate
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
@@ -258,16 +256,7 @@ class _Builder:
     def tabulate(self) -> None:
         """Probe and enumerate every planned layer, once the whole network is planned and checked."""
         for name, (module, layer_plan) in self.planned.items():
-            if self.options["check"]:
-                check_decomposition(module, layer_plan, memory_budget=self.options["memory_budget"])
-            tables, cached = _enumerate(
-                module,
-                layer_plan,
-                memory_budget=self.options["memory_budget"],
-                progress=self.options["progress"],
-                cache_dir=self.options["cache_dir"],
-            )
-            self.layers[name] = LayerTables(plan=layer_plan, tables=tuple(tables), cached=cached)
+            self.layers[name] = tabulate(module, layer_plan, **self.options)
 
     def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
         if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:

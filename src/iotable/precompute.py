@@ -23,7 +23,10 @@ __all__ = ["LayerTables", "precompute"]
 class LayerTables:
     """The tables of one layer, in unit order, with the plan that produced them.
 
-    ``cached`` lists the units whose tables were loaded from ``cache_dir`` instead of computed.
+    ``cached`` lists the units whose tables were loaded from ``cache_dir`` instead of computed; ``method``
+    says how the rest were built (``"black box"``, ``"linear fast path"``, or ``"cache"`` when all were
+    cached); ``near_ties`` counts the rows the fast path found within float rounding of a quantization
+    boundary and computed through the module itself (those rows can round either way on other batches).
 
     Example:
         >>> conv = torch.nn.Conv1d(2, 2, kernel_size=2, groups=2, bias=False)
@@ -35,6 +38,8 @@ class LayerTables:
     plan: LayerPlan
     tables: tuple[IOTable, ...]
     cached: tuple[int, ...] = ()
+    method: str = "black box"
+    near_ties: int = 0
 
     @property
     def name(self) -> str:
@@ -75,6 +80,7 @@ def precompute(
     host: Iterable[Any] = (),
     input_layout: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
 ) -> Any:
     """Turn a layer, a decorated block or a whole model into lookup tables.
 
@@ -104,6 +110,9 @@ def precompute(
         cache_dir: a directory where each finished table is written as soon as it is done, keyed by a hash
             of its layer's parameters, metadata and domains; a rerun (also after an interruption) loads
             those tables and computes only what is missing.
+        fast_path: build sparse linear layers (Linear, monotone elementwise modules, Quantize) with a
+            structured path instead of the black box; it gives the same tables (rows within float rounding
+            of a quantization boundary are computed through the module and counted in ``near_ties``).
 
     Returns:
         :class:`LayerTables` for a layer (``.tables`` in unit order), or a
@@ -122,6 +131,7 @@ def precompute(
         "check": check,
         "progress": progress,
         "cache_dir": cache_dir,
+        "fast_path": fast_path,
     }
     if host or input_layout is not None or _is_model(module):
         from .network import build_network  # whole models: the network module builds on this one
@@ -135,7 +145,27 @@ def precompute(
             **options,
         )
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+    return tabulate(module, layer, **options)
+
+
+def tabulate(
+    module: nn.Module,
+    layer: LayerPlan,
+    *,
+    check: bool = True,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    max_rows: int | None = None,
+) -> LayerTables:
+    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options)."""
+    del max_rows  # sizes were checked when the layer was planned
     if check:
         check_decomposition(module, layer, memory_budget=memory_budget)
-    tables, cached = _enumerate(module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir)
-    return LayerTables(plan=layer, tables=tuple(tables), cached=cached)
+    done = _enumerate(
+        module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir, fast_path=fast_path
+    )
+    return LayerTables(
+        plan=layer, tables=tuple(done.tables), cached=done.cached, method=done.method, near_ties=done.near_ties
+    )

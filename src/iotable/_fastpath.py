@@ -1,0 +1,174 @@
+"""A structured fast path for sparse linear layers (Linear -> monotone elementwise modules -> quantizer).
+
+The black-box enumerator runs the whole layer once per colour of units; for a LogicNets-style sparse
+layer most of that work multiplies zeros. Here each unit's pre-activation is one small matrix product of the
+shared combination matrix (all code tuples of its fan-in) with the unit's own weights, and the layer's own
+elementwise modules (batch norm, activations, quantizer) then run on the result.
+
+Exactness. A float32 sum of ``f`` products, in whatever order a kernel adds them (adding the exact zeros of
+pruned weights changes nothing), lies within ``B = (f + 2) * eps32 * (sum |w x| + |b|)`` of the exact sum,
+computed here in float64. The tail (batch norm, ReLU, hardtanh, sigmoid, tanh, quantizer) is monotone, so
+when the tail gives the same code at both ends of ``[exact - B, exact + B]``, every float32 evaluation of the
+layer — the model's own, on any batch — gives that code. The few rows where the ends differ lie within float
+rounding of a quantization boundary; they are recomputed through the module itself, exactly as the black-box
+path would, and counted (``LayerTables.near_ties``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .nn import Quantize
+from .plan import LayerPlan, Unit, run_module
+
+__all__ = ["LinearFastPath", "recognize"]
+
+_EPS32 = float(np.finfo(np.float32).eps)
+_MONOTONE = (
+    nn.BatchNorm1d,
+    nn.ReLU,
+    nn.ReLU6,
+    nn.LeakyReLU,
+    nn.Hardtanh,
+    nn.Sigmoid,
+    nn.Tanh,
+    nn.Identity,
+    nn.Dropout,
+    Quantize,
+)
+
+
+def _parts(module: nn.Module) -> list[nn.Module]:
+    if isinstance(module, nn.Sequential):
+        return [p for m in module for p in _parts(m)]
+    return [module]
+
+
+def _weight(linear: nn.Linear) -> torch.Tensor:
+    # With torch.nn.utils.prune the effective weight is weight_orig * weight_mask (recomputed at forward).
+    if hasattr(linear, "weight_orig") and hasattr(linear, "weight_mask"):
+        return linear.weight_orig * linear.weight_mask
+    return linear.weight
+
+
+@dataclass(frozen=True)
+class LinearFastPath:
+    """A recognized sparse linear layer: weights per output channel, the tail modules, the whole module."""
+
+    module: nn.Module
+    weight: np.ndarray  # (out, in) float64
+    bias: np.ndarray  # (out,) float64
+    body: nn.Module  # the monotone elementwise modules before the quantizer
+    quantizer: Quantize
+
+    def tables(self, layer: LayerPlan, units: list[Unit], *, memory_budget: int) -> tuple[dict[int, np.ndarray], int]:
+        """Code outputs ``(rows, fan_out)`` of each unit, and how many rows were near a rounding boundary."""
+        groups: dict[tuple[Any, ...], list[Unit]] = {}
+        for unit in units:  # units whose inputs have the same domains share one combination matrix
+            groups.setdefault(layer.unit_domains(unit), []).append(unit)
+        outputs: dict[int, np.ndarray] = {}
+        near = 0
+        for domains, members in groups.items():
+            got, ties = self._group(layer, domains, members, memory_budget=memory_budget)
+            outputs.update(got)
+            near += ties
+        return outputs, near
+
+    def _group(
+        self, layer: LayerPlan, domains: tuple[Any, ...], units: list[Unit], *, memory_budget: int
+    ) -> tuple[dict[int, np.ndarray], int]:
+        radices = np.asarray([len(d) for d in domains], dtype=np.int64)
+        rows, fan_in = int(np.prod(radices)), len(domains)
+        channels = np.asarray([c for u in units for c in u.out_channels], dtype=np.int64)
+        inputs = np.asarray([u.in_channels for u in units for _ in u.out_channels], dtype=np.int64)  # (K, f)
+        w = np.take_along_axis(self.weight[channels], inputs, axis=1)  # (K, f)
+        b = self.bias[channels]
+        place = np.ones(fan_in, dtype=np.int64)
+        for j in range(fan_in - 2, -1, -1):
+            place[j] = place[j + 1] * radices[j + 1]
+        codes = np.empty((rows, len(channels)), dtype=layer.output_domain.code_dtype)
+        chunk = max(1, memory_budget // (8 * (layer.out_channels * 6 + len(channels) * 4 + fan_in * 2)))
+        near_rows, near_cols = [], []
+        for start in range(0, rows, chunk):
+            r = np.arange(start, min(rows, start + chunk), dtype=np.int64)
+            x = _values(domains, (r[:, None] // place) % radices)  # (n, f) float64
+            exact = x @ w.T + b
+            bound = (fan_in + 2) * _EPS32 * (np.abs(x) @ np.abs(w).T + np.abs(b)) + 4 * _EPS32 * np.abs(exact)
+            low = self._codes(layer, exact - bound, channels)
+            high = self._codes(layer, exact + bound, channels)
+            codes[r] = low
+            rr, cc = np.nonzero(low != high)
+            near_rows.append(rr + start)
+            near_cols.append(cc)
+        rr, cc = np.concatenate(near_rows), np.concatenate(near_cols)
+        if len(rr):
+            x = _values(domains, (rr[:, None] // place) % radices)
+            codes[rr, cc] = self._through_module(layer, x, channels[cc], inputs[cc])
+        result, column = {}, 0
+        for unit in units:
+            result[unit.index] = codes[:, column : column + unit.fan_out]
+            column += unit.fan_out
+        return result, len(rr)
+
+    def _codes(self, layer: LayerPlan, pre: np.ndarray, channels: np.ndarray) -> np.ndarray:
+        """The tail's output codes for pre-activations ``pre`` (n, K) of output ``channels`` (one column each)."""
+        if len(channels) == layer.out_channels and (channels == np.arange(len(channels))).all():
+            full = torch.from_numpy(pre.astype(np.float32))
+        else:
+            full = torch.zeros((len(pre), layer.out_channels), dtype=torch.float32)
+            full[:, torch.from_numpy(channels)] = torch.from_numpy(pre.astype(np.float32))  # others stay 0
+        x = run_module(self.body, full, layer.name)
+        q = self.quantizer
+        # The quantizer's own arithmetic (Quantize.forward), stopped at the integer: its code is q - qmin.
+        with torch.inference_mode():
+            y = torch.clamp(x / q.scale + q.zero_point, q.qmin, q.qmax)
+            codes = (torch.round(y) - q.qmin).to(torch.int64)
+        return codes.numpy()[:, channels] if full.shape[1] != len(channels) else codes.numpy()
+
+    def _through_module(self, layer: LayerPlan, x: np.ndarray, channels: np.ndarray, inputs: np.ndarray) -> np.ndarray:
+        """Codes of single (row, output channel) entries computed by the whole module, as the black box does."""
+        fill = np.asarray([d.values[c] for d, c in zip(layer.input_domains, layer.fill_codes)], dtype=np.float32)
+        full = np.broadcast_to(fill, (len(x), layer.in_channels)).copy()
+        np.put_along_axis(full, inputs, x.astype(np.float32), axis=1)
+        out = run_module(self.module, torch.from_numpy(full), layer.name).numpy()
+        return layer.output_domain.encode(out[np.arange(len(x)), channels])
+
+
+def _values(domains: tuple[Any, ...], digits: np.ndarray) -> np.ndarray:
+    """Input values (float64) of code digits ``(n, f)``, input ``j`` read through ``domains[j]``."""
+    return np.stack([d.values[digits[:, j]] for j, d in enumerate(domains)], axis=1)
+
+
+def recognize(module: nn.Module, layer: LayerPlan) -> LinearFastPath | None:
+    """The fast path for ``module`` if it is a sparse linear layer it can tabulate exactly, else ``None``.
+
+    Needs: a non-spatial layer whose modules are one ``nn.Linear`` (pruned or not) followed by monotone
+    elementwise modules ending in :class:`iotable.nn.Quantize`, float32, with every weight outside a unit's
+    declared fan-in exactly zero.
+    """
+    parts = _parts(module)
+    if layer.geometry.rank or layer.output_domain is None or len(parts) < 2:
+        return None
+    head, tail = parts[0], parts[1:]
+    if type(head) is not nn.Linear or not isinstance(tail[-1], Quantize):
+        return None
+    if not all(type(m) in _MONOTONE for m in tail):
+        return None
+    weight = _weight(head).detach()
+    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+        return None
+    w = weight.numpy().astype(np.float64)
+    reads = np.zeros(w.shape, dtype=bool)
+    for unit in layer.units:
+        reads[np.ix_(unit.out_channels, unit.in_channels)] = True
+    if (w[~reads] != 0).any():
+        return None  # the declared fan-in leaves out a non-zero weight: the probe or black box decides
+    bias = head.bias.detach().numpy().astype(np.float64) if head.bias is not None else np.zeros(w.shape[0])
+    if tail[-1].domain != layer.output_domain:
+        return None
+    return LinearFastPath(module=module, weight=w, bias=bias, body=nn.Sequential(*tail[:-1]), quantizer=tail[-1])
