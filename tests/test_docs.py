@@ -14,6 +14,7 @@ from types import ModuleType
 import pytest
 
 import iotable
+import iotable.brevitas
 import iotable.nn
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -33,7 +34,7 @@ def load_generator() -> ModuleType:
 def public_names() -> list[tuple[str, object]]:
     return [
         (f"{module.__name__}.{name}", getattr(module, name))
-        for module in (iotable, iotable.nn)
+        for module in (iotable, iotable.nn, iotable.brevitas)
         for name in module.__all__
         if name not in CONSTANTS
     ]
@@ -66,9 +67,9 @@ def test_check_runs_from_the_command_line() -> None:
 
 
 def test_api_md_lists_every_public_name() -> None:
-    """Every name in ``iotable.__all__`` and ``iotable.nn.__all__`` has its own heading in docs/api.md."""
+    """Every name in ``iotable.__all__``, ``iotable.nn.__all__`` and ``iotable.brevitas.__all__`` has its own heading in docs/api.md."""
     text = (DOCS / "api.md").read_text(encoding="utf-8")
-    for module in (iotable, iotable.nn):
+    for module in (iotable, iotable.nn, iotable.brevitas):
         for name in module.__all__:
             assert f"#### `{module.__name__}.{name}`" in text, name
 

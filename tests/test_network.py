@@ -391,7 +391,7 @@ def test_untraceable_model_says_why_and_what_to_do():
 def test_two_layers_between_quantizers_is_an_error():
     """Two mixing layers with no quantizer between them are reported with the fixes."""
     model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 2), Quantize(1))
-    with pytest.raises(ModelError, match=r"0 and 1 sit between the same pair of quantizers.*Quantize after 0"):
+    with pytest.raises(ModelError, match=r"0 and 1 sit between the same pair of quantizers.*QuantIdentity\) after 0"):
         precompute(model, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 3))
 
 

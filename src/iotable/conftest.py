@@ -1,9 +1,14 @@
 """Names the docstring examples use without importing them."""
 
+import importlib.util
+
 import pytest
 import torch
 
 import iotable
+
+# The brevitas integration's examples need brevitas, an optional extra.
+collect_ignore = [] if importlib.util.find_spec("brevitas") else ["brevitas.py"]
 
 
 @pytest.fixture(autouse=True)

@@ -245,8 +245,9 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                 elif mixing and src.mixing is not None:
                     msg = (
                         f"{target}: {src.mixing} and {target} sit between the same pair of quantizers, so "
-                        f"their composition has no small table; put an iotable.nn.Quantize after {src.mixing}, "
-                        f"decorate a block holding both as one unit, or list {target} in host="
+                        "their composition has no small table; put a quantizer (iotable.nn.Quantize, or brevitas' "
+                        f"QuantIdentity) after {src.mixing}, decorate a block holding both as one unit, or list "
+                        f"{target} in host="
                     )
                     raise ModelError(msg)
                 else:
