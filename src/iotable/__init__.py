@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from . import nn
 from ._probe import check_decomposition
+from .bundle import BundleError, load, save
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
+    "BundleError",
     "Domain",
     "DomainError",
     "Edge",
@@ -85,12 +87,14 @@ __all__ = [
     "enumerate_tables",
     "export_pla",
     "has_spec",
+    "load",
     "nn",
     "observe",
     "plan",
     "precompute",
     "read_pla",
     "restrict",
+    "save",
     "spec_of",
     "verify",
     "write_pla",
