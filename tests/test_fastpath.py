@@ -104,3 +104,11 @@ def test_undeclared_nonzero_weight_is_not_trusted():
         result.tables[0].outputs,
         precompute(block, input_domain=Domain.uniform(1), check=False, fast_path=False).tables[0].outputs,
     )
+
+
+def test_units_sharing_inputs_keep_their_own_outputs():
+    """Units listed out of channel order (two units read the same input) still get their own columns."""
+    block = sparse_block([[0], [1], [0]], 2, seed=3, tail=[Quantize(3, signed=True, scale=0.25)])
+    fast = precompute(block, input_domain=Domain.uniform(1))
+    assert fast.method == "linear fast path"
+    assert fast.tables == precompute(block, input_domain=Domain.uniform(1), fast_path=False).tables

@@ -117,7 +117,8 @@ class LinearFastPath:
 
     def _codes(self, layer: LayerPlan, pre: np.ndarray, channels: np.ndarray) -> np.ndarray:
         """The tail's output codes for pre-activations ``pre`` (n, K) of output ``channels`` (one column each)."""
-        if len(channels) == layer.out_channels and (channels == np.arange(len(channels))).all():
+        identity = len(channels) == layer.out_channels and bool((channels == np.arange(len(channels))).all())
+        if identity:
             full = torch.from_numpy(pre.astype(np.float32))
         else:
             full = torch.zeros((len(pre), layer.out_channels), dtype=torch.float32)
@@ -128,7 +129,7 @@ class LinearFastPath:
         with torch.inference_mode():
             y = torch.clamp(x / q.scale + q.zero_point, q.qmin, q.qmax)
             codes = (torch.round(y) - q.qmin).to(torch.int64)
-        return codes.numpy()[:, channels] if full.shape[1] != len(channels) else codes.numpy()
+        return codes.numpy() if identity else codes.numpy()[:, channels]
 
     def _through_module(self, layer: LayerPlan, x: np.ndarray, channels: np.ndarray, inputs: np.ndarray) -> np.ndarray:
         """Codes of single (row, output channel) entries computed by the whole module, as the black box does."""

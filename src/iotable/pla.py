@@ -99,8 +99,8 @@ def write_pla(table: IOTable, path: str | os.PathLike[str], *, dont_cares: str =
     Example:
         >>> t = IOTable.from_pairs([((0, 1), (1,)), ((1, 1), (0,))], input_domains=Domain.uniform(1),
         ...                        output_domain=Domain.uniform(1))
-        >>> print(pla_text(t).decode().splitlines()[-4:])
-        ['01 1', '11 0', '00 -', '10 -']
+        >>> print(pla_text(t).decode().splitlines()[-5:])
+        ['01 1', '11 0', '00 -', '10 -', '.e']
     """
     target = Path(path)
     if not target.parent.is_dir():
