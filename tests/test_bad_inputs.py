@@ -820,25 +820,25 @@ CASES = [
     Case(
         "restrict-min-count-zero",
         lambda c: iotable.restrict(c.net, c.observation, min_count=0),
-        IOTableError,
+        iotable.ObserveError,
         ("restrict: min_count must be a positive integer", "received 0"),
     ),
     Case(
         "restrict-default-unknown",
         lambda c: iotable.restrict(c.net, c.observation, default="one"),
-        IOTableError,
+        iotable.ObserveError,
         ("default must be None, a value, or 'zero'", "received 'one'"),
     ),
     Case(
         "restrict-without-observation",
         lambda c: iotable.restrict(c.net, iotable.Observation()),
-        IOTableError,
+        iotable.ObserveError,
         (r"the observation has no counts for layer\(s\) \['0'\]", "observe this network first"),
     ),
     Case(
         "restrict-partial-network",
         lambda c: iotable.restrict(c.restricted, c.observation),
-        IOTableError,
+        iotable.ObserveError,
         ("layer '0' unit 0 is already partial", "restrict the dense network"),
     ),
     Case(
@@ -982,7 +982,132 @@ CASES = [
         BundleError,
         ("not an iotable bundle", "refusing to replace it"),
     ),
+    # -- inputs that used to escape as internal errors ----------------------------------------------------------
+    Case("domain-values-string", lambda c: Domain.values("ab"), DomainError, ("expected a sequence of numbers", "str")),
+    Case("domain-values-words", lambda c: Domain.values(["a", "b"]), DomainError, ("expected real numbers",)),
+    Case("domain-values-none", lambda c: Domain.values(None), DomainError, ("expected a sequence of numbers",)),
+    Case("domain-values-complex", lambda c: Domain.values([1j, 2]), DomainError, ("expected real numbers", "complex")),
+    Case("domain-scale-string", lambda c: Domain.uniform(2, scale="x"), DomainError, ("real number for scale", "'x'")),
+    Case("domain-scale-none", lambda c: Domain.uniform(2, scale=None), DomainError, ("real number for scale",)),
+    Case(
+        "domain-zero-point-none",
+        lambda c: Domain.uniform(2, zero_point=None),
+        DomainError,
+        ("real number for zero_point", "None"),
+    ),
+    Case("decompose-spec-of-int", lambda c: spec_of(3), SpecError, ("expected a torch.nn.Module", "received int")),
+    Case(
+        "precompute-budget-string",
+        lambda c: precompute(linear(), input_domain=D2, memory_budget="x"),
+        SpecError,
+        ("memory_budget must be a positive integer", "'x'"),
+    ),
+    Case(
+        "table-dont-care-string",
+        lambda c: IOTable([[0]], [[1.0]], input_domains=D2, dont_care="x"),
+        TableError,
+        ("dont_care must be a number or 1 number", "'x'"),
+    ),
+    Case(
+        "table-dont-care-length",
+        lambda c: IOTable([[0]], [[1.0]], input_domains=D2, dont_care=[1, 2]),
+        TableError,
+        ("dont_care must be a number or 1 number",),
+    ),
+    Case(
+        "table-lookup-default-string",
+        lambda c: partial_table().lookup([[3]], default="x"),
+        TableError,
+        ("default must be a number",),
+    ),
+    Case(
+        "model-input-domain-int",
+        lambda c: precompute(c.model, input_domain=3, example_input=torch.zeros(1, 4)),
+        ModelError,
+        ("input_domain must be an iotable.Domain", "received int"),
+    ),
+    Case(
+        "run-unsigned-codes-out-of-range",
+        lambda c: c.net.run(np.full((2, 4), 9, np.uint16), codes=True),
+        InputError,
+        ("code 9 at index", r"outside 0\.\.3"),
+    ),
+    Case(
+        "run-string-array",
+        lambda c: c.net.run(np.array([["a"] * 4])),
+        InputError,
+        ("expected a numeric array", "dtype <U1"),
+    ),
+    Case(
+        "run-complex",
+        lambda c: c.net.run(torch.zeros(2, 4, dtype=torch.complex64)),
+        InputError,
+        ("expected a real tensor", "complex64"),
+    ),
+    Case(
+        "run-meta-device",
+        lambda c: c.net.run(torch.zeros(2, 4, device="meta")),
+        InputError,
+        ("expected a real tensor with data", "meta"),
+    ),
+    Case(
+        "run-layer-name",
+        lambda c: c.net["nope"],
+        iotable.LayerNotFoundError,
+        ("no table layer named 'nope'", "layers are"),
+    ),
+    Case(
+        "run-verify-not-a-model", lambda c: verify("model", c.net, c.every_input), ModelError, ("expected the model",)
+    ),
+    Case(
+        "run-verify-not-a-net",
+        lambda c: verify(c.model, "net", c.every_input),
+        ModelError,
+        ("expected a TableNetwork",),
+    ),
+    Case("model-graph-kind", lambda c: c.net.graph.nodes_of("nope"), GraphError, ("unknown node kind 'nope'",)),
+    Case(
+        "restrict-observe-batch-zero",
+        lambda c: iotable.observe(c.net, c.every_input, batch_size=0),
+        iotable.ObserveError,
+        ("batch_size must be a positive integer", "0"),
+    ),
+    Case(
+        "restrict-observe-not-a-net",
+        lambda c: iotable.observe("net", c.every_input),
+        iotable.ObserveError,
+        ("expected a TableNetwork", "str"),
+    ),
+    Case(
+        "restrict-not-an-observation",
+        lambda c: iotable.restrict(c.net, "obs"),
+        iotable.ObserveError,
+        ("expected an Observation", "str"),
+    ),
+    Case(
+        "restrict-default-out-of-range",
+        lambda c: iotable.restrict(c.net, c.observation, default=99),
+        TableError,
+        (r"dont_care must be output codes 0\.\.3", "99"),
+    ),
+    Case(
+        "pla-write-not-a-table", lambda c: iotable.write_pla("x", c.root / "x.pla"), PLAError, ("expected an IOTable",)
+    ),
+    Case("pla-export-not-tables", lambda c: iotable.export_pla("x", c.root / "pla"), PLAError, ("expected a network",)),
+    Case(
+        "pla-read-short-row",
+        lambda c: iotable.read_pla(short_pla(c), input_domains=[D1, D1], output_domain=D1),
+        PLAError,
+        ("row 0 has fields of widths", r"expected \[2, 1\]"),
+    ),
 ]
+
+
+def short_pla(ctx: Context) -> Path:
+    """A PLA file whose only row has one input bit where the header says two."""
+    path = ctx.root / "short.pla"
+    path.write_text(".i 2\n.o 1\n0 1\n.e\n")
+    return path
 
 
 @pytest.fixture(scope="module")

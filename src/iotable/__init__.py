@@ -34,8 +34,8 @@ from .errors import (
     TableTooLargeError,
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
-from .network import InputError, TableNetwork, VerifyReport, verify
-from .observe import Observation, observe, restrict
+from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
+from .observe import Observation, ObserveError, observe, restrict
 from .pla import PLAError, export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
@@ -60,6 +60,7 @@ __all__ = [
     "IOTable",
     "IOTableError",
     "InputError",
+    "LayerNotFoundError",
     "LayerPlan",
     "LayerTables",
     "Layout",
@@ -70,6 +71,7 @@ __all__ = [
     "NodeKind",
     "NotDecomposedError",
     "Observation",
+    "ObserveError",
     "OptionError",
     "PLAError",
     "Spec",

@@ -38,6 +38,14 @@ def _as_array(values: Any, *, what: str) -> np.ndarray:
         raise DomainError(msg) from None
 
 
+def _real(value: Any, name: str) -> float:
+    """``value`` as a float, or a :class:`DomainError` naming the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        msg = f"Domain.uniform: expected a real number for {name}, received {type(value).__name__} {value!r}"
+        raise DomainError(msg)
+    return float(value)
+
+
 def _preview(values: np.ndarray, limit: int = 8, brackets: str = "{}") -> str:
     shown = ", ".join(f"{v:g}" for v in values[:limit])
     return brackets[0] + shown + (", ..." if len(values) > limit else "") + brackets[1]
@@ -77,7 +85,13 @@ class Domain:
     values = _ValuesAccessor()
 
     def __init__(self, values: Iterable[float], *, params: dict[str, Any] | None = None) -> None:
+        if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+            msg = f"Domain: expected a sequence of numbers, received {type(values).__name__} {values!r}"
+            raise DomainError(msg)
         array = _as_array(list(values) if not hasattr(values, "shape") else values, what="Domain values")
+        if array.size and array.dtype.kind not in "biuf":
+            msg = f"Domain: expected real numbers, received {array.dtype} values {list(array.reshape(-1)[:4])}"
+            raise DomainError(msg)
         array = array.astype(np.float64).reshape(-1)
         if array.size == 0:
             msg = "Domain: expected at least one value, received an empty sequence"
@@ -124,11 +138,11 @@ class Domain:
         if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 24:
             msg = f"Domain.uniform: expected bits as an integer from 1 to 24, received {bits!r}"
             raise DomainError(msg)
-        scale_f = float(scale)
+        scale_f = _real(scale, "scale")
         if not math.isfinite(scale_f) or scale_f <= 0:
             msg = f"Domain.uniform: expected a finite scale > 0 (codes ascend with values), received {scale!r}"
             raise DomainError(msg)
-        zero_f = float(zero_point)
+        zero_f = _real(zero_point, "zero_point")
         if not math.isfinite(zero_f):
             msg = f"Domain.uniform: expected a finite zero_point, received {zero_point!r}"
             raise DomainError(msg)

@@ -179,7 +179,12 @@ class Graph:
 
     def nodes_of(self, kind: NodeKind | str) -> list[Node]:
         """Nodes of one kind."""
-        kind = NodeKind(kind)
+        try:
+            kind = NodeKind(kind)
+        except ValueError:
+            accepted = ", ".join(repr(k.value) for k in NodeKind)
+            msg = f"graph: unknown node kind {kind!r}; expected one of {accepted}"
+            raise GraphError(msg) from None
         return [n for n in self.nodes if n.kind is kind]
 
     # -- invariants ---------------------------------------------------------------------------------------

@@ -29,6 +29,13 @@ class InputError(IOTableError, ValueError):
     """An input given to a table network is malformed (shape, dtype, or codes out of range)."""
 
 
+class LayerNotFoundError(IOTableError, KeyError):
+    """``net[name]`` names no table layer of the network."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
 class _Chain(nn.Sequential):
     """The modules of one table layer, run in order (they stay the model's own modules)."""
 
@@ -432,7 +439,7 @@ class TableNetwork:
     def __getitem__(self, name: str) -> LayerTables:
         if name not in self.layers:
             msg = f"no table layer named {name!r}; layers are {list(self.layers)}"
-            raise KeyError(msg)
+            raise LayerNotFoundError(msg)
         return self.layers[name]
 
     @property
@@ -459,18 +466,28 @@ class TableNetwork:
         """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes)."""
         node = self.input_node
         if isinstance(x, np.ndarray):
-            x = torch.from_numpy(x)
+            if x.dtype.kind not in "biuf":
+                msg = f"net.run: expected a numeric array of shape {self._batch_shape()}, received dtype {x.dtype}"
+                raise InputError(msg)
+            x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
         if not isinstance(x, torch.Tensor):
             msg = f"net.run: expected a tensor or array of shape {self._batch_shape()}, received {type(x).__name__}"
             raise InputError(msg)
+        if x.is_complex() or x.device.type == "meta":
+            msg = f"net.run: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
+            raise InputError(msg)
+        x = x.cpu()
+        given = x.dtype
+        if not x.is_floating_point():
+            x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
         if tuple(x.shape[1:]) != self.input_shape or x.dim() != len(self.input_shape) + 1:
             msg = f"net.run: expected a batch of shape {self._batch_shape()}, received {tuple(x.shape)}"
             raise InputError(msg)
         domains = node.channel_domains()
         channel_axis = x.dim() - 1 if node.layout is not None and node.layout.channels_last else 1
         if codes:
-            if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
-                msg = f"net.run: codes must be an integer tensor, received dtype {x.dtype}; pass codes=False for values"
+            if x.is_floating_point() or given == torch.bool:
+                msg = f"net.run: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
                 raise InputError(msg)
             radices = torch.as_tensor([len(d) for d in domains]).reshape(
                 [-1 if a == channel_axis else 1 for a in range(x.dim())]
@@ -511,12 +528,15 @@ class TableNetwork:
         Returns:
             Output values (float32) or codes (int64), shaped as the model's output.
         """
-        out, _ = self.runtime.run(self.encode_input(x, codes=codes))
         node = self.output_node
+        if return_codes and node.domain is None:
+            msg = "net.run: return_codes=True needs a quantized output, but this network outputs raw values"
+            raise InputError(msg)
+        input_codes = self.encode_input(x, codes=codes)
+        if input_codes.shape[0] == 0:  # an empty batch gives an empty output
+            return torch.empty((0, *node.shape), dtype=torch.int64 if return_codes else torch.float32)
+        out, _ = self.runtime.run(input_codes)
         if return_codes:
-            if node.domain is None:
-                msg = "net.run: return_codes=True needs a quantized output, but this network outputs raw values"
-                raise InputError(msg)
             return out
         return decode(out, node).to(torch.float32) if node.domain is not None else out
 
@@ -544,7 +564,9 @@ class TableNetwork:
         return "\n".join(lines)
 
 
-def _host_names(model: nn.Module, host: Iterable[Any]) -> frozenset[str]:
+def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
+    if isinstance(host, (str, nn.Module)):
+        host = [host]  # one name or module, not the characters of a name
     names = dict((id(m), n) for n, m in model.named_modules())
     result = set()
     for item in host:
@@ -599,6 +621,14 @@ def build_network(
         msg = (
             f"precompute: a whole model needs example_input=, a batch (N, ...) of the model's input; "
             f"received {type(example_input).__name__}"
+        )
+        raise ModelError(msg)
+    if not isinstance(input_domain, Domain) and not (
+        isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
+    ):
+        msg = (
+            "precompute: input_domain must be an iotable.Domain or one Domain per input channel, "
+            f"received {type(input_domain).__name__}"
         )
         raise ModelError(msg)
     dtype, device = module_dtype(model)
@@ -657,6 +687,12 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
         A :class:`VerifyReport`; for the first mismatching sample it names the first table node whose
         output codes differ from the model's, the unit, the output element and that unit's input codes.
     """
+    if not isinstance(model, nn.Module):
+        msg = f"verify: expected the model (a torch.nn.Module) first, received {type(model).__name__}"
+        raise ModelError(msg)
+    if not isinstance(net, TableNetwork):
+        msg = f"verify: expected a TableNetwork second (from iotable.precompute), received {type(net).__name__}"
+        raise ModelError(msg)
     input_codes = net.encode_input(inputs, codes=codes)
     values = decode(input_codes, net.input_node).to(module_dtype(model)[0])
     expected = run_module(model, values, type(model).__name__)

@@ -19,7 +19,19 @@ from .precompute import LayerTables
 from .runtime import TableKernel
 from .table import IOTable
 
-__all__ = ["Observation", "observe", "restrict"]
+__all__ = ["Observation", "ObserveError", "observe", "restrict"]
+
+
+class ObserveError(IOTableError, ValueError):
+    """``observe`` / ``restrict`` received something they cannot use."""
+
+
+def _check_net(net: Any, what: str) -> None:
+    from .network import TableNetwork  # the network module imports this one lazily, never at import time
+
+    if not isinstance(net, TableNetwork):
+        msg = f"{what}: expected a TableNetwork (from iotable.precompute on a model), received {type(net).__name__}"
+        raise ObserveError(msg)
 
 
 @dataclass
@@ -62,6 +74,13 @@ def observe(
     Returns:
         The :class:`Observation`.
     """
+    _check_net(net, "observe")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        msg = f"observe: batch_size must be a positive integer, received {batch_size!r}"
+        raise ObserveError(msg)
+    if into is not None and not isinstance(into, Observation):
+        msg = f"observe: into= must be an Observation, received {type(into).__name__}"
+        raise ObserveError(msg)
     observation = into if into is not None else Observation()
     x = net.encode_input(data, codes=codes)
     kernels = {
@@ -102,20 +121,24 @@ def restrict(net: Any, observation: Observation, *, min_count: int = 1, default:
     Returns:
         A new :class:`~iotable.network.TableNetwork` sharing the graph; its summary shows rows kept.
     """
+    _check_net(net, "restrict")
+    if not isinstance(observation, Observation):
+        msg = f"restrict: expected an Observation (from iotable.observe), received {type(observation).__name__}"
+        raise ObserveError(msg)
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         msg = f"restrict: min_count must be a positive integer, received {min_count!r}"
-        raise IOTableError(msg)
+        raise ObserveError(msg)
     missing = [name for name in net.layers if name not in observation.counts]
     if missing:
         msg = f"restrict: the observation has no counts for layer(s) {missing}; observe this network first"
-        raise IOTableError(msg)
+        raise ObserveError(msg)
     layers = {}
     for name, layer in net.layers.items():
         tables = []
         for table, (addresses, counts) in zip(layer.tables, observation.counts[name]):
             if not table.is_dense:
                 msg = f"restrict: layer {name!r} unit {table.unit} is already partial; restrict the dense network"
-                raise IOTableError(msg)
+                raise ObserveError(msg)
             kept = addresses[counts >= min_count]
             tables.append(
                 IOTable(
@@ -136,10 +159,9 @@ def _default(default: Any, table: IOTable) -> Any:
     if isinstance(default, str):
         if default != "zero":
             msg = f"restrict: default must be None, a value, or 'zero'; received {default!r}"
-            raise IOTableError(msg)
+            raise ObserveError(msg)
         domain = table.output_domain
         if domain is None:
             return 0.0
         return domain.zero_code if domain.zero_code is not None else 0
     return default
-

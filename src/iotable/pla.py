@@ -48,6 +48,9 @@ def _widths(domains: Sequence[Domain]) -> list[int]:
 
 def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
     """The PLA file of ``table`` as bytes (see the module docstring for the layout)."""
+    if not isinstance(table, IOTable):
+        msg = f"write_pla: expected an IOTable, received {type(table).__name__}"
+        raise PLAError(msg)
     if table.output_domain is None:
         msg = f"{table!r}: PLA needs code outputs (a table that ends in a quantizer); this one holds raw values"
         raise PLAError(msg)
@@ -58,12 +61,20 @@ def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
     out_widths = [max(table.output_domain.bits, 1)] * table.fan_out
     full = int(np.prod(table.radices))
     explicit = dont_cares == "explicit" or (dont_cares == "auto" and full <= _EXPLICIT_LIMIT)
-    rows = np.concatenate([_bits(table.inputs, in_widths), np.full((len(table), 1), 2, np.uint8),
-                           _bits(table.outputs, out_widths)], axis=1)
+    rows = np.concatenate(
+        [_bits(table.inputs, in_widths), np.full((len(table), 1), 2, np.uint8), _bits(table.outputs, out_widths)],
+        axis=1,
+    )
     if explicit and not table.is_dense:
         missing = np.setdiff1d(np.arange(full, dtype=np.int64), table.addresses, assume_unique=True)
-        dc = np.concatenate([_bits(table.unpack(missing), in_widths), np.full((len(missing), 1), 2, np.uint8),
-                             np.full((len(missing), sum(out_widths)), 3, np.uint8)], axis=1)
+        dc = np.concatenate(
+            [
+                _bits(table.unpack(missing), in_widths),
+                np.full((len(missing), 1), 2, np.uint8),
+                np.full((len(missing), sum(out_widths)), 3, np.uint8),
+            ],
+            axis=1,
+        )
         rows = np.concatenate([rows, dc])
     # 0 -> '0', 1 -> '1', 2 -> ' ', 3 -> '-', then a newline per row.
     alphabet = np.frombuffer(b"01 -", dtype=np.uint8)
@@ -117,8 +128,11 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     layer name become ``_``).
     """
     folder = Path(directory)
-    items = list(getattr(tables, "tables", tables))
+    items = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
     for table in items:  # validate everything before writing a byte
+        if not isinstance(table, IOTable):
+            msg = f"export_pla: expected a network, a layer or IOTables, received {type(table).__name__}"
+            raise PLAError(msg)
         if table.output_domain is None:
             msg = f"export_pla: {table!r} holds raw values; PLA needs code outputs (end the layer in a quantizer)"
             raise PLAError(msg)
@@ -131,9 +145,7 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     return paths
 
 
-def read_pla(
-    path: str | os.PathLike[str], *, input_domains: Sequence[Domain], output_domain: Domain
-) -> IOTable:
+def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], output_domain: Domain) -> IOTable:
     """Read a PLA file written by :func:`write_pla` back into a (partial) table of its care rows.
 
     Rows whose outputs are all ``-`` are don't-cares and are left out; a row with some ``-`` outputs, or
@@ -160,6 +172,11 @@ def read_pla(
         msg = f"read_pla: {str(file)!r} has a row without outputs"
         raise PLAError(msg)
     n_in, n_out = sum(in_widths), int(header[b"o"])
+    widths = np.char.str_len(np.asarray(tokens, dtype=bytes)).reshape(-1, 2) if tokens else np.zeros((0, 2))
+    if (widths != [n_in, n_out]).any():
+        row = int(np.flatnonzero((widths != [n_in, n_out]).any(axis=1))[0])
+        msg = f"read_pla: {str(file)!r} row {row} has fields of widths {widths[row].tolist()}; expected {[n_in, n_out]}"
+        raise PLAError(msg)
     ins = np.frombuffer(b"".join(tokens[0::2]), dtype=np.uint8).reshape(-1, n_in) - ord("0")
     outs = np.frombuffer(b"".join(tokens[1::2]), dtype=np.uint8).reshape(-1, n_out)
     care = (outs != ord("-")).all(axis=1)
@@ -167,8 +184,12 @@ def read_pla(
         msg = f"read_pla: {str(file)!r} has rows with partly unspecified outputs or non-binary inputs"
         raise PLAError(msg)
     ins, outs = ins[care], outs[care] - ord("0")
-    return IOTable(_codes(ins, in_widths), _codes(outs, [out_width] * (n_out // out_width)),
-                   input_domains=input_domains, output_domain=output_domain)
+    return IOTable(
+        _codes(ins, in_widths),
+        _codes(outs, [out_width] * (n_out // out_width)),
+        input_domains=input_domains,
+        output_domain=output_domain,
+    )
 
 
 def _codes(bits: np.ndarray, widths: Sequence[int]) -> np.ndarray:

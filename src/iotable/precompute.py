@@ -12,6 +12,7 @@ from torch import nn
 from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
+from .errors import SpecError
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
 from .spec import _declared, has_spec
 from .table import IOTable
@@ -125,6 +126,10 @@ def precompute(
         >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
         (3, 64, [6.0])
     """
+    for option, value in (("memory_budget", memory_budget), ("max_rows", max_rows)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            msg = f"precompute: {option} must be a positive integer, received {value!r}"
+            raise SpecError(msg)
     options = {
         "max_rows": max_rows,
         "memory_budget": memory_budget,

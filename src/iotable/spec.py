@@ -411,6 +411,9 @@ def spec_of(module: nn.Module) -> Spec:
         >>> spec_of(torch.nn.Linear(4, 2)).per_output
         True
     """
+    if not isinstance(module, nn.Module):
+        msg = f"spec_of: expected a torch.nn.Module, received {type(module).__name__}"
+        raise SpecError(msg)
     declared = _declared(module)
     if declared is not None:
         return _inherit(declared, module)

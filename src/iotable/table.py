@@ -216,10 +216,24 @@ class IOTable:
             raise TableError(msg)
         return out.astype(output_domain.code_dtype, copy=False)  # memory-mapped tables stay mapped
 
+    def _fill_value(self, value: Any, what: str) -> np.ndarray:
+        """A don't-care / default output row: a scalar or one value per output, valid for the outputs."""
+        array = np.asarray(value)
+        if array.dtype.kind not in "biuf" or array.ndim > 1 or array.size not in (1, self.fan_out):
+            msg = f"IOTable: {what} must be a number or {self.fan_out} number(s), one per output; received {value!r}"
+            raise TableError(msg)
+        if self._output_domain is not None:
+            n = len(self._output_domain)
+            fractional = array.dtype.kind == "f" and not np.all(array == np.round(array))
+            if fractional or (array < 0).any() or (array >= n).any():
+                msg = f"IOTable: {what} must be output codes 0..{n - 1} of {self._output_domain!r}, received {value!r}"
+                raise TableError(msg)
+        return np.broadcast_to(array.astype(self._outputs.dtype), (self.fan_out,)).copy()
+
     def _check_dont_care(self, dont_care: Any) -> np.ndarray | None:
         if dont_care is None:
             return None
-        value = np.broadcast_to(np.asarray(dont_care, dtype=self._outputs.dtype), (self.fan_out,)).copy()
+        value = self._fill_value(dont_care, "dont_care")
         return value
 
     # -- shape and domains --------------------------------------------------------------------------------
@@ -356,7 +370,7 @@ class IOTable:
             found = self._addresses[pos] == addresses if len(self) else np.zeros(len(addresses), bool)
             result = self._outputs[pos]
             if not found.all():
-                fill = self._dont_care if default is None else np.asarray(default, dtype=self._outputs.dtype)
+                fill = self._dont_care if default is None else self._fill_value(default, "default")
                 if fill is None:
                     first = int(np.flatnonzero(~found)[0])
                     row = tuple(int(v) for v in self.unpack(addresses[first])[0])
