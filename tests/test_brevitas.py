@@ -420,7 +420,9 @@ def test_bias_quant_needing_input_scale_is_refused():
 def test_unbounded_float_between_layers_is_refused():
     """Two QuantLinears with no quantizer between them are refused, naming both and asking for a quantizer."""
     model = nn.Sequential(qnn.QuantIdentity(bit_width=2), qnn.QuantLinear(4, 3), qnn.QuantLinear(3, 2))
-    with pytest.raises(ModelError, match=r"^2: 1 and 2 sit between the same pair of quantizers.*QuantIdentity\) after 1"):
+    with pytest.raises(
+        ModelError, match=r"^2: 1 and 2 sit between the same pair of quantizers.*QuantIdentity\) after 1"
+    ):
         precompute(model, input_domain=INPUT, example_input=torch.zeros(1, 4))
 
 
