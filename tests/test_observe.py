@@ -116,8 +116,7 @@ def test_pla_round_trip_dense_and_partial(tmp_path, dont_cares):
     """Writing a table to PLA and reading it back gives the same care set and values."""
     dense = table_2x2()
     keep = [0, 3, 5, 11]
-    partial = IOTable(dense.inputs[keep], dense.outputs[keep], input_domains=dense.input_domains,
-                      output_domain=U2)
+    partial = IOTable(dense.inputs[keep], dense.outputs[keep], input_domains=dense.input_domains, output_domain=U2)
     for table in (dense, partial):
         path = write_pla(table, tmp_path / "t.pla", dont_cares=dont_cares)
         back = read_pla(path, input_domains=table.input_domains, output_domain=U2)
