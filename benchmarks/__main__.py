@@ -1,0 +1,5 @@
+"""``python -m benchmarks``: run the benchmark suite (see :mod:`benchmarks.run`)."""
+
+from .run import main
+
+main()

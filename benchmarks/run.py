@@ -1,0 +1,659 @@
+"""The benchmark runner: ``python -m benchmarks [--quick] [--json PATH] [--only NAME ...]``.
+
+Three sections, each printed as a table and written to the JSON report:
+
+- **generation** — table generation per workload: iotable on the whole model (and the custom-module
+  black-box variant), the hand-vectorized baseline, and the LogicNets and PolyLUT/NeuraLUT patterns
+  (time-capped, extrapolated). Every algorithm's tables are compared with iotable's, code for code; where
+  iotable and the hand-vectorized baseline differ, the model itself computes the differing codes and decides.
+- **runtime** — ``net.run`` on a batch against the model's own torch forward and a one-hot lookup.
+- **memory** — peak memory of one precompute in a fresh process (NID-L, and the 2**24-row table).
+
+A final *targets* section prints PASS or FAIL for each performance target with the measured figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import iotable
+
+from . import baselines, workloads
+from .measure import configure_threads, load_average, measure, peak_reset_supported
+
+__all__ = ["Result", "main", "run"]
+
+GENERATION = ("jsc-s", "jsc-m", "jsc-l", "nid-l", "cnn", "table-2^24")
+SECTIONS = ("runtime", "memory")
+MEMORY_WORKLOADS = ("nid-l", "table-2^24")
+MIB = 2**20
+
+
+@dataclass
+class Result:
+    """One measured (or extrapolated) line of a table."""
+
+    section: str
+    workload: str
+    algorithm: str
+    rows: int  # table rows generated (generation), samples evaluated (runtime)
+    seconds: float
+    runs: list[float] = field(default_factory=list)
+    peak_bytes: int | None = None
+    exact: bool | None = None  # agrees with the model (see bench_generation / bench_runtime); None: not checked
+    note: str = ""
+    vs_iotable: float | None = None  # seconds / iotable's seconds: > 1 means iotable is faster
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.seconds if self.seconds > 0 else float("inf")
+
+
+# -- generation ---------------------------------------------------------------------------------------------
+
+
+def iotable_codes(result: Any) -> list[np.ndarray]:
+    """Per layer, ``(units, rows)`` output codes of what ``precompute`` returned (one output per unit)."""
+    layers = list(result.layers.values()) if isinstance(result, iotable.TableNetwork) else [result]
+    return [np.stack([t.outputs[:, 0] for t in layer.tables]) for layer in layers]
+
+
+@dataclass
+class Truth:
+    """The true tables: ``codes``, and at float-rounding ties also ``alternative`` codes the model gives.
+
+    Where an algorithm's code is neither, it is wrong. ``known`` is false when the truth could not be
+    established (a differing layer that is not a Linear layer).
+    """
+
+    codes: list[np.ndarray]
+    alternative: list[np.ndarray]
+    known: bool = True
+
+    @property
+    def ties(self) -> int:
+        """Codes at ties: the model itself gives either of two codes, depending on its batch."""
+        return int(sum((c != a).sum() for c, a in zip(self.codes, self.alternative)))
+
+    def wrong(self, tables: list[np.ndarray]) -> int | None:
+        """Codes of ``tables`` the model never gives (``None`` when the truth is unknown)."""
+        if not self.known:
+            return None
+        return int(
+            sum(((t != c) & (t != a)).sum() for t, c, a in zip(map(np.asarray, tables), self.codes, self.alternative))
+        )
+
+    def wrong_in(self, partial: baselines.Partial) -> int:
+        """Codes a capped pattern computed that the model never gives (on the rows it computed)."""
+        wrong = 0
+        for k, done in enumerate(partial.tables):
+            for unit, codes in done.items():
+                n = len(codes)
+                wrong += int(((codes != self.codes[k][unit, :n]) & (codes != self.alternative[k][unit, :n])).sum())
+        return wrong
+
+
+#: At most this many codes per layer are re-evaluated alone to detect ties (each is one forward pass).
+TIE_CHECKS = 2000
+
+
+def arbitrate(layers: list[workloads.AffineLayer], mine: list[np.ndarray], other: list[np.ndarray]) -> Truth:
+    """The true tables, where iotable's and the baseline's differ recomputed by the model itself.
+
+    Every differing code is recomputed by the layer's own modules (:func:`baselines.module_codes`, rows in
+    blocks); where an algorithm's code is one step from that result, the row is also run alone, and if
+    the model then gives another code the row is a tie and both codes are right. Convolution layers are
+    not arbitrated (the truth is then unknown where they differ).
+    """
+    codes = [m.copy() for m in mine]
+    alternative = [m.copy() for m in mine]
+    for layer, truth, alt, a, b in zip(layers, codes, alternative, mine, other):
+        differ = a != b
+        if not differ.any():
+            continue
+        if not isinstance(layer.mixing, torch.nn.Linear):
+            return Truth(codes, alternative, known=False)
+        checks = TIE_CHECKS
+        for unit in np.flatnonzero(differ.any(axis=1)):
+            rows = np.flatnonzero(differ[unit])
+            truth[unit, rows] = alt[unit, rows] = baselines.module_codes(layer, int(unit), rows)
+            step = (np.abs(a[unit, rows].astype(int) - truth[unit, rows]) == 1) | (
+                np.abs(b[unit, rows].astype(int) - truth[unit, rows]) == 1
+            )
+            near = rows[step][:checks]
+            checks -= len(near)
+            if len(near):
+                alt[unit, near] = baselines.module_codes(layer, int(unit), near, batch=1)
+    return Truth(codes, alternative)
+
+
+def _exactness(wrong: int | None, ties: int = 0) -> tuple[bool | None, str]:
+    if wrong is None:
+        return None, "differs from iotable; not arbitrated"
+    note = "" if wrong == 0 else f"{wrong:,} code(s) the model never gives"
+    if ties:
+        note += ("; " if note else "") + f"{ties} tie(s) where the model's own code depends on its batch"
+    return wrong == 0, note
+
+
+def _paths(result: Any) -> str:
+    """How iotable built each layer, when it says (``LayerTables.method``), e.g. ``"linear fast path x5"``."""
+    layers = list(result.layers.values()) if isinstance(result, iotable.TableNetwork) else [result]
+    methods = [getattr(layer, "method", None) for layer in layers]
+    if None in methods:
+        return ""
+    counts = {m: methods.count(m) for m in dict.fromkeys(methods)}
+    return ", ".join(f"{m} x{n}" for m, n in counts.items())
+
+
+def bench_generation(workload: workloads.Workload, *, repeats: int, cap: float) -> list[Result]:
+    """Table generation on ``workload`` by every algorithm that applies.
+
+    ``exact`` says whether an algorithm's codes equal the true tables: iotable's, corrected by the model
+    wherever iotable and the hand-vectorized baseline disagree (see :func:`arbitrate`). The custom-module
+    variant computes in its own float arithmetic, so a few codes at quantization boundaries may differ.
+    """
+    name = workload.name
+    rows = workload.total_rows
+
+    timing = measure(workload.precompute, repeats=repeats)
+    mine = iotable_codes(timing.result)
+    paths = _paths(timing.result)
+    iotable_row = Result("generation", name, "iotable", rows, timing.seconds, timing.runs, timing.peak_bytes)
+    timing.result = None
+
+    timing = measure(lambda: baselines.hand_vectorized(workload.layers), repeats=repeats)
+    theirs = [t.numpy() for t in timing.result]
+    timing.result = None
+    hand_row = Result("generation", name, "hand-vectorized", rows, timing.seconds, timing.runs, timing.peak_bytes)
+
+    # Where the two differ, the model decides; every other algorithm is checked against the result.
+    truth = arbitrate(workload.layers, mine, theirs)
+    iotable_row.exact, iotable_row.note = _exactness(truth.wrong(mine), truth.ties)
+    iotable_row.note = "; ".join(n for n in (paths, iotable_row.note) if n)
+    hand_row.exact, hand_row.note = _exactness(truth.wrong(theirs), truth.ties)
+    out: list[Result] = [iotable_row]
+
+    if workload.custom_blocks:
+        timing = measure(workload.precompute_custom, repeats=repeats)
+        codes = [c for r in timing.result for c in iotable_codes(r)]
+        differ = truth.wrong(codes) or 0
+        note = "black box, one precompute per block"
+        if differ:
+            note += f"; {differ:,} code(s) differ from the model's (its own float arithmetic)"
+        out.append(
+            Result(
+                "generation",
+                name,
+                "iotable (custom module)",
+                rows,
+                timing.seconds,
+                timing.runs,
+                timing.peak_bytes,
+                exact=differ == 0,
+                note=note,
+            )
+        )
+    out.append(hand_row)
+
+    if workload.peers:
+        patterns = (("LogicNets pattern", baselines.logicnets_pattern), ("PolyLUT pattern", baselines.polylut_pattern))
+        for algorithm, pattern in patterns:
+            timing = measure(lambda pattern=pattern: pattern(workload.layers, seconds=cap), repeats=1)
+            partial: baselines.Partial = timing.result
+            wrong = truth.wrong_in(partial) if truth.known else None
+            exact, note = _exactness(wrong)
+            note = "; ".join(n for n in (partial.describe(), note) if n)
+            out.append(
+                Result(
+                    "generation",
+                    name,
+                    algorithm,
+                    rows,
+                    partial.estimate(),
+                    [sum(partial.seconds)],
+                    timing.peak_bytes,
+                    exact,
+                    note,
+                )
+            )
+    else:
+        note = "n/a: the peer patterns tabulate sparse Linear layers"
+        out.append(Result("generation", name, "LogicNets/PolyLUT patterns", rows, float("nan"), note=note))
+    return out
+
+
+# -- runtime ------------------------------------------------------------------------------------------------
+
+
+def bench_runtime(name: str, *, batch: int, repeats: int, cap: float, seed: int = 1) -> list[Result]:
+    """``net.run`` on ``batch`` samples against the model's torch forward and the one-hot lookup.
+
+    ``exact``: ``net.run`` equals the model's forward bit for bit; the one-hot lookup equals ``net.run``.
+    """
+    workload = workloads.build(name)
+    net = workload.precompute()
+    model = workload.model.eval()
+    domain = workload.input_domain
+    gen = torch.Generator().manual_seed(seed)
+    codes = torch.randint(0, len(domain), (batch, *workload.example_input.shape[1:]), generator=gen)
+    x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+
+    def forward() -> torch.Tensor:
+        with torch.inference_mode():
+            return model(x)
+
+    expected = forward()
+    out: list[Result] = []
+    timing = measure(lambda: net.run(x), repeats=repeats)
+    exact = torch.equal(timing.result, expected)
+    differ = int((timing.result != expected).reshape(batch, -1).any(dim=1).sum())
+    values_note = "values in, values out" + (f"; {differ} sample(s) differ from the model's forward" if differ else "")
+    out.append(
+        Result(
+            "runtime",
+            name,
+            "iotable net.run",
+            batch,
+            timing.seconds,
+            timing.runs,
+            timing.peak_bytes,
+            exact,
+            values_note,
+        )
+    )
+    timing = measure(lambda: net.run(codes, codes=True, return_codes=True), repeats=repeats)
+    out_codes = timing.result
+    out.append(
+        Result(
+            "runtime",
+            name,
+            "iotable net.run (codes)",
+            batch,
+            timing.seconds,
+            timing.runs,
+            timing.peak_bytes,
+            note="codes in, codes out",
+        )
+    )
+    timing = measure(forward, repeats=repeats)
+    out.append(
+        Result(
+            "runtime",
+            name,
+            "torch forward",
+            batch,
+            timing.seconds,
+            timing.runs,
+            timing.peak_bytes,
+            note="the model itself",
+        )
+    )
+
+    tables = [torch.as_tensor(c) for c in iotable_codes(net)]
+    timing = measure(lambda: baselines.onehot_lookup(tables, workload.layers, codes, seconds=cap), repeats=1)
+    looked, partial = timing.result
+    exact = bool(torch.equal(looked, out_codes)) if looked is not None else None
+    note = partial.describe().replace("of rows", "of neuron evaluations")
+    out.append(
+        Result(
+            "runtime",
+            name,
+            "one-hot lookup",
+            batch,
+            partial.estimate(),
+            [sum(partial.seconds)],
+            timing.peak_bytes,
+            exact,
+            note,
+        )
+    )
+    return out
+
+
+# -- memory -------------------------------------------------------------------------------------------------
+
+
+def _memory_child(name: str, *, threads: int) -> dict[str, Any]:
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), env.get("PYTHONPATH", "")) if p)
+    command = [sys.executable, "-m", "benchmarks.memory", name, "--threads", str(threads)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        return {"workload": name, "error": done.stderr.strip().splitlines()[-1] if done.stderr else "failed"}
+    return json.loads(done.stdout)
+
+
+def bench_memory(name: str, *, threads: int, repeats: int = 3) -> dict[str, Any]:
+    """Run :mod:`benchmarks.memory` for ``name`` in ``repeats`` fresh processes; medians of peak and time.
+
+    The peak varies from process to process (allocator state, lazy initialisation), hence several.
+    """
+    reports = [_memory_child(name, threads=threads) for _ in range(repeats)]
+    failed = [r for r in reports if "error" in r]
+    if failed:
+        return failed[0]
+    report = dict(reports[0])
+    report["peaks"] = [r["peak_bytes"] for r in reports]
+    report["peak_bytes"] = int(statistics.median(report["peaks"]))
+    report["seconds"] = statistics.median(r["seconds"] for r in reports)
+    return report
+
+
+# -- targets ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    """One performance target with the measured figure; ``status`` is PASS, FAIL or SKIP (not measured)."""
+
+    target: str
+    measured: str
+    status: str
+
+
+def _status(ok: bool | None) -> str:
+    return "SKIP" if ok is None else ("PASS" if ok else "FAIL")
+
+
+def targets(results: list[Result], memory: list[dict[str, Any]]) -> list[Target]:
+    """Compare the measured figures with the performance targets."""
+    found = {(r.section, r.workload, r.algorithm): r for r in results}
+    out: list[Target] = []
+
+    for name in GENERATION:
+        mine, base = found.get(("generation", name, "iotable")), found.get(("generation", name, "hand-vectorized"))
+        if mine and base:
+            ratio = base.seconds / mine.seconds
+            out.append(
+                Target(
+                    f"{name}: table generation >= 1x hand-vectorized (aim 2x)",
+                    f"{ratio:.3g}x ({_rate(mine.rate)} vs {_rate(base.rate)} rows/s)",
+                    _status(ratio >= 1),
+                )
+            )
+
+    custom = found.get(("generation", "nid-l", "iotable (custom module)"))
+    out.append(
+        Target(
+            "custom module black-box path >= 10M rows/s (nid-l)",
+            f"{_rate(custom.rate)} rows/s" if custom else "not run",
+            _status(custom.rate >= 10e6 if custom else None),
+        )
+    )
+    nid = found.get(("generation", "nid-l", "iotable"))
+    out.append(
+        Target(
+            "nid-l precompute <= 2 s",
+            f"{nid.seconds:.3g} s" if nid else "not run",
+            _status(nid.seconds <= 2 if nid else None),
+        )
+    )
+
+    big = found.get(("generation", "table-2^24", "iotable"))
+    big_memory = next((m for m in memory if m.get("workload") == "table-2^24" and "peak_bytes" in m), None)
+    if big or big_memory:
+        seconds = big.seconds if big else big_memory["seconds"]
+        peak = big_memory["peak_bytes"] if big_memory else None
+        ok = seconds <= 5 and (peak is None or peak <= 256 * MIB)
+        figure = f"{seconds:.3g} s" + (
+            f", peak {peak / MIB:.0f} MiB (tables included)" if peak is not None else ", memory not run"
+        )
+        out.append(Target("2^24-row table <= 5 s within 256 MiB", figure, _status(ok)))
+    else:
+        out.append(Target("2^24-row table <= 5 s within 256 MiB", "not run", "SKIP"))
+
+    run = next((r for r in results if r.section == "runtime" and r.algorithm == "iotable net.run"), None)
+    torch_forward = next((r for r in results if r.section == "runtime" and r.algorithm == "torch forward"), None)
+    onehot = next((r for r in results if r.section == "runtime" and r.algorithm == "one-hot lookup"), None)
+    if run and torch_forward:
+        ratio = torch_forward.seconds / run.seconds
+        out.append(Target(f"{run.workload}: net.run >= 1x torch forward", f"{ratio:.3g}x", _status(ratio >= 1)))
+    else:
+        out.append(Target("net.run >= 1x torch forward", "not run", "SKIP"))
+    if run and onehot:
+        ratio = onehot.seconds / run.seconds
+        out.append(Target(f"{run.workload}: net.run >= 1000x one-hot lookup", f"{ratio:.3g}x", _status(ratio >= 1000)))
+    else:
+        out.append(Target("net.run >= 1000x one-hot lookup", "not run", "SKIP"))
+
+    nid_memory = next((m for m in memory if m.get("workload") == "nid-l" and "peak_bytes" in m), None)
+    if nid_memory:
+        limit = nid_memory["table_bytes"] + 300 * MIB
+        out.append(
+            Target(
+                "nid-l peak memory <= tables' bytes + 300 MiB",
+                f"{nid_memory['peak_bytes'] / MIB:.0f} MiB (limit {limit / MIB:.0f} MiB)",
+                _status(nid_memory["peak_bytes"] <= limit),
+            )
+        )
+    else:
+        out.append(Target("nid-l peak memory <= tables' bytes + 300 MiB", "not run", "SKIP"))
+    return out
+
+
+# -- printing -----------------------------------------------------------------------------------------------
+
+
+def _rate(rate: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if rate >= scale:
+            return f"{rate / scale:.3g}{unit}"
+    return f"{rate:.3g}"
+
+
+def _seconds(s: float) -> str:
+    return "n/a" if s != s else f"{s:.3g}"
+
+
+def _fill_ratios(results: list[Result]) -> None:
+    reference = {(r.section, r.workload): r.seconds for r in results if r.algorithm in ("iotable", "iotable net.run")}
+    for r in results:
+        base = reference.get((r.section, r.workload))
+        if base and r.seconds == r.seconds:
+            r.vs_iotable = r.seconds / base
+
+
+def format_table(results: list[Result], *, unit: str) -> str:
+    """A plain-text table of ``results``; ``vs iotable`` is seconds over iotable's (> 1: iotable faster)."""
+    header = ("workload", "algorithm", unit, "seconds", f"{unit}/s", "vs iotable", "peak MiB", "exact", "note")
+    lines = []
+    for r in results:
+        exact = "-" if r.exact is None else ("yes" if r.exact else "NO")
+        peak = "-" if r.peak_bytes is None else f"{r.peak_bytes / MIB:.0f}"
+        ratio = "-" if r.vs_iotable is None else f"{r.vs_iotable:.3g}"
+        rate = "-" if r.seconds != r.seconds else _rate(r.rate)
+        lines.append((r.workload, r.algorithm, f"{r.rows:,}", _seconds(r.seconds), rate, ratio, peak, exact, r.note))
+    widths = [max(len(str(row[i])) for row in [header, *lines]) for i in range(len(header))]
+    align = ["<", "<", ">", ">", ">", ">", ">", "<", "<"]
+    out = []
+    for row in [header, *lines]:
+        out.append("  ".join(f"{v!s:{a}{w}}" for v, a, w in zip(row, align, widths)).rstrip())
+        if row is header:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def _load(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def _commit() -> str | None:
+    """The git commit of the iotable being measured (``+`` when its tree has changes), if it is a checkout."""
+    where = Path(iotable.__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=where, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "."], cwd=where, capture_output=True, text=True)
+    except OSError:
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+" if dirty.stdout.strip() else "")
+
+
+# -- entry points -------------------------------------------------------------------------------------------
+
+
+def run(
+    *,
+    only: list[str] | None = None,
+    quick: bool = False,
+    repeats: int | None = None,
+    cap: float | None = None,
+    threads: int = 1,
+    batch: int = 4096,
+    runtime_workload: str = "jsc-m",
+    echo: bool = True,
+) -> dict[str, Any]:
+    """Run the selected sections and return the report (what ``--json`` writes).
+
+    Args:
+        only: workload and section names to run (default: every published workload, runtime and memory).
+        quick: one repeat and a 2 s cap on the slow patterns (a smoke run, not a measurement).
+        repeats: runs per measurement, the median is reported (default 5, quick 1).
+        cap: seconds the LogicNets / PolyLUT patterns and the one-hot lookup may run per workload, before
+            extrapolating (default 20, quick 2).
+        threads: torch threads (``0``: torch's default); 1 keeps timings stable on a busy machine.
+        batch: samples of the runtime benchmark.
+        runtime_workload: the workload the runtime benchmark runs on.
+        echo: print each table as it is done.
+    """
+    selected = list(only) if only else [*GENERATION, *SECTIONS]
+    unknown = [s for s in selected if s not in workloads.WORKLOADS and s not in SECTIONS]
+    if unknown:
+        msg = (
+            f"unknown benchmark(s) {unknown}; expected workloads {list(workloads.WORKLOADS)} "
+            f"or sections {list(SECTIONS)}"
+        )
+        raise ValueError(msg)
+    repeats = repeats or (1 if quick else 5)
+    cap = cap if cap is not None else (2.0 if quick else 20.0)
+    used_threads = configure_threads(threads)
+    say = print if echo else (lambda *a, **k: None)
+    meta = {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "iotable": iotable.__version__,
+        "commit": _commit(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "python": platform.python_version(),
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "threads": used_threads,
+        "repeats": repeats,
+        "cap_seconds": cap,
+        "quick": quick,
+        "load_average_before": load_average(),
+        "peak_memory": "VmHWM per run" if peak_reset_supported() else "unavailable",
+    }
+    say(
+        f"iotable {meta['iotable']} ({meta['commit']}), torch {meta['torch']}, {meta['machine']}, "
+        f"{used_threads} thread(s), median of {repeats} run(s), load average {_load(meta['load_average_before'])}"
+    )
+    results: list[Result] = []
+    generation = [s for s in selected if s in workloads.WORKLOADS]
+    for name in generation:
+        workload = workloads.build(name)
+        say(f"\n[generation] {name}: {workload.description}", flush=True)
+        part = bench_generation(workload, repeats=repeats, cap=cap)
+        del workload
+        _fill_ratios(part)
+        results += part
+        say(format_table(part, unit="rows"), flush=True)
+    if "runtime" in selected:
+        say(f"\n[runtime] {runtime_workload}, batch {batch}", flush=True)
+        part = bench_runtime(runtime_workload, batch=batch, repeats=max(repeats, 3 if quick else 20), cap=cap)
+        _fill_ratios(part)
+        results += part
+        say(format_table(part, unit="samples"), flush=True)
+    memory: list[dict[str, Any]] = []
+    if "memory" in selected:
+        say("\n[memory] one precompute per fresh process (peak above the level after imports and build)", flush=True)
+        for name in MEMORY_WORKLOADS:
+            report = bench_memory(name, threads=threads, repeats=1 if quick else 3)
+            memory.append(report)
+            if "error" in report:
+                say(f"{name}: failed: {report['error']}")
+            else:
+                peaks = ", ".join(f"{p / MIB:.0f}" for p in report["peaks"])
+                say(
+                    f"{name}: {report['seconds']:.3g} s, peak {report['peak_bytes'] / MIB:.0f} MiB "
+                    f"(median of {peaks}), tables {report['table_bytes'] / MIB:.1f} MiB, "
+                    f"memory_budget {report['memory_budget'] / MIB:.0f} MiB",
+                    flush=True,
+                )
+    goals = targets(results, memory)
+    say("\n[targets]")
+    for t in goals:
+        say(f"{t.status:4}  {t.target}: {t.measured}")
+    meta["load_average_after"] = load_average()
+    return _finite(
+        {
+            "meta": meta,
+            "results": [asdict(r) | {"rate": r.rate} for r in results],
+            "memory": memory,
+            "targets": [asdict(t) for t in goals],
+        }
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Command-line entry point (see ``python -m benchmarks --help``)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks",
+        description="Benchmark iotable's table generation, runtime and memory against baselines.",
+    )
+    parser.add_argument("--quick", action="store_true", help="one repeat, 2 s caps: a smoke run")
+    parser.add_argument("--json", metavar="PATH", help="write the report as JSON to PATH")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        help=f"workloads ({', '.join(workloads.WORKLOADS)}) and sections ({', '.join(SECTIONS)}) to run",
+    )
+    parser.add_argument("--repeats", type=int, help="runs per measurement (default 5, quick 1)")
+    parser.add_argument("--cap", type=float, help="seconds for each slow pattern before extrapolating (default 20)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, 0 for torch's default (default 1)")
+    parser.add_argument("--batch", type=int, default=4096, help="runtime batch size (default 4096)")
+    parser.add_argument("--runtime-workload", default="jsc-m", choices=sorted(workloads.WORKLOADS))
+    args = parser.parse_args(argv)
+    try:
+        report = run(
+            only=args.only,
+            quick=args.quick,
+            repeats=args.repeats,
+            cap=args.cap,
+            threads=args.threads,
+            batch=args.batch,
+            runtime_workload=args.runtime_workload,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+        print(f"\nwrote {args.json}")
+    return report
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinite floats replaced by ``None``, so that the report is strict JSON."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,442 @@
+"""Benchmark workloads: published LUT-network configurations, built the way users write them.
+
+Every multilayer perceptron is a stack of LogicNets-style layers: an ``nn.Linear`` whose weight is masked to
+a random fan-in per neuron (``torch.nn.utils.prune.custom_from_mask``) and declared with
+``iotable.decompose(linear, fan_in=...)``, then ``nn.BatchNorm1d``, ``nn.ReLU`` and an
+:class:`iotable.nn.Quantize`; the last layer ends in a signed quantizer instead. Batch-norm statistics are
+calibrated on random inputs and the affine parameters randomised, as after training, so the tables are not
+trivial. Everything comes from one seeded generator: a workload is the same model on every run.
+
+Each MLP also has a *custom-module* variant: the same layers written as a user's own module with an
+arbitrary forward (masked matmul, a batch-norm-like affine and an inline quantizer) that iotable can only
+treat as a black box, decorated with ``iotable.decompose(fan_in=..., output_domain=...)``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.utils import prune
+
+import iotable
+from iotable import Domain
+from iotable.nn import Quantize
+
+__all__ = [
+    "MLP_CONFIGS",
+    "WORKLOADS",
+    "AffineLayer",
+    "MLPConfig",
+    "MaskedLinearBlock",
+    "Workload",
+    "affine_layers",
+    "build",
+]
+
+
+@dataclass(frozen=True)
+class MLPConfig:
+    """A LogicNets-style MLP: layer widths, and per layer the neurons' fan-in and input bits."""
+
+    inputs: int
+    widths: tuple[int, ...]
+    fan_in: tuple[int, ...]
+    bits: tuple[int, ...]
+    output_bits: int
+    binary_inputs: bool = False
+
+    @property
+    def total_rows(self) -> int:
+        """Rows of all tables: each neuron has ``2 ** (fan_in * bits)`` rows."""
+        return sum(w * 2 ** (f * b) for w, f, b in zip(self.widths, self.fan_in, self.bits))
+
+
+#: The published configurations (LogicNets JSC-S/M/L and NID-L) and a tiny one for tests.
+MLP_CONFIGS: dict[str, MLPConfig] = {
+    "jsc-s": MLPConfig(16, (64, 32, 32, 32, 5), (3,) * 5, (2,) * 5, output_bits=2),
+    "jsc-m": MLPConfig(16, (64, 32, 32, 32, 5), (4,) * 5, (3,) * 5, output_bits=3),
+    "jsc-l": MLPConfig(16, (32, 64, 192, 192, 16, 5), (3, 4, 4, 4, 4, 5), (4, 3, 3, 3, 3, 3), output_bits=3),
+    "nid-l": MLPConfig(
+        593, (593, 100, 100, 100, 1), (7, 5, 5, 5, 5), (1, 3, 3, 3, 3), output_bits=3, binary_inputs=True
+    ),
+    "tiny": MLPConfig(6, (5, 3), (2, 2), (2, 2), output_bits=2),
+}
+
+
+def hidden_domain(bits: int) -> Domain:
+    """Unsigned codes after a ReLU, values ``0 .. 2 - 2**(1-bits)`` (a power-of-two step)."""
+    return Domain.uniform(bits, scale=2.0 ** (1 - bits))
+
+
+def signed_domain(bits: int) -> Domain:
+    """Signed codes, values ``-1 .. 1 - 2**(1-bits)`` (the input and output layers)."""
+    return Domain.uniform(bits, signed=True, scale=2.0 ** (1 - bits))
+
+
+def _quantizer(domain: Domain) -> Quantize:
+    p = domain.params
+    return Quantize(p["bits"], signed=p["signed"], scale=p["scale"])
+
+
+def _random_fan_in(n_in: int, n_out: int, fan_in: int, gen: torch.Generator) -> list[list[int]]:
+    return [sorted(torch.randperm(n_in, generator=gen)[:fan_in].tolist()) for _ in range(n_out)]
+
+
+def _sparse_linear(n_in: int, fan_in: list[list[int]]) -> nn.Linear:
+    """An ``nn.Linear`` masked to ``fan_in`` and declared so, as users write LogicNets layers."""
+    linear = nn.Linear(n_in, len(fan_in))
+    mask = torch.zeros(len(fan_in), n_in)
+    for k, inputs in enumerate(fan_in):
+        mask[k, inputs] = 1.0
+    prune.custom_from_mask(linear, "weight", mask)
+    return iotable.decompose(linear, fan_in=fan_in)
+
+
+def _calibrate_(model: nn.Module, x: torch.Tensor, gen: torch.Generator) -> nn.Module:
+    """Running statistics from one pass over ``x``, then random affine parameters: a trained-looking model."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average: one pass gives the batch's statistics
+    model.train()
+    with torch.no_grad():
+        model(x)
+        for m in norms:
+            m.weight.copy_(0.5 + torch.rand(m.weight.shape, generator=gen))
+            m.bias.copy_(0.5 + 0.5 * torch.randn(m.bias.shape, generator=gen))
+    return model.eval()
+
+
+def _random_values(domain: Domain, shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
+    codes = torch.randint(0, len(domain), shape, generator=gen)
+    return torch.tensor(domain.values, dtype=torch.float32)[codes]
+
+
+def input_domain_of(config: MLPConfig) -> Domain:
+    """The first layer's input domain: binary features for NID, signed features for JSC."""
+    return Domain.uniform(1) if config.binary_inputs else signed_domain(config.bits[0])
+
+
+def build_mlp(config: MLPConfig, *, seed: int = 0) -> nn.Sequential:
+    """The model of ``config``: sparse Linear, BatchNorm1d, ReLU and Quantize per layer."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # nn.Linear's own initialisation
+    layers: OrderedDict[str, nn.Module] = OrderedDict()
+    n_in = config.inputs
+    last = len(config.widths) - 1
+    for k, (width, fan_in) in enumerate(zip(config.widths, config.fan_in)):
+        layers[f"fc{k}"] = _sparse_linear(n_in, _random_fan_in(n_in, width, fan_in, gen))
+        layers[f"bn{k}"] = nn.BatchNorm1d(width)
+        if k < last:
+            layers[f"relu{k}"] = nn.ReLU()
+            layers[f"q{k}"] = _quantizer(hidden_domain(config.bits[k + 1]))
+        else:
+            layers[f"q{k}"] = _quantizer(signed_domain(config.output_bits))
+        n_in = width
+    model = nn.Sequential(layers)
+    return _calibrate_(model, _random_values(input_domain_of(config), (4096, config.inputs), gen), gen)
+
+
+class MaskedLinearBlock(nn.Module):
+    """A user's own sparse layer: masked matmul, batch-norm-like affine, ReLU and an inline quantizer.
+
+    iotable cannot see inside ``forward`` (no ``nn.Linear``, no ``Quantize`` module), so the block is
+    decorated per instance with ``iotable.decompose(block, fan_in=..., output_domain=...)`` and
+    enumerated as a black box.
+    """
+
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        mask: torch.Tensor,
+        bias: torch.Tensor,
+        gain: torch.Tensor,
+        shift: torch.Tensor,
+        output_domain: Domain,
+    ) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(weight.clone())
+        self.bias = nn.Parameter(bias.clone())
+        self.register_buffer("mask", mask.clone())
+        self.register_buffer("gain", gain.clone())
+        self.register_buffer("shift", shift.clone())
+        p = output_domain.params
+        qmin, qmax = Domain.integer_range(p["bits"], signed=p["signed"], narrow=False)
+        self.signed, self.step, self.qmin, self.qmax = p["signed"], p["scale"], float(qmin), float(qmax)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ (self.weight * self.mask).T + self.bias
+        y = y * self.gain + self.shift
+        if not self.signed:
+            y = torch.relu(y)
+        return torch.clamp(torch.round(y / self.step), self.qmin, self.qmax) * self.step
+
+
+def build_custom_blocks(model: nn.Sequential, input_domain: Domain) -> list[tuple[MaskedLinearBlock, Domain]]:
+    """The custom-module variant of an MLP built by :func:`build_mlp`: one decorated block per layer.
+
+    Returns each block with its input domain: ``input_domain`` for the first, the previous block's output
+    domain after that.
+    """
+    blocks = []
+    domain = input_domain
+    for layer in affine_layers(model, input_domain):
+        out_domain = layer.output_domain
+        block = MaskedLinearBlock(
+            layer.mixing.weight_orig.detach(),
+            layer.mixing.weight_mask,
+            layer.mixing.bias.detach(),
+            *layer.batch_norm_affine(),
+            out_domain,
+        )
+        blocks.append((iotable.decompose(block, fan_in=layer.fan_in, output_domain=out_domain), domain))
+        domain = out_domain
+    return blocks
+
+
+def build_cnn(*, seed: int = 0) -> nn.Sequential:
+    """Depthwise-separable convolutions on a 32x32x3 input: 3x3 depthwise (2**18 rows per unit) and 1x1."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    two = hidden_domain(2)
+
+    def block(conv: nn.Conv2d) -> list[nn.Module]:
+        return [conv, nn.BatchNorm2d(conv.out_channels), nn.ReLU(), _quantizer(two)]
+
+    model = nn.Sequential(
+        *block(nn.Conv2d(3, 3, 3, padding=1, groups=3)),  # depthwise: 3 units of 9 x 2 bits
+        *block(nn.Conv2d(3, 16, 1)),  # pointwise: 16 units of 3 x 2 bits
+        *block(nn.Conv2d(16, 16, 3, stride=2, padding=1, groups=16)),  # depthwise: 16 units of 9 x 2 bits
+        *block(nn.Conv2d(16, 32, 1, groups=4)),  # grouped pointwise: 32 units of 4 x 2 bits
+    )
+    return _calibrate_(model, _random_values(signed_domain(2), (64, 3, 32, 32), gen), gen)
+
+
+def build_single_table(*, seed: int = 0) -> nn.Sequential:
+    """One unit of 2**24 rows: ``Linear(12, 1)`` over 2-bit inputs, batch norm and a 4-bit quantizer."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    block = nn.Sequential(nn.Linear(12, 1), nn.BatchNorm1d(1), nn.ReLU(), _quantizer(hidden_domain(4)))
+    _calibrate_(block, _random_values(signed_domain(2), (4096, 12), gen), gen)
+    return iotable.decompose(block)  # one black-box block; its Linear makes it one unit per output
+
+
+@dataclass(frozen=True)
+class AffineLayer:
+    """One table layer as the hand-written baselines see it: a unit-wise affine map, batch norm, quantizer.
+
+    Unit ``u`` computes ``weight[u] @ x[inputs[u]] + bias[u]`` over its ``fan_in`` inputs, then batch norm
+    (eval), an optional ReLU and the quantizer. All units of a layer read inputs of the same domains, so
+    one combination matrix serves them all.
+    """
+
+    name: str
+    mixing: nn.Module  # the Linear or Conv2d: the layer that mixes inputs
+    inputs: torch.Tensor  # (units, fan_in) indices into the layer's input vector (channels for convs)
+    weight: torch.Tensor  # (units, fan_in) float32, in the table's input order
+    bias: torch.Tensor  # (units,)
+    norm: nn.modules.batchnorm._BatchNorm | None
+    relu: bool
+    quantizer: Quantize
+    input_domains: tuple[Domain, ...]  # per unit input, in the table's input order
+    block: nn.Sequential  # the model's own modules of this layer (not copies), for the peer patterns
+
+    @property
+    def units(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def fan_in(self) -> list[list[int]]:
+        return self.inputs.tolist()
+
+    @property
+    def rows(self) -> int:
+        """Rows of one unit's table."""
+        rows = 1
+        for d in self.input_domains:
+            rows *= len(d)
+        return rows
+
+    @property
+    def output_domain(self) -> Domain:
+        return self.quantizer.domain
+
+    def batch_norm_affine(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(gain, shift)`` of the eval batch norm, ``y * gain + shift`` (identity without one)."""
+        if self.norm is None:
+            return torch.ones(self.units), torch.zeros(self.units)
+        m = self.norm
+        gain = (m.weight / torch.sqrt(m.running_var + m.eps)).detach()
+        return gain, (m.bias - m.running_mean * gain).detach()
+
+
+def affine_layers(model: nn.Module, input_domain: Domain) -> list[AffineLayer]:
+    """Read a model of ``(Linear | Conv2d) [-> BatchNorm] [-> ReLU] -> Quantize`` layers as :class:`AffineLayer`.
+
+    Linear layers take their fan-in from the ``iotable.decompose`` metadata (all inputs when undecorated);
+    convolutions read their group's channels over the kernel window, channel-major, as iotable orders them.
+    ``input_domain`` is the first layer's input domain; every later layer reads the previous quantizer's.
+    """
+    modules = [m for m in model.modules() if not isinstance(m, nn.Sequential)]
+    layers: list[AffineLayer] = []
+    domain = input_domain
+    k = 0
+    while k < len(modules):
+        layer = modules[k]
+        if not isinstance(layer, (nn.Linear, nn.Conv2d)):
+            msg = f"affine_layers: expected a Linear or Conv2d at module {k}, found {type(layer).__name__}"
+            raise TypeError(msg)
+        k += 1
+        norm = modules[k] if k < len(modules) and isinstance(modules[k], nn.modules.batchnorm._BatchNorm) else None
+        own = [layer]
+        if norm is not None:
+            own.append(norm)
+            k += 1
+        relu = k < len(modules) and isinstance(modules[k], nn.ReLU)
+        if relu:
+            own.append(modules[k])
+            k += 1
+        quantizer = modules[k]
+        if not isinstance(quantizer, Quantize):
+            msg = f"affine_layers: expected a Quantize at module {k}, found {type(quantizer).__name__}"
+            raise TypeError(msg)
+        k += 1
+        # A pruned layer's ``weight`` is refreshed by a forward hook; read the parameters it is made of.
+        weight = getattr(layer, "weight_orig", layer.weight).detach() * getattr(layer, "weight_mask", 1.0)
+        if isinstance(layer, nn.Linear):
+            spec = iotable.spec_of(layer)
+            fan_in = spec.fan_in or [list(range(layer.in_features))] * layer.out_features
+            inputs = torch.as_tensor(fan_in, dtype=torch.int64)
+            gathered = torch.gather(weight, 1, inputs)
+        else:
+            per_group = layer.in_channels // layer.groups
+            group = torch.arange(layer.out_channels) // (layer.out_channels // layer.groups)
+            inputs = group[:, None] * per_group + torch.arange(per_group)[None, :]
+            gathered = weight.reshape(layer.out_channels, -1)  # (out, channels x kernel positions)
+        bias = layer.bias.detach() if layer.bias is not None else torch.zeros(weight.shape[0])
+        # A conv unit reads channels x kernel positions, all of one domain here, so only the width counts.
+        domains = (domain,) * gathered.shape[1]
+        layers.append(
+            AffineLayer(
+                name=f"layer{len(layers)}",
+                mixing=layer,
+                inputs=inputs,
+                weight=gathered.contiguous(),
+                bias=bias,
+                norm=norm,
+                relu=relu,
+                quantizer=quantizer,
+                input_domains=domains,
+                block=nn.Sequential(*own, quantizer),
+            )
+        )
+        domain = quantizer.domain
+    return layers
+
+
+@dataclass
+class Workload:
+    """A model to tabulate, with what ``iotable.precompute`` and the baselines need."""
+
+    name: str
+    description: str
+    model: nn.Module
+    input_domain: Domain
+    example_input: torch.Tensor
+    layers: list[AffineLayer]
+    total_rows: int
+    custom_blocks: list[tuple[nn.Module, Domain]] = field(default_factory=list)
+    peers: bool = True  # the LogicNets and PolyLUT patterns apply (sparse Linear layers)
+
+    def precompute(self, **options: Any) -> Any:
+        """``iotable.precompute`` on the whole model (the timed call), ``memory_budget`` 256 MiB by default."""
+        options.setdefault("memory_budget", 256 * 2**20)
+        return iotable.precompute(
+            self.model, input_domain=self.input_domain, example_input=self.example_input, progress=False, **options
+        )
+
+    def precompute_custom(self) -> list[Any]:
+        """``iotable.precompute`` on each custom block (the black-box path), in layer order."""
+        return [
+            iotable.precompute(
+                block, input_domain=domain, example_input=torch.zeros(1, block.weight.shape[1]), progress=False
+            )
+            for block, domain in self.custom_blocks
+        ]
+
+
+def _mlp_workload(name: str) -> Workload:
+    config = MLP_CONFIGS[name]
+    model = build_mlp(config)
+    domain = input_domain_of(config)
+    layers = affine_layers(model, domain)
+    widths = "-".join(map(str, config.widths))
+    per_layer = ", ".join(f"{f}x{b}" for f, b in zip(config.fan_in, config.bits))
+    return Workload(
+        name=name,
+        description=f"{config.inputs} inputs, layers {widths}, fan-in x bits {per_layer}",
+        model=model,
+        input_domain=domain,
+        example_input=torch.zeros(1, config.inputs),
+        layers=layers,
+        total_rows=config.total_rows,
+        custom_blocks=build_custom_blocks(model, domain),
+    )
+
+
+def _cnn_workload() -> Workload:
+    model = build_cnn()
+    domain = signed_domain(2)
+    layers = affine_layers(model, domain)
+    return Workload(
+        name="cnn",
+        description="32x32x3 input; depthwise 3x3 (3 ch), pointwise 3->16, depthwise 3x3 stride 2 (16 ch), "
+        "grouped pointwise 16->32; 2-bit codes",
+        model=model,
+        input_domain=domain,
+        example_input=torch.zeros(1, 3, 32, 32),
+        layers=layers,
+        total_rows=sum(layer.units * layer.rows for layer in layers),
+        peers=False,
+    )
+
+
+def _single_table_workload() -> Workload:
+    model = build_single_table()
+    domain = signed_domain(2)
+    layers = affine_layers(model, domain)
+    return Workload(
+        name="table-2^24",
+        description="one unit: Linear(12, 1) + BatchNorm1d + ReLU + 4-bit Quantize over 2-bit inputs, "
+        "memory_budget 256 MiB",
+        model=model,
+        input_domain=domain,
+        example_input=torch.zeros(1, 12),
+        layers=layers,
+        total_rows=2**24,
+    )  # the peer patterns apply: one Linear unit over all 12 inputs
+
+
+#: Workload builders by name, in the order the runner measures them.
+WORKLOADS: dict[str, Callable[[], Workload]] = {
+    "jsc-s": lambda: _mlp_workload("jsc-s"),
+    "jsc-m": lambda: _mlp_workload("jsc-m"),
+    "jsc-l": lambda: _mlp_workload("jsc-l"),
+    "nid-l": lambda: _mlp_workload("nid-l"),
+    "cnn": _cnn_workload,
+    "table-2^24": _single_table_workload,
+    "tiny": lambda: _mlp_workload("tiny"),
+}
+
+
+def build(name: str) -> Workload:
+    """Build the workload ``name`` (see :data:`WORKLOADS`)."""
+    if name not in WORKLOADS:
+        msg = f"unknown workload {name!r}; expected one of {', '.join(WORKLOADS)}"
+        raise KeyError(msg)
+    return WORKLOADS[name]()
