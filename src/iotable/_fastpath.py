@@ -92,16 +92,27 @@ class LinearFastPath:
         for j in range(fan_in - 2, -1, -1):
             place[j] = place[j + 1] * radices[j + 1]
         codes = np.empty((rows, len(channels)), dtype=layer.output_domain.code_dtype)
-        chunk = max(1, memory_budget // (8 * (layer.out_channels * 6 + len(channels) * 4 + fan_in * 2)))
+        # Each input's contribution w_j * v per value, then rows as outer sums in lexicographic order: the
+        # trailing inputs' sums are built once, and each combination of the leading inputs adds its offset.
+        terms = [np.outer(d.values, w[:, j]) for j, d in enumerate(domains)]  # (n_j, K) float64
+        per_row = 8 * (layer.out_channels * 6 + len(channels) * 8)
+        split = fan_in
+        while split > 0 and int(np.prod(radices[split - 1 :])) * per_row <= memory_budget:
+            split -= 1
+        split = min(split, fan_in - 1) if fan_in > 1 else 0
+        suffix, suffix_mag = _outer_sums(terms[split:])  # (rows of the trailing inputs, K)
+        prefix_rows, prefix_place = int(np.prod(radices[:split])), place[:split] // len(suffix)
         near_rows, near_cols = [], []
-        for start in range(0, rows, chunk):
-            r = np.arange(start, min(rows, start + chunk), dtype=np.int64)
-            x = _values(domains, (r[:, None] // place) % radices)  # (n, f) float64
-            exact = x @ w.T + b
-            bound = (fan_in + 2) * _EPS32 * (np.abs(x) @ np.abs(w).T + np.abs(b)) + 4 * _EPS32 * np.abs(exact)
+        for p in range(prefix_rows):  # a loop over chunks of rows, each a whole block of trailing inputs
+            digits = (p // prefix_place) % radices[:split]
+            offset = b + sum((terms[j][digits[j]] for j in range(split)), np.zeros(len(channels)))
+            offset_mag = np.abs(b) + sum((np.abs(terms[j][digits[j]]) for j in range(split)), np.zeros(len(channels)))
+            exact = suffix + offset
+            bound = (fan_in + 2) * _EPS32 * (suffix_mag + offset_mag) + 4 * _EPS32 * np.abs(exact)
             low = self._codes(layer, exact - bound, channels)
             high = self._codes(layer, exact + bound, channels)
-            codes[r] = low
+            start = p * len(suffix)
+            codes[start : start + len(suffix)] = low
             rr, cc = np.nonzero(low != high)
             near_rows.append(rr + start)
             near_cols.append(cc)
@@ -138,6 +149,16 @@ class LinearFastPath:
         np.put_along_axis(full, inputs, x.astype(np.float32), axis=1)
         out = run_module(self.module, torch.from_numpy(full), layer.name).numpy()
         return layer.output_domain.encode(out[np.arange(len(x)), channels])
+
+
+def _outer_sums(terms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Sums (and sums of magnitudes) of one term per input over every code tuple, in lexicographic order."""
+    width = terms[0].shape[1] if terms else 0
+    total, magnitude = np.zeros((1, width)), np.zeros((1, width))
+    for term in terms:
+        total = (total[:, None, :] + term[None, :, :]).reshape(-1, width)
+        magnitude = (magnitude[:, None, :] + np.abs(term)[None, :, :]).reshape(-1, width)
+    return total, magnitude
 
 
 def _values(domains: tuple[Any, ...], digits: np.ndarray) -> np.ndarray:
