@@ -208,12 +208,23 @@ class TableKernel:
         self.flat = torch.as_tensor(flat)
         self.care = None if care is None or care.all() else torch.as_tensor(care)
         self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
-        self.weights = torch.as_tensor(weights)
         self.offsets = torch.as_tensor(offsets)
-        self.sources = torch.as_tensor(sources)[torch.as_tensor(np.argsort(columns))]
+        mapped = np.asarray(sources)[np.argsort(columns)]  # output column c <- looked-up column mapped[c]
+        identity = len(mapped) == len(units) * fan_out and (mapped == np.arange(len(mapped))).all()
+        self.sources = None if identity else torch.as_tensor(mapped)
         self.spatial = bool(node.meta.get("spatial"))
         self.channels_last = node.layout is not None and node.layout.channels_last
-        self.per_sample = max(1, len(units) * fan_in * 8 * 3)
+        # Addresses as one matrix product: column u holds unit u's place values at the elements it reads.
+        # Floats add integers exactly while every sum stays below 2**24 (float32) or 2**53 (float64).
+        shape = node.meta["input_shapes"][0]
+        width = int(shape[-1] if self.spatial else math.prod(shape))
+        dtype = np.float32 if max(sizes) <= 2**24 else np.float64
+        matrix = np.zeros((width, len(units)), dtype=dtype)
+        for u in range(len(units)):
+            fan = int((index_map[u] >= 0).sum())
+            np.add.at(matrix[:, u], index_map[u, :fan], weights[u, :fan])
+        self.matrix = torch.as_tensor(matrix)
+        self.per_sample = max(1, len(units) * (fan_out + 2) * 8)
 
     def vectors(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
         """The input vectors of every position, shape ``(N, positions, vector)``, and the positions' shape."""
@@ -223,7 +234,7 @@ class TableKernel:
 
     def addresses(self, vectors: torch.Tensor) -> torch.Tensor:
         """Packed address of every unit at every position (within its own table), shape ``(N, P, U)``."""
-        return (vectors[:, :, self.index] * self.weights).sum(-1)
+        return torch.matmul(vectors.to(self.matrix.dtype), self.matrix).to(torch.int64)
 
     def __call__(self, xs: list[torch.Tensor]) -> torch.Tensor:
         vectors, positions = self.vectors(xs[0])
@@ -236,7 +247,7 @@ class TableKernel:
             if self.care is not None:
                 self._check_care(v, rows, start)
             looked = self.flat[rows].reshape(v.shape[0], v.shape[1], -1)  # (n, P, U * fan_out)
-            parts.append(looked[:, :, self.sources])
+            parts.append(looked if self.sources is None else looked[:, :, self.sources])
         out = torch.cat(parts) if len(parts) > 1 else parts[0]
         if not self.spatial:
             return out.reshape(n, -1)
