@@ -9,6 +9,12 @@ The pipeline:
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
   module as a black box and returns one :class:`IOTable` per unit.
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
+- **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
+  interlayer :class:`Graph` (index maps, padding, windows with their line buffers and strides).
+- **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
+  compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
+  data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
+- **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
