@@ -5,6 +5,8 @@ Not an example itself (the leading underscore says so); ``digits_mlp.py`` and ``
 
 from __future__ import annotations
 
+import time
+
 import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -64,6 +66,29 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr
 def accuracy(outputs: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of samples whose largest output is the label (ties go to the first, as ``argmax`` does)."""
     return float((outputs.argmax(dim=1) == y).float().mean())
+
+
+def precompute_and_verify(model: nn.Module, x_train, x_test, y_test, **options) -> iotable.TableNetwork:
+    """Precompute the trained ``model``, print its summary, both accuracies and their bit-for-bit agreement.
+
+    Exits with an error unless the table network agrees with the model on every test digit.
+    """
+    model_accuracy = accuracy(evaluate(model, x_test), y_test)
+    start = time.perf_counter()
+    net = iotable.precompute(model, example_input=x_train[:1], **options)
+    seconds = time.perf_counter() - start
+    print()
+    print(net.summary())
+    print(f"precompute took {seconds:.1f} s")
+    net_accuracy = accuracy(net.run(x_test), y_test)
+    report = iotable.verify(model, net, x_test)
+    print()
+    print(f"model accuracy on the {len(x_test)} test digits:         {model_accuracy:.1%}")
+    print(f"table-network accuracy on the {len(x_test)} test digits: {net_accuracy:.1%}")
+    print(f"agreement (model vs tables, bit for bit): {report.agreement:.1%} ({report})")
+    if not report.ok:
+        raise SystemExit("the table network differs from the model")
+    return net
 
 
 def evaluate(model: nn.Module, x: torch.Tensor) -> torch.Tensor:

@@ -22,7 +22,6 @@ Run it with ``python examples/digits_brevitas.py`` (needs scikit-learn and brevi
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import _digits  # examples/_digits.py: the training loop and accuracy shared by the digits examples
@@ -84,26 +83,9 @@ def main() -> None:
     x_train, y_train, x_test, y_test = load()
     model = build_model()
     _digits.train(model, x_train, y_train, epochs=EPOCHS)
-    model_accuracy = _digits.accuracy(_digits.evaluate(model, x_test), y_test)
-
-    start = time.perf_counter()
-    net = iotable.precompute(model, input_domain=PIXELS, example_input=x_train[:1])
-    seconds = time.perf_counter() - start
-    print()
-    print(net.summary())
-    print(f"precompute took {seconds:.1f} s")
-    print()
     for name in ("input_quant", "act1", "act2", "quant_out"):
         print(f"{name}: {iotable.nn.domain_of(getattr(model, name))}")
-
-    net_accuracy = _digits.accuracy(net.run(x_test), y_test)
-    report = iotable.verify(model, net, x_test)
-    print()
-    print(f"model accuracy on the {len(x_test)} test digits:         {model_accuracy:.1%}")
-    print(f"table-network accuracy on the {len(x_test)} test digits: {net_accuracy:.1%}")
-    print(f"agreement (model vs tables, bit for bit): {report.agreement:.1%} ({report})")
-    if not report.ok:
-        raise SystemExit("the table network differs from the model")
+    _digits.precompute_and_verify(model, x_train, x_test, y_test, input_domain=PIXELS)
 
 
 if __name__ == "__main__":

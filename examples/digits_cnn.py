@@ -19,7 +19,6 @@ Run it with ``python examples/digits_cnn.py`` (needs scikit-learn: ``pip install
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 
 import _digits  # examples/_digits.py: data and training shared by the digits examples
@@ -65,23 +64,7 @@ def main() -> None:
     x_train, y_train, x_test, y_test = _digits.load(image=True)
     model = DigitsCNN()
     _digits.train(model, x_train, y_train, epochs=EPOCHS)
-    model_accuracy = _digits.accuracy(_digits.evaluate(model, x_test), y_test)
-
-    start = time.perf_counter()
-    net = iotable.precompute(model, input_domain=_digits.INPUT_DOMAIN, example_input=x_train[:1], host=["fc"])
-    seconds = time.perf_counter() - start
-    print()
-    print(net.summary())
-    print(f"precompute took {seconds:.1f} s")
-
-    net_accuracy = _digits.accuracy(net.run(x_test), y_test)
-    report = iotable.verify(model, net, x_test)
-    print()
-    print(f"model accuracy on the {len(x_test)} test digits:         {model_accuracy:.1%}")
-    print(f"table-network accuracy on the {len(x_test)} test digits: {net_accuracy:.1%}")
-    print(f"agreement (model vs tables, bit for bit): {report.agreement:.1%} ({report})")
-    if not report.ok:
-        raise SystemExit("the table network differs from the model")
+    _digits.precompute_and_verify(model, x_train, x_test, y_test, input_domain=_digits.INPUT_DOMAIN, host=["fc"])
 
 
 if __name__ == "__main__":

@@ -28,14 +28,15 @@ def code_dtype(n: int) -> np.dtype:
     return np.dtype(np.uint64)
 
 
-def _as_array(values: Any, *, what: str) -> np.ndarray:
+def _as_array(values: Any, *, what: str, error: type[Exception] = DomainError) -> np.ndarray:
+    """``values`` (array, tensor or nested sequence) as a numpy array, or ``error`` naming ``what``."""
     if hasattr(values, "detach"):  # a torch tensor, without importing torch here
         values = values.detach().cpu().numpy()
     try:
         return np.asarray(values)
     except (TypeError, ValueError) as exc:
         msg = f"{what}: expected numbers (array, tensor or sequence), received {type(values).__name__} ({exc})"
-        raise DomainError(msg) from None
+        raise error(msg) from None
 
 
 def _real(value: Any, name: str) -> float:

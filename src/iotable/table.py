@@ -15,20 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from .domain import Domain, code_dtype
+from .domain import Domain, _as_array, code_dtype
 from .errors import MissingRowError, TableError
 
 __all__ = ["IOTable"]
 
 
 def _to_numpy(array: Any, what: str) -> np.ndarray:
-    if hasattr(array, "detach"):
-        array = array.detach().cpu().numpy()
-    try:
-        return np.asarray(array)
-    except (TypeError, ValueError) as exc:
-        msg = f"IOTable: {what} must be an array, tensor or nested sequence, received {type(array).__name__} ({exc})"
-        raise TableError(msg) from None
+    return _as_array(array, what=f"IOTable: {what}", error=TableError)
 
 
 def _domains(input_domains: Domain | Sequence[Domain], fan_in: int | None) -> tuple[Domain, ...]:
