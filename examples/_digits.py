@@ -11,6 +11,7 @@ import torch
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
+from torch.nn.utils import prune
 
 import iotable
 
@@ -66,6 +67,21 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr
 def accuracy(outputs: torch.Tensor, y: torch.Tensor) -> float:
     """Fraction of samples whose largest output is the label (ties go to the first, as ``argmax`` does)."""
     return float((outputs.argmax(dim=1) == y).float().mean())
+
+
+def sparsify(linear: nn.Linear, fan_in: int, generator: torch.Generator) -> nn.Linear:
+    """Make output ``k`` of ``linear`` read ``fan_in`` random inputs: masked weights and declared fan-in.
+
+    The mask (``torch.nn.utils.prune.custom_from_mask``) keeps the other weights at zero during training and
+    after; ``iotable.decompose(fan_in=...)`` tells iotable the same, and its probe checks it.
+    """
+    n_out, n_in = linear.weight.shape
+    inputs = [sorted(torch.randperm(n_in, generator=generator)[:fan_in].tolist()) for _ in range(n_out)]
+    mask = torch.zeros(n_out, n_in)
+    for k, reads in enumerate(inputs):
+        mask[k, reads] = 1.0
+    prune.custom_from_mask(linear, "weight", mask)
+    return iotable.decompose(linear, fan_in=inputs)
 
 
 def precompute_and_verify(model: nn.Module, x_train, x_test, y_test, **options) -> iotable.TableNetwork:

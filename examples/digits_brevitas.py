@@ -31,7 +31,6 @@ from brevitas.quant import Int8WeightPerChannelFloat, Uint8ActPerTensorFloat
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch import nn
-from torch.nn.utils import prune
 
 import iotable
 
@@ -53,13 +52,8 @@ def load() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def sparse_linear(in_features: int, out_features: int, generator: torch.Generator) -> qnn.QuantLinear:
     """A QuantLinear whose output ``k`` reads ``FAN_IN`` random inputs: masked weights, declared fan-in."""
-    fan_in = [sorted(torch.randperm(in_features, generator=generator)[:FAN_IN].tolist()) for _ in range(out_features)]
     linear = qnn.QuantLinear(in_features, out_features, weight_quant=Int8WeightPerChannelFloat, weight_bit_width=4)
-    mask = torch.zeros(out_features, in_features)
-    for k, inputs in enumerate(fan_in):
-        mask[k, inputs] = 1.0
-    prune.custom_from_mask(linear, "weight", mask)
-    return iotable.decompose(linear, fan_in=fan_in)
+    return _digits.sparsify(linear, FAN_IN, generator)
 
 
 def build_model(seed: int = 0) -> nn.Sequential:

@@ -18,7 +18,6 @@ from collections import OrderedDict
 import _digits  # examples/_digits.py: data and training shared by the digits examples
 import torch
 from torch import nn
-from torch.nn.utils import prune
 
 import iotable
 
@@ -29,13 +28,7 @@ EPOCHS = 10
 
 def sparse_linear(in_features: int, out_features: int, generator: torch.Generator) -> nn.Linear:
     """A Linear whose output ``k`` reads ``FAN_IN`` random inputs: masked weights, declared fan-in."""
-    fan_in = [sorted(torch.randperm(in_features, generator=generator)[:FAN_IN].tolist()) for _ in range(out_features)]
-    linear = nn.Linear(in_features, out_features)
-    mask = torch.zeros(out_features, in_features)
-    for k, inputs in enumerate(fan_in):
-        mask[k, inputs] = 1.0
-    prune.custom_from_mask(linear, "weight", mask)
-    return iotable.decompose(linear, fan_in=fan_in)
+    return _digits.sparsify(nn.Linear(in_features, out_features), FAN_IN, generator)
 
 
 def build_model(seed: int = 0) -> nn.Sequential:
