@@ -125,7 +125,7 @@ def readme_examples() -> list[str]:
 def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """The README's first Python example (one layer) runs and prints the seed rows it promises."""
     blocks = readme_examples()
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     exec(compile(blocks[0], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "Conv1d: layout NCW, 3 unit(s), 192 row(s)" in out
@@ -135,10 +135,20 @@ def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_readme_whole_model_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     """The README's whole-model example runs, flags its host head and verifies bit for bit, as its comments say."""
     blocks = readme_examples()
-    assert len(blocks) == 2
+    assert len(blocks) == 3
     exec(compile(blocks[1], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert out.splitlines()[0].split() == "kind name shape units fan_in bits rows buffer stride".split()
     assert "host nodes (run with torch, not tabulated)" in out
     assert "torch.Size([32, 10])" in out
     assert "32/32 samples agree bit for bit" in out
+
+
+def test_readme_bundle_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's save / load example, continuing the whole-model one, round-trips the network."""
+    blocks = readme_examples()
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(blocks[1], "README.md", "exec"), namespace)
+    exec(compile(blocks[2], "README.md", "exec"), namespace)
+    assert (tmp_path / "model.bundle" / "manifest.json").is_file()
