@@ -57,13 +57,15 @@ def check_decomposition(
     layer: LayerPlan,
     *,
     samples: int = 3,
-    max_elements: int = 2048,
+    max_elements: int | None = None,
     seed: int = 0,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> None:
     """Raise :class:`SpecMismatchError` when a unit's output depends on an input outside its fan-in.
 
-    Probes ``samples`` random inputs and up to ``max_elements`` input elements of the enumeration frame.
+    Probes ``samples`` random inputs and up to ``max_elements`` input elements of the enumeration frame
+    (default: 2048 for non-spatial layers, every one of a small frame; 512 for spatial layers, whose
+    dependencies repeat at every window position, so a random sample of positions shows a leak as well).
     """
     rng = np.random.default_rng(seed)
     dtype, device = module_dtype(module)
@@ -72,6 +74,8 @@ def check_decomposition(
     n_in = len(radices)
     # A one-value element cannot be perturbed, and nothing can depend on it.
     candidates = np.flatnonzero(radices > 1)
+    if max_elements is None:
+        max_elements = 512 if layer.geometry.rank else 2048
     if len(candidates) > max_elements:
         candidates = np.sort(rng.choice(candidates, max_elements, replace=False))
     elements = candidates

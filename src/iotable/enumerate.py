@@ -196,18 +196,20 @@ def _enumerate(
         return MemorySink(unit.rows, unit.fan_out, out_dtype)
 
     cached = tuple(sorted(outputs))
-    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
-    fast = recognize(module, layer) if fast_path and todo else None
-    method, near_ties = ("black box" if todo else "cache"), 0
+    pending = [u for u in layer.units if u.index not in outputs]
+    fast = recognize(module, layer) if fast_path and pending else None
+    method, near_ties = ("black box" if pending else "cache"), 0
+    todo: list[_Class] = []
     if fast is not None:
         method = "linear fast path"
-        fast_outputs, near_ties = fast.tables(layer, [u for c in todo for u in c.units], memory_budget=memory_budget)
+        fast_outputs, near_ties = fast.tables(layer, pending, memory_budget=memory_budget)
         for index, array in fast_outputs.items():
             unit = layer.units[index]
             s = sink(unit)
             s.write(0, array)
             outputs[index] = s.finish()
-        todo = []
+    elif pending:  # classes index the frame, which only the black box needs
+        todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     colours = _colours(todo)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
