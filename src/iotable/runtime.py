@@ -206,6 +206,7 @@ class TableKernel:
             columns += list(unit.out_channels)
             sources += [u * fan_out + j for j in range(table.fan_out)]
         self.flat = torch.as_tensor(flat)
+        self.flat_column = self.flat[:, 0].contiguous()  # single-output tables gather from one column
         self.care = None if care is None or care.all() else torch.as_tensor(care)
         self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
         self.offsets = torch.as_tensor(offsets)
@@ -246,7 +247,13 @@ class TableKernel:
             rows = self.addresses(v) + self.offsets  # (n, P, U)
             if self.care is not None:
                 self._check_care(v, rows, start)
-            looked = self.flat[rows].reshape(v.shape[0], v.shape[1], -1)  # (n, P, U * fan_out)
+            # One gather from the flat table: (n, P, U * fan_out).
+            flat_rows = rows.reshape(-1)
+            if self.flat.shape[1] == 1:
+                looked = torch.gather(self.flat_column, 0, flat_rows)
+            else:
+                looked = torch.index_select(self.flat, 0, flat_rows)
+            looked = looked.reshape(v.shape[0], v.shape[1], -1)
             parts.append(looked if self.sources is None else looked[:, :, self.sources])
         out = torch.cat(parts) if len(parts) > 1 else parts[0]
         if not self.spatial:
