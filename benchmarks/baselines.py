@@ -171,6 +171,15 @@ class Partial:
     seconds: list[float] = field(default_factory=list)
     tables: list[dict[int, np.ndarray]] = field(default_factory=list)
 
+    def record(self, layer: AffineLayer, tables: dict[int, np.ndarray], *, rows: int, seconds: float) -> None:
+        """Add one layer's outcome: the tables done (``rows`` rows each) out of all of its neurons."""
+        self.units.append(layer.units)
+        self.rows.append(layer.rows)
+        self.done_units.append(len(tables))
+        self.done_rows.append(len(tables) * rows)
+        self.seconds.append(seconds)
+        self.tables.append(tables)
+
     @property
     def complete(self) -> bool:
         """Whether every row of every table was computed (no extrapolation)."""
@@ -262,12 +271,7 @@ def logicnets_pattern(layers: Sequence[AffineLayer], *, seconds: float = math.in
             tables[u] = _encode(out, layer)
             if time.perf_counter() - start > share:
                 break
-        result.units.append(layer.units)
-        result.rows.append(layer.rows)
-        result.done_units.append(len(tables))
-        result.done_rows.append(len(tables) * rows)
-        result.seconds.append(time.perf_counter() - start)
-        result.tables.append(tables)
+        result.record(layer, tables, rows=rows, seconds=time.perf_counter() - start)
     return result
 
 
@@ -302,12 +306,7 @@ def polylut_pattern(
                 tables[u] = _encode(own[k], layer)
             if time.perf_counter() - start > share:
                 break
-        result.units.append(layer.units)
-        result.rows.append(layer.rows)
-        result.done_units.append(len(tables))
-        result.done_rows.append(len(tables) * rows)
-        result.seconds.append(time.perf_counter() - start)
-        result.tables.append(tables)
+        result.record(layer, tables, rows=rows, seconds=time.perf_counter() - start)
     return result
 
 

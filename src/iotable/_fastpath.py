@@ -25,22 +25,11 @@ from torch import nn
 
 from .nn import Quantize
 from .plan import LayerPlan, Unit, run_module
+from .spec import ELEMENTWISE
 
 __all__ = ["LinearFastPath", "recognize"]
 
 _EPS32 = float(np.finfo(np.float32).eps)
-_MONOTONE = (
-    nn.BatchNorm1d,
-    nn.ReLU,
-    nn.ReLU6,
-    nn.LeakyReLU,
-    nn.Hardtanh,
-    nn.Sigmoid,
-    nn.Tanh,
-    nn.Identity,
-    nn.Dropout,
-    Quantize,
-)
 
 
 def _parts(module: nn.Module) -> list[nn.Module]:
@@ -179,7 +168,8 @@ def recognize(module: nn.Module, layer: LayerPlan) -> LinearFastPath | None:
     head, tail = parts[0], parts[1:]
     if type(head) is not nn.Linear or not isinstance(tail[-1], Quantize):
         return None
-    if not all(type(m) in _MONOTONE for m in tail):
+    # Every built-in elementwise module is monotone per channel; subclasses may override forward.
+    if not all(type(m) in ELEMENTWISE for m in tail):
         return None
     weight = _weight(head).detach()
     if weight.dtype != torch.float32 or weight.device.type != "cpu":
