@@ -36,3 +36,56 @@ def sparse_fan_ins(draw, max_inputs: int = 6, max_units: int = 4, max_fan_in: in
     n_units = draw(st.integers(1, max_units))
     unit = st.lists(st.integers(0, n_in - 1), min_size=1, max_size=max_fan_in, unique=True)
     return n_in, draw(st.lists(unit, min_size=n_units, max_size=n_units))
+
+
+#: Elementwise tails between a linear layer and its quantizer (see :func:`fast_path_layers`).
+TAILS = (
+    ("bn", "relu"),
+    ("bn", "hardtanh"),
+    ("relu6",),
+    ("bn",),
+    ("relu", "bn"),
+    ("bn", "relu", "bn"),
+    ("identity", "dropout"),
+    ("bn", "sigmoid"),
+    ("bn", "tanh"),
+    ("leaky",),
+    (),
+)
+
+
+@st.composite
+def fast_path_layers(draw):
+    """A linear or convolutional layer, an elementwise tail and a quantizer, with tables of a few hundred rows.
+
+    Returns the hyper-parameters as a dict: ``head`` (``"linear"``, ``"conv1d"``, ``"conv2d"``) and its
+    sizes, ``tail`` (names from :data:`TAILS`), the quantizer's ``bits``, ``signed``, ``narrow``,
+    ``scale`` and ``zero_point``, the input ``domain`` and a ``seed`` for the weights.
+    """
+    head = draw(st.sampled_from(["linear", "conv1d", "conv2d"]))
+    config = {"head": head, "tail": draw(st.sampled_from(TAILS)), "seed": draw(st.integers(0, 2**16))}
+    signed = draw(st.booleans())
+    config.update(
+        bits=draw(st.integers(1, 3)),
+        signed=signed,
+        narrow=draw(st.booleans()) if signed else False,
+        scale=draw(st.sampled_from([0.05, 0.25, 0.3, 1.0])),
+        zero_point=draw(st.integers(-1, 1)),
+        domain=draw(domains),
+    )
+    if head == "linear":
+        n_in, fan_in = draw(sparse_fan_ins(max_inputs=6, max_units=4, max_fan_in=4))
+        config.update(n_in=n_in, fan_in=fan_in)
+    else:
+        rank = 2 if head == "conv2d" else 1
+        in_per_group = draw(st.integers(1, 2))
+        kernel = draw(st.sampled_from([k for k in (1, 2, 3) if in_per_group * k**rank <= 4]))  # fan-in <= 4
+        config.update(
+            groups=draw(st.integers(1, 2)),
+            in_per_group=in_per_group,
+            out_per_group=draw(st.integers(1, 2)),
+            kernel=kernel,
+            stride=draw(st.integers(1, 2)),
+            padding=draw(st.integers(0, kernel - 1)),
+        )
+    return config

@@ -1,35 +1,62 @@
-"""A structured fast path for sparse linear layers (Linear -> monotone elementwise modules -> quantizer).
+"""Structured fast paths for linear layers: ``Linear`` or ``Conv1d``/``Conv2d``, elementwise modules, ``Quantize``.
 
-The black-box enumerator runs the whole layer once per colour of units; for a LogicNets-style sparse
-layer most of that work multiplies zeros. Here each unit's pre-activation is one small matrix product of the
-shared combination matrix (all code tuples of its fan-in) with the unit's own weights, and the layer's own
-elementwise modules (batch norm, activations, quantizer) then run on the result.
+The black-box enumerator runs the whole layer once per colour of units; for a LogicNets-style sparse layer
+most of that work multiplies zeros. Here each output channel is a *column*: its pre-activation over all rows
+of its unit's table is a sum of one term per input (the weight times the input's value), so rows are outer
+sums of small per-input tables, and the codes follow from the tail (batch norm, clamps, the quantizer).
 
-Exactness. A float32 sum of ``f`` products, in whatever order a kernel adds them (adding the exact zeros of
-pruned weights changes nothing), lies within ``B = (f + 2) * eps32 * (sum |w x| + |b|)`` of the exact sum,
-computed here in float64. The tail (batch norm, ReLU, hardtanh, sigmoid, tanh, quantizer) is monotone, so
-when the tail gives the same code at both ends of ``[exact - B, exact + B]``, every float32 evaluation of the
-layer — the model's own, on any batch — gives that code. The few rows where the ends differ lie within float
-rounding of a quantization boundary; they are recomputed through the module itself, exactly as the black-box
-path would, and counted (``LayerTables.near_ties``).
+Exactness. A float32 sum of ``f`` products and a bias, in whatever order a kernel adds them (adding the exact
+zeros of pruned weights changes nothing), lies within ``E = (f + 2) * eps32 * (sum |w x| + |b|)`` of the
+exact sum. Two kernels turn pre-activations into codes:
+
+- *Affine tails* (batch norm, ReLU, ReLU6, hardtanh, identity, dropout, any number of them, then
+  ``Quantize``) are a per-channel affine map between two clamps, so the quantizer's rounding argument is
+  ``phi = gain * z + offset`` and the code is ``floor(phi)`` clamped to the channel's reachable codes.
+  ``phi`` is summed in fixed point (int32, ``F`` fraction bits) as outer sums of per-input terms. A row is
+  proved when ``phi`` lies further than a margin ``mu`` from every integer, where ``mu`` covers the float32
+  error of the layer (``E`` through the gain), the float32 error of the tail's own arithmetic (bounded per
+  module) and the fixed-point rounding: then every float32 evaluation of the layer, on any batch, gives
+  that code. The few rows within ``mu`` of an integer are recomputed in float64; those still within the
+  exact margin lie within float rounding of a quantization boundary and are computed through the module
+  itself, exactly as the black-box path would (``LayerTables.near_ties``). The analytic tail is checked
+  against the modules themselves on both sides of every boundary before it is used.
+- *Other monotone tails* (sigmoid, tanh, leaky ReLU): the tail modules run on the pre-activation at both
+  ends of ``[exact - E, exact + E]``; where the two codes agree the row is proved, the rest go through the
+  module.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.utils import prune
 
 from .nn import Quantize
 from .plan import LayerPlan, Unit, run_module
 from .spec import ELEMENTWISE
 
-__all__ = ["LinearFastPath", "recognize"]
+__all__ = ["FastPath", "recognize"]
 
 _EPS32 = float(np.finfo(np.float32).eps)
+_U32 = _EPS32 / 2  # unit roundoff of float32
+# Working set of one fixed-point chunk (int32 elements): two buffers stay in a core's L2 cache.
+_CHUNK = 2**17
+# Fraction bits of the fixed-point rounding argument; fewer when the argument's range needs them.
+_MAX_FRACTION_BITS = 16
+_MIN_FRACTION_BITS = 8
+# Modules of an affine tail: per-channel affine maps and clamps (their float32 error is bounded below).
+_CLAMPS: dict[type[nn.Module], Callable[[nn.Module], tuple[float, float]]] = {
+    nn.ReLU: lambda m: (0.0, math.inf),
+    nn.ReLU6: lambda m: (0.0, 6.0),
+    nn.Hardtanh: lambda m: (float(m.min_val), float(m.max_val)),
+}
+_IDENTITIES = (nn.Identity, nn.Dropout)
 
 
 def _parts(module: nn.Module) -> list[nn.Module]:
@@ -38,149 +65,570 @@ def _parts(module: nn.Module) -> list[nn.Module]:
     return [module]
 
 
-def _weight(linear: nn.Linear) -> torch.Tensor:
+def _weight(layer: nn.Module) -> torch.Tensor:
     # With torch.nn.utils.prune the effective weight is weight_orig * weight_mask (recomputed at forward).
-    if hasattr(linear, "weight_orig") and hasattr(linear, "weight_mask"):
-        return linear.weight_orig * linear.weight_mask
-    return linear.weight
+    if hasattr(layer, "weight_orig") and hasattr(layer, "weight_mask"):
+        return layer.weight_orig * layer.weight_mask
+    return layer.weight
+
+
+def _ieee_float32() -> bool:
+    """Whether float32 matrix products and convolutions run in float32 (no TF32 / bfloat16 shortcuts)."""
+    if torch.get_float32_matmul_precision() != "highest":
+        return False
+    settings = [getattr(torch.backends, "fp32_precision", "none")]
+    mkldnn = getattr(torch.backends, "mkldnn", None)
+    for part in (mkldnn, getattr(mkldnn, "matmul", None), getattr(mkldnn, "conv", None)):
+        settings.append(getattr(part, "fp32_precision", "none"))
+    return all(s in ("none", "ieee") for s in settings)
+
+
+def _hooked(modules: list[nn.Module]) -> bool:
+    """Whether a forward hook (other than torch's pruning) could change what the modules compute."""
+    from torch.nn.modules import module as torch_module
+
+    if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
+        return True
+    for m in modules:
+        if m._forward_hooks or getattr(m, "_forward_hooks_with_kwargs", None):
+            return True
+        if any(not isinstance(h, prune.BasePruningMethod) for h in m._forward_pre_hooks.values()):
+            return True
+    return False
+
+
+def _dense_weight(head: nn.Module, layer: LayerPlan) -> np.ndarray | None:
+    """Weights ``(out channels, in channels, window)`` in the plan's element order, or ``None``."""
+    w = _weight(head).detach()
+    if w.dtype != torch.float32 or w.device.type != "cpu":
+        return None
+    g = layer.geometry
+    if type(head) is nn.Linear:
+        if g.rank:
+            return None
+        full = w.numpy().astype(np.float64)[:, :, None]
+    else:
+        # A convolution's table reads its window channel-major; the plan must state the conv's own window.
+        if layer.layout.channels_last or g.rank != w.dim() - 2:
+            return None
+        if tuple(g.kernel) != tuple(head.kernel_size) or tuple(g.dilation) != tuple(head.dilation):
+            return None
+        out, per_group = w.shape[:2]
+        groups = head.groups
+        full = np.zeros((out, per_group * groups, g.window))
+        first = (np.arange(out) // (out // groups)) * per_group  # first input channel of each output's group
+        rows = np.arange(out)[:, None]
+        full[rows, first[:, None] + np.arange(per_group)[None, :]] = w.numpy().reshape(out, per_group, g.window)
+    if full.shape[0] != layer.out_channels or full.shape[1] != layer.in_channels:
+        return None
+    return full
 
 
 @dataclass(frozen=True)
-class LinearFastPath:
-    """A recognized sparse linear layer: weights per output channel, the tail modules, the whole module."""
+class _Columns:
+    """One column per output channel of some units: weights over the unit's inputs, in its input order."""
+
+    units: tuple[Unit, ...]
+    channels: np.ndarray  # (K,) output channel of each column
+    reads: np.ndarray  # (K, channels per unit) input channels of each column's unit
+    weight: np.ndarray  # (K, f) float64
+    bias: np.ndarray  # (K,) float64
+    domains: tuple[Any, ...]  # the shared input domains, in input order
+    error_factor: float  # the layer's float32 error bound in units of (f + 2) * eps32 * magnitude
+
+    @property
+    def rows(self) -> int:
+        return math.prod(len(d) for d in self.domains)
+
+    @property
+    def split(self) -> int:
+        """How many leading inputs form the prefix: the trailing ones give at least 256 rows when they can."""
+        radices = [len(d) for d in self.domains]
+        split = len(radices)
+        while split > 0 and math.prod(radices[split:]) < 256:
+            split -= 1
+        return split
+
+    def error(self, magnitude: np.ndarray) -> np.ndarray:
+        """Bound of the distance between any float32 evaluation of a sum and the exact sum."""
+        return self.error_factor * (len(self.domains) + 2) * _EPS32 * magnitude
+
+    @property
+    def radices(self) -> np.ndarray:
+        return np.asarray([len(d) for d in self.domains], dtype=np.int64)
+
+    def terms(self, gain: np.ndarray | None = None) -> list[np.ndarray]:
+        """Per input ``j``, ``(K, n_j)``: weight times each value (times ``gain`` per column)."""
+        w = self.weight if gain is None else self.weight * gain[:, None]
+        return [w[:, j, None] * d.values[None, :] for j, d in enumerate(self.domains)]
+
+    def magnitude(self) -> np.ndarray:
+        """``|b| + sum_j max |w_j x_j|`` per column: bounds ``|z|`` and scales the float32 error."""
+        return np.abs(self.bias) + sum((np.abs(t).max(axis=1) for t in self.terms()), np.zeros(len(self.bias)))
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """A recognized layer: effective weights, bias, the tail modules, and the whole module (for ties)."""
 
     module: nn.Module
-    weight: np.ndarray  # (out, in) float64
+    kind: str  # "linear" or "conv"
+    weight: np.ndarray  # (out, in channels, window) float64
     bias: np.ndarray  # (out,) float64
-    body: nn.Module  # the monotone elementwise modules before the quantizer
-    quantizer: Quantize
+    tail: tuple[nn.Module, ...]  # elementwise modules, the last one the quantizer
 
-    def tables(self, layer: LayerPlan, units: list[Unit], *, memory_budget: int) -> tuple[dict[int, np.ndarray], int]:
-        """Code outputs ``(rows, fan_out)`` of each unit, and how many rows were near a rounding boundary."""
+    @property
+    def method(self) -> str:
+        """How ``LayerTables.method`` names this path."""
+        return f"{self.kind} fast path"
+
+    def columns(self, layer: LayerPlan, units: list[Unit]) -> list[_Columns]:
+        """The units' output channels, grouped by the domains of their inputs (one combination set each)."""
         groups: dict[tuple[Any, ...], list[Unit]] = {}
-        for unit in units:  # units whose inputs have the same domains share one combination matrix
+        for unit in units:
             groups.setdefault(layer.unit_domains(unit), []).append(unit)
+        # Convolutions get four times the bound of a plain sum: their kernels block and vectorize the sums.
+        factor = 1.0 if self.kind == "linear" else 4.0
+        result = []
+        for domains, members in groups.items():
+            channels = np.asarray([c for u in members for c in u.out_channels], dtype=np.int64)
+            reads = np.asarray([u.in_channels for u in members for _ in u.out_channels], dtype=np.int64)
+            weight = self.weight[channels[:, None], reads].reshape(len(channels), -1)  # channel-major, then taps
+            result.append(_Columns(tuple(members), channels, reads, weight, self.bias[channels], domains, factor))
+        return result
+
+    def tables(
+        self, layer: LayerPlan, units: list[Unit], *, memory_budget: int, sink: Callable[[Unit], Any]
+    ) -> tuple[dict[int, np.ndarray], int]:
+        """Code outputs ``(rows, fan_out)`` of each unit, and how many rows were near a rounding boundary.
+
+        Codes of whole units are computed in blocks of at most half of ``memory_budget`` and returned as
+        arrays; a unit whose table alone is larger is computed in row segments written to ``sink(unit)``
+        (a file), whose finished array is returned.
+        """
         outputs: dict[int, np.ndarray] = {}
         near = 0
-        for domains, members in groups.items():
-            got, ties = self._group(layer, domains, members, memory_budget=memory_budget)
-            outputs.update(got)
-            near += ties
+        itemsize = layer.output_domain.code_dtype.itemsize
+        for cols in self.columns(layer, units):
+            kernel = _AffineKernel.build(self, layer, cols)
+            if kernel is None:
+                codes, ties = _two_ends(self, layer, cols, memory_budget=memory_budget)
+                near += ties
+                _views(cols.units, 0, codes, outputs)
+                continue
+            n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
+            block = (memory_budget // 2) // (cols.rows * itemsize)  # columns per block (0: not even one)
+            start = 0
+            while start < len(cols.units):
+                stop, width = start + 1, cols.units[start].fan_out
+                while stop < len(cols.units) and width + cols.units[stop].fan_out <= block:
+                    width += cols.units[stop].fan_out
+                    stop += 1
+                k0 = sum(u.fan_out for u in cols.units[:start])
+                if width <= block:
+                    codes, ties = kernel.codes(layer, self, (k0, k0 + width), (0, n_p))
+                    near += ties
+                    _views(cols.units[start:stop], k0, codes, outputs)
+                else:  # one unit larger than the budget: row segments into its file
+                    unit = cols.units[start]
+                    step = max(1, (memory_budget // 4) // (n_s * width * itemsize))
+                    target = sink(unit)
+                    for p0 in range(0, n_p, step):
+                        codes, ties = kernel.codes(layer, self, (k0, k0 + width), (p0, min(n_p, p0 + step)))
+                        near += ties
+                        target.write(p0 * n_s, codes.T)
+                    outputs[unit.index] = target.finish()
+                start = stop
         return outputs, near
 
-    def _group(
-        self, layer: LayerPlan, domains: tuple[Any, ...], units: list[Unit], *, memory_budget: int
-    ) -> tuple[dict[int, np.ndarray], int]:
-        radices = np.asarray([len(d) for d in domains], dtype=np.int64)
-        rows, fan_in = int(np.prod(radices)), len(domains)
-        channels = np.asarray([c for u in units for c in u.out_channels], dtype=np.int64)
-        inputs = np.asarray([u.in_channels for u in units for _ in u.out_channels], dtype=np.int64)  # (K, f)
-        w = np.take_along_axis(self.weight[channels], inputs, axis=1)  # (K, f)
-        b = self.bias[channels]
-        place = np.ones(fan_in, dtype=np.int64)
-        for j in range(fan_in - 2, -1, -1):
-            place[j] = place[j + 1] * radices[j + 1]
-        codes = np.empty((rows, len(channels)), dtype=layer.output_domain.code_dtype)
-        # Each input's contribution w_j * v per value, then rows as outer sums in lexicographic order: the
-        # trailing inputs' sums are built once, and each combination of the leading inputs adds its offset.
-        terms = [np.outer(d.values, w[:, j]) for j, d in enumerate(domains)]  # (n_j, K) float64
-        per_row = 8 * (layer.out_channels * 6 + len(channels) * 8)
-        split = fan_in
-        while split > 0 and int(np.prod(radices[split - 1 :])) * per_row <= memory_budget:
-            split -= 1
-        split = min(split, fan_in - 1) if fan_in > 1 else 0
-        suffix, suffix_mag = _outer_sums(terms[split:])  # (rows of the trailing inputs, K)
-        prefix_rows, prefix_place = int(np.prod(radices[:split])), place[:split] // len(suffix)
-        near_rows, near_cols = [], []
-        for p in range(prefix_rows):  # a loop over chunks of rows, each a whole block of trailing inputs
-            digits = (p // prefix_place) % radices[:split]
-            offset = b + sum((terms[j][digits[j]] for j in range(split)), np.zeros(len(channels)))
-            offset_mag = np.abs(b) + sum((np.abs(terms[j][digits[j]]) for j in range(split)), np.zeros(len(channels)))
-            exact = suffix + offset
-            bound = (fan_in + 2) * _EPS32 * (suffix_mag + offset_mag) + 4 * _EPS32 * np.abs(exact)
-            low = self._codes(layer, exact - bound, channels)
-            high = self._codes(layer, exact + bound, channels)
-            start = p * len(suffix)
-            codes[start : start + len(suffix)] = low
-            rr, cc = np.nonzero(low != high)
-            near_rows.append(rr + start)
-            near_cols.append(cc)
-        rr, cc = np.concatenate(near_rows), np.concatenate(near_cols)
-        if len(rr):
-            x = _values(domains, (rr[:, None] // place) % radices)
-            codes[rr, cc] = self._through_module(layer, x, channels[cc], inputs[cc])
-        result, column = {}, 0
-        for unit in units:
-            result[unit.index] = codes[:, column : column + unit.fan_out]
-            column += unit.fan_out
-        return result, len(rr)
+    def tail_codes(self, layer: LayerPlan, z: torch.Tensor) -> np.ndarray:
+        """The layer's codes for pre-activations ``z`` ``(n, out channels)``: the tail modules, then encoding."""
+        shape = (z.shape[0], layer.out_channels) + (1,) * layer.geometry.rank
+        out = run_module(nn.Sequential(*self.tail), z.reshape(shape), layer.name).reshape(z.shape[0], -1)
+        return layer.output_domain.encode(out.numpy())
 
-    def _codes(self, layer: LayerPlan, pre: np.ndarray, channels: np.ndarray) -> np.ndarray:
-        """The tail's output codes for pre-activations ``pre`` (n, K) of output ``channels`` (one column each)."""
-        identity = len(channels) == layer.out_channels and bool((channels == np.arange(len(channels))).all())
-        if identity:
-            full = torch.from_numpy(pre.astype(np.float32))
-        else:
-            full = torch.zeros((len(pre), layer.out_channels), dtype=torch.float32)
-            full[:, torch.from_numpy(channels)] = torch.from_numpy(pre.astype(np.float32))  # others stay 0
-        x = run_module(self.body, full, layer.name)
-        q = self.quantizer
-        # The quantizer's own arithmetic (Quantize.forward), stopped at the integer: its code is q - qmin.
-        with torch.inference_mode():
-            y = torch.clamp(x / q.scale + q.zero_point, q.qmin, q.qmax)
-            codes = (torch.round(y) - q.qmin).to(torch.int64)
-        return codes.numpy() if identity else codes.numpy()[:, channels]
+    def through_module(self, layer: LayerPlan, cols: _Columns, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
+        """Codes of single ``(row, column)`` entries computed by the whole module, as the black box does.
 
-    def _through_module(self, layer: LayerPlan, x: np.ndarray, channels: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-        """Codes of single (row, output channel) entries computed by the whole module, as the black box does."""
+        Each row's input codes sit at its unit's inputs (at the first slot of the enumeration frame) in a
+        frame that holds each channel's code of real 0 elsewhere.
+        """
+        values = _values(cols, _digits(cols, rows)).astype(np.float32)
         fill = np.asarray([d.values[c] for d, c in zip(layer.input_domains, layer.fill_codes)], dtype=np.float32)
-        full = np.broadcast_to(fill, (len(x), layer.in_channels)).copy()
-        np.put_along_axis(full, inputs, x.astype(np.float32), axis=1)
-        out = run_module(self.module, torch.from_numpy(full), layer.name).numpy()
-        return layer.output_domain.encode(out[np.arange(len(x)), channels])
+        frame = np.broadcast_to(fill[_frame_channels(layer)], (len(rows), math.prod(layer.frame_in))).copy()
+        np.put_along_axis(frame, layer.input_indices(cols.reads[which])[:, 0], values, axis=1)
+        out_index = layer.output_indices(cols.channels[which])[0]
+        x = torch.from_numpy(frame).reshape(len(rows), *layer.frame_in)
+        out = run_module(self.module, x, layer.name).reshape(len(rows), -1).numpy()
+        return layer.output_domain.encode(out[np.arange(len(rows)), out_index])
 
 
-def _outer_sums(terms: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Sums (and sums of magnitudes) of one term per input over every code tuple, in lexicographic order."""
-    width = terms[0].shape[1] if terms else 0
-    total, magnitude = np.zeros((1, width)), np.zeros((1, width))
+def _views(units: tuple[Unit, ...], first: int, codes: np.ndarray, outputs: dict[int, np.ndarray]) -> None:
+    """Each unit's table ``(rows, fan_out)`` as a view of ``codes`` ``(columns, rows)`` (columns from ``first``)."""
+    column = first
+    for unit in units:  # a unit's columns are adjacent
+        outputs[unit.index] = codes[column - first : column - first + unit.fan_out].T
+        column += unit.fan_out
+
+
+def _frame_channels(layer: LayerPlan) -> np.ndarray:
+    """The input channel of every element of one enumeration frame."""
+    elements = math.prod(layer.frame_in)
+    flat = np.arange(elements)
+    if layer.layout.channels_last:
+        return flat % layer.in_channels
+    return flat // (elements // layer.in_channels)
+
+
+def _digits(cols: _Columns, rows: np.ndarray) -> np.ndarray:
+    """Input codes ``(n, f)`` of table rows, the first input most significant."""
+    radices = cols.radices
+    place = np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1]
+    return (rows[:, None] // place) % radices
+
+
+def _values(cols: _Columns, digits: np.ndarray) -> np.ndarray:
+    """Input values (float64) of code digits ``(n, f)``."""
+    return np.stack([d.values[digits[:, j]] for j, d in enumerate(cols.domains)], axis=1)
+
+
+def _outer_sums(terms: list[np.ndarray], width: int, dtype: Any = np.float64) -> np.ndarray:
+    """``(width, prod n_j)``: one term per input summed over every code tuple, in lexicographic row order."""
+    total = np.zeros((width, 1), dtype=dtype)
     for term in terms:
-        total = (total[:, None, :] + term[None, :, :]).reshape(-1, width)
-        magnitude = (magnitude[:, None, :] + np.abs(term)[None, :, :]).reshape(-1, width)
-    return total, magnitude
+        total = (total[:, :, None] + term[:, None, :].astype(dtype)).reshape(width, -1)
+    return total
 
 
-def _values(domains: tuple[Any, ...], digits: np.ndarray) -> np.ndarray:
-    """Input values (float64) of code digits ``(n, f)``, input ``j`` read through ``domains[j]``."""
-    return np.stack([d.values[digits[:, j]] for j, d in enumerate(domains)], axis=1)
+# -- affine tails: fixed-point codes -----------------------------------------------------------------------
 
 
-def recognize(module: nn.Module, layer: LayerPlan) -> LinearFastPath | None:
-    """The fast path for ``module`` if it is a sparse linear layer it can tabulate exactly, else ``None``.
+@dataclass(frozen=True)
+class _AffineTail:
+    """Per channel: the quantizer's rounding argument ``phi = gain * z + offset`` and the codes' range.
 
-    Needs: a non-spatial layer whose modules are one ``nn.Linear`` (pruned or not) followed by monotone
-    elementwise modules ending in :class:`iotable.nn.Quantize`, float32, with every weight outside a unit's
-    declared fan-in exactly zero.
+    The code of a pre-activation ``z`` is ``clip(floor(phi(z)), low, high)`` wherever ``phi`` lies further
+    than ``error`` (code units, for ``|z|`` up to the bound it was computed for) from an integer.
+    """
+
+    gain: np.ndarray
+    offset: np.ndarray
+    low: np.ndarray  # int64 codes
+    high: np.ndarray
+    error: np.ndarray
+
+
+def _affine_tail(tail: tuple[nn.Module, ...], zmax: np.ndarray, channels: np.ndarray) -> _AffineTail | None:
+    """The tail as an affine map between clamps, with float32 error bounds, or ``None`` if it is not one.
+
+    Each module maps ``v = clip(A z + B, L, H)`` to another such map: batch norm (eval, running statistics)
+    is affine per channel, ReLU / ReLU6 / hardtanh clamp, identity and dropout (eval) pass. ``V`` bounds
+    ``|v|`` and ``err`` the distance of the float32 value from the exact one, for ``|z| <= zmax``.
+    """
+    n = len(channels)
+    a, b = np.ones(n), np.zeros(n)
+    low, high = np.full(n, -math.inf), np.full(n, math.inf)
+    bound, err = zmax.copy(), np.zeros(n)
+    for m in tail[:-1]:
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and type(m) in ELEMENTWISE:
+            if m.running_mean is None or m.running_var is None:
+                return None  # batch statistics even in eval: not a per-element function
+            mean = m.running_mean.detach().numpy().astype(np.float64)[channels]
+            var = m.running_var.detach().numpy().astype(np.float64)[channels]
+            w = m.weight.detach().numpy().astype(np.float64)[channels] if m.weight is not None else np.ones(n)
+            c = m.bias.detach().numpy().astype(np.float64)[channels] if m.bias is not None else np.zeros(n)
+            alpha = w / np.sqrt(var + float(np.float32(m.eps)))
+            beta = c - mean * alpha
+            # float32 alpha and beta (a square root, a division, products) and x * alpha + beta.
+            scale_terms = np.abs(alpha) * bound + np.abs(mean * alpha) + np.abs(c) + np.abs(beta)
+            err = np.abs(alpha) * err + 16 * _U32 * scale_terms
+            bound = np.abs(alpha) * bound + np.abs(beta)
+            a, b = alpha * a, alpha * b + beta
+            with np.errstate(invalid="ignore"):
+                ends = np.stack([alpha * low + beta, alpha * high + beta])
+            ends = np.where(np.isnan(ends), beta, ends)  # 0 * inf: a zero gain maps everything to beta
+            low, high = ends.min(axis=0), ends.max(axis=0)
+        elif type(m) in _CLAMPS:
+            lo, hi = _CLAMPS[type(m)](m)
+            low, high = np.clip(low, lo, hi), np.clip(high, lo, hi)
+            bound = np.maximum(np.abs(np.clip(-bound, lo, hi)), np.abs(np.clip(bound, lo, hi)))
+        elif not isinstance(m, _IDENTITIES):
+            return None
+    q = tail[-1]
+    scale, zero = float(q.scale), float(q.zero_point)
+    if not (math.isfinite(scale) and scale > 0 and math.isfinite(zero)):
+        return None
+    # Quantize: x / scale + zero_point, each rounded once, then clamp and round half to even.
+    err = err / scale + 4 * _U32 * (bound / scale + abs(zero) + 1)
+    low_q = np.clip(low / scale + zero, q.qmin, q.qmax)
+    high_q = np.clip(high / scale + zero, q.qmin, q.qmax)
+    for end in (low_q, high_q):  # a saturated value within rounding of a half step: leave it to the modules
+        if (np.abs(end - np.floor(end) - 0.5) <= err + 1e-9).any():
+            return None
+    return _AffineTail(
+        gain=a / scale,
+        offset=b / scale + zero + 0.5 - q.qmin,
+        low=(np.round(low_q) - q.qmin).astype(np.int64),
+        high=(np.round(high_q) - q.qmin).astype(np.int64),
+        error=err,
+    )
+
+
+@dataclass(frozen=True)
+class _AffineKernel:
+    """Fixed-point codes of one column group: ``phi`` as int32 outer sums, ``F`` fraction bits.
+
+    Rows split into a prefix (leading inputs) and a suffix (trailing inputs, a contiguous block of a few
+    hundred rows): ``phi_fx[k, p * n_s + s] = prefix[k, p] + suffix[k, s]``.
+    """
+
+    cols: _Columns
+    tail: _AffineTail
+    terms: list[np.ndarray]  # per input (K, n_j) float64 terms of phi
+    constant: np.ndarray  # (K,) float64: phi's constant part
+    margin: np.ndarray  # (K,) code units: float32 error of the layer and the tail
+    bits: int  # F
+    slack: int  # fixed-point units added to phi: a row is unproved when (phi_fx & mask) < 2 * slack
+    prefix: torch.Tensor  # (K, n_p) int32, constant and slack included
+    suffix: torch.Tensor  # (K, n_s) int32
+
+    @classmethod
+    def build(cls, fast: FastPath, layer: LayerPlan, cols: _Columns) -> _AffineKernel | None:
+        """The kernel for ``cols``, or ``None`` when the tail is not affine or the margins do not fit."""
+        magnitude = cols.magnitude()
+        fan_in = len(cols.domains)
+        error = cols.error(magnitude)
+        tail = _affine_tail(fast.tail, magnitude + error, cols.channels)
+        if tail is None or not _tail_agrees(fast, layer, cols, tail, magnitude):
+            return None
+        terms = cols.terms(tail.gain)
+        constant = tail.gain * cols.bias + tail.offset
+        margin = np.abs(tail.gain) * error + tail.error
+        reach = np.abs(constant) + sum((np.abs(t).max(axis=1) for t in terms), np.zeros(len(constant)))
+        bits = min(_MAX_FRACTION_BITS, 29 - math.ceil(math.log2(float(reach.max()) + 2)))
+        if bits < _MIN_FRACTION_BITS:
+            return None
+        # Fixed point: each of f terms and the constant rounds by half a unit; two units for float64 sums.
+        slack = math.ceil(float(margin.max()) * 2**bits) + (fan_in + 2) // 2 + 2
+        if 4 * slack >= 2**bits:
+            return None
+        fixed = [np.rint(t * 2.0**bits).astype(np.int64) for t in terms]
+        base = np.rint(constant * 2.0**bits).astype(np.int64) + slack
+        split = cols.split
+        prefix = (_outer_sums(fixed[:split], len(base), np.int64) + base[:, None]).astype(np.int32)
+        suffix = _outer_sums(fixed[split:], len(base), np.int64).astype(np.int32)
+        return cls(cols, tail, terms, constant, margin, bits, slack, torch.from_numpy(prefix), torch.from_numpy(suffix))
+
+    def codes(
+        self, layer: LayerPlan, fast: FastPath, columns: tuple[int, int], prefixes: tuple[int, int]
+    ) -> tuple[np.ndarray, int]:
+        """Codes ``(k1 - k0, (p1 - p0) * n_s)`` of columns ``k0:k1`` over the rows of prefixes ``p0:p1``.
+
+        Also returns the number of rows computed through the module.
+        """
+        (k0, k1), (q0, q1) = columns, prefixes
+        n_s = self.suffix.shape[1]
+        dtype = layer.output_domain.code_dtype
+        # torch copies int32 into uint8 directly; wider code types are converted once at the end.
+        out = np.empty((k1 - k0, (q1 - q0) * n_s), dtype=np.uint8 if dtype == np.uint8 else np.int32)
+        out3 = torch.from_numpy(out).view(k1 - k0, q1 - q0, n_s)
+        low, high = self.tail.low[k0:k1], self.tail.high[k0:k1]
+        uniform = bool((low == low[0]).all() and (high == high[0]).all())
+        lo_t = torch.from_numpy(low.astype(np.int32)).view(-1, 1, 1)
+        hi_t = torch.from_numpy(high.astype(np.int32)).view(-1, 1, 1)
+        mask, limit = (1 << self.bits) - 1, 2 * self.slack
+        per_k = max(1, _CHUNK // n_s)
+        k_step = max(1, min(k1 - k0, per_k))
+        p_step = max(1, min(q1 - q0, per_k // k_step))
+        work = torch.empty(k_step * p_step * n_s, dtype=torch.int32)
+        bits_buf = torch.empty_like(work)
+        flagged: list[np.ndarray] = []
+        for a0 in range(k0, k1, k_step):
+            a1 = min(k1, a0 + k_step)
+            for p0 in range(q0, q1, p_step):
+                p1 = min(q1, p0 + p_step)
+                shape = (a1 - a0, p1 - p0, n_s)
+                size = math.prod(shape)
+                phi = work[:size].view(shape)
+                torch.add(self.prefix[a0:a1, p0:p1, None], self.suffix[a0:a1, None, :], out=phi)
+                frac = torch.bitwise_and(phi, mask, out=bits_buf[:size].view(shape))
+                torch.bitwise_right_shift(phi, self.bits, out=phi)
+                if uniform:
+                    phi.clamp_(int(low[0]), int(high[0]))
+                else:
+                    torch.clamp(phi, lo_t[a0 - k0 : a1 - k0], hi_t[a0 - k0 : a1 - k0], out=phi)
+                out3[a0 - k0 : a1 - k0, p0 - q0 : p1 - q0].copy_(phi)
+                # A cheap minimum per line of n_s rows finds the few lines that hold unproved rows.
+                lines = frac.view(-1, n_s)
+                suspect = torch.nonzero(lines.amin(dim=1) < limit).view(-1)
+                if len(suspect):
+                    line, s = torch.nonzero(lines[suspect] < limit, as_tuple=True)
+                    line = suspect[line].numpy()
+                    kk, pp = line // (p1 - p0) + a0, line % (p1 - p0) + p0
+                    flagged.append(np.stack([kk, pp * n_s + s.numpy()]))
+        ties = 0
+        if flagged:
+            which, rows = np.concatenate(flagged, axis=1)
+            ties = self._settle(layer, fast, out, which, rows, origin=(k0, q0 * n_s))
+        return out.astype(dtype, copy=False), ties
+
+    def _settle(
+        self,
+        layer: LayerPlan,
+        fast: FastPath,
+        out: np.ndarray,
+        which: np.ndarray,
+        rows: np.ndarray,
+        *,
+        origin: tuple[int, int],
+    ) -> int:
+        """Decide the flagged entries (column ``which``, table row ``rows``) of ``out``, whose first entry is
+        ``origin``; return how many had to go through the module.
+
+        In float64 with each row's own error bounds first; then, for rows still within their margin, the
+        tail modules at both ends of the float32 interval (monotone: equal codes prove the row); the rest
+        lie within float rounding of a boundary and go through the module.
+        """
+        cols = self.cols
+        products = cols.weight[which] * _values(cols, _digits(cols, rows))
+        z = cols.bias[which] + products.sum(axis=1)
+        error = cols.error(np.abs(cols.bias[which]) + np.abs(products).sum(axis=1))
+        tail = _affine_tail(fast.tail, np.abs(z) + error, cols.channels[which])
+        own = tail.error if tail is not None else self.tail.error[which]
+        gain, offset = self.tail.gain[which], self.tail.offset[which]
+        phi = gain * z + offset
+        low, high = self.tail.low[which], self.tail.high[which]
+        nearest = np.round(phi)
+        # Only integers low + 1 .. high are boundaries between codes; the clip settles the others.
+        boundary = (nearest > low) & (nearest <= high)
+        margin = np.abs(gain) * error + own + 1e-9 * (1 + np.abs(phi))
+        proved = ~boundary | (np.abs(phi - nearest) > margin)
+        at = (which - origin[0], rows - origin[1])
+        out[at] = np.clip(np.floor(phi), low, high)
+        rest = np.flatnonzero(~proved)
+        if not len(rest):
+            return 0
+        channels = cols.channels[which[rest]]
+        reach = error[rest] + 4 * _EPS32 * np.abs(z[rest])
+        ends = [_tail_entries(fast, layer, z[rest] + sign * reach, channels) for sign in (-1, 1)]
+        agree = ends[0] == ends[1]
+        out[at[0][rest[agree]], at[1][rest[agree]]] = ends[0][agree]
+        tie = rest[~agree]
+        if len(tie):
+            out[at[0][tie], at[1][tie]] = fast.through_module(layer, cols, rows[tie], which[tie])
+        return len(tie)
+
+
+def _tail_entries(fast: FastPath, layer: LayerPlan, z: np.ndarray, channels: np.ndarray) -> np.ndarray:
+    """Tail codes of single pre-activations ``z`` ``(n,)``, each of its own output channel."""
+    full = torch.zeros((len(z), layer.out_channels), dtype=torch.float32)
+    full[torch.arange(len(z)), torch.from_numpy(channels)] = torch.from_numpy(z.astype(np.float32))
+    return fast.tail_codes(layer, full)[np.arange(len(z)), channels]
+
+
+def _tail_agrees(fast: FastPath, layer: LayerPlan, cols: _Columns, tail: _AffineTail, zmax: np.ndarray) -> bool:
+    """Whether the analytic tail gives the modules' own codes on both sides of every boundary and at the ends.
+
+    Pre-activations just outside each boundary's margin, and at ``+-zmax``, run through the tail modules;
+    every proved analytic code must equal theirs.
+    """
+    margin = tail.error + 1e-6
+    points = [np.stack([-zmax, zmax], axis=1)]
+    steps = int((tail.high - tail.low).max())
+    if steps:
+        boundary = tail.low[:, None] + 1 + np.arange(steps)[None, :]  # (K, steps) integers phi crosses
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (boundary - tail.offset[:, None]) / tail.gain[:, None]
+            delta = 3 * margin[:, None] / np.abs(tail.gain[:, None])
+        z = np.where(np.isfinite(z) & np.isfinite(delta), z, 0.0)
+        delta = np.where(np.isfinite(delta), delta, 0.0)
+        points += [z - delta, z + delta]
+    z = np.clip(np.concatenate(points, axis=1), -zmax[:, None], zmax[:, None]).astype(np.float32)  # (K, n)
+    full = torch.zeros((z.shape[1], layer.out_channels), dtype=torch.float32)
+    full[:, torch.from_numpy(cols.channels)] = torch.from_numpy(np.ascontiguousarray(z.T))
+    got = fast.tail_codes(layer, full)[:, cols.channels].T  # (K, n)
+    phi = tail.gain[:, None] * z.astype(np.float64) + tail.offset[:, None]
+    sure = np.abs(phi - np.round(phi)) > margin[:, None]
+    expected = np.clip(np.floor(phi), tail.low[:, None], tail.high[:, None])
+    return bool((got[sure] == expected[sure]).all())
+
+
+# -- other monotone tails: both ends of the rounding interval ----------------------------------------------
+
+
+def _two_ends(fast: FastPath, layer: LayerPlan, cols: _Columns, *, memory_budget: int) -> tuple[np.ndarray, int]:
+    """Codes ``(K, rows)`` through the tail modules at both ends of each row's float32 error interval."""
+    radices = cols.radices
+    fan_in, k = len(radices), len(cols.channels)
+    rows = int(np.prod(radices))
+    codes = np.empty((k, rows), dtype=layer.output_domain.code_dtype)
+    terms = cols.terms()
+    per_row = 8 * (layer.out_channels * 6 + k * 8)
+    split = fan_in
+    while split > 0 and int(np.prod(radices[split - 1 :])) * per_row <= memory_budget:
+        split -= 1
+    split = min(split, fan_in - 1) if fan_in > 1 else 0
+    suffix = _outer_sums(terms[split:], k).T  # (rows of the trailing inputs, K)
+    suffix_mag = _outer_sums([np.abs(t) for t in terms[split:]], k).T
+    block = len(suffix)
+    prefix_rows = int(np.prod(radices[:split]))
+    place = np.cumprod(np.concatenate([radices[1:split], [1]])[::-1])[::-1] if split else np.ones(0, np.int64)
+    near_rows, near_cols = [], []
+    for p in range(prefix_rows):  # a loop over chunks of rows, each a whole block of trailing inputs
+        digits = (p // place) % radices[:split]
+        offset = cols.bias + sum((terms[j][:, digits[j]] for j in range(split)), np.zeros(k))
+        offset_mag = np.abs(cols.bias) + sum((np.abs(terms[j][:, digits[j]]) for j in range(split)), np.zeros(k))
+        exact = suffix + offset
+        bound = cols.error(suffix_mag + offset_mag) + 4 * _EPS32 * np.abs(exact)
+        low = _tail_columns(fast, layer, exact - bound, cols.channels)
+        high = _tail_columns(fast, layer, exact + bound, cols.channels)
+        codes[:, p * block : (p + 1) * block] = low.T
+        rr, cc = np.nonzero(low != high)
+        near_rows.append(rr + p * block)
+        near_cols.append(cc)
+    rr, cc = np.concatenate(near_rows), np.concatenate(near_cols)
+    if len(rr):
+        codes[cc, rr] = fast.through_module(layer, cols, rr, cc)
+    return codes, len(rr)
+
+
+def _tail_columns(fast: FastPath, layer: LayerPlan, pre: np.ndarray, channels: np.ndarray) -> np.ndarray:
+    """Tail codes ``(n, K)`` of pre-activations ``pre`` ``(n, K)`` of output ``channels``; other channels 0."""
+    full = torch.zeros((len(pre), layer.out_channels), dtype=torch.float32)
+    full[:, torch.from_numpy(channels)] = torch.from_numpy(pre.astype(np.float32))
+    return fast.tail_codes(layer, full)[:, channels]
+
+
+def recognize(module: nn.Module, layer: LayerPlan) -> FastPath | None:
+    """The fast path for ``module`` if its structure proves the decomposition and the tables, else ``None``.
+
+    Needs: one ``nn.Linear`` (pruned or not; a non-spatial layer) or ``nn.Conv1d``/``nn.Conv2d`` (channels
+    first, the plan's window being the convolution's own) followed by elementwise modules of the built-in
+    types ending in :class:`iotable.nn.Quantize`; float32 on the CPU with IEEE float32 products; no forward
+    hooks other than pruning; every weight outside a unit's declared inputs exactly zero. Such a layer's
+    units are independent by construction, so it needs no probe.
     """
     parts = _parts(module)
-    if layer.geometry.rank or layer.output_domain is None or len(parts) < 2:
+    if layer.output_domain is None or len(parts) < 2:
         return None
-    head, tail = parts[0], parts[1:]
-    if type(head) is not nn.Linear or not isinstance(tail[-1], Quantize):
+    head, tail = parts[0], tuple(parts[1:])
+    if type(head) not in (nn.Linear, nn.Conv1d, nn.Conv2d) or type(tail[-1]) is not Quantize:
         return None
     # Every built-in elementwise module is monotone per channel; subclasses may override forward.
-    if not all(type(m) in ELEMENTWISE for m in tail):
+    if not all(type(m) in ELEMENTWISE for m in tail) or tail[-1].domain != layer.output_domain:
         return None
-    weight = _weight(head).detach()
-    if weight.dtype != torch.float32 or weight.device.type != "cpu":
+    if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is None for m in tail):
+        return None  # batch statistics even in eval: outputs would depend on the whole batch
+    tensors = [t for m in parts for t in (*m.parameters(), *m.buffers()) if t.is_floating_point()]
+    if any(t.dtype != torch.float32 or t.device.type != "cpu" for t in tensors) or not _ieee_float32():
         return None
-    w = weight.numpy().astype(np.float64)
-    reads = np.zeros(w.shape, dtype=bool)
-    for unit in layer.units:
-        reads[np.ix_(unit.out_channels, unit.in_channels)] = True
-    if (w[~reads] != 0).any():
+    if _hooked([*module.modules(), *parts]):
+        return None
+    weight = _dense_weight(head, layer)
+    if weight is None:
+        return None
+    if (weight[~layer.reads] != 0).any():
         return None  # the declared fan-in leaves out a non-zero weight: the probe or black box decides
-    bias = head.bias.detach().numpy().astype(np.float64) if head.bias is not None else np.zeros(w.shape[0])
-    if tail[-1].domain != layer.output_domain:
-        return None
-    return LinearFastPath(module=module, weight=w, bias=bias, body=nn.Sequential(*tail[:-1]), quantizer=tail[-1])
+    bias = head.bias.detach().numpy().astype(np.float64) if head.bias is not None else np.zeros(weight.shape[0])
+    kind = "linear" if type(head) is nn.Linear else "conv"
+    return FastPath(module=module, kind=kind, weight=weight, bias=bias, tail=tail)

@@ -81,7 +81,7 @@ class Domain:
         1
     """
 
-    __slots__ = ("_hash", "_params", "_tolerance", "_values")
+    __slots__ = ("_hash", "_params", "_tolerance", "_values", "_zero")
 
     values = _ValuesAccessor()
 
@@ -111,6 +111,8 @@ class Domain:
         gap = float(np.min(np.diff(ordered))) if ordered.size > 1 else 1.0
         rounding = 8 * _F32_EPS * float(np.max(np.abs(ordered)))
         self._tolerance = min(0.25 * gap, max(0.01 * gap, rounding))
+        zero = np.flatnonzero(np.abs(ordered) <= self._tolerance)
+        self._zero = int(zero[0]) if zero.size else None
         self._hash = hash(ordered.tobytes())
 
     # -- construction -------------------------------------------------------------------------------------
@@ -209,8 +211,7 @@ class Domain:
     @property
     def zero_code(self) -> int | None:
         """The code of real 0 (what padding feeds), or ``None`` when 0 is not in the domain."""
-        hit = np.flatnonzero(np.abs(self._values) <= self._tolerance)
-        return int(hit[0]) if hit.size else None
+        return self._zero
 
     # -- conversion ---------------------------------------------------------------------------------------
 

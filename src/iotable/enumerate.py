@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._fastpath import recognize
+from ._fastpath import FastPath, recognize
 from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .errors import DomainError, EnumerationError
@@ -160,7 +160,7 @@ class Enumerated:
 
     tables: list[IOTable]
     cached: tuple[int, ...]  # units loaded from the cache
-    method: str  # "black box", "linear fast path" or "cache"
+    method: str  # "black box", "linear fast path", "conv fast path" or "cache"
     near_ties: int  # fast path: rows within float rounding of a quantization boundary, computed by the module
 
 
@@ -172,8 +172,12 @@ def _enumerate(
     progress: bool | None,
     cache_dir: str | os.PathLike[str] | None,
     fast_path: bool = True,
+    fast: FastPath | None = None,
 ) -> Enumerated:
-    """:func:`enumerate_tables`, also saying which units came from the cache and which path ran."""
+    """:func:`enumerate_tables`, also saying which units came from the cache and which path ran.
+
+    ``fast``: the fast path already recognized for this layer (see :func:`iotable._fastpath.recognize`).
+    """
     dtype, device = module_dtype(module)
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_domain = layer.output_domain
@@ -197,17 +201,19 @@ def _enumerate(
 
     cached = tuple(sorted(outputs))
     pending = [u for u in layer.units if u.index not in outputs]
-    fast = recognize(module, layer) if fast_path and pending else None
+    if fast is None and fast_path and pending:
+        fast = recognize(module, layer)
     method, near_ties = ("black box" if pending else "cache"), 0
     todo: list[_Class] = []
-    if fast is not None:
-        method = "linear fast path"
-        fast_outputs, near_ties = fast.tables(layer, pending, memory_budget=memory_budget)
+    if fast is not None and pending:
+        method = fast.method
+        fast_outputs, near_ties = fast.tables(layer, pending, memory_budget=memory_budget, sink=sink)
         for index, array in fast_outputs.items():
-            unit = layer.units[index]
-            s = sink(unit)
-            s.write(0, array)
-            outputs[index] = s.finish()
+            if cache is not None and not isinstance(array, np.memmap):  # streamed units are in the cache already
+                s = sink(layer.units[index])
+                s.write(0, array)
+                array = s.finish()
+            outputs[index] = array
     elif pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     colours = _colours(todo)

@@ -113,7 +113,15 @@ class LayerPlan:
 
     def unit_domains(self, unit: Unit) -> tuple[Domain, ...]:
         """The domain of each of ``unit``'s inputs, in its input order."""
+        shared = self._shared_domain
+        if shared is not None:
+            return (shared,) * unit.fan_in
         return _unit_domains(self.input_domains, unit.in_channels, self.geometry.window, self.layout)
+
+    @cached_property
+    def _shared_domain(self) -> Domain | None:
+        first = self.input_domains[0]
+        return first if all(d is first or d == first for d in self.input_domains) else None
 
     @property
     def total_rows(self) -> int:
@@ -126,24 +134,41 @@ class LayerPlan:
 
     def input_index(self, unit: Unit) -> np.ndarray:
         """Flat indices into one frame sample of ``unit``'s inputs, per slot: shape ``(slots, fan_in)``."""
+        return self.input_indices(np.asarray([unit.in_channels], dtype=np.int64))[0]
+
+    def input_indices(self, channels: np.ndarray) -> np.ndarray:
+        """:meth:`input_index` of units reading ``channels`` ``(units, channels each)``: ``(units, slots, fan_in)``."""
         ch_stride, pos_stride = self._strides[0]
         slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.slots), self.geometry.rank)
         origin = slots * np.asarray(self.geometry.stride, np.int64) - np.asarray(self.geometry.padding, np.int64)
         positions = origin[:, None, :] + self.geometry.offsets()[None, :, :]  # (slots, window, rank)
         pos_flat = positions @ pos_stride if self.geometry.rank else np.zeros((len(self.slots), 1), np.int64)
-        ch_flat = np.asarray(unit.in_channels, dtype=np.int64) * ch_stride
+        ch_flat = np.asarray(channels, dtype=np.int64) * ch_stride  # (units, channels)
         if self.layout.channels_last:
-            index = pos_flat[:, :, None] + ch_flat[None, None, :]  # (slots, window, channels)
+            index = pos_flat[None, :, :, None] + ch_flat[:, None, None, :]  # (units, slots, window, channels)
         else:
-            index = ch_flat[None, :, None] + pos_flat[:, None, :]  # (slots, channels, window)
-        return index.reshape(len(self.slots), -1)
+            index = ch_flat[:, None, :, None] + pos_flat[None, :, None, :]  # (units, slots, channels, window)
+        return index.reshape(len(ch_flat), len(self.slots), -1)
 
     def output_index(self, unit: Unit) -> np.ndarray:
         """Flat indices into one frame output of ``unit``'s outputs, per slot: shape ``(slots, fan_out)``."""
+        return self.output_indices(np.asarray(unit.out_channels, dtype=np.int64))
+
+    def output_indices(self, channels: np.ndarray) -> np.ndarray:
+        """Flat indices into one frame output of output ``channels``, per slot: ``(slots, len(channels))``."""
         ch_stride, pos_stride = self._strides[1]
         slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.slots), self.geometry.rank)
         pos_flat = slots @ pos_stride if self.geometry.rank else np.zeros(len(self.slots), np.int64)
-        return pos_flat[:, None] + np.asarray(unit.out_channels, dtype=np.int64)[None, :] * ch_stride
+        return pos_flat[:, None] + np.asarray(channels, dtype=np.int64)[None, :] * ch_stride
+
+    @cached_property
+    def reads(self) -> np.ndarray:
+        """Boolean ``(out_channels, in_channels)``: whether some unit writing the output reads the input."""
+        outs = [o for u in self.units for o in u.out_channels for _ in u.in_channels]
+        ins = [i for u in self.units for _ in u.out_channels for i in u.in_channels]
+        reads = np.zeros((self.out_channels, self.in_channels), dtype=bool)
+        reads[outs, ins] = True
+        return reads
 
     def summary(self) -> str:
         """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
@@ -436,13 +461,19 @@ def plan(
 
     # Sizes, before any forward pass.
     in_groups = _input_groups(spec, c_in, name)
-    rows_of = {}
+    shared = domains[0] if all(d is domains[0] or d == domains[0] for d in domains) else None
+    rows_of: dict[tuple[int, ...], int] = {}
     for k, channels in enumerate(in_groups):
+        if channels in rows_of:
+            continue
         fan_in = len(channels) * geometry.window
-        unit_domains = _unit_domains(domains, channels, geometry.window, layout)
-        rows = math.prod(len(d) for d in unit_domains)
+        if shared is not None:
+            rows = len(shared) ** fan_in
+        else:
+            rows = math.prod(len(d) for d in _unit_domains(domains, channels, geometry.window, layout))
         rows_of[channels] = rows
         if rows > max_rows:
+            unit_domains = _unit_domains(domains, channels, geometry.window, layout)
             bits = sorted({d.bits for d in unit_domains})
             msg = (
                 f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "

@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from ._fastpath import recognize
 from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
@@ -166,10 +167,17 @@ def tabulate(
 ) -> LayerTables:
     """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options)."""
     del max_rows  # sizes were checked when the layer was planned
-    if check:
+    fast = recognize(module, layer) if fast_path else None
+    if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
         check_decomposition(module, layer, memory_budget=memory_budget)
     done = _enumerate(
-        module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir, fast_path=fast_path
+        module,
+        layer,
+        memory_budget=memory_budget,
+        progress=progress,
+        cache_dir=cache_dir,
+        fast_path=fast_path,
+        fast=fast,
     )
     return LayerTables(
         plan=layer, tables=tuple(done.tables), cached=done.cached, method=done.method, near_ties=done.near_ties
