@@ -28,7 +28,7 @@ from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .errors import DomainError, EnumerationError
 from .plan import LayerPlan, Unit, module_dtype, run_module
-from .table import IOTable
+from .table import IOTable, TableList
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
 
@@ -158,7 +158,7 @@ def enumerate_tables(
 class Enumerated:
     """What enumerating one layer produced, and how."""
 
-    tables: list[IOTable]
+    tables: TableList
     cached: tuple[int, ...]  # units loaded from the cache
     method: str  # "black box", "linear fast path", "conv fast path" or "cache"
     near_ties: int  # fast path: rows within float rounding of a quantization boundary, computed by the module
@@ -208,13 +208,15 @@ def _enumerate(
     if fast is not None and pending:
         method = fast.method
         fast_outputs, near_ties = fast.tables(layer, pending, memory_budget=memory_budget, sink=sink)
-        for index, array in fast_outputs.items():
-            if cache is not None and not isinstance(array, np.memmap):  # streamed units are in the cache already
+        for index, out in fast_outputs.items():
+            if cache is not None and isinstance(out, tuple):  # streamed units are in the cache already
+                block, first, width = out
                 s = sink(layer.units[index])
-                s.write(0, array)
-                array = s.finish()
-            outputs[index] = array
-    elif pending:  # classes index the frame, which only the black box needs
+                s.write(0, block[first : first + width].T)
+                out = s.finish()
+            outputs[index] = out
+        return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
+    if pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     colours = _colours(todo)
 
@@ -237,17 +239,32 @@ def _enumerate(
             for index, s in sinks.items():  # the colour is done: its tables are final (and cached)
                 outputs[index] = s.finish()
 
-    tables = [
-        IOTable._trusted(
-            outputs[unit.index],
+    return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
+
+
+def _as_tables(layer: LayerPlan, outputs: dict[int, Any]) -> TableList:
+    """One table per unit, in unit order, each made on first access from its unit's outputs.
+
+    An output is an array ``(rows, fan_out)`` or, from the fast path, ``(codes, first column, fan_out)``
+    of a ``(columns, rows)`` block of codes.
+    """
+    units = layer.units
+
+    def make(i: int) -> IOTable:
+        unit = units[i]
+        out = outputs[unit.index]
+        if isinstance(out, tuple):
+            block, first, width = out
+            out = block[first : first + width].T
+        return IOTable._trusted(
+            out,
             input_domains=layer.unit_domains(unit),
-            output_domain=out_domain,
+            output_domain=layer.output_domain,
             layer=layer.name,
             unit=unit.index,
         )
-        for unit in layer.units
-    ]
-    return Enumerated(tables=tables, cached=cached, method=method, near_ties=near_ties)
+
+    return TableList(len(units), make)
 
 
 def _fill(

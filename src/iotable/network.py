@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._reuse import remember, remembered, structure_key
 from .domain import Domain
 from .errors import DomainError, IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
@@ -93,7 +94,6 @@ class _Builder:
 
     def __init__(self, *, input_domain: Any, input_layout: Layout | None, options: dict[str, Any]) -> None:
         self.graph = Graph()
-        self.layers: dict[str, LayerTables] = {}
         self.planned: dict[str, tuple[nn.Module, LayerPlan]] = {}
         self.node_of: dict[str, str] = {}
         self.pending: dict[tuple[str, int], dict[str, Any]] = {}
@@ -259,11 +259,6 @@ class _Builder:
             raise TableTooLargeError(msg) from None
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
-
-    def tabulate(self) -> None:
-        """Probe and enumerate every planned layer, once the whole network is planned and checked."""
-        for name, (module, layer_plan) in self.planned.items():
-            self.layers[name] = tabulate(module, layer_plan, **self.options)
 
     def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
         if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:
@@ -607,11 +602,14 @@ def build_network(
     example_input: Any,
     host: Iterable[Any] = (),
     input_layout: str | Layout | None = None,
+    reuse: bool = True,
     **options: Any,
 ) -> TableNetwork:
     """Trace ``model``, cut it into table layers at quantizers, precompute them and build the graph.
 
-    See :func:`iotable.precompute`, which calls this for whole models.
+    See :func:`iotable.precompute`, which calls this for whole models. With ``reuse``, the structural work
+    (tracing, planning, the graph) done for the same model with the same structure (see
+    :mod:`iotable._reuse`) is reused; the tables are always built from the current weights.
     """
     if isinstance(example_input, np.ndarray):
         example_input = torch.from_numpy(example_input)
@@ -634,15 +632,36 @@ def build_network(
     dtype, device = module_dtype(model)
     example = example_input[:1].to(dtype=dtype, device=device)
     hosts = _host_names(model, host)
-    traced = trace(model, host=hosts, example_input=example)
-    steps = segment(traced, host=hosts)
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
-    builder = _Builder(input_domain=input_domain, input_layout=layout, options=options)
-    for step in steps:  # plans every layer (all sizes checked) before any table is built
-        builder.add(step)
-    graph = builder.finish()
-    builder.tabulate()
-    return TableNetwork(graph=graph, layers=builder.layers, input_shape=tuple(example.shape[1:]))
+    domain_key = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
+    key = structure_key(
+        model,
+        input_domain=domain_key,
+        input=(tuple(example.shape[1:]), example.dtype, example.device.type),
+        host=hosts,
+        input_layout=layout,
+        max_rows=options["max_rows"],
+    )
+    skeleton = remembered(model, key) if reuse else None
+    if skeleton is None:
+        traced = trace(model, host=hosts, example_input=example)
+        steps = segment(traced, host=hosts)
+        builder = _Builder(input_domain=input_domain, input_layout=layout, options=options)
+        for step in steps:  # plans every layer (all sizes checked) before any table is built
+            builder.add(step)
+        skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
+        remember(model, key, skeleton)
+    layers = {name: tabulate(module, plan, **options) for name, (module, plan) in skeleton.planned.items()}
+    return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
+
+
+@dataclass(frozen=True)
+class _Skeleton:
+    """What a model's structure fixes: the finished graph and each table layer's module and plan."""
+
+    graph: Graph
+    planned: dict[str, tuple[nn.Module, LayerPlan]]
+    input_shape: tuple[int, ...]
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,11 @@ class LayerPlan:
         return pos_flat[:, None] + np.asarray(channels, dtype=np.int64)[None, :] * ch_stride
 
     @cached_property
+    def memo(self) -> dict[Any, Any]:
+        """Data later stages derive from this plan alone, computed once and kept here (keyed by stage)."""
+        return {}
+
+    @cached_property
     def reads(self) -> np.ndarray:
         """Boolean ``(out_channels, in_channels)``: whether some unit writing the output reads the input."""
         outs = [o for u in self.units for o in u.out_channels for _ in u.in_channels]

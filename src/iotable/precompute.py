@@ -83,6 +83,7 @@ def precompute(
     input_layout: str | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
+    reuse: bool = True,
 ) -> Any:
     """Turn a layer, a decorated block or a whole model into lookup tables.
 
@@ -112,9 +113,13 @@ def precompute(
         cache_dir: a directory where each finished table is written as soon as it is done, keyed by a hash
             of its layer's parameters, metadata and domains; a rerun (also after an interruption) loads
             those tables and computes only what is missing.
-        fast_path: build sparse linear layers (Linear, monotone elementwise modules, Quantize) with a
-            structured path instead of the black box; it gives the same tables (rows within float rounding
-            of a quantization boundary are computed through the module and counted in ``near_ties``).
+        fast_path: build linear layers (``Linear``, ``Conv1d``/``Conv2d``, then monotone elementwise modules
+            and ``Quantize``) with a structured path instead of the black box; it gives the same tables
+            (rows within float rounding of a quantization boundary are computed through the module and
+            counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
+        reuse: whole models only: reuse the tracing, planning and graph of an earlier call on the same model
+            when its structure (modules, metadata, shapes, hyper-parameters, domains) and these arguments
+            are unchanged; the tables are always built from the current weights. ``False`` plans anew.
 
     Returns:
         :class:`LayerTables` for a layer (``.tables`` in unit order), or a
@@ -148,6 +153,7 @@ def precompute(
             example_input=example_input,
             host=host,
             input_layout=input_layout,
+            reuse=reuse,
             **options,
         )
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)

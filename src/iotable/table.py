@@ -10,15 +10,15 @@ the rows they lack are don't-cares.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, overload
 
 import numpy as np
 
 from .domain import Domain, _as_array, code_dtype
 from .errors import MissingRowError, TableError
 
-__all__ = ["IOTable"]
+__all__ = ["IOTable", "TableList"]
 
 
 def _to_numpy(array: Any, what: str) -> np.ndarray:
@@ -404,3 +404,55 @@ class IOTable:
             f"IOTable({where}{len(self)} rows {kind}, {self.fan_in} inputs x {'/'.join(map(str, bits))} bit(s) "
             f"-> {self.fan_out} output(s) as {out})"
         )
+
+
+class TableList(Sequence[IOTable]):
+    """A sequence of tables, each made on first access by ``make(index)`` and kept.
+
+    A layer's tables are views of arrays the layer already holds; making the view objects only when they
+    are used keeps precomputing a many-unit layer free of per-unit work. Equal to any sequence of equal
+    tables (a tuple or list of :class:`IOTable` too).
+
+    Example:
+        >>> d = Domain.uniform(1)
+        >>> tables = TableList(2, lambda i: IOTable.dense([[i], [1 - i]], input_domains=[d]))
+        >>> len(tables), tables[1].outputs.tolist(), tables == [tables[0], tables[1]]
+        (2, [[1], [0]], True)
+    """
+
+    __slots__ = ("_made", "_make")
+
+    def __init__(self, count: int, make: Callable[[int], IOTable]) -> None:
+        self._made: list[IOTable | None] = [None] * count
+        self._make = make
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+    @overload
+    def __getitem__(self, index: int) -> IOTable: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[IOTable]: ...
+
+    def __getitem__(self, index: int | slice) -> IOTable | list[IOTable]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        count = len(self._made)
+        if not -count <= index < count:
+            raise IndexError(f"table index {index} out of range for {count} table(s)")
+        index %= count
+        table = self._made[index]
+        if table is None:
+            table = self._made[index] = self._make(index)
+        return table
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:  # shown as the list it stands for
+        return repr(list(self))
