@@ -131,3 +131,33 @@ def test_quantize_straight_through_gradient():
     x = torch.tensor([0.3, 0.9, -1.0, 5.0], requires_grad=True)
     q(x).sum().backward()
     assert x.grad.tolist() == [1.0, 1.0, 0.0, 0.0]
+
+
+def test_copies_and_pickles_keep_the_domain():
+    """``copy``/``deepcopy`` give the same immutable domain; a pickle round trip gives an equal one."""
+    import copy
+    import pickle
+
+    d = Domain.uniform(3, signed=True, narrow=True, scale=0.25, zero_point=1)
+    assert copy.copy(d) is d and copy.deepcopy(d) is d
+    back = pickle.loads(pickle.dumps(d))
+    assert back == d and back.params == d.params and repr(back) == repr(d)
+    explicit = Domain.values([-1.0, 0.5])
+    assert pickle.loads(pickle.dumps(explicit)) == explicit
+
+
+def test_models_with_quantizers_deep_copy_and_save():
+    """A model holding a Quantize (and so a Domain) deep-copies and round-trips through torch.save."""
+    import copy
+    import io
+
+    import torch
+
+    from iotable.nn import Quantize
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), Quantize(2, scale=0.5))
+    assert copy.deepcopy(model)[1].domain == model[1].domain
+    buffer = io.BytesIO()
+    torch.save(model, buffer)
+    buffer.seek(0)
+    assert torch.load(buffer, weights_only=False)[1].domain == model[1].domain

@@ -271,8 +271,23 @@ class Domain:
             return f"Domain.uniform({p['bits']}{extras})"
         return f"Domain.values({_preview(self._values, brackets='[]')})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt through __init__ (the values and their parameters), so copies and pickles stay immutable.
+        return (_rebuild, (self._values.tolist(), self._params))
+
+    def __copy__(self) -> Domain:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Domain:
+        return self
+
     def __setattr__(self, name: str, value: Any) -> None:
         if hasattr(self, "_hash"):
             msg = f"Domain is immutable; cannot set {name!r}"
             raise AttributeError(msg)
         object.__setattr__(self, name, value)
+
+
+def _rebuild(values: list[float], params: dict[str, Any]) -> Domain:
+    """A domain from its values and parameters (what :meth:`Domain.__reduce__` stores)."""
+    return Domain(values, params=params)
