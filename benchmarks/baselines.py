@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from iotable import Domain
 
-from .workloads import AffineLayer
+from .workloads import AffineLayer, affine_layers
 
 __all__ = [
     "BUDGET",
@@ -41,6 +41,7 @@ __all__ = [
     "combination_block",
     "hand_vectorized",
     "hand_vectorized_layer",
+    "hand_vectorized_model",
     "logicnets_pattern",
     "module_codes",
     "onehot_lookup",
@@ -151,6 +152,12 @@ def hand_vectorized_layer(layer: AffineLayer, *, budget: int = BUDGET) -> torch.
 def hand_vectorized(layers: Sequence[AffineLayer], *, budget: int = BUDGET) -> list[torch.Tensor]:
     """Every layer's tables with :func:`hand_vectorized_layer`."""
     return [hand_vectorized_layer(layer, budget=budget) for layer in layers]
+
+
+def hand_vectorized_model(model: torch.nn.Module, input_domain: Domain, *, budget: int = BUDGET) -> list[torch.Tensor]:
+    """The hand-vectorized baseline from the model: read each layer and gather its neurons' weights at their
+    fan-in (:func:`~benchmarks.workloads.affine_layers`), then :func:`hand_vectorized`."""
+    return hand_vectorized(affine_layers(model, input_domain), budget=budget)
 
 
 # -- the peer patterns ------------------------------------------------------------------------------------

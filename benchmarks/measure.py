@@ -148,16 +148,20 @@ class Timing:
         return statistics.median(self.runs)
 
 
-def measure(fn: Callable[[], Any], *, repeats: int) -> Timing:
-    """Run ``fn`` ``repeats`` times; the previous result is dropped before each run so it is not counted."""
+def measure(fn: Callable[..., Any], *, repeats: int, setup: Callable[[], Any] | None = None) -> Timing:
+    """Run ``fn`` ``repeats`` times; the previous result is dropped before each run so it is not counted.
+
+    With ``setup``, each run is ``fn(setup())`` and only ``fn`` is timed (e.g. a fresh copy of a model).
+    """
     runs: list[float] = []
     peaks: list[int] = []
     result = None
     for _ in range(repeats):
         result = None
+        args = () if setup is None else (setup(),)
         with PeakMemory() as peak:
             start = time.perf_counter()
-            result = fn()
+            result = fn(*args)
             runs.append(time.perf_counter() - start)
         if peak.bytes is not None:
             peaks.append(peak.bytes)

@@ -15,6 +15,7 @@ A final *targets* section prints PASS or FAIL for each performance target with t
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -169,13 +170,31 @@ def bench_generation(workload: workloads.Workload, *, repeats: int, cap: float) 
     name = workload.name
     rows = workload.total_rows
 
+    # A first call traces and plans the model; later calls on the same model reuse that (build once, run
+    # many) and only read the weights again. Each first call gets a fresh copy of the model.
+    timing = measure(workload.precompute, repeats=repeats, setup=lambda: copy.deepcopy(workload.model))
+    first_row = Result(
+        "generation",
+        name,
+        "iotable (first call)",
+        rows,
+        timing.seconds,
+        timing.runs,
+        timing.peak_bytes,
+        note="traces and plans a fresh copy of the model",
+    )
+    first_codes = iotable_codes(timing.result)
+    timing.result = None
+
+    workload.precompute()  # the plan the repeated calls reuse
     timing = measure(workload.precompute, repeats=repeats)
     mine = iotable_codes(timing.result)
     paths = _paths(timing.result)
     iotable_row = Result("generation", name, "iotable", rows, timing.seconds, timing.runs, timing.peak_bytes)
     timing.result = None
 
-    timing = measure(lambda: baselines.hand_vectorized(workload.layers), repeats=repeats)
+    # From the model, as iotable: read each layer, gather its neurons' weights, then the tables.
+    timing = measure(lambda: baselines.hand_vectorized_model(workload.model, workload.input_domain), repeats=repeats)
     theirs = [t.numpy() for t in timing.result]
     timing.result = None
     hand_row = Result("generation", name, "hand-vectorized", rows, timing.seconds, timing.runs, timing.peak_bytes)
@@ -183,9 +202,10 @@ def bench_generation(workload: workloads.Workload, *, repeats: int, cap: float) 
     # Where the two differ, the model decides; every other algorithm is checked against the result.
     truth = arbitrate(workload.layers, mine, theirs)
     iotable_row.exact, iotable_row.note = _exactness(truth.wrong(mine), truth.ties)
-    iotable_row.note = "; ".join(n for n in (paths, iotable_row.note) if n)
+    iotable_row.note = "; ".join(n for n in (paths, "plan reused", iotable_row.note) if n)
+    first_row.exact, _ = _exactness(truth.wrong(first_codes))
     hand_row.exact, hand_row.note = _exactness(truth.wrong(theirs), truth.ties)
-    out: list[Result] = [iotable_row]
+    out: list[Result] = [iotable_row, first_row]
 
     if workload.custom_blocks:
         timing = measure(workload.precompute_custom, repeats=repeats)
@@ -377,12 +397,14 @@ def targets(results: list[Result], memory: list[dict[str, Any]]) -> list[Target]
 
     for name in GENERATION:
         mine, base = found.get(("generation", name, "iotable")), found.get(("generation", name, "hand-vectorized"))
+        first = found.get(("generation", name, "iotable (first call)"))
         if mine and base:
             ratio = base.seconds / mine.seconds
+            cold = f"; first call {base.seconds / first.seconds:.3g}x" if first else ""
             out.append(
                 Target(
                     f"{name}: table generation >= 1x hand-vectorized (aim 2x)",
-                    f"{ratio:.3g}x ({_rate(mine.rate)} vs {_rate(base.rate)} rows/s)",
+                    f"{ratio:.3g}x ({_rate(mine.rate)} vs {_rate(base.rate)} rows/s{cold})",
                     _status(ratio >= 1),
                 )
             )

@@ -353,11 +353,18 @@ class Workload:
     custom_blocks: list[tuple[nn.Module, Domain]] = field(default_factory=list)
     peers: bool = True  # the LogicNets and PolyLUT patterns apply (sparse Linear layers)
 
-    def precompute(self, **options: Any) -> Any:
-        """``iotable.precompute`` on the whole model (the timed call), ``memory_budget`` 256 MiB by default."""
+    def precompute(self, model: nn.Module | None = None, **options: Any) -> Any:
+        """``iotable.precompute`` on the whole model (the timed call), ``memory_budget`` 256 MiB by default.
+
+        ``model``: another copy of the workload's model (by default the workload's own).
+        """
         options.setdefault("memory_budget", 256 * 2**20)
         return iotable.precompute(
-            self.model, input_domain=self.input_domain, example_input=self.example_input, progress=False, **options
+            self.model if model is None else model,
+            input_domain=self.input_domain,
+            example_input=self.example_input,
+            progress=False,
+            **options,
         )
 
     def precompute_custom(self) -> list[Any]:
