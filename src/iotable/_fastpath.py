@@ -5,9 +5,10 @@ most of that work multiplies zeros. Here each output channel is a *column*: its 
 of its unit's table is a sum of one term per input (the weight times the input's value), so rows are outer
 sums of small per-input tables, and the codes follow from the tail (batch norm, clamps, the quantizer).
 
-Exactness. A float32 sum of ``f`` products and a bias, in whatever order a kernel adds them (adding the exact
-zeros of pruned weights changes nothing), lies within ``E = (f + 2) * eps32 * (sum |w x| + |b|)`` of the
-exact sum. Two kernels turn pre-activations into codes:
+Exactness (``docs/exactness.md``). A float32 sum of ``f`` products and a bias, in whatever order a kernel adds
+them (adding the exact zeros of pruned weights changes nothing), lies within
+``E = (f + 2) * u * (sum |w x| + |b|)`` of the exact sum (``u = 2**-24``; twice that for convolutions). Two
+kernels turn pre-activations into codes:
 
 - *Affine tails* (batch norm, ReLU, ReLU6, hardtanh, identity, dropout, any number of them, then
   ``Quantize``) are a per-channel affine map between two clamps, so the quantizer's rounding argument is
@@ -16,9 +17,9 @@ exact sum. Two kernels turn pre-activations into codes:
   proved when ``phi`` lies further than a margin ``mu`` from every integer, where ``mu`` covers the float32
   error of the layer (``E`` through the gain), the float32 error of the tail's own arithmetic (bounded per
   module) and the fixed-point rounding: then every float32 evaluation of the layer, on any batch, gives
-  that code. The few rows within ``mu`` of an integer are recomputed in float64; those still within the
-  exact margin lie within float rounding of a quantization boundary and are computed through the module
-  itself, exactly as the black-box path would (``LayerTables.near_ties``). The analytic tail is checked
+  that code. The few rows within ``mu`` of an integer are recomputed in float64 with their own bounds;
+  those still within them lie within float rounding of a quantization boundary and are computed through the
+  module itself, exactly as the black-box path would (``LayerTables.near_ties``). The analytic tail is checked
   against the modules themselves on both sides of every boundary before it is used.
 - *Other monotone tails* (sigmoid, tanh, leaky ReLU): the tail modules run on the pre-activation at both
   ends of ``[exact - E, exact + E]``; where the two codes agree the row is proved, the rest go through the
@@ -40,7 +41,7 @@ from torch.nn.utils import prune
 
 from .errors import EnumerationError
 from .nn import Quantize
-from .plan import LayerPlan, Unit, run_module
+from .plan import LayerPlan, Unit
 from .spec import ELEMENTWISE
 
 __all__ = ["FastPath", "recognize"]
@@ -150,6 +151,7 @@ class _Structure:
     kind: str  # "linear" or "conv"
     groups: list[_Group]  # of all the layer's units
     read_index: np.ndarray  # flat indices of the (output, input) pairs some unit reads
+    fill: np.ndarray  # (frame elements,) float32: each element's value of real 0 (code 0 without one)
 
 
 def _structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
@@ -185,7 +187,9 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
             return None
     kind = "linear" if type(head) is nn.Linear else "conv"
     read_index = np.flatnonzero(layer.reads)
-    return _Structure(head, tail, kind, _Group.of(layer, list(layer.units)), read_index)
+    fill = np.asarray([d.values[c] for d, c in zip(layer.input_domains, layer.fill_codes)], dtype=np.float32)
+    frame = fill[_frame_channels(layer)]
+    return _Structure(head, tail, kind, _Group.of(layer, list(layer.units)), read_index, frame)
 
 
 def _weights(structure: _Structure, layer: LayerPlan) -> np.ndarray | None:
@@ -353,37 +357,42 @@ class FastPath:
         return outputs, near
 
     def tail_codes(self, layer: LayerPlan, z: torch.Tensor) -> np.ndarray:
-        """The layer's codes for pre-activations ``z`` ``(n, out channels)``: the tail modules, then encoding.
-
-        The modules run as they do in eval mode (batch norm on its running statistics, dropout passing),
-        without switching the model's own mode.
-        """
+        """The layer's codes for pre-activations ``z`` ``(n, out channels)``: the tail modules, then encoding."""
         x = z.reshape((z.shape[0], layer.out_channels) + (1,) * layer.geometry.rank)
+        return layer.output_domain.encode(self._run(layer, x, head=False).reshape(z.shape[0], -1).numpy())
+
+    def _run(self, layer: LayerPlan, x: torch.Tensor, *, head: bool) -> torch.Tensor:
+        """The layer's modules (the head when ``head``, then the tail) on ``x``, as in eval mode.
+
+        Batch norm runs on its running statistics and dropout passes, without switching the model's own
+        mode; the head is the module itself (its pruning hook included), which behaves alike in both modes.
+        """
         try:
             with torch.inference_mode():
+                if head:
+                    x = self.structure.head(x)
                 for m in self.tail:
                     if isinstance(m, nn.modules.batchnorm._BatchNorm):
                         x = F.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)
                     elif not isinstance(m, nn.Dropout):
                         x = m(x)
         except Exception as exc:  # the modules' own failure, reported as the black box would
-            msg = f"{layer.name}: forward failed on an input of shape {tuple(z.shape)}: {type(exc).__name__}: {exc}"
+            msg = f"{layer.name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
             raise EnumerationError(msg) from exc
-        return layer.output_domain.encode(x.reshape(z.shape[0], -1).numpy())
+        return x
 
     def through_module(self, layer: LayerPlan, cols: _Columns, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
-        """Codes of single ``(row, column)`` entries computed by the whole module, as the black box does.
+        """Codes of single ``(row, column)`` entries computed by the layer's modules, as the black box does.
 
         Each row's input codes sit at its unit's inputs (at the first slot of the enumeration frame) in a
-        frame that holds each channel's code of real 0 elsewhere.
+        frame that holds each channel's code of real 0 elsewhere; the whole layer runs on these frames.
         """
         values = _values(cols, _digits(cols, rows)).astype(np.float32)
-        fill = np.asarray([d.values[c] for d, c in zip(layer.input_domains, layer.fill_codes)], dtype=np.float32)
-        frame = np.broadcast_to(fill[_frame_channels(layer)], (len(rows), math.prod(layer.frame_in))).copy()
+        frame = np.broadcast_to(self.structure.fill, (len(rows), len(self.structure.fill))).copy()
         np.put_along_axis(frame, layer.input_indices(cols.reads[which])[:, 0], values, axis=1)
         out_index = layer.output_indices(cols.channels[which])[0]
         x = torch.from_numpy(frame).reshape(len(rows), *layer.frame_in)
-        out = run_module(self.module, x, layer.name).reshape(len(rows), -1).numpy()
+        out = self._run(layer, x, head=True).reshape(len(rows), -1).numpy()
         return layer.output_domain.encode(out[np.arange(len(rows)), out_index])
 
 

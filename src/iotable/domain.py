@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from typing import Any
@@ -15,6 +16,7 @@ __all__ = ["Domain", "code_dtype"]
 _F32_EPS = float(np.finfo(np.float32).eps)
 
 
+@functools.lru_cache(maxsize=64)
 def code_dtype(n: int) -> np.dtype:
     """Return the smallest unsigned integer dtype that holds codes ``0..n-1``.
 

@@ -178,10 +178,13 @@ def _enumerate(
 
     ``fast``: the fast path already recognized for this layer (see :func:`iotable._fastpath.recognize`).
     """
-    dtype, device = module_dtype(module)
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_domain = layer.output_domain
-    out_dtype = out_domain.code_dtype if out_domain is not None else torch.empty(0, dtype=dtype).numpy().dtype
+    if out_domain is not None:
+        dtype, device, out_dtype = torch.float32, torch.device("cpu"), out_domain.code_dtype
+    else:  # raw outputs keep the module's own float type
+        dtype, device = module_dtype(module)
+        out_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     outputs: dict[int, np.ndarray] = {}
     keys: dict[int, str] = {}
     if cache is not None:
@@ -218,6 +221,7 @@ def _enumerate(
         return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
     if pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+    dtype, device = module_dtype(module)
     colours = _colours(todo)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)

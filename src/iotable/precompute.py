@@ -38,7 +38,7 @@ class LayerTables:
     """
 
     plan: LayerPlan
-    tables: tuple[IOTable, ...]
+    tables: Sequence[IOTable]  # a tuple, or a TableList that makes each table on first access
     cached: tuple[int, ...] = ()
     method: str = "black box"
     near_ties: int = 0
@@ -186,5 +186,5 @@ def tabulate(
         fast=fast,
     )
     return LayerTables(
-        plan=layer, tables=tuple(done.tables), cached=done.cached, method=done.method, near_ties=done.near_ties
+        plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
     )
