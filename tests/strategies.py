@@ -36,3 +36,17 @@ def sparse_fan_ins(draw, max_inputs: int = 6, max_units: int = 4, max_fan_in: in
     n_units = draw(st.integers(1, max_units))
     unit = st.lists(st.integers(0, n_in - 1), min_size=1, max_size=max_fan_in, unique=True)
     return n_in, draw(st.lists(unit, min_size=n_units, max_size=n_units))
+
+
+@st.composite
+def output_domains(draw):
+    """Uniform domains of any sign, width, scale and zero point, and explicit (possibly uneven) value sets."""
+    if draw(st.booleans()):
+        return Domain.uniform(
+            draw(st.integers(1, 5)),
+            signed=draw(st.booleans()),
+            scale=draw(st.sampled_from([1.0, 0.5, 0.1, 0.3, 2.0**-7, 3.0])),
+            zero_point=draw(st.sampled_from([0, 1, -2])),
+        )
+    values = draw(st.lists(st.floats(-100, 100, allow_nan=False, width=32), min_size=1, max_size=9, unique=True))
+    return Domain.values(values)

@@ -250,3 +250,65 @@ def test_per_channel_input_domains(layout):
     assert [t.rows for t in result.tables] == [2 * 4 * 2 * 4, 3 * 4 * 3 * 4]
     assert result.plan.input_domain is None and "per-channel domains" in result.summary()
     assert_tables_match(result, module, domain=domains, in_shape=shape, layout=layout, positions=((0,), (3,)))
+
+
+class NearGrid(nn.Module):
+    """Outputs on a quantization grid, nudged within float rounding on some rows (off the exact values)."""
+
+    def forward(self, x):
+        y = torch.clamp(torch.round(2 * (x[:, :2] + x[:, 1:]) * torch.tensor([1.0, -1.0])), -2, 1) / 2
+        return y + torch.where(x[:, :2] > 0.5, 1e-7, 0.0)
+
+
+def test_outputs_within_rounding_of_a_domain_value_encode_as_domain_encode():
+    """Outputs a rounding error off the domain's values get Domain.encode's codes (the exact-match shortcut fails)."""
+    module = decompose(NearGrid(), fan_in=[[0, 1], [1, 2]], output_domain=Domain.uniform(2, signed=True, scale=0.5))
+    result = precompute(module, input_domain=D2, example_input=torch.zeros(1, 3))
+    assert_tables_match(result, module, domain=D2, in_shape=(3,))
+
+
+class Steps(nn.Module):
+    """Each output one of three unevenly spaced values, chosen by a threshold on the sum of its two inputs."""
+
+    def forward(self, x):
+        s = x[:, :2] + x[:, 1:]
+        return torch.where(s < 2, -1.0, torch.where(s < 4, 0.5, 2.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_unevenly_spaced_output_domain_and_float64_modules(dtype):
+    """An output domain of explicit, unevenly spaced values, in float32 and float64 modules."""
+    module = decompose(Steps(), fan_in=[[0, 1], [1, 2]], output_domain=Domain.values([-1, 0.5, 2]))
+    module.register_buffer("anchor", torch.zeros(1, dtype=dtype))  # the module's dtype, for the enumerator
+    result = precompute(module, input_domain=D2, example_input=torch.zeros(1, 3))
+    assert result.tables[0].outputs.dtype == np.uint8
+    assert_tables_match(result, module, domain=D2, in_shape=(3,))
+
+
+class InPlace(nn.Module):
+    """A grouped convolution that then scales its own input in place (as in-place activations write into it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = dyadic_(nn.Conv1d(4, 4, 2, groups=2))
+
+    def forward(self, x):
+        out = self.conv(x) + 0 * x.sum(dim=(1, 2), keepdim=True)  # adds exactly 0 while every input is finite
+        x.mul_(1e30)
+        return out
+
+
+def test_module_that_changes_its_input_in_place():
+    """A module writing into its input does not leak into later chunks: every chunk starts from the fill frame."""
+    module = decompose(InPlace(), groups=2, kernel_size=2)
+    domain = Domain.values([1, 2, 3])  # no 0: the fill is a value that scaling changes
+    result = precompute(module, input_domain=domain, example_input=torch.zeros(1, 4, 7), memory_budget=1, check=False)
+    assert_tables_match(result, module, domain=domain, in_shape=(4, 7), positions=((0,), (5,)))
+
+
+def test_identity_module_returning_its_input():
+    """A module that returns its (reused) input buffer itself gives one-input identity tables."""
+    module = decompose(nn.Identity(), groups=3, output_domain=S2)
+    result = precompute(module, input_domain=S2, example_input=torch.zeros(1, 3), memory_budget=1)
+    for table in result.tables:
+        assert table.outputs[:, 0].tolist() == [0, 1, 2, 3]

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 from torch.nn.utils import prune
 
-from iotable import Domain, decompose, precompute
+from iotable import Domain, DomainError, decompose, precompute
+from iotable.enumerate import _Encoder
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
 from .oracle import assert_tables_match
-from .strategies import conv1d_configs, domains, sparse_fan_ins
+from .strategies import conv1d_configs, domains, output_domains, sparse_fan_ins
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -66,3 +68,26 @@ def test_minimal_frame_equals_tiled_example_frame():
     tiled = precompute(conv, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 2, 16, 16))
     assert len(minimal.plan.slots) == 1 and len(tiled.plan.slots) == 4
     assert minimal.tables == tiled.tables
+
+
+@FAST
+@given(domain=output_domains(), data=st.data())
+def test_output_encoder_gives_domain_encode_codes_or_defers(domain, data):
+    """The enumerator's output encoder returns Domain.encode's codes, or None (defer to it); never other codes."""
+    encoder = _Encoder(domain, np.dtype(np.float32))
+    codes = np.asarray(data.draw(st.lists(st.integers(0, len(domain) - 1), min_size=1, max_size=40)))
+    exact = domain.values.astype(np.float32)[codes]
+    if np.array_equal(exact.astype(np.float64), domain.values[codes]):
+        np.testing.assert_array_equal(encoder(exact), codes)  # exact outputs never need Domain.encode
+    nudge = data.draw(st.sampled_from([0.0, 1e-6, 0.3, np.nan, 1e3]))
+    y = exact.copy()
+    y[data.draw(st.integers(0, len(y) - 1))] += np.float32(nudge)
+    found = encoder(y)
+    try:
+        expected = domain.encode(y)
+    except DomainError:
+        assert found is None
+    else:
+        if found is not None:
+            np.testing.assert_array_equal(found, expected)
+            assert found.dtype == expected.dtype
