@@ -10,6 +10,7 @@ from torch.nn.utils import prune
 
 import iotable
 from iotable import Domain, decompose, precompute
+from iotable.enumerate import _classes, _colours
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
@@ -312,3 +313,49 @@ def test_identity_module_returning_its_input():
     result = precompute(module, input_domain=S2, example_input=torch.zeros(1, 3), memory_budget=1)
     for table in result.tables:
         assert table.outputs[:, 0].tolist() == [0, 1, 2, 3]
+
+
+class SparseTanh(nn.Module):
+    """Output k is a non-linear function of the inputs listed in ``fan_in[k]``."""
+
+    def __init__(self, n_in: int, fan_in: list[list[int]]) -> None:
+        super().__init__()
+        mask = torch.zeros(len(fan_in), n_in)
+        for k, inputs in enumerate(fan_in):
+            mask[k, inputs] = torch.arange(1, len(inputs) + 1, dtype=torch.float32)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        return torch.tanh(x @ self.mask.T) + (x @ self.mask.T) ** 2
+
+
+def crown_fan_in(n: int) -> tuple[int, list[list[int]]]:
+    """Fan-ins whose conflict graph is the crown graph on 2n units: u_i and v_j share an input iff i != j.
+
+    Units come in the order u_0, v_0, u_1, v_1, ..., where first-fit colouring needs n colours; the graph is
+    bipartite, so 2 suffice.
+    """
+    channel = {}
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                channel[i, j] = len(channel)
+    fan_in = []
+    for k in range(n):
+        fan_in.append(sorted(channel[k, j] for j in range(n) if j != k))
+        fan_in.append(sorted(channel[i, k] for i in range(n) if i != k))
+    return len(channel), fan_in
+
+
+def test_colouring_reaches_two_forward_passes_on_a_bipartite_conflict_graph():
+    """Units on a crown graph (first-fit needs n colours) share 2 forward passes, with exact tables."""
+    n_in, fan_in = crown_fan_in(4)
+    module = decompose(SparseTanh(n_in, fan_in), fan_in=fan_in)
+    layer = iotable.plan(module, input_domain=D1, example_input=torch.zeros(1, n_in))
+    colours = _colours(_classes(layer))
+    assert len(colours) == 2
+    for members in colours:
+        channels = [ch for c in members for ch in c.channels]
+        assert len(channels) == len(set(channels))
+    result = precompute(module, input_domain=D1, example_input=torch.zeros(1, n_in))
+    assert_tables_match(result, module, domain=D1, in_shape=(n_in,))

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn.utils import prune
 
-from iotable import Domain, DomainError, decompose, precompute
-from iotable.enumerate import _Encoder
+from iotable import Domain, DomainError, decompose, plan, precompute
+from iotable.enumerate import _classes, _colours, _Encoder
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
@@ -91,3 +91,20 @@ def test_output_encoder_gives_domain_encode_codes_or_defers(domain, data):
         if found is not None:
             np.testing.assert_array_equal(found, expected)
             assert found.dtype == expected.dtype
+
+
+@FAST
+@given(layer=sparse_fan_ins(max_inputs=10, max_units=12, max_fan_in=4))
+def test_colours_partition_classes_into_disjoint_forward_passes(layer):
+    """Every class is in exactly one colour, a colour's classes read disjoint channels, and no colouring does
+    better than the largest number of classes reading one channel."""
+    n_in, fan_in = layer
+    lin = decompose(nn.Linear(n_in, len(fan_in)), fan_in=fan_in)
+    classes = _classes(plan(lin, input_domain=Domain.uniform(1)))
+    colours = _colours(classes)
+    assert sorted(id(c) for members in colours for c in members) == sorted(id(c) for c in classes)
+    for members in colours:
+        channels = [ch for c in members for ch in c.channels]
+        assert len(channels) == len(set(channels))
+    readers = np.bincount([ch for c in classes for ch in c.channels], minlength=n_in)
+    assert len(colours) >= readers.max()

@@ -14,6 +14,7 @@ How rows are batched (no Python loop over rows):
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 from dataclasses import dataclass
@@ -124,18 +125,56 @@ def _classes(layer: LayerPlan) -> list[_Class]:
     ]
 
 
+def _dsatur(neighbours: list[set[int]]) -> list[int]:
+    """Colour of each vertex: DSatur (most distinct neighbour colours first, then most neighbours)."""
+    colour = [-1] * len(neighbours)
+    seen: list[set[int]] = [set() for _ in neighbours]
+    heap = [(0, -len(n), v) for v, n in enumerate(neighbours)]
+    heapq.heapify(heap)
+    while heap:
+        saturation, _, v = heapq.heappop(heap)
+        if colour[v] >= 0 or -saturation != len(seen[v]):
+            continue  # coloured already, or an entry from before its saturation grew
+        c = 0
+        while c in seen[v]:
+            c += 1
+        colour[v] = c
+        for u in neighbours[v]:
+            if colour[u] < 0 and c not in seen[u]:
+                seen[u].add(c)
+                heapq.heappush(heap, (-len(seen[u]), -len(neighbours[u]), u))
+    return colour
+
+
 def _colours(classes: list[_Class]) -> list[list[_Class]]:
-    """Greedy colouring: classes of equal row count and pairwise disjoint input channels share a forward."""
-    colours: list[tuple[set[int], int, list[_Class]]] = []
-    for cls in sorted(classes, key=lambda c: -c.rows):
-        for used, rows, members in colours:
-            if rows == cls.rows and used.isdisjoint(cls.channels):
-                used |= cls.channels
-                members.append(cls)
-                break
-        else:
-            colours.append((set(cls.channels), cls.rows, [cls]))
-    return [members for _, _, members in colours]
+    """Classes of equal row count and pairwise disjoint input channels that share a forward pass.
+
+    The forward passes of a layer are the colours of its classes' conflict graph (two classes conflict when
+    they read a common channel); DSatur needs close to the fewest, which is at least the largest number of
+    classes reading one channel.
+    """
+    by_rows: dict[int, list[_Class]] = {}
+    for cls in classes:
+        by_rows.setdefault(cls.rows, []).append(cls)
+    colours: list[list[_Class]] = []
+    for rows in sorted(by_rows, reverse=True):
+        group = by_rows[rows]
+        readers: dict[int, list[int]] = {}
+        for k, cls in enumerate(group):
+            for channel in cls.channels:
+                readers.setdefault(channel, []).append(k)
+        neighbours: list[set[int]] = [set() for _ in group]
+        for members in readers.values():
+            for k in members:
+                neighbours[k].update(members)
+        for k, n in enumerate(neighbours):
+            n.discard(k)
+        colour = _dsatur(neighbours)
+        found: list[list[_Class]] = [[] for _ in range(max(colour) + 1)]
+        for cls, c in zip(group, colour):
+            found[c].append(cls)
+        colours.extend(found)
+    return colours
 
 
 def enumerate_tables(
