@@ -10,7 +10,8 @@ from torch.nn.utils import prune
 
 import iotable
 from iotable import Domain, decompose, precompute
-from iotable.enumerate import _classes, _colours
+import iotable.enumerate as enumerate_module
+from iotable.enumerate import _classes, _colours, _Packed, _passes
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
@@ -359,3 +360,132 @@ def test_colouring_reaches_two_forward_passes_on_a_bipartite_conflict_graph():
         assert len(channels) == len(set(channels))
     result = precompute(module, input_domain=D1, example_input=torch.zeros(1, n_in))
     assert_tables_match(result, module, domain=D1, in_shape=(n_in,))
+
+
+def overlapping_fan_in(n_in: int, units: int, width: int, seed: int = 0) -> list[list[int]]:
+    """Random sparse fan-ins that overlap heavily (few inputs, many units)."""
+    rng = np.random.default_rng(seed)
+    return [sorted(rng.choice(n_in, width, replace=False).tolist()) for _ in range(units)]
+
+
+class MaskedBlock(nn.Module):
+    """A user's sparse layer: masked matmul with dyadic weights, ReLU, an inline 2-bit quantizer."""
+
+    def __init__(self, n_in: int, fan_in: list[list[int]], seed: int = 0) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(seed)
+        mask = torch.zeros(len(fan_in), n_in)
+        for k, inputs in enumerate(fan_in):
+            mask[k, inputs] = 1.0
+        self.weight = nn.Parameter(torch.randint(-8, 9, (len(fan_in), n_in), generator=gen) / 8 * mask)
+        self.bias = nn.Parameter(torch.randint(-8, 9, (len(fan_in),), generator=gen) / 8)
+
+    def forward(self, x):
+        return torch.clamp(torch.round(torch.relu(x @ self.weight.T + self.bias) * 2), 0, 3) / 2
+
+
+@pytest.mark.parametrize(
+    ("domain", "width"),
+    [
+        (Domain.uniform(2, scale=0.5), 5),  # GF(4): 1024 rows
+        (Domain.uniform(1), 10),  # GF(2): 1024 rows
+        (Domain.uniform(2, signed=True, narrow=True), 7),  # GF(3), an odd prime: 2187 rows
+        (Domain.values(range(9)), 4),  # GF(9) = GF(3**2): 6561 rows
+    ],
+    ids=["gf4", "gf2", "gf3", "gf9"],
+)
+def test_overlapping_units_share_packed_passes_with_exact_tables(domain, width, monkeypatch):
+    """Units whose fan-ins overlap share few forward passes (a linear design) and every row is the module's."""
+    monkeypatch.setattr(enumerate_module, "_CACHE_BYTES", 1)  # chunks of a few blocks: codes add high digits
+    n_in, units = 12, 6
+    fan_in = overlapping_fan_in(n_in, units, width)
+    module = decompose(MaskedBlock(n_in, fan_in), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
+    layer = iotable.plan(module, input_domain=domain, example_input=torch.zeros(1, n_in))
+    passes = _passes(layer, _classes(layer), capacity=2**28, itemsize=1)
+    readers = np.bincount([e for f in fan_in for e in f]).max()
+    assert all(isinstance(p, _Packed) for p in passes) and len(passes) < readers
+    result = precompute(module, input_domain=domain, example_input=torch.zeros(1, n_in))
+    assert_tables_match(result, module, domain=domain, in_shape=(n_in,))
+
+
+def test_packed_and_coloured_passes_give_identical_tables(monkeypatch):
+    """A layer enumerated in packed passes equals the same layer in disjoint colours, with raw float outputs,
+    per-channel domains of equal size, several outputs per unit and a small memory budget (many chunks)."""
+    n_in = 9
+    fan_in = overlapping_fan_in(n_in, 7, 5, seed=3)
+    module = decompose(SparseTanh(n_in, fan_in), fan_in=fan_in)
+    domains = [Domain.uniform(2, scale=0.5), Domain.uniform(2, signed=True), Domain.values([-1, 0.5, 2, 3])] * 3
+    packed = precompute(module, input_domain=domains, example_input=torch.zeros(1, n_in), memory_budget=2**16)
+    assert packed.tables[0].outputs.dtype == np.float32
+    monkeypatch.setattr(enumerate_module, "_PACK_MIN_ROWS", 2**30)
+    coloured = precompute(module, input_domain=domains, example_input=torch.zeros(1, n_in), memory_budget=2**16)
+    assert packed.tables == coloured.tables
+    assert_tables_match(packed, module, domain=domains, in_shape=(n_in,))
+
+
+def test_packed_pass_with_several_outputs_per_unit():
+    """Units of fan_out 2 in packed passes write both outputs in row order."""
+    n_in = 8
+    fan_in = overlapping_fan_in(n_in, 4, 5, seed=1)
+    twice = [f for f in fan_in for _ in range(2)]
+    module = decompose(
+        MaskedBlock(n_in, twice),
+        fan_in=fan_in,
+        fan_out=[[2 * k, 2 * k + 1] for k in range(4)],
+        output_domain=Domain.uniform(2, scale=0.5),
+    )
+    result = precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in))
+    assert [t.fan_out for t in result.tables] == [2] * 4
+    assert_tables_match(result, module, domain=D2, in_shape=(n_in,))
+
+
+def test_packed_tables_larger_than_a_pass_capacity_are_streamed():
+    """Tables that do not fit a packed pass's capacity go through disjoint colours streamed to files."""
+    n_in = 8
+    fan_in = overlapping_fan_in(n_in, 5, 5, seed=2)
+    module = decompose(MaskedBlock(n_in, fan_in), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
+    layer = iotable.plan(module, input_domain=D2, example_input=torch.zeros(1, n_in))
+    assert not any(isinstance(p, _Packed) for p in _passes(layer, _classes(layer), capacity=1000, itemsize=1))
+    small = precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), memory_budget=1000)
+    assert all(isinstance(t.outputs, np.memmap) for t in small.tables)
+    assert small.tables == precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in)).tables
+
+
+def test_packed_passes_resume_from_the_cache(tmp_path):
+    """Packed tables are cached like any other: a rerun loads every one."""
+    n_in = 8
+    fan_in = overlapping_fan_in(n_in, 6, 5, seed=4)
+    module = decompose(MaskedBlock(n_in, fan_in), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
+    first = precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), cache_dir=tmp_path)
+    again = precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), cache_dir=tmp_path)
+    assert first.cached == () and again.cached == tuple(range(6)) and again.method == "cache"
+    assert again.tables == first.tables == precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in)).tables
+
+
+class OffDomainAt(nn.Module):
+    """A masked block whose unit 2 outputs 0.3 (outside the declared domain) for one input combination."""
+
+    def __init__(self, n_in: int, fan_in: list[list[int]], codes: list[int]) -> None:
+        super().__init__()
+        self.block = MaskedBlock(n_in, fan_in)
+        self.inputs, self.codes = fan_in[2], torch.tensor(codes, dtype=torch.float32)  # D2's values are its codes
+
+    def forward(self, x):
+        y = self.block(x)
+        hit = (x[:, self.inputs] == self.codes).all(dim=1)
+        y[:, 2] = torch.where(hit, 0.3, y[:, 2])
+        return y
+
+
+def test_packed_pass_error_names_the_bad_row():
+    """An output outside the declared domain in a packed pass names the unit and the row of its table."""
+    n_in = 8
+    fan_in = overlapping_fan_in(n_in, 6, 5, seed=5)
+    codes = [1, 3, 0, 2, 1]
+    module = decompose(OffDomainAt(n_in, fan_in, codes), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
+    row = int(np.dot(codes, 4 ** np.arange(4, -1, -1)))
+    layer = iotable.plan(module, input_domain=D2, example_input=torch.zeros(1, n_in))
+    (packed,) = _passes(layer, _classes(layer), capacity=2**28, itemsize=1)
+    assert [c.units[0].index for c in packed.classes].index(2) > 0  # its rows come out of sample order
+    with pytest.raises(iotable.EnumerationError, match=rf"unit\(s\) \[2\], rows from {row}: value 0\.3"):
+        precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), check=False)

@@ -10,12 +10,12 @@ from torch import nn
 from torch.nn.utils import prune
 
 from iotable import Domain, DomainError, decompose, plan, precompute
-from iotable.enumerate import _classes, _colours, _Encoder
+from iotable.enumerate import _classes, _colours, _Encoder, _Packed, _passes
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
 from .oracle import assert_tables_match
-from .strategies import conv1d_configs, domains, output_domains, sparse_fan_ins
+from .strategies import conv1d_configs, domains, output_domains, packed_layers, sparse_fan_ins
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -108,3 +108,21 @@ def test_colours_partition_classes_into_disjoint_forward_passes(layer):
         assert len(channels) == len(set(channels))
     readers = np.bincount([ch for c in classes for ch in c.channels], minlength=n_in)
     assert len(colours) >= readers.max()
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layer=packed_layers(), budget=st.sampled_from([2**14, 2**28]))
+def test_random_packed_layers_match_oracle(layer, budget):
+    """Sparse layers whose units share packed forward passes match the module exhaustively, chunked or not."""
+    domain, n_in, fan_in = layer
+    lin = dyadic_(nn.Linear(n_in, len(fan_in)))
+    mask = torch.zeros(len(fan_in), n_in)
+    for k, idx in enumerate(fan_in):
+        mask[k, idx] = 1
+    prune.custom_from_mask(lin, "weight", mask)
+    block = decompose(nn.Sequential(lin, nn.Tanh()), fan_in=fan_in)
+    result = precompute(block, input_domain=domain, memory_budget=budget, fast_path=False)
+    if budget == 2**28:
+        passes = _passes(result.plan, _classes(result.plan), capacity=budget, itemsize=4)
+        assert all(isinstance(p, _Packed) for p in passes)
+    assert_tables_match(result, block, domain=domain, in_shape=(n_in,))

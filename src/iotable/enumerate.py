@@ -6,10 +6,15 @@ How rows are batched (no Python loop over rows):
   output channels of a convolution group share their inputs).
 - Classes whose inputs are disjoint are *coloured* together: their inputs are set independently in the same
   forward pass (the replicate-across-groups trick: one forward of a grouped convolution fills every group).
+  Colours come from DSatur on the classes' conflict graph.
 - Every slot of the enumeration frame (a non-overlapping window position, see :mod:`iotable.plan`) holds a
   different row, so sample ``b`` of a forward pass computes rows ``b * slots + i`` of each class.
-- Codes come from index arithmetic on row numbers (``digit_j = row // weight_j % n``), chunked so that one
-  forward pass stays under a memory budget.
+- Where a forward pass has one slot, classes whose inputs *overlap* share it too: a linear design over a
+  finite field gives every class each of its rows exactly once, out of order (see :mod:`iotable._design`).
+  On a LogicNets-style sparse layer that is one or two passes where colours need one per unit reading the
+  most-read input.
+- Inputs are built in a reused buffer straight from the domains' values; chunks are sized for the cache and
+  bounded by a memory budget.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._design import Field, finite_field, pack
 from ._fastpath import recognize
 from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
@@ -46,6 +52,9 @@ _BYTES_PER_ELEMENT = 8 + 4 * 6
 # at 131k), so chunks aim at this many bytes of inputs and outputs, never fewer than _MIN_CHUNK samples.
 _CACHE_BYTES = 2**20
 _MIN_CHUNK = 64
+
+# Packed forward passes (see _passes) pay off from this many rows per table.
+_PACK_MIN_ROWS = 1024
 
 
 @dataclass(frozen=True)
@@ -266,28 +275,28 @@ def _enumerate(
             outputs[index] = s.finish()
     elif pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
-    colours = _colours(todo)
+    passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
-    n_slots = len(layer.slots)
     chunk = _chunk_samples(layer, memory_budget, dtype)
-    samples = [-(-members[0].rows // n_slots) for members in colours]
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
+    run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
-    with progress_bar(total=sum(samples), desc=layer.name, enabled=progress, unit="sample") as bar:
-        for members, total in zip(colours, samples):
+    with progress_bar(total=sum(run.samples(p) for p in passes), desc=layer.name, enabled=progress, unit="sample") as bar:
+        for forward_pass in passes:
+            members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
             sinks = {u.index: sink(u) for c in members for u in c.units}
             try:
-                _fill(
-                    module, layer, frame, members, sinks, total=total, chunk=chunk, device=device, dtype=dtype,
-                    encoder=encoder, bar=bar,
-                )
+                if isinstance(forward_pass, _Packed):
+                    _fill_packed(run, forward_pass, sinks, bar=bar)
+                else:
+                    _fill(run, forward_pass, sinks, bar=bar)
             except BaseException:
                 for s in sinks.values():
                     if isinstance(s, FileSink):
                         s.abandon()
                 raise
-            for index, s in sinks.items():  # the colour is done: its tables are final (and cached)
+            for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
                 outputs[index] = s.finish()
 
     tables = [
@@ -309,6 +318,96 @@ def _chunk_samples(layer: LayerPlan, memory_budget: int, dtype: torch.dtype) -> 
     budget = max(1, memory_budget // (elements * _BYTES_PER_ELEMENT))
     cached = max(_MIN_CHUNK, _CACHE_BYTES // (elements * torch.empty(0, dtype=dtype).element_size()))
     return min(budget, cached)
+
+
+@dataclass(frozen=True)
+class _Packed:
+    """A forward pass of classes whose fan-ins may overlap: a linear design over GF(q) (see :mod:`._design`)."""
+
+    classes: tuple[_Class, ...]
+    gf: Field
+    elements: np.ndarray  # (inputs,) flat frame indices of every input a class reads
+    forms: np.ndarray  # (inputs, fan_in) each input's coefficient vector: its code is ``forms[e] . z``
+    positions: np.ndarray  # (classes, fan_in) each class's inputs, as indices into ``elements``
+    identity: np.ndarray  # (classes,) bool: the class's rows come in sample order
+
+    @property
+    def rows(self) -> int:
+        """Rows of each class's tables, which is also the pass's samples."""
+        return self.classes[0].rows
+
+
+def _packed_bytes(cls: _Class, itemsize: int) -> int:
+    """What a class holds in a packed pass until it ends: its outputs in sample order and its row numbers."""
+    return cls.rows * (sum(u.fan_out for u in cls.units) * itemsize + 4)
+
+
+def _passes(layer: LayerPlan, classes: list[_Class], *, capacity: int, itemsize: int) -> list[list[_Class] | _Packed]:
+    """The forward passes of ``classes``: packed designs where they apply, colours of disjoint classes elsewhere.
+
+    A design needs one slot per sample (non-spatial layers, spatial ones on a minimal frame), inputs with a prime
+    power ``q`` of codes (at most 64), tables of at least ``_PACK_MIN_ROWS`` rows (below, designing costs more
+    than the passes it saves), and a pass's tables within ``capacity`` bytes, since its rows arrive out of
+    order and are held until it ends.
+    """
+    packable: dict[tuple[int, int], list[_Class]] = {}
+    rest: list[_Class] = []
+    for cls in classes:
+        radices = {len(d) for d in cls.domains}
+        gf = finite_field(radices.pop()) if len(radices) == 1 else None
+        size = _packed_bytes(cls, itemsize)
+        if len(layer.slots) == 1 and gf is not None and cls.rows >= _PACK_MIN_ROWS and size <= capacity:
+            packable.setdefault((cls.rows, gf.q), []).append(cls)
+        else:
+            rest.append(cls)
+    passes: list[list[_Class] | _Packed] = []
+    for (_, q), group in packable.items():
+        gf = finite_field(q)
+        assert gf is not None
+        fan_ins = [tuple(int(e) for e in c.input_index[0]) for c in group]
+        sizes = [_packed_bytes(c, itemsize) for c in group]
+        for design in pack(fan_ins, gf, sizes=sizes, capacity=capacity):
+            members = tuple(group[m] for m in design.members)
+            elements = np.asarray(sorted(design.forms), dtype=np.int64)
+            where = {int(e): k for k, e in enumerate(elements)}
+            passes.append(
+                _Packed(
+                    classes=members,
+                    gf=gf,
+                    elements=elements,
+                    forms=np.asarray([design.forms[int(e)] for e in elements], dtype=np.int64),
+                    positions=np.asarray([[where[e] for e in fan_ins[m]] for m in design.members], dtype=np.int64),
+                    identity=np.asarray(design.identity),
+                )
+            )
+    return passes + list(_colours(rest))
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every forward pass of one layer's enumeration shares."""
+
+    module: nn.Module
+    layer: LayerPlan
+    frame: FrameValues
+    chunk: int  # samples per forward call
+    device: torch.device
+    dtype: torch.dtype
+    encoder: _Encoder | None
+
+    def samples(self, forward_pass: list[_Class] | _Packed) -> int:
+        """Frame samples a pass runs."""
+        if isinstance(forward_pass, _Packed):
+            return forward_pass.rows
+        return -(-forward_pass[0].rows // len(self.layer.slots))
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        """The module's outputs ``(batch, output elements)`` for the frame samples ``x`` ``(batch, elements)``."""
+        tensor = torch.from_numpy(x).reshape(len(x), *self.frame.shape)
+        if tensor.dtype != self.dtype or tensor.device != self.device:
+            tensor = tensor.to(device=self.device, dtype=self.dtype)
+        out = run_module(self.module, tensor, self.layer.name)
+        return out.detach().reshape(len(x), -1).cpu().numpy()
 
 
 @dataclass(frozen=True)
@@ -385,35 +484,24 @@ class _Encoder:
         return codes.astype(self.dtype)
 
 
-def _fill(
-    module: nn.Module,
-    layer: LayerPlan,
-    frame: FrameValues,
-    members: list[_Class],
-    sinks: dict[int, MemorySink | FileSink],
-    *,
-    total: int,
-    chunk: int,
-    device: torch.device,
-    dtype: torch.dtype,
-    encoder: _Encoder | None,
-    bar: Any,
-) -> None:
+def _fill(run: _Run, members: list[_Class], sinks: dict[int, MemorySink | FileSink], *, bar: Any) -> None:
     """Run every chunk of one colour's samples and send each unit's rows to its sink, in row order.
 
     Inputs are built in one reused buffer: the fill frame, then each class's inputs straight from its
     domains' values; only the classes' output columns are read back.
     """
+    layer = run.layer
     n_slots = len(layer.slots)
     rows_total = members[0].rows
-    buffer_dtype = _numpy_dtype(dtype)
+    total = run.samples(members)
+    buffer_dtype = _numpy_dtype(run.dtype)
     inputs = _Inputs.build(members, buffer_dtype)
     out_index = np.concatenate([c.output_index for c in members], axis=1)  # (slots, sum of fan_outs)
-    fill = frame.fill_values(buffer_dtype)
-    buffer = np.empty((min(chunk, total), fill.size), dtype=buffer_dtype)
+    fill = run.frame.fill_values(buffer_dtype)
+    buffer = np.empty((min(run.chunk, total), fill.size), dtype=buffer_dtype)
     slot_offsets = np.arange(n_slots, dtype=np.int64)
-    for b0 in range(0, total, chunk):
-        b1 = min(total, b0 + chunk)
+    for b0 in range(0, total, run.chunk):
+        b1 = min(total, b0 + run.chunk)
         batch = b1 - b0
         x = buffer[:batch]
         x[:] = fill  # again every chunk: the module may have changed its input in place
@@ -421,13 +509,9 @@ def _fill(
         np.minimum(rows, rows_total - 1, out=rows)
         for part in inputs:
             part.write(x, rows)
-        tensor = torch.from_numpy(x).reshape(batch, *frame.shape)
-        if tensor.dtype != dtype or tensor.device != device:
-            tensor = tensor.to(device=device, dtype=dtype)
-        out = run_module(module, tensor, layer.name).reshape(batch, -1)
         r0, r1 = b0 * n_slots, min(b1 * n_slots, rows_total)
-        result = out.detach().cpu().numpy()[:, out_index].reshape(batch * n_slots, -1)[: r1 - r0]
-        codes = encoder(result) if encoder is not None else result
+        result = run.forward(x)[:, out_index].reshape(batch * n_slots, -1)[: r1 - r0]
+        codes = run.encoder(result) if run.encoder is not None else result
         column = 0
         for cls in members:
             width = sum(u.fan_out for u in cls.units)
@@ -439,6 +523,141 @@ def _fill(
                 start += unit.fan_out
             column += width
         bar.update(batch)
+
+
+def _field_codes(gf: Field, forms: np.ndarray, samples: np.ndarray) -> np.ndarray:
+    """``(samples, inputs)`` codes ``forms[e] . z`` over ``gf`` of each sample ``z`` (its base-q digits).
+
+    Field arithmetic runs on base-p digits: multiplication by a coefficient is a matrix over GF(p), so all
+    inputs' codes come from one integer matrix product, reduced mod p.
+    """
+    p, k, q = gf.p, gf.k, gf.q
+    n_in, fan_in = forms.shape
+    place = ((q ** np.arange(fan_in - 1, -1, -1))[:, None] * (p ** np.arange(k))[None, :]).reshape(-1)
+    digits = samples[:, None] // place % p  # (samples, fan_in * k): digit l of base-q digit f
+    matrix = gf.times[forms].transpose(1, 3, 0, 2).reshape(fan_in * k, n_in * k)
+    return ((digits @ matrix) % p).reshape(len(samples), n_in, k) @ p ** np.arange(k)
+
+
+def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileSink], *, bar: Any) -> None:
+    """Run a packed pass: sample ``z`` sets input ``e`` to the code ``forms[e] . z`` over GF(q).
+
+    Codes are linear in ``z``, so a chunk of whole blocks of ``q**m`` samples (the last m digits varying) adds
+    (over the field) each block's high-digit codes to one table of low-digit codes computed once; in
+    characteristic 2 that addition is a XOR, and so is each class's row number, whose base-q digits are its
+    inputs' codes. Rows arrive out of order: outputs are kept in sample order and put in row order when the
+    pass ends.
+    """
+    layer, gf = run.layer, packed.gf
+    q = gf.q
+    n_in, fan_in = packed.forms.shape
+    rows_total = packed.rows
+    n_frame = run.frame.offsets.numel()
+    block = 1  # samples whose last digits vary: the largest power of q in a chunk (at most all rows)
+    while block * q <= min(run.chunk, rows_total):
+        block *= q
+    per_chunk = run.chunk // block * block
+
+    # Gather index into ``values`` ``(frame elements, q)``, whose row e holds element e's domain values (the
+    # fill value throughout for elements no class of the pass reads): e * q + code.
+    buffer_dtype = _numpy_dtype(run.dtype)
+    elements = torch.as_tensor(packed.elements)
+    table = np.repeat(run.frame.fill_values(buffer_dtype)[:, None], q, axis=1)
+    table[packed.elements] = run.frame.exact[run.frame.offsets.numpy()[packed.elements, None] + np.arange(q)]
+    values = torch.from_numpy(table.astype(buffer_dtype).reshape(-1))
+    low = torch.zeros((block, n_frame), dtype=torch.int64)
+    low[:, elements] = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(block, dtype=np.int64)))
+    base = torch.arange(n_frame, dtype=torch.int64) * q
+    low_index = low + base if gf.p == 2 else None
+    add = torch.as_tensor(gf.add.reshape(-1))
+
+    # Rows of the classes not in sample order: the base-q number of their inputs' codes.
+    permuted = np.flatnonzero(~packed.identity)
+    place = torch.as_tensor(q ** np.arange(fan_in - 1, -1, -1))
+    positions = torch.as_tensor(packed.positions[permuted])  # (permuted classes, fan_in) into ``elements``
+    low_rows = (low[:, elements][:, positions] * place).sum(-1)  # (block, permuted classes)
+    rows = torch.empty((len(permuted), rows_total), dtype=torch.int32 if rows_total < 2**31 else torch.int64)
+
+    widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
+    out_index = np.concatenate([c.output_index[0] for c in packed.classes])
+    owner = np.repeat(np.arange(len(packed.classes)), widths)  # class of each output column
+    out_dtype = layer.output_domain.code_dtype if layer.output_domain is not None else buffer_dtype
+    gathered = np.empty((len(out_index), rows_total), dtype=out_dtype)  # outputs in sample order
+
+    buffer = torch.from_numpy(np.empty((min(per_chunk, rows_total), n_frame), dtype=buffer_dtype))
+    for z0 in range(0, rows_total, per_chunk):
+        z1 = min(rows_total, z0 + per_chunk)
+        batch, blocks = z1 - z0, (z1 - z0) // block
+        high = torch.zeros((blocks, 1, n_frame), dtype=torch.int64)
+        high_codes = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(z0, z1, block, dtype=np.int64)))
+        high[:, 0, elements] = high_codes
+        if low_index is not None:  # GF(2**k): field addition is a XOR of codes, which leaves e * q's bits alone
+            index = low_index ^ high
+        else:
+            index = add[low * q + high] + base
+        x = buffer[:batch]
+        torch.index_select(values, 0, index.reshape(-1), out=x.view(-1))
+        result = run.forward(x.numpy())[:, out_index]
+        coded = run.encoder(result) if run.encoder is not None else result
+        if len(permuted):
+            if gf.p == 2:  # the digits of a row are disjoint bit fields: XOR them all at once
+                chunk_rows = low_rows[None] ^ (high_codes[:, positions] * place).sum(-1)[:, None]
+            else:
+                codes = (index - base).reshape(batch, n_frame)[:, elements]
+                chunk_rows = (codes[:, positions] * place).sum(-1)
+            rows[:, z0:z1] = chunk_rows.reshape(batch, -1).T
+        if coded is None:
+            coded = _encode_packed(result, layer, packed, owner, np.arange(z0, z1), rows[:, z0:z1].numpy())
+        gathered[:, z0:z1] = coded.T
+        bar.update(batch)
+
+    order = np.full(len(packed.classes), -1)
+    order[permuted] = np.arange(len(permuted))
+    column = 0
+    for c, cls in enumerate(packed.classes):
+        for unit in cls.units:
+            outputs = gathered[column : column + unit.fan_out].T
+            if order[c] >= 0:
+                in_rows = np.empty_like(outputs)
+                in_rows[rows[order[c]].numpy()] = outputs
+                outputs = in_rows
+            sinks[unit.index].write(0, outputs)
+            column += unit.fan_out
+
+
+def _encode_packed(
+    result: np.ndarray, layer: LayerPlan, packed: _Packed, owner: np.ndarray, samples: np.ndarray, rows: np.ndarray
+) -> np.ndarray:
+    """:meth:`Domain.encode` of a packed chunk's outputs; on failure, the error names the first bad row.
+
+    ``rows`` holds the chunk's row of each class not in sample order (``(such classes, samples)``).
+    """
+    assert layer.output_domain is not None
+    try:
+        return layer.output_domain.encode(result)
+    except DomainError:
+        pass
+    permuted = iter(range(len(rows)))
+    for c, cls in enumerate(packed.classes):
+        class_rows = samples if packed.identity[c] else rows[next(permuted)]
+        by_row = np.argsort(class_rows)
+        block, class_rows = result[:, owner == c][by_row], class_rows[by_row]
+        if _encodes(layer.output_domain, block):
+            continue
+        low, high = 0, len(block)  # the shortest failing prefix ends at the class's lowest bad row
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if _encodes(layer.output_domain, block[:middle]) else (low, middle)
+        _encode(block[low:high], layer, cls, int(class_rows[low]))
+    raise AssertionError("Domain.encode failed on a chunk but on none of its classes")
+
+
+def _encodes(domain: Domain, values: np.ndarray) -> bool:
+    try:
+        domain.encode(values)
+    except DomainError:
+        return False
+    return True
 
 
 def _encode(result: np.ndarray, layer: LayerPlan, cls: _Class, first_row: int) -> np.ndarray:
