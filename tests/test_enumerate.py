@@ -489,3 +489,19 @@ def test_packed_pass_error_names_the_bad_row():
     assert [c.units[0].index for c in packed.classes].index(2) > 0  # its rows come out of sample order
     with pytest.raises(iotable.EnumerationError, match=rf"unit\(s\) \[2\], rows from {row}: value 0\.3"):
         precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), check=False)
+
+
+@pytest.mark.parametrize("low_rows", [1, 5, 2**30])
+@pytest.mark.parametrize("layout", ["NCW", "NWC"])
+def test_row_digits_split_anywhere(low_rows, layout, monkeypatch):
+    """Row-order passes take a row's trailing digits from a table and compute the leading ones; wherever the
+    split falls (no table, mid-row, all digits), with tiled slots and mixed radices, rows are the module's."""
+    monkeypatch.setattr(enumerate_module, "_LOW_ROWS", low_rows)
+    conv = dyadic_(nn.Conv1d(4, 2, 2, groups=2))
+    module = ChannelsLast(conv) if layout == "NWC" else conv
+    module = decompose(module, layout=layout, groups=2, kernel_size=2)
+    domains = [D1, S2, Domain.values([-1, 0.5, 2]), D2]
+    shape = (9, 4) if layout == "NWC" else (4, 9)
+    result = precompute(module, input_domain=domains, example_input=torch.zeros(1, *shape), memory_budget=2**12)
+    assert len(result.plan.slots) == 4
+    assert_tables_match(result, module, domain=domains, in_shape=shape, layout=layout, positions=((0,), (6,)))

@@ -56,6 +56,9 @@ _MIN_CHUNK = 64
 # Packed forward passes (see _passes) pay off from this many rows per table.
 _PACK_MIN_ROWS = 1024
 
+# Rows of the table of trailing-digit values in row-order passes (see _Inputs).
+_LOW_ROWS = 4096
+
 
 @dataclass(frozen=True)
 class _Class:
@@ -412,11 +415,17 @@ class _Run:
 
 @dataclass(frozen=True)
 class _Inputs:
-    """Where one forward pass writes the inputs of classes that share their input domains (so their digits)."""
+    """Where one forward pass writes the inputs of classes that share their input domains (so their digits).
 
-    radices: np.ndarray  # (fan_in,)
-    weights: np.ndarray  # (fan_in,) place value of each digit
-    offsets: np.ndarray  # (fan_in,) start of each input's domain in ``values``
+    A row's digits split into its last ``m`` digits (row % block) and the rest (row // block): the values of
+    the last ones come from a table of every block position, the others from the few distinct ``row //
+    block`` of a chunk, so a row costs one divmod and gathers instead of a division per digit.
+    """
+
+    low: np.ndarray  # (block, m) values of the last m digits of each row % block
+    high_radices: np.ndarray  # (fan_in - m,)
+    high_weights: np.ndarray  # (fan_in - m,) place value of each leading digit in row // block
+    high_offsets: np.ndarray  # (fan_in - m,) start of each leading input's domain in ``values``
     values: np.ndarray  # the inputs' domain values, concatenated, in the buffer's dtype
     index: np.ndarray  # (slots, classes, fan_in) flat frame indices
 
@@ -428,12 +437,22 @@ class _Inputs:
         found = []
         for domains, group in by_domains.items():
             radices = np.asarray([len(d) for d in domains], dtype=np.int64)
+            weights = _mixed_radix_weights(radices)  # lexicographic order: the first input most significant
+            offsets = np.concatenate([[0], np.cumsum(radices)[:-1]]).astype(np.int64)
+            values = np.concatenate([d.values for d in domains]).astype(dtype)
+            m = 0
+            while m < len(radices) and weights[-1 - m] * radices[-1 - m] <= _LOW_ROWS:
+                m += 1
+            split = len(radices) - m
+            block = int(weights[split - 1]) if split else int(weights[0] * radices[0])
+            low = np.arange(block, dtype=np.int64)[:, None] // weights[split:] % radices[split:]
             found.append(
                 cls(
-                    radices=radices,
-                    weights=_mixed_radix_weights(radices),
-                    offsets=np.concatenate([[0], np.cumsum(radices)[:-1]]).astype(np.int64),
-                    values=np.concatenate([d.values for d in domains]).astype(dtype),
+                    low=values[low + offsets[split:]],
+                    high_radices=radices[:split],
+                    high_weights=weights[:split] // block,
+                    high_offsets=offsets[:split],
+                    values=values,
                     index=np.stack([c.input_index for c in group], axis=1),
                 )
             )
@@ -441,8 +460,13 @@ class _Inputs:
 
     def write(self, frame: np.ndarray, rows: np.ndarray) -> None:
         """Set every class's inputs in ``frame`` ``(batch, elements)`` to the codes of ``rows`` ``(batch, slots)``."""
-        digits = rows[..., None] // self.weights % self.radices  # lexicographic order: first input most significant
-        frame[:, self.index] = self.values[digits + self.offsets][:, :, None, :]
+        split = len(self.high_radices)
+        high, low = np.divmod(rows, len(self.low))
+        frame[:, self.index[..., split:]] = self.low[low][:, :, None, :]
+        if split:
+            first = int(high.min())
+            leading = np.arange(first, int(high.max()) + 1)[:, None] // self.high_weights % self.high_radices
+            frame[:, self.index[..., :split]] = self.values[leading + self.high_offsets][high - first][:, :, None, :]
 
 
 class _Encoder:
