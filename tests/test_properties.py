@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn.utils import prune
 
-from iotable import Domain, DomainError, decompose, plan, precompute
+from iotable import Domain, DomainError, SpecError, decompose, plan, precompute
+from iotable._probe import _allowed, _reads
 from iotable.enumerate import _classes, _colours, _Encoder, _Packed, _passes
 from iotable.nn import Quantize
 
@@ -126,3 +127,60 @@ def test_random_packed_layers_match_oracle(layer, budget):
         passes = _passes(result.plan, _classes(result.plan), capacity=budget, itemsize=4)
         assert all(isinstance(p, _Packed) for p in passes)
     assert_tables_match(result, block, domain=domain, in_shape=(n_in,))
+
+
+def reference_allowed(layer, elements):
+    """Straightforward (element, output) dependence mask: every pair checked against every unit's window."""
+    channels_last = layer.layout.channels_last
+    g = layer.geometry
+    out_coords = np.stack(np.unravel_index(np.arange(np.prod(layer.frame_out)), layer.frame_out), axis=1)
+    in_coords = np.stack(np.unravel_index(elements, layer.frame_in), axis=1)
+    allowed = np.zeros((len(elements), len(out_coords)), dtype=bool)
+    for i, ci in enumerate(in_coords):
+        c_in, p_in = (ci[-1], ci[:-1]) if channels_last else (ci[0], ci[1:])
+        for o, co in enumerate(out_coords):
+            c_out, p_out = (co[-1], co[:-1]) if channels_last else (co[0], co[1:])
+            if not any(c_in in u.in_channels and c_out in u.out_channels for u in layer.units):
+                continue
+            allowed[i, o] = all(
+                0 <= p - (q * s - pad) <= (k - 1) * d and (p - (q * s - pad)) % d == 0
+                for p, q, s, pad, k, d in zip(p_in, p_out, g.stride, g.padding, g.kernel, g.dilation)
+            )
+    return allowed
+
+
+class ToChannelsLast(nn.Module):
+    """A convolution taking and returning channels-last tensors."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        return torch.movedim(self.conv(torch.movedim(x, -1, 1)), 1, -1)
+
+
+@FAST
+@given(config=conv1d_configs(), channels_last=st.booleans(), two_d=st.booleans())
+def test_probe_dependence_mask_matches_reference(config, channels_last, two_d):
+    """The probe's factorised dependence mask equals checking every (input, output) pair against every unit."""
+    conv = (nn.Conv2d if two_d else nn.Conv1d)(**config)
+    size = (5, 6) if two_d else (7,)
+    shape = (*size, config["in_channels"]) if channels_last else (config["in_channels"], *size)
+    module = conv
+    if channels_last:
+        module = decompose(
+            ToChannelsLast(conv),
+            layout="NHWC" if two_d else "NWC",
+            groups=config["groups"],
+            kernel_size=config["kernel_size"],
+            stride=config["stride"],
+            dilation=config["dilation"],
+            padding=config["padding"],
+        )
+    try:
+        layer = plan(module, input_domain=Domain.uniform(1), example_input=torch.zeros(1, *shape))
+    except SpecError:
+        return  # a window that does not fit this frame: nothing to probe
+    elements = np.arange(int(np.prod(layer.frame_in)))
+    np.testing.assert_array_equal(_allowed(layer, elements, _reads(layer)), reference_allowed(layer, elements))
