@@ -285,7 +285,8 @@ def _enumerate(
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
-    with progress_bar(total=sum(run.samples(p) for p in passes), desc=layer.name, enabled=progress, unit="sample") as bar:
+    total = sum(run.samples(p) for p in passes)
+    with progress_bar(total=total, desc=layer.name, enabled=progress, unit="sample") as bar:
         for forward_pass in passes:
             members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
             sinks = {u.index: sink(u) for c in members for u in c.units}
@@ -494,18 +495,23 @@ class _Encoder:
             self.uniform = n > 1 and np.array_equal(self._arithmetic(values), np.arange(n))
 
     def _arithmetic(self, y: np.ndarray) -> np.ndarray:
+        t = y * self.scale
+        t += self.shift
+        np.rint(t, out=t)
         # fmax/fmin send NaN to a bound (np.clip keeps it, and NaN has no integer); the check then rejects it.
-        return np.fmin(np.fmax(np.rint(y * self.scale + self.shift), 0), len(self.domain) - 1).astype(np.intp)
+        np.fmax(t, 0, out=t)
+        np.fmin(t, len(self.domain) - 1, out=t)
+        return t.astype(self.dtype)
 
     def __call__(self, y: np.ndarray) -> np.ndarray | None:
         """Codes of ``y``, or ``None`` when some output is not exactly a domain value."""
         if self.values is None:
             return None
         with np.errstate(all="ignore"):
-            codes = self._arithmetic(y) if self.uniform else np.searchsorted(self.values[:-1], y)
-        if not np.array_equal(self.values[codes], y):  # NaN never equals: Domain.encode reports it
+            codes = self._arithmetic(y) if self.uniform else np.searchsorted(self.values[:-1], y).astype(self.dtype)
+        if not np.array_equal(np.take(self.values, codes), y):  # NaN never equals: Domain.encode reports it
             return None
-        return codes.astype(self.dtype)
+        return codes
 
 
 def _fill(run: _Run, members: list[_Class], sinks: dict[int, MemorySink | FileSink], *, bar: Any) -> None:
@@ -589,18 +595,20 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     table = np.repeat(run.frame.fill_values(buffer_dtype)[:, None], q, axis=1)
     table[packed.elements] = run.frame.exact[run.frame.offsets.numpy()[packed.elements, None] + np.arange(q)]
     values = torch.from_numpy(table.astype(buffer_dtype).reshape(-1))
-    low = torch.zeros((block, n_frame), dtype=torch.int64)
-    low[:, elements] = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(block, dtype=np.int64)))
-    base = torch.arange(n_frame, dtype=torch.int64) * q
+    # int32 indices and rows where they fit: the per-chunk XOR and gather move half the bytes.
+    index_dtype = torch.int32 if n_frame * q < 2**31 and rows_total < 2**31 else torch.int64
+    low = torch.zeros((block, n_frame), dtype=index_dtype)
+    low[:, elements] = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(block, dtype=np.int64))).to(low)
+    base = torch.arange(n_frame, dtype=index_dtype) * q
     low_index = low + base if gf.p == 2 else None
     add = torch.as_tensor(gf.add.reshape(-1))
 
     # Rows of the classes not in sample order: the base-q number of their inputs' codes.
     permuted = np.flatnonzero(~packed.identity)
-    place = torch.as_tensor(q ** np.arange(fan_in - 1, -1, -1))
+    place = torch.as_tensor(q ** np.arange(fan_in - 1, -1, -1)).to(index_dtype)
     positions = torch.as_tensor(packed.positions[permuted])  # (permuted classes, fan_in) into ``elements``
     low_rows = (low[:, elements][:, positions] * place).sum(-1)  # (block, permuted classes)
-    rows = torch.empty((len(permuted), rows_total), dtype=torch.int32 if rows_total < 2**31 else torch.int64)
+    rows = torch.empty((len(permuted), rows_total), dtype=index_dtype)
 
     widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
     out_index = np.concatenate([c.output_index[0] for c in packed.classes])
@@ -612,8 +620,9 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     for z0 in range(0, rows_total, per_chunk):
         z1 = min(rows_total, z0 + per_chunk)
         batch, blocks = z1 - z0, (z1 - z0) // block
-        high = torch.zeros((blocks, 1, n_frame), dtype=torch.int64)
+        high = torch.zeros((blocks, 1, n_frame), dtype=index_dtype)
         high_codes = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(z0, z1, block, dtype=np.int64)))
+        high_codes = high_codes.to(index_dtype)
         high[:, 0, elements] = high_codes
         if low_index is not None:  # GF(2**k): field addition is a XOR of codes, which leaves e * q's bits alone
             index = low_index ^ high
