@@ -62,7 +62,7 @@ def assert_valid_packs(fan_ins, q, passes, sizes, capacity):
     for p in passes:
         total = sum(sizes[m] for m in p.members)
         assert total <= capacity or len(p.members) == 1
-        assert p.identity == tuple(k == 0 for k in range(len(p.members)))
+        assert p.identity[0]
         width = len(fan_ins[0])
         elements = sorted(p.forms)
         forms = np.asarray([p.forms[e] for e in elements], dtype=np.int64)
@@ -74,7 +74,9 @@ def assert_valid_packs(fan_ins, q, passes, sizes, capacity):
         for k, m in enumerate(p.members):
             rows = codes[:, [where[e] for e in fan_ins[m]]] @ q ** np.arange(width - 1, -1, -1)
             assert sorted(rows.tolist()) == samples.tolist()
-            if k == 0:
+            alone = all(sum(e in f for f in fan_ins) == 1 for e in fan_ins[m])
+            assert p.identity[k] == (k == 0 or alone)
+            if p.identity[k]:
                 assert (rows == samples).all()
 
 

@@ -536,3 +536,15 @@ def test_progress_bar_counts_every_sample_of_every_pass(monkeypatch):
         monkeypatch.setattr(enumerate_module, "progress_bar", bar)
         precompute(layer, input_domain=domain, example_input=example, progress=True, memory_budget=2**16)
         assert bar.total and bar.done == bar.total
+
+
+def test_disjoint_units_of_a_packed_pass_keep_their_rows_in_sample_order():
+    """A depthwise convolution on its minimal frame (one slot) packs every channel into one pass, each unit
+    with unit vectors (no row permutation), and its tables are the module's."""
+    conv = dyadic_(nn.Conv1d(3, 3, 5, groups=3, padding=2))
+    layer = iotable.plan(conv, input_domain=D2)
+    assert len(layer.slots) == 1 and layer.units[0].rows == 4**5
+    (packed,) = _passes(layer, _classes(layer), capacity=2**28, itemsize=4)
+    assert isinstance(packed, _Packed) and packed.identity.all()
+    result = precompute(conv, input_domain=D2)
+    assert_tables_match(result, conv, domain=D2, in_shape=(3, 9), positions=((2,), (4,)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -171,7 +172,8 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
 
     A unit joins the first pass where its elements' vectors are independent (its new elements then get
     random vectors completing a basis), or where re-drawing one of its elements' vectors makes them so
-    without making another member's dependent; else it opens a pass.
+    without making another member's dependent; else it opens a pass. The first member of a pass, and every
+    unit whose inputs no other unit reads, get unit vectors: their rows come in sample order.
 
     Args:
         fan_ins: each unit's input elements, all of the same length ``F``.
@@ -184,9 +186,11 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
         The passes; every unit is in exactly one, its elements' vectors linearly independent.
     """
     rng = random.Random(seed)
+    readers = Counter(e for elements in fan_ins for e in elements)
     passes: list[_Open] = []
     for index, elements in enumerate(fan_ins):
         width = len(elements)
+        alone = all(readers[e] == 1 for e in elements)  # unit vectors constrain no later unit
         for p in passes:
             if p.used + sizes[index] <= capacity and (
                 gf.independent([p.forms[e] for e in elements if e in p.forms]) or p.redraw(index, fan_ins, gf, rng)
@@ -196,9 +200,11 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
             p = _Open()
             passes.append(p)
         free = [e for e in elements if e not in p.forms]
-        if not p.members:  # the first member of a pass keeps its rows in sample order
+        identity = not p.members or alone
+        if identity:
             for j, e in enumerate(elements):
                 p.forms[e] = gf.unit(j, width)
+            p.fixed.update(elements)
         elif free:
             # Random vectors for the unit's new elements: generic, so later units rarely depend on them.
             while True:
@@ -207,6 +213,7 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
                     p.forms.update(trial)
                     break
         p.members.append(index)
+        p.identity.append(identity)
         for e in elements:
             p.readers.setdefault(e, []).append(index)
         p.used += sizes[index]
@@ -215,7 +222,7 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
         Pass(
             members=tuple(p.members),
             forms={e: gf.coefficients(v, width) for e, v in p.forms.items()},
-            identity=tuple(k == 0 for k in range(len(p.members))),
+            identity=tuple(p.identity),
         )
         for p in passes
     ]
@@ -233,6 +240,8 @@ class _Open:
 
     forms: dict[int, Vector] = field(default_factory=dict)
     members: list[int] = field(default_factory=list)
+    identity: list[bool] = field(default_factory=list)  # per member: rows in sample order
+    fixed: set[int] = field(default_factory=set)  # elements of those members, whose vectors must stay
     readers: dict[int, list[int]] = field(default_factory=dict)  # element -> members reading it
     used: int = 0
     failures: int = 0  # units in a row for which no re-draw worked
@@ -242,13 +251,12 @@ class _Open:
         and makes the unit's own known vectors independent; ``False`` when none was found."""
         elements = fan_ins[index]
         known = [e for e in elements if e in self.forms]
-        first = self.members[0] if self.members else None
         if self.failures >= _GIVE_UP:
             return False
         for _ in range(_REDRAWS):
             e = known[rng.randrange(len(known))]
-            if first is not None and e in fan_ins[first]:
-                continue  # the first member's rows stay in sample order
+            if e in self.fixed:
+                continue  # identity members' rows stay in sample order
             vector = gf.random(rng, len(elements))
             trial = {**{x: self.forms[x] for x in known}, e: vector}
             if not gf.independent([trial[x] for x in known]):
