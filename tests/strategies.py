@@ -89,3 +89,47 @@ def fast_path_layers(draw):
             padding=draw(st.integers(0, kernel - 1)),
         )
     return config
+
+
+@st.composite
+def output_domains(draw):
+    """Uniform domains of any sign, width, scale and zero point, and explicit (possibly uneven) value sets."""
+    if draw(st.booleans()):
+        return Domain.uniform(
+            draw(st.integers(1, 5)),
+            signed=draw(st.booleans()),
+            scale=draw(st.sampled_from([1.0, 0.5, 0.1, 0.3, 2.0**-7, 3.0])),
+            zero_point=draw(st.sampled_from([0, 1, -2])),
+        )
+    values = draw(st.lists(st.floats(-100, 100, allow_nan=False, width=32), min_size=1, max_size=9, unique=True))
+    return Domain.values(values)
+
+
+@st.composite
+def packable_fan_ins(draw):
+    """(q, fan-ins of equal length over few inputs, per-unit sizes, capacity) for packed-pass designs."""
+    q = draw(st.sampled_from([2, 3, 4, 5, 8, 9]))
+    width = draw(st.integers(1, {2: 6, 3: 4, 4: 4, 5: 3, 8: 3, 9: 3}[q]))
+    n_in = draw(st.integers(width, 12))
+    unit = st.lists(st.integers(0, n_in - 1), min_size=width, max_size=width, unique=True).map(tuple)
+    fan_ins = draw(st.lists(unit, min_size=1, max_size=12))
+    sizes = draw(st.lists(st.integers(1, 5), min_size=len(fan_ins), max_size=len(fan_ins)))
+    return q, fan_ins, sizes, draw(st.integers(1, 40))
+
+
+@st.composite
+def packed_layers(draw):
+    """(domain, inputs, fan-ins) of a sparse layer whose tables have 1024+ rows, so forward passes are packed."""
+    domain, width = draw(
+        st.sampled_from(
+            [
+                (Domain.uniform(1), 10),
+                (Domain.uniform(2), 5),
+                (Domain.uniform(2, signed=True, narrow=True), 7),
+                (Domain.uniform(3, signed=True), 4),
+            ]
+        )
+    )
+    n_in = draw(st.integers(width, width + 4))
+    unit = st.lists(st.integers(0, n_in - 1), min_size=width, max_size=width, unique=True)
+    return domain, n_in, draw(st.lists(unit, min_size=1, max_size=5))

@@ -14,6 +14,7 @@ from iotable import (
     SpecError,
     SpecMismatchError,
     TableTooLargeError,
+    check_decomposition,
     decompose,
     has_spec,
     plan,
@@ -157,6 +158,33 @@ def test_probe_catches_a_too_small_kernel():
         match=r"unit 0 \(output channel 0 at position \(1,\)\) changed when input channel 0 at position \(0,\)",
     ):
         precompute(conv, input_domain=D2, example_input=torch.zeros(1, 2, 4))
+
+
+class NanWhereZero(nn.Module):
+    """Output k is x_k / x_k: NaN wherever input k is 0, 1 elsewhere; it reads nothing else."""
+
+    def forward(self, x):
+        return x / x
+
+
+def test_probe_treats_nan_that_stays_nan_as_unchanged():
+    """An output that is NaN before and after a perturbation of another input did not change."""
+    module = decompose(NanWhereZero(), fan_in=[[k] for k in range(4)])
+    check_decomposition(module, plan(module, input_domain=D2, example_input=torch.zeros(1, 4)))
+
+
+@pytest.mark.parametrize("memory_budget", [1, 2**28])
+def test_probe_finds_a_leak_whatever_the_chunking(memory_budget):
+    """A leak into one far input is found with one probed element per forward and with all of them at once."""
+
+    class FarLeak(nn.Module):
+        def forward(self, x):
+            return x + x[:, -1:] * (torch.arange(x.shape[1]) == 3)
+
+    module = decompose(FarLeak(), fan_in=[[k] for k in range(40)])
+    layer = plan(module, input_domain=D2, example_input=torch.zeros(1, 40))
+    with pytest.raises(SpecMismatchError, match=r"unit 3 \(output 3\) changed when input 39 changed"):
+        check_decomposition(module, layer, memory_budget=memory_budget)
 
 
 def test_declared_window_that_does_not_fit_the_output():

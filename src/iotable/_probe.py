@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .enumerate import _BYTES_PER_ELEMENT, DEFAULT_MEMORY_BUDGET, FrameValues
+from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
 from .plan import LayerPlan, module_dtype, run_module
 
@@ -28,21 +28,36 @@ def _coordinates(flat: np.ndarray, shape: tuple[int, ...], channels_last: bool) 
     return coords[:, 0], coords[:, 1:]
 
 
-def _allowed(layer: LayerPlan, elements: np.ndarray) -> np.ndarray:
-    """Boolean ``(len(elements), outputs)``: may output ``o`` depend on input element ``e``?"""
+def _reads(layer: LayerPlan) -> np.ndarray:
+    """Boolean ``(input channels, output channels)``: does some unit read the one and write the other?"""
+    pairs = [(c, o) for unit in layer.units for c in unit.in_channels for o in unit.out_channels]
     reads = np.zeros((layer.in_channels, layer.out_channels), dtype=bool)
-    for unit in layer.units:
-        reads[np.ix_(unit.in_channels, unit.out_channels)] = True
+    reads[tuple(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T)] = True
+    return reads
+
+
+def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.ndarray:
+    """Boolean ``(len(elements), outputs)``: may output ``o`` depend on input element ``e``?
+
+    ``reads`` is :func:`_reads` of the layer. Built as a broadcast product of small factors (channels, then
+    each spatial axis), so it costs one pass over the result.
+    """
     c_in, pos_in = _coordinates(elements, layer.frame_in, layer.layout.channels_last)
-    all_out = np.arange(math.prod(layer.frame_out))
-    c_out, pos_out = _coordinates(all_out, layer.frame_out, layer.layout.channels_last)
-    allowed = reads[c_in][:, c_out]
+    channel_axis = len(layer.frame_out) - 1 if layer.layout.channels_last else 0
+    factors = [(channel_axis, reads[c_in])]  # (elements, output channels)
     g = layer.geometry
-    for axis in range(g.rank):
-        origin = pos_out[:, axis] * g.stride[axis] - g.padding[axis]
+    spatial = [a for a in range(len(layer.frame_out)) if a != channel_axis]
+    for axis, out_axis in enumerate(spatial):
+        origin = np.arange(layer.frame_out[out_axis]) * g.stride[axis] - g.padding[axis]
         delta = pos_in[:, axis][:, None] - origin[None, :]
-        allowed &= (delta >= 0) & (delta <= (g.kernel[axis] - 1) * g.dilation[axis]) & (delta % g.dilation[axis] == 0)
-    return allowed
+        span = (g.kernel[axis] - 1) * g.dilation[axis]
+        factors.append((out_axis, (delta >= 0) & (delta <= span) & (delta % g.dilation[axis] == 0)))
+    allowed = np.ones((len(elements), *([1] * len(layer.frame_out))), dtype=bool)
+    for out_axis, factor in factors:
+        shape = [len(elements)] + [1] * len(layer.frame_out)
+        shape[1 + out_axis] = factor.shape[1]
+        allowed = allowed & factor.reshape(shape)
+    return allowed.reshape(len(elements), -1)
 
 
 def _describe(layer: LayerPlan, flat: int, shape: tuple[int, ...], what: str) -> str:
@@ -72,6 +87,7 @@ def check_decomposition(
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     radices = frame.radices.numpy()
     n_in = len(radices)
+    n_out = math.prod(layer.frame_out)
     # A one-value element cannot be perturbed, and nothing can depend on it.
     candidates = np.flatnonzero(radices > 1)
     if max_elements is None:
@@ -80,22 +96,31 @@ def check_decomposition(
         candidates = np.sort(rng.choice(candidates, max_elements, replace=False))
     elements = candidates
     base = (rng.random((samples, n_in)) * radices).astype(np.int64)
-    base_out = run_module(module, frame.values_of(torch.as_tensor(base)), layer.name).reshape(samples, -1)
-    per_element = samples * (n_in + math.prod(layer.frame_out)) * _BYTES_PER_ELEMENT + math.prod(layer.frame_out)
-    chunk = max(1, memory_budget // per_element)
+    # Each probed element moves to another code in each sample (drawn at once, so chunking does not matter).
+    n = radices[elements][None, :]
+    moved = (base[:, elements] + 1 + (rng.random((samples, len(elements))) * (n - 1)).astype(np.int64)) % n
+    base_x = frame.values_of(torch.as_tensor(base)).reshape(samples, n_in)
+    index = (torch.as_tensor(moved) + frame.offsets[elements]).to(frame.values.device)
+    moved_x = frame.values[index]  # (samples, elements) the perturbed values
+    base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name).reshape(samples, -1)
+    nan = bool(torch.isnan(base_out).any())
+    reads = _reads(layer)
+    # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
+    itemsize = base_x.element_size()
+    per_element = samples * (n_in + n_out) * _BYTES_PER_ELEMENT + n_out
+    chunk = max(1, min(memory_budget // per_element, _CACHE_BYTES // (samples * (n_in + n_out) * itemsize)))
     for start in range(0, len(elements), chunk):
         part = elements[start : start + chunk]
-        codes = np.repeat(base[:, None, :], len(part), axis=1)  # (samples, part, n_in)
-        n = radices[part][None, :]
-        shift = 1 + (rng.random((samples, len(part))) * (n - 1)).astype(np.int64)
-        rows = np.arange(len(part))
-        codes[:, rows, part] = (codes[:, rows, part] + shift) % n
-        x = frame.values_of(torch.as_tensor(codes.reshape(-1, n_in)))
-        out = run_module(module, x, layer.name).reshape(samples, len(part), -1)
+        x = base_x[:, None, :].repeat(1, len(part), 1)  # (samples, part, n_in)
+        rows = torch.arange(len(part), device=x.device)
+        x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
+        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part), -1)
         before = base_out[:, None, :]
-        same = (out == before) | (torch.isnan(out) & torch.isnan(before))
-        changed = (~same).any(dim=0).cpu().numpy()  # (part, outputs)
-        violations = changed & ~_allowed(layer, part)
+        differ = out != before
+        if nan:  # NaN where it was NaN is no change
+            differ &= ~(torch.isnan(out) & torch.isnan(before))
+        changed = differ.any(dim=0).cpu().numpy()  # (part, outputs)
+        violations = changed & ~_allowed(layer, part, reads)
         if violations.any():
             e, o = (int(v) for v in np.argwhere(violations)[0])
             channel = _coordinates(np.asarray([o]), layer.frame_out, layer.layout.channels_last)[0][0]

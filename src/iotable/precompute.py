@@ -185,6 +185,4 @@ def tabulate(
         fast_path=fast_path,
         fast=fast,
     )
-    return LayerTables(
-        plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
-    )
+    return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)
