@@ -1,0 +1,201 @@
+"""The runtime's fast kernels: equal to straightforward references on random networks, chunked or not.
+
+Speed itself is measured in ``benchmarks/``; these tests pin down that the fast paths (feature-major table
+kernels, narrow code dtypes, chunked evaluation, float addresses) change nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.nn.utils import prune
+
+import iotable
+import iotable.runtime as runtime_module
+from iotable import Domain, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute
+from iotable.nn import Quantize
+from iotable.runtime import Runtime
+
+from .strategies import domains
+from .test_network import S2, U2, PoolFlattenHead, Residual, conv_model, random_inputs, random_stats_
+
+FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+quantizers = st.fixed_dictionaries(
+    {
+        "bits": st.integers(1, 3),
+        "signed": st.booleans(),
+        "scale": st.sampled_from([0.25, 0.5, 1.0]),
+    }
+)
+
+
+@st.composite
+def sparse_layers(draw, n_in: int):
+    """(fan_in, fan_out) of a sparse layer over ``n_in`` inputs: outputs shuffled among units of 1-3 outputs."""
+    outputs = draw(st.permutations(range(draw(st.integers(1, 5)))))
+    cuts = sorted(draw(st.sets(st.integers(1, max(1, len(outputs) - 1)), max_size=len(outputs) - 1)))
+    fan_out = [list(outputs[a:b]) for a, b in zip([0, *cuts], [*cuts, len(outputs)]) if a < b]
+    unit = st.lists(st.integers(0, n_in - 1), min_size=1, max_size=3, unique=True)
+    return draw(st.lists(unit, min_size=len(fan_out), max_size=len(fan_out))), fan_out
+
+
+def masked_linear(n_in: int, fan_in: list[list[int]], fan_out: list[list[int]], seed: int) -> nn.Module:
+    """A Linear whose outputs read only their unit's inputs, declared unit by unit."""
+    torch.manual_seed(seed)
+    layer = nn.Linear(n_in, sum(len(o) for o in fan_out))
+    mask = torch.zeros(layer.out_features, n_in)
+    for inputs, outputs in zip(fan_in, fan_out):
+        for j in outputs:
+            mask[j, inputs] = 1
+    prune.custom_from_mask(layer, "weight", mask)
+    return decompose(layer, fan_in=fan_in, fan_out=fan_out)
+
+
+def reference_codes(net: TableNetwork, codes: np.ndarray) -> np.ndarray:
+    """Output of an MLP network unit by unit through ``IOTable.lookup`` (raises on a missing row, as it does)."""
+    env = {net.input_node.name: codes.reshape(len(codes), -1)}
+    for node in net.graph:
+        if node.kind is NodeKind.TABLE:
+            x = env[node.inputs[0]]
+            index_map = net.graph.edges_into(node.name)[0].index_map
+            layer = net[node.meta["layer"]]
+            out = np.zeros((len(codes), node.shape[0]), dtype=np.int64 if node.domain is not None else np.float64)
+            for unit, table in zip(layer.plan.units, layer.tables):
+                out[:, list(unit.out_channels)] = table.lookup(x[:, index_map[unit.index, : unit.fan_in]])
+            env[node.name] = out
+        elif node.kind is not NodeKind.INPUT:
+            env[node.name] = env[node.inputs[0]]
+    return env[net.output_node.name]
+
+
+def outcome(run) -> tuple[str, object]:
+    """``("ok", output)`` or ``("missing", message)`` of a run."""
+    try:
+        return "ok", run()
+    except MissingRowError as exc:
+        return "missing", str(exc)
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """Evaluate graphs in chunks of one sample."""
+    monkeypatch.setattr(runtime_module, "_CHUNK_BUDGET", 1)
+
+
+@FAST
+@given(data=st.data())
+def test_random_mlps_equal_reference_lookups(data):
+    """Random MLPs (per-channel input domains, shuffled multi-output units, partial tables, raw outputs) give
+    the reference lookups' codes, whole-batch and chunked, and the same missing-row error either way."""
+    n_in = data.draw(st.integers(2, 5))
+    per_channel = data.draw(st.booleans())
+    input_domain = [data.draw(domains) for _ in range(n_in)] if per_channel else data.draw(domains)
+    fan_in1, fan_out1 = data.draw(sparse_layers(n_in))
+    hidden = sum(len(o) for o in fan_out1)
+    fan_in2, fan_out2 = data.draw(sparse_layers(hidden))
+    raw = data.draw(st.booleans())
+    layers = [masked_linear(n_in, fan_in1, fan_out1, 0), Quantize(**data.draw(quantizers))]
+    layers += [masked_linear(hidden, fan_in2, fan_out2, 1)] + ([] if raw else [Quantize(**data.draw(quantizers))])
+    net = precompute(nn.Sequential(*layers).eval(), input_domain=input_domain, example_input=torch.zeros(1, n_in))
+    radices = [len(d) for d in net.input_node.channel_domains()]
+    gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**16)))
+    codes = torch.stack([torch.randint(0, r, (40,), generator=gen) for r in radices], dim=1)
+    restrict = data.draw(st.sampled_from([None, "no default", "zero"]))
+    if restrict is not None and not raw:
+        seen = observe(net, codes[:10], codes=True)
+        net = net.restrict(seen, default=None if restrict == "no default" else "zero")
+
+    def run() -> torch.Tensor:
+        return net.run(codes, codes=True, return_codes=not raw)
+
+    kind, got = outcome(run)
+    try:
+        expected = reference_codes(net, codes.numpy())
+    except MissingRowError:
+        assert kind == "missing"
+    else:
+        assert kind == "ok"
+        assert got.dtype == (torch.float32 if raw else torch.int64)
+        np.testing.assert_array_equal(got.numpy(), expected.astype(got.numpy().dtype))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime_module, "_CHUNK_BUDGET", 1)
+        chunked_kind, chunked = outcome(run)
+    assert chunked_kind == kind
+    assert torch.equal(chunked, got) if kind == "ok" else chunked == got
+
+
+@pytest.mark.usefixtures("tiny_chunks")
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: (conv_model(2, channels_last=True, stride=2, dilation=1, padding=1, groups=2), (7, 6, 4), S2),
+        lambda: (conv_model(1, channels_last=False, stride=1, dilation=2, padding=1, groups=4), (4, 9), S2),
+        lambda: (random_stats_(Residual()), (2, 5, 5), S2),
+        lambda: (PoolFlattenHead(host_head=False).eval(), (1, 5, 5), U2),
+    ],
+    ids=["conv2d-channels-last", "conv1d-dilated", "residual-join", "pool-flatten-head"],
+)
+def test_chunked_spatial_networks_equal_the_model(build):
+    """Pads, windows, joins, pools and a flatten into a feature-major head, one sample per chunk: bit exact."""
+    model, shape, domain = build()
+    net = precompute(model, input_domain=domain, example_input=torch.zeros(1, *shape))
+    x = random_inputs(domain, shape, n=24)
+    with torch.no_grad():
+        expected = model(x)
+    assert net.runtime._chunk(len(x)) == 1
+    assert torch.equal(net.run(x), expected)
+    assert iotable.verify(model, net, x).ok
+
+
+def test_chunked_missing_row_is_reported_as_by_a_whole_batch():
+    """With chunks, the reported don't-care hit is still the whole batch's first: layer by layer, then sample."""
+    identity = nn.Linear(2, 2)
+    with torch.no_grad():
+        identity.weight.copy_(torch.eye(2))
+        identity.bias.zero_()
+    model = nn.Sequential(
+        decompose(identity, fan_in=[[0], [1]]), Quantize(2, scale=0.5), nn.Linear(2, 1), Quantize(2)
+    ).eval()
+    net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 2))
+    small = net.restrict(observe(net, torch.tensor([[0, 0], [1, 1]]), codes=True))
+    codes = torch.zeros(8, 2, dtype=torch.int64)
+    codes[2] = torch.tensor([0, 1])  # passes layer 0, then reaches an unseen row of layer 2
+    codes[5] = torch.tensor([3, 0])  # reaches an unseen row of layer 0
+    with pytest.raises(MissingRowError) as whole:
+        small.run(codes, codes=True)
+    assert "0: unit 0, sample 5: input codes (3,)" in str(whole.value)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime_module, "_CHUNK_BUDGET", 1)
+        with pytest.raises(MissingRowError) as chunked:
+            small.run(codes, codes=True)
+    assert str(chunked.value) == str(whole.value)
+
+
+def test_float64_addresses_beyond_the_float32_bound(monkeypatch):
+    """A layer with more rows than float32 adds exactly forms its addresses in float64, with the same result."""
+    model = nn.Sequential(masked_linear(6, [[0, 1, 2], [3, 4, 5]], [[1], [0]], 0), Quantize(3, signed=True))
+    net = precompute(model.eval(), input_domain=Domain.uniform(3), example_input=torch.zeros(1, 6))
+    codes = torch.randint(0, 8, (50, 6), generator=torch.Generator().manual_seed(0))
+    expected = net.run(codes, codes=True, return_codes=True)
+    assert net.runtime._kernels["0"].matrix.dtype == torch.float32
+    monkeypatch.setattr(runtime_module, "_FLOAT32_EXACT", 2**9 - 1)  # below this layer's 2 * 2**9 rows
+    wide = Runtime(net.graph, net.layers)
+    assert wide._kernels["0"].matrix.dtype == torch.float64
+    assert torch.equal(wide.run(codes)[0], expected)
+
+
+def test_narrow_code_dtypes_and_exact_codes_in_and_out():
+    """Tables store codes in the smallest dtype of their domain; runs still return int64 codes."""
+    model = PoolFlattenHead(host_head=False).eval()
+    net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 1, 5, 5))
+    kernels = [net.runtime._kernels[n.name] for n in net.graph.nodes_of(NodeKind.TABLE)]
+    assert [k.flat.dtype for k in kernels] == [torch.uint8, torch.uint8]
+    out = net.run(random_inputs(U2, (1, 5, 5)), return_codes=True)
+    assert out.dtype == torch.int64 and out.is_contiguous()
+    _, env = net.runtime.run(net.encode_input(random_inputs(U2, (1, 5, 5))), capture=True)
+    assert all(env[n.name].dtype == torch.int64 for n in net.graph if n.domain is not None)
