@@ -1,7 +1,7 @@
 """The runtime's fast kernels: equal to straightforward references on random networks, chunked or not.
 
 Speed itself is measured in ``benchmarks/``; these tests pin down that the fast paths (feature-major table
-kernels, narrow code dtypes, chunked evaluation, float addresses) change nothing.
+kernels, narrow code dtypes, chunked evaluation, float addresses, arithmetic input encoding) change nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from torch.nn.utils import prune
 
 import iotable
 import iotable.runtime as runtime_module
-from iotable import Domain, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute
+from iotable import Domain, DomainError, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute
+from iotable.graph import Node
 from iotable.nn import Quantize
-from iotable.runtime import Runtime
+from iotable.runtime import InputEncoder, Runtime, _Grid
+from iotable.spec import Layout
 
 from .strategies import domains
 from .test_network import S2, U2, PoolFlattenHead, Residual, conv_model, random_inputs, random_stats_
@@ -199,3 +201,98 @@ def test_narrow_code_dtypes_and_exact_codes_in_and_out():
     assert out.dtype == torch.int64 and out.is_contiguous()
     _, env = net.runtime.run(net.encode_input(random_inputs(U2, (1, 5, 5))), capture=True)
     assert all(env[n.name].dtype == torch.int64 for n in net.graph if n.domain is not None)
+
+
+# -- input encoding ---------------------------------------------------------------------------------------
+
+grid_domains = st.one_of(
+    st.builds(
+        Domain.uniform,
+        st.integers(1, 8),
+        signed=st.booleans(),
+        narrow=st.booleans(),
+        scale=st.sampled_from([1.0, 0.5, 0.1, 1 / 3, 2.5, 1e-3, 7.0]),
+        zero_point=st.sampled_from([0.0, 0.5, -3.0, 2.25, 1000.0]),
+    ).filter(lambda d: len(d) > 1),
+    st.sampled_from([Domain.values([-1, 1]), Domain.values([0, 0.1, 0.5]), Domain.values([2.0]), Domain.uniform(1)]),
+)
+
+
+def input_node(domain: Domain | tuple[Domain, ...], shape: tuple[int, ...], layout: Layout) -> Node:
+    return Node("input", NodeKind.INPUT, (), shape, layout, domain)
+
+
+def exact_codes(node: Node, x: torch.Tensor) -> np.ndarray | None:
+    """Codes by ``Domain.encode`` channel by channel, or ``None`` where it raises."""
+    axis = x.dim() - 1 if node.layout.channels_last else 1
+    x = x.to(torch.float64).numpy()
+    out = np.zeros(x.shape, dtype=np.int64)
+    try:
+        for c, d in enumerate(node.channel_domains()):
+            index = (slice(None),) * axis + (c,)
+            out[index] = d.encode(x[index])
+    except DomainError:
+        return None
+    return out
+
+
+@st.composite
+def near_values(draw, domains: list[Domain], n: int):
+    """Values per channel: domain values, some nudged by one fraction of the tolerance, maybe a non-number.
+
+    One fraction per batch (a batch with any value far off falls to the exact path as a whole, which would
+    hide how the arithmetic path decides values near the tolerance).
+    """
+    fraction = draw(st.sampled_from([0.0, 0.3, 0.999, 1.0, 1.001, 3.0]))
+    columns = []
+    for d in domains:
+        codes = np.asarray(draw(st.lists(st.integers(0, len(d) - 1), min_size=n, max_size=n)))
+        nudges = np.asarray(draw(st.lists(st.sampled_from([0.0, fraction, -fraction]), min_size=n, max_size=n)))
+        columns.append(d.values[codes] + nudges * d._tolerance)
+    values = np.stack(columns, axis=1)
+    special = draw(st.sampled_from([None, None, np.nan, np.inf, -np.inf, 1e30]))
+    if special is not None:
+        values[draw(st.integers(0, n - 1)), 0] = special
+    return values
+
+
+@settings(max_examples=300, deadline=None)  # cheap examples; values near the tolerance need many
+@given(data=st.data(), dtype=st.sampled_from([torch.float32, torch.float64]))
+def test_value_encoding_equals_domain_encode(data, dtype):
+    """Arithmetic encoding gives Domain.encode's codes or, for a value off the domain, its error."""
+    per_channel = data.draw(st.booleans())
+    chosen = [data.draw(grid_domains) for _ in range(3)] if per_channel else [data.draw(grid_domains)] * 3
+    node = input_node(tuple(chosen) if per_channel else chosen[0], (3,), Layout.NC)
+    x = torch.as_tensor(data.draw(near_values(chosen, 16)), dtype=dtype)
+    expected = exact_codes(node, x)
+    encoder = InputEncoder(node)
+    if expected is None:
+        with pytest.raises(DomainError, match="input"):
+            encoder(x, codes=False, input_shape=(3,))
+    else:
+        got = encoder(x, codes=False, input_shape=(3,))
+        np.testing.assert_array_equal(got.to(torch.int64).numpy(), expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_value_encoding_takes_the_arithmetic_path(dtype):
+    """Exact domain values of uniform per-channel domains (channels last) are decided without Domain.encode."""
+    chosen = (Domain.uniform(2, signed=True), Domain.uniform(3, scale=1.0), Domain.uniform(1, zero_point=1))
+    node = input_node(chosen, (4, 3), Layout.NWC)
+    codes = torch.stack([torch.randint(0, len(d), (5, 4)) for d in chosen], dim=-1)
+    x = torch.stack([torch.tensor(d.values)[codes[..., c]] for c, d in enumerate(chosen)], dim=-1).to(dtype)
+    grid = _Grid.of(chosen, torch.float64 if dtype == torch.int64 else dtype)
+    assert grid is not None and grid.encode(x.to(torch.float64) if dtype == torch.int64 else x, 2) is not None
+    got = InputEncoder(node)(x, codes=False, input_shape=(4, 3))
+    assert got.dtype == torch.float32 and torch.equal(got.to(torch.int64), codes)
+
+
+def test_value_encoding_of_an_uneven_domain_searches_its_values():
+    """A domain off any grid has no arithmetic path; Domain.encode decides its values and errors."""
+    domain = Domain.values([0.0, 0.1, 0.5])
+    assert _Grid.of((domain,), torch.float32) is None
+    encoder = InputEncoder(input_node(domain, (2,), Layout.NC))
+    got = encoder(torch.tensor([[0.5, 0.1]]), codes=False, input_shape=(2,))
+    assert got.tolist() == [[2, 1]]
+    with pytest.raises(DomainError, match=r"input values must belong to the input domain: value 0\.3"):
+        encoder(torch.tensor([[0.3, 0.1]]), codes=False, input_shape=(2,))

@@ -504,13 +504,23 @@ def _input_error(msg: str) -> Exception:
 
 
 class InputEncoder:
-    """Validates a batch for a graph's input node and returns its codes (values by :meth:`Domain.encode`)."""
+    """Validates a batch for a graph's input node and returns its codes.
+
+    Values of evenly spaced domains (every uniform domain) are encoded arithmetically: scaled, shifted and
+    rounded to the nearest code, then checked against that code's value with a tolerance a little tighter
+    than :meth:`Domain.encode`'s, widened by every rounding error the arithmetic can make. A batch that
+    passes gets exactly the codes ``Domain.encode`` gives; any other batch (a value off the domain, or one
+    too close to the tolerance to decide in float) is encoded by ``Domain.encode`` itself, which raises the
+    library's error for a value outside the domain.
+    """
 
     def __init__(self, node: Node) -> None:
         self.node = node
         self.domains = node.channel_domains() or ()
         self.channels_last = node.layout is not None and node.layout.channels_last
+        self._grid = {dtype: _Grid.of(self.domains, dtype) for dtype in (torch.float32, torch.float64)}
         self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
+        self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
         batch = f"(N, {', '.join(map(str, input_shape))})"
@@ -538,6 +548,15 @@ class InputEncoder:
                 raise _input_error(msg)
             self._check_codes(x)
             return x
+        if not x.is_floating_point():
+            x = x.to(torch.float64)
+        elif x.dtype not in (torch.float32, torch.float64):
+            x = x.to(torch.float32)  # half precision widens exactly
+        grid = self._grid[x.dtype]
+        if grid is not None and x.numel():
+            encoded = grid.encode(x, self._channel_axis(x))
+            if encoded is not None:
+                return encoded.to(torch.float32 if self._float32_codes else torch.int64)
         return self._encode_exactly(x)
 
     def _channel_axis(self, x: torch.Tensor) -> int:
@@ -579,3 +598,63 @@ class InputEncoder:
                 msg = f"net.run: input channel {c} must belong to its domain: {exc}"
                 raise DomainError(msg) from None
         return out
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Evenly spaced domains, one per channel: code ``q`` has value ``first + q * step`` within ``slack``.
+
+    ``first``, ``scale`` (``1 / step``), ``top`` (the last code) and ``accept`` (how far, in codes, a value
+    may lie from its code's grid value) are floats for one domain, else per-channel tensors.
+    """
+
+    first: Any
+    scale: Any
+    top: Any
+    accept: Any
+
+    @classmethod
+    def of(cls, domains: tuple[Domain, ...], dtype: torch.dtype) -> _Grid | None:
+        """The grid of ``domains`` computed in ``dtype``, or ``None`` where some domain is not on one."""
+        if not domains:
+            return None
+        eps = float(torch.finfo(dtype).eps)
+        params = []
+        for d in dict.fromkeys(domains):  # equal domains once, in order
+            values = d.values
+            n = len(values)
+            step = float(values[-1] - values[0]) / (n - 1) if n > 1 else 1.0
+            off_grid = float(np.max(np.abs(values - (values[0] + step * np.arange(n)))))
+            tolerance = d._tolerance
+            # Every rounding error of the arithmetic below, in value units: a few ulps of the largest value
+            # involved (an accepted input lies within the tolerance of a domain value).
+            largest = float(np.max(np.abs(values))) + tolerance + abs(step)
+            margin = 8 * eps * largest
+            accept = (tolerance - off_grid - margin) / step
+            if accept * step < tolerance / 2:  # too little room to decide in this dtype
+                return None
+            params.append((d, float(values[0]), 1.0 / step, float(n - 1), accept))
+        if len(params) == 1:
+            _, first, scale, top, accept = params[0]
+            return cls(first, scale, top, accept)
+        by_domain = {p[0]: p[1:] for p in params}
+        table = np.asarray([by_domain[d] for d in domains], dtype=np.float64)
+        return cls(*(torch.as_tensor(table[:, i], dtype=dtype) for i in range(4)))
+
+    def encode(self, x: torch.Tensor, channel_axis: int) -> torch.Tensor | None:
+        """Codes of ``x`` (values) as floats of its dtype, or ``None`` when a value is not shown to be in its domain."""
+        first, scale, top, accept = self.first, self.scale, self.top, self.accept
+        if isinstance(first, torch.Tensor):
+            shape = [-1 if a == channel_axis else 1 for a in range(x.dim())]
+            first, scale, top, accept = (t.reshape(shape) for t in (first, scale, top, accept))
+            q = torch.sub(x, first).mul_(scale)
+            codes = torch.minimum(q.clamp(min=0), top).round_()
+        else:
+            q = torch.sub(x, first).mul_(scale)
+            codes = q.clamp(0, top).round_()
+        # The largest excess over the accepted distance decides (a reduction to one float is cheaper than a
+        # boolean mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input)
+        # fails the comparison, so such a batch falls to the exact path, which names the value.
+        if not float(q.sub_(codes).abs_().sub_(accept).max()) <= 0:
+            return None
+        return codes
