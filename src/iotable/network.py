@@ -485,10 +485,8 @@ class TableNetwork:
         input_codes = self.runtime.encode(x, codes=codes, input_shape=self.input_shape)
         if input_codes.shape[0] == 0:  # an empty batch gives an empty output
             return torch.empty((0, *node.shape), dtype=torch.int64 if return_codes else torch.float32)
-        out, _ = self.runtime.run(input_codes)
-        if return_codes or node.domain is None:
-            return out
-        return self.runtime.decode_output(out)
+        out, _ = self.runtime.run(input_codes, values=not return_codes)
+        return out
 
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""

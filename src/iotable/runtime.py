@@ -120,28 +120,24 @@ class Runtime:
         """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer)."""
         return self._input(x, codes=codes, input_shape=input_shape)
 
-    def decode_output(self, codes: torch.Tensor) -> torch.Tensor:
-        """Float32 values of the output node's codes."""
-        return decode(codes, self.graph.nodes[-1], self._output_values).to(torch.float32)
-
-    def run(self, codes: torch.Tensor, *, capture: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def run(
+        self, codes: torch.Tensor, *, capture: bool = False, values: bool = False
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Evaluate the graph on input codes ``(N, *input shape)``; return the output and, if asked, every node's.
 
-        Output codes are int64, raw outputs as the last node gives them; captured codes are int64 in the
-        graph's layout.
+        Output codes are int64 (``values=True``: float32 values of a quantized output, decoded chunk by
+        chunk), raw outputs as the last node gives them; captured codes are int64 in the graph's layout.
         """
         n = codes.shape[0]
         chunk = n if capture or self._host or n == 0 else self._chunk(n)
         if chunk >= n:
             env = self._evaluate(codes, capture=capture)
-            output = self._graph_layout(self.graph.nodes[-1], env[self._steps[-1].output], n)
-            return output, (self._captured(env, n) if capture else {})
+            return self._output(env, n, values=values), (self._captured(env, n) if capture else {})
         out: torch.Tensor | None = None
         try:
             for start in range(0, n, chunk):
                 part = codes[start : start + chunk]
-                env = self._evaluate(part, capture=False)
-                result = self._graph_layout(self.graph.nodes[-1], env[self._steps[-1].output], part.shape[0])
+                result = self._output(self._evaluate(part, capture=False), part.shape[0], values=values)
                 if out is None:
                     out = torch.empty((n, *result.shape[1:]), dtype=result.dtype)
                 out[start : start + part.shape[0]] = result
@@ -168,6 +164,15 @@ class Runtime:
         chunk = max(1, _CHUNK_BUDGET // self._per_sample)
         parts = -(-n // chunk)
         return -(-n // parts)
+
+    def _output(self, env: dict[Key, torch.Tensor], n: int, *, values: bool) -> torch.Tensor:
+        """The output node's codes as int64 (or ``values``: decoded) in the graph's layout, contiguous."""
+        node = self.graph.nodes[-1]
+        if values and node.domain is not None:
+            x = env[self._steps[-1].output]
+            x = x.t().reshape(n, *node.shape) if self._feature_major[node.name] else x
+            return decode(x, node, self._output_values)
+        return self._graph_layout(node, env[self._steps[-1].output], n)
 
     def _graph_layout(self, node: Node, x: torch.Tensor, n: int) -> torch.Tensor:
         """A node's output in the graph's layout, contiguous; codes as int64."""
@@ -408,6 +413,7 @@ class TableKernel:
         self._rows_matrix = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
         self._rows_bias = torch.as_tensor(offsets[self._row_units].astype(dtype)).reshape(-1, 1)
         self._rows_sources = None if fan_out == 1 else self.sources
+        self._in_place = fan_out == 1 and not raw and self.matrix.element_size() == self._index_dtype.itemsize
         itemsize = self.flat.element_size()
         positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
@@ -428,13 +434,24 @@ class TableKernel:
     # -- lookups ------------------------------------------------------------------------------------------
 
     def columns(self, xs: list[torch.Tensor]) -> torch.Tensor:
-        """Outputs of a feature-major batch: input ``(vector, N)`` codes to output ``(channels, N)``."""
+        """Outputs of a feature-major batch: input ``(vector, N)`` codes to output ``(channels, N)``.
+
+        A single-output layer of codes returns them as floats of its address dtype (what the next
+        table's matrix product reads); other layers return their table's dtype.
+        """
         x = xs[0]
-        rows = torch.addmm(self._rows_bias, self._rows_matrix, x.to(self.matrix.dtype)).to(self._index_dtype)
+        addresses = torch.addmm(self._rows_bias, self._rows_matrix, x.to(self.matrix.dtype))
+        if self._in_place:
+            # Integer addresses overwrite the float ones element by element (same width), and the looked-up
+            # codes then overwrite those: one scratch buffer per layer instead of three.
+            rows = addresses.view(self._index_dtype).copy_(addresses)
+        else:
+            rows = addresses.to(self._index_dtype)
         if self.care is not None:
             self._check_care(rows, self._row_units, lambda lookup: x[:, lookup], positions=None)
         if self.fan_out == 1:
-            return torch.index_select(self._flat_columns, 0, rows.reshape(-1)).reshape(rows.shape)
+            looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
+            return addresses.copy_(looked) if self._in_place else looked
         looked = torch.index_select(self._flat_columns, 0, (rows.unsqueeze(1) + self._column_base).reshape(-1))
         looked = looked.reshape(-1, x.shape[1])  # (units * fan_out, N)
         return looked if self._rows_sources is None else looked[self._rows_sources]
