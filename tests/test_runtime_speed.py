@@ -93,7 +93,8 @@ def tiny_chunks(monkeypatch):
 @given(data=st.data())
 def test_random_mlps_equal_reference_lookups(data):
     """Random MLPs (per-channel input domains, shuffled multi-output units, partial tables, raw outputs) give
-    the reference lookups' codes, whole-batch and chunked, and the same missing-row error either way."""
+    the reference lookups' codes, whole-batch and chunked, by dense and sparse address products, and the same
+    missing-row error every way."""
     n_in = data.draw(st.integers(2, 5))
     per_channel = data.draw(st.booleans())
     input_domain = [data.draw(domains) for _ in range(n_in)] if per_channel else data.draw(domains)
@@ -129,6 +130,14 @@ def test_random_mlps_equal_reference_lookups(data):
         chunked_kind, chunked = outcome(run)
     assert chunked_kind == kind
     assert torch.equal(chunked, got) if kind == "ok" else chunked == got
+    for density in (0.0, 1.0):  # every layer's addresses by a dense, then by a sparse matrix product
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(runtime_module, "_SPARSE_DENSITY", density)
+            other = Runtime(net.graph, net.layers)
+        assert all(k._sparse == bool(density) for k in other._kernels.values() if hasattr(k, "_sparse"))
+        other_kind, other_out = outcome(lambda: other.run(codes)[0])  # noqa: B023 (called at once)
+        assert other_kind == kind
+        assert torch.equal(other_out, got) if kind == "ok" else other_out == got
 
 
 @pytest.mark.usefixtures("tiny_chunks")

@@ -42,7 +42,7 @@ Kernel = Callable[[list[torch.Tensor]], torch.Tensor]
 #: An intermediate of a run: a node's output in one layout (``True``: feature-major).
 Key = tuple[str, bool]
 
-# Bytes one sample may use inside a spatial table kernel (window vectors, addresses, looked-up outputs).
+# Bytes of scratch one call of a spatial table kernel may use (window vectors, addresses, looked-up outputs).
 _RUN_BUDGET = 128 * 2**20
 
 # Bytes of intermediates one chunk of samples may use (an estimate from the graph's shapes). Chunks bound
@@ -53,6 +53,9 @@ _CHUNK_BUDGET = 8 * 2**20
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
+
+# Address matrices with at most this fraction of nonzero entries multiply as sparse (COO) matrices.
+_SPARSE_DENSITY = 0.25
 
 
 def channel_values(node: Node) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -412,7 +415,11 @@ class TableKernel:
         # Feature-major: one address row per output row. A single-output layer computes its rows directly
         # in output-channel order (the units permuted), so its gathered rows are the output as they stand.
         self._row_units = mapped if fan_out == 1 else np.arange(len(units))
-        self._rows_matrix = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
+        rows_matrix = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
+        # Each unit reads a few of the layer's inputs: a sparse product costs per place value, a dense one
+        # per matrix entry, and wins only on dense matrices (crossover measured near a quarter of entries).
+        self._sparse = int(np.count_nonzero(matrix)) <= _SPARSE_DENSITY * matrix.size
+        self._rows_matrix = rows_matrix.to_sparse() if self._sparse else rows_matrix
         self._rows_bias = torch.as_tensor(offsets[self._row_units].astype(dtype)).reshape(-1, 1)
         self._rows_sources = None if fan_out == 1 else self.sources
         self._in_place = fan_out == 1 and not raw and self.matrix.element_size() == self._index_dtype.itemsize
@@ -442,7 +449,10 @@ class TableKernel:
         table's matrix product reads); other layers return their table's dtype.
         """
         x = xs[0]
-        addresses = torch.addmm(self._rows_bias, self._rows_matrix, x.to(self.matrix.dtype))
+        x = x.to(self.matrix.dtype, memory_format=torch.contiguous_format)
+        if self._sparse:  # the sparse product reads its dense operand row by row (`to` keeps a same-dtype view)
+            x = x.contiguous()
+        addresses = torch.addmm(self._rows_bias, self._rows_matrix, x)
         if self._in_place:
             # Integer addresses overwrite the float ones element by element (same width), and the looked-up
             # codes then overwrite those: one scratch buffer per layer instead of three.
