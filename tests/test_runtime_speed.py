@@ -123,7 +123,7 @@ def test_random_mlps_equal_reference_lookups(data):
         assert kind == "missing"
     else:
         assert kind == "ok"
-        assert got.dtype == (torch.float32 if raw else torch.int64)
+        assert got.dtype == (torch.float32 if raw else torch.int64) and got.is_contiguous()
         np.testing.assert_array_equal(got.numpy(), expected.astype(got.numpy().dtype))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(runtime_module, "_CHUNK_BUDGET", 1)

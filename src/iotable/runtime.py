@@ -86,7 +86,7 @@ def decode(codes: torch.Tensor, node: Node, table: tuple[torch.Tensor, torch.Ten
     return values[codes]
 
 
-def _codes_dtype(low: float, high: float) -> torch.dtype:
+def _codes_dtype(low: int, high: int) -> torch.dtype:
     """The smallest integer dtype holding every value from ``low`` to ``high``."""
     for dtype in (torch.uint8, torch.int16, torch.int32):
         info = torch.iinfo(dtype)
@@ -184,7 +184,7 @@ class Runtime:
         if self._feature_major[node.name]:
             x = x.t().reshape(n, *node.shape)
         dtype = torch.int64 if node.domain is not None else x.dtype
-        return x.to(dtype, memory_format=torch.contiguous_format)
+        return x.to(dtype, memory_format=torch.contiguous_format).contiguous()  # `to` keeps a same-dtype view
 
     def _captured(self, env: dict[Key, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
         return {
