@@ -187,6 +187,40 @@ def test_chunked_missing_row_is_reported_as_by_a_whole_batch():
     assert str(chunked.value) == str(whole.value)
 
 
+@pytest.mark.parametrize("channels_last", [False, True], ids=["channels-first", "channels-last"])
+def test_spatial_missing_row_is_the_first_lookup_a_sweep_meets(channels_last):
+    """A restricted conv network names the first (sample, position, unit) that reaches a don't-care row, with
+    that unit's input codes, whole-batch and chunked; the rows it kept still give the dense network's output."""
+    model = conv_model(2, channels_last=channels_last, stride=1, dilation=1, padding=1, groups=2)
+    shape = (7, 6, 4) if channels_last else (4, 7, 6)
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, *shape))
+    x = random_inputs(S2, shape, n=24)
+    small = net.restrict(observe(net, x[:4]))
+    assert torch.equal(small.run(x[:4]), net.run(x[:4]))
+    first = next(node for node in net.graph if node.kind is NodeKind.TABLE)
+    _, env = net.runtime.run(net.encode_input(x), capture=True)
+    window = env[first.inputs[0]]
+    vectors = window.reshape(len(x), -1, window.shape[-1]).numpy()  # (N, positions, vector)
+    index_map = net.graph.edges_into(first.name)[0].index_map
+    layer = small[first.meta["layer"]]
+    missing = []
+    for unit, table in zip(layer.plan.units, layer.tables):
+        inputs = vectors[:, :, index_map[unit.index, : unit.fan_in]]
+        addresses = table.address(inputs.reshape(-1, unit.fan_in)).reshape(len(x), -1)
+        for sample, position in np.argwhere(~np.isin(addresses, table.addresses)):
+            missing.append((int(sample), int(position), unit.index, tuple(int(c) for c in inputs[sample, position])))
+    sample, position, unit, codes = min(missing)
+    words = f"{first.name}: unit {unit} at position {position}, sample {sample}: input codes {codes} hit"
+    with pytest.raises(MissingRowError) as whole:
+        small.run(x)
+    assert words in str(whole.value) and f"{len(missing)} lookup(s)" in str(whole.value)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime_module, "_CHUNK_BUDGET", 1)
+        with pytest.raises(MissingRowError) as chunked:
+            small.run(x)
+    assert str(chunked.value) == str(whole.value)
+
+
 def test_float64_addresses_beyond_the_float32_bound(monkeypatch):
     """A layer with more rows than float32 adds exactly forms its addresses in float64, with the same result."""
     model = nn.Sequential(masked_linear(6, [[0, 1, 2], [3, 4, 5]], [[1], [0]], 0), Quantize(3, signed=True))
