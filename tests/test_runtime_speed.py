@@ -196,6 +196,11 @@ def test_spatial_missing_row_is_the_first_lookup_a_sweep_meets(channels_last):
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, *shape))
     x = random_inputs(S2, shape, n=24)
     small = net.restrict(observe(net, x[:4]))
+    # Channels 0-1 (the units of group 0) repeat an observed sample except in sample 20, so the first
+    # missing lookup of a sample-by-sample sweep (group 1, from sample 4) is not the lowest unit's first.
+    group0 = (Ellipsis, slice(0, 2)) if channels_last else (slice(None), slice(0, 2))
+    x[4:20][group0] = x[0:1][group0]
+    x[21:][group0] = x[0:1][group0]
     assert torch.equal(small.run(x[:4]), net.run(x[:4]))
     first = next(node for node in net.graph if node.kind is NodeKind.TABLE)
     _, env = net.runtime.run(net.encode_input(x), capture=True)
@@ -210,6 +215,8 @@ def test_spatial_missing_row_is_the_first_lookup_a_sweep_meets(channels_last):
         for sample, position in np.argwhere(~np.isin(addresses, table.addresses)):
             missing.append((int(sample), int(position), unit.index, tuple(int(c) for c in inputs[sample, position])))
     sample, position, unit, codes = min(missing)
+    group1 = {u.index for u in layer.plan.units if min(u.in_channels) >= 2}
+    assert sample < 20 and unit in group1 and any(m[2] not in group1 for m in missing)
     words = f"{first.name}: unit {unit} at position {position}, sample {sample}: input codes {codes} hit"
     with pytest.raises(MissingRowError) as whole:
         small.run(x)
