@@ -47,9 +47,9 @@ _RUN_BUDGET = 128 * 2**20
 
 # Bytes of intermediates one chunk of samples may use (an estimate from the graph's shapes). Chunks bound
 # the memory of a large batch; each one pays a few microseconds of dispatch per node, so they must not be
-# small. On the MLP benchmarks 8 MiB measured best: smaller chunks lose to that overhead, larger ones gain
-# nothing.
-_CHUNK_BUDGET = 8 * 2**20
+# small. Measured: 2-4 MiB lose to that overhead on the MLP benchmarks and 8 MiB on the CNN (large samples,
+# few per chunk); 128 MiB loses on an MLP batch of 65536 once memory is handed back between runs.
+_CHUNK_BUDGET = 16 * 2**20
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
@@ -302,23 +302,29 @@ class Runtime:
         kernel_size, stride, dilation = node.meta["kernel"], node.meta["stride"], node.meta["dilation"]
         channels_last = node.meta["input_layout"].channels_last
         channel_major = node.meta["element_order"] == "channel-major"
-        rank = len(kernel_size)
+        rank, width = len(kernel_size), node.shape[-1]
+        spatial_axes, kernel_axes = tuple(range(2, 2 + rank)), tuple(range(2 + rank, 2 + 2 * rank))
+        vector_axes = (1, *kernel_axes) if channel_major else (*kernel_axes, 1)
+        domains = self.graph[node.inputs[0]].channel_domains() or ()
+        narrow = max((len(d) for d in domains), default=0) <= _FLOAT32_EXACT
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             x = xs[0]
             if channels_last:
                 x = torch.movedim(x, -1, 1)
-            n, c = x.shape[:2]
+            if narrow and x.element_size() > 4:  # int64 input codes: half the bytes to copy, exactly
+                x = x.to(torch.float32)
+            n = x.shape[0]
             for axis in range(rank):
                 span = (kernel_size[axis] - 1) * dilation[axis] + 1
                 x = x.unfold(2 + axis, span, stride[axis])
             x = x[(Ellipsis, *(slice(None, None, d) for d in dilation))]  # (N, C, *P, *K)
             positions = x.shape[2 : 2 + rank]
-            if channel_major:
-                x = x.permute(0, *range(2, 2 + rank), 1, *range(2 + rank, 2 + 2 * rank))
-            else:
-                x = x.permute(0, *range(2, 2 + rank), *range(2 + rank, 2 + 2 * rank), 1)
-            return x.reshape(n, *positions, c * math.prod(kernel_size))
+            # Copied vector-major, positions innermost (where the unfolded views are contiguous, many times
+            # faster than a vector-innermost copy); the graph's (N, *P, vector) layout is a view of it, and
+            # the table's product reads the vector-major copy in place.
+            vectors = x.permute(0, *vector_axes, *spatial_axes).reshape(n, width, *positions)
+            return torch.movedim(vectors, 1, -1)
 
         return kernel
 
@@ -415,14 +421,16 @@ class TableKernel:
         # Feature-major: one address row per output row. A single-output layer computes its rows directly
         # in output-channel order (the units permuted), so its gathered rows are the output as they stand.
         self._row_units = mapped if fan_out == 1 else np.arange(len(units))
-        rows_matrix = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
+        self._rows_dense = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
         # Each unit reads a few of the layer's inputs: a sparse product costs per place value, a dense one
         # per matrix entry, and wins only on dense matrices (crossover measured near a quarter of entries).
-        self._sparse = int(np.count_nonzero(matrix)) <= _SPARSE_DENSITY * matrix.size
-        self._rows_matrix = rows_matrix.to_sparse() if self._sparse else rows_matrix
+        self._sparse = not self.spatial and int(np.count_nonzero(matrix)) <= _SPARSE_DENSITY * matrix.size
+        self._rows_matrix = self._rows_dense.to_sparse() if self._sparse else self._rows_dense
         self._rows_bias = torch.as_tensor(offsets[self._row_units].astype(dtype)).reshape(-1, 1)
         self._rows_sources = None if fan_out == 1 else self.sources
-        self._in_place = fan_out == 1 and not raw and self.matrix.element_size() == self._index_dtype.itemsize
+        # Integer addresses can overwrite the float ones element by element where both have one width.
+        self._same_width = self.matrix.element_size() == self._index_dtype.itemsize
+        self._in_place = fan_out == 1 and not raw and self._same_width
         itemsize = self.flat.element_size()
         positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
@@ -453,43 +461,49 @@ class TableKernel:
         if self._sparse:  # the sparse product reads its dense operand row by row (`to` keeps a same-dtype view)
             x = x.contiguous()
         addresses = torch.addmm(self._rows_bias, self._rows_matrix, x)
-        if self._in_place:
-            # Integer addresses overwrite the float ones element by element (same width), and the looked-up
-            # codes then overwrite those: one scratch buffer per layer instead of three.
-            rows = addresses.view(self._index_dtype).copy_(addresses)
-        else:
-            rows = addresses.to(self._index_dtype)
+        rows = self._integer(addresses)
         if self.care is not None:
             self._check_care(rows, self._row_units, lambda lookup: x[:, lookup], positions=None)
         if self.fan_out == 1:
             looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
+            # A single-output layer's codes overwrite its integer addresses, as the floats the next reads.
             return addresses.copy_(looked) if self._in_place else looked
         looked = torch.index_select(self._flat_columns, 0, (rows.unsqueeze(1) + self._column_base).reshape(-1))
         looked = looked.reshape(-1, x.shape[1])  # (units * fan_out, N)
         return looked if self._rows_sources is None else looked[self._rows_sources]
 
     def __call__(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of the graph's layout: window vectors ``(N, *positions, vector)`` to ``(N, channels,
+        *positions)``, or ``(N, *positions, channels)`` for a channels-last layer."""
         vectors, positions = self.vectors(xs[0])
         n, p = vectors.shape[:2]
         chunk = max(1, _RUN_BUDGET // (self.sample_bytes or 1))
         parts = []
         for start in range(0, n, chunk):
-            v = vectors[start : start + chunk].reshape(-1, vectors.shape[2])  # (n * P, vector)
-            rows = torch.addmm(self._bias, v.to(self.matrix.dtype), self.matrix).to(self._index_dtype)  # (n * P, U)
+            v = vectors[start : start + chunk]
+            # One product per sample, (rows, vector) x (vector, positions): channels come out first, and BLAS
+            # reads the transposed vectors in place (as an unfolded window lays them out).
+            addresses = torch.matmul(self._rows_dense, v.transpose(1, 2).to(self.matrix.dtype))
+            rows = self._integer(addresses.add_(self._rows_bias))
             if self.care is not None:
-                units = np.arange(len(self.units))
-                self._check_care(rows.t(), units, lambda lookup, v=v: v[lookup], positions=(start, p))
+                lookups = rows.transpose(0, 1).reshape(rows.shape[1], -1)  # (rows, sample * P + position)
+                self._check_care(lookups, self._row_units, lambda at, v=v: v[at // p, at % p], positions=(start, p))
             if self.fan_out == 1:
-                looked = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).reshape(rows.shape)
+                looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
             else:
-                index = rows.unsqueeze(2) + self._column_base.reshape(1, 1, -1)  # (n * P, U, fan_out)
-                looked = torch.index_select(self._flat_columns, 0, index.reshape(-1)).reshape(rows.shape[0], -1)
-            parts.append(looked if self.sources is None else looked[:, self.sources])
-        out = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if not self.spatial:
-            return out.reshape(n, -1)
-        out = out.reshape(n, *positions, -1)
-        return out if self.channels_last else torch.movedim(out, -1, 1)
+                index = rows.unsqueeze(2) + self._column_base.reshape(1, 1, -1, 1)  # (n, units, fan_out, P)
+                looked = torch.index_select(self._flat_columns, 0, index.view(-1)).view(rows.shape[0], -1, p)
+                looked = looked if self._rows_sources is None else looked[:, self._rows_sources]
+            parts.append(looked)
+        out = (torch.cat(parts) if len(parts) > 1 else parts[0]).reshape(n, -1, *positions)
+        return out.movedim(1, -1).contiguous() if self.channels_last else out
+
+    def _integer(self, addresses: torch.Tensor) -> torch.Tensor:
+        """Integer lookup rows of float addresses, written over them element by element where both have one
+        width: one scratch buffer per layer instead of two."""
+        if self._same_width:
+            return addresses.view(self._index_dtype).copy_(addresses)
+        return addresses.to(self._index_dtype)
 
     def _check_care(
         self,
