@@ -1,19 +1,21 @@
 """The table-only runtime: evaluates an interlayer graph from its tables, never calling a layer's forward.
 
 Every node is compiled once into a small kernel over batched code tensors. A table node forms the packed
-addresses of all its units with one matrix product (column ``u`` holds unit ``u``'s place values at the
-elements it reads; the bias holds the offset of each unit's table in one flat array of all the layer's
-tables) and reads that flat array with one gather, never comparing against rows. Windows are ``unfold``
-views; pads fill each channel's code of real 0.
+addresses of all its units with one matrix product (row ``u`` holds unit ``u``'s place values at the
+elements it reads, the bias the offset of its table in one flat array of all the layer's tables) and
+reads that flat array with one gather, never comparing against rows. Windows copy their ``unfold`` views
+once; pads fill each channel's code of real 0.
 
-Codes travel between nodes in the smallest integer dtype that holds them and become floats only to form
-addresses: floats add integers exactly while every sum stays below 2**24 (float32); a layer whose flat
-array has more rows forms its addresses in float64 (exact below 2**53).
+Codes travel between nodes in the smallest dtype that holds them exactly and become floats to form
+addresses: floats add integers exactly while every sum stays below 2**24 (float32), so a layer whose flat
+array has more rows forms its addresses in float64 (exact below 2**53), and codes travel as float32 only
+for domains of at most 2**24 values.
 
-Two layouts: non-spatial table layers run *feature-major*, on ``(features, batch)`` tensors, so the
-addresses of one unit are one contiguous row and its lookups all land in its own small table, which stays
-in cache. Every other node runs on the graph's own ``(batch, *shape)`` layout. Switching layouts is a
-transposed view, never a copy.
+Layouts: non-spatial table layers run *feature-major*, on ``(features, batch)`` tensors, so the addresses
+of one unit are one contiguous row and its lookups all land in its own small table, which stays in cache;
+their mostly-zero address matrices multiply as sparse ones. Every other node runs on the graph's own
+``(batch, *shape)`` layout; switching is a transposed view, never a copy. A spatial table multiplies each
+sample's transposed window vectors, so its output comes out channels-first.
 
 Without host nodes, a large batch is evaluated in chunks of samples with a few MiB of intermediates, every
 node of the graph on one chunk before the next; host modules always see the whole batch, as the model would.
@@ -645,10 +647,11 @@ class InputEncoder:
 
 @dataclass(frozen=True)
 class _Grid:
-    """Evenly spaced domains, one per channel: code ``q`` has value ``first + q * step`` within ``slack``.
+    """Evenly spaced domains, one per channel: code ``q`` has about the value ``first + q * step``.
 
     ``first``, ``scale`` (``1 / step``), ``top`` (the last code) and ``accept`` (how far, in codes, a value
-    may lie from its code's grid value) are floats for one domain, else per-channel tensors.
+    may lie from its code's grid value and still be within the domain's tolerance of its code's value)
+    are floats for one domain, else per-channel tensors.
     """
 
     first: Any
@@ -668,7 +671,7 @@ class _Grid:
             n = len(values)
             step = float(values[-1] - values[0]) / (n - 1) if n > 1 else 1.0
             off_grid = float(np.max(np.abs(values - (values[0] + step * np.arange(n)))))
-            tolerance = d._tolerance
+            tolerance = d._tolerance  # Domain.encode's own acceptance distance, the one to reproduce
             # Every rounding error of the arithmetic below, in value units: a few ulps of the largest value
             # involved (an accepted input lies within the tolerance of a domain value).
             largest = float(np.max(np.abs(values))) + tolerance + abs(step)
@@ -685,7 +688,7 @@ class _Grid:
         return cls(*(torch.as_tensor(table[:, i], dtype=dtype) for i in range(4)))
 
     def encode(self, x: torch.Tensor, channel_axis: int) -> torch.Tensor | None:
-        """Codes of ``x`` (values) as floats of its dtype, or ``None`` when a value is not shown to be in its domain."""
+        """Codes of values ``x`` as floats of its dtype, or ``None`` where a value is not shown to be in its domain."""
         first, scale, top, accept = self.first, self.scale, self.top, self.accept
         if isinstance(first, torch.Tensor):
             shape = [-1 if a == channel_axis else 1 for a in range(x.dim())]
