@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .domain import Domain
-from .errors import DomainError, IOTableError, TableTooLargeError
+from .errors import IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
