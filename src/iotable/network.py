@@ -12,7 +12,7 @@ from torch import nn
 
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
-from .errors import DomainError, IOTableError, TableTooLargeError
+from .errors import IOTableError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
@@ -459,58 +459,7 @@ class TableNetwork:
 
     def encode_input(self, x: Any, *, codes: bool = False) -> torch.Tensor:
         """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes)."""
-        node = self.input_node
-        if isinstance(x, np.ndarray):
-            if x.dtype.kind not in "biuf":
-                msg = f"net.run: expected a numeric array of shape {self._batch_shape()}, received dtype {x.dtype}"
-                raise InputError(msg)
-            x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
-        if not isinstance(x, torch.Tensor):
-            msg = f"net.run: expected a tensor or array of shape {self._batch_shape()}, received {type(x).__name__}"
-            raise InputError(msg)
-        if x.is_complex() or x.device.type == "meta":
-            msg = f"net.run: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
-            raise InputError(msg)
-        x = x.cpu()
-        given = x.dtype
-        if not x.is_floating_point():
-            x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
-        if tuple(x.shape[1:]) != self.input_shape or x.dim() != len(self.input_shape) + 1:
-            msg = f"net.run: expected a batch of shape {self._batch_shape()}, received {tuple(x.shape)}"
-            raise InputError(msg)
-        domains = node.channel_domains()
-        channel_axis = x.dim() - 1 if node.layout is not None and node.layout.channels_last else 1
-        if codes:
-            if x.is_floating_point() or given == torch.bool:
-                msg = f"net.run: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
-                raise InputError(msg)
-            radices = torch.as_tensor([len(d) for d in domains]).reshape(
-                [-1 if a == channel_axis else 1 for a in range(x.dim())]
-            )
-            bad = (x < 0) | (x >= radices)
-            if bad.any():
-                where = tuple(int(i) for i in torch.nonzero(bad)[0])
-                limit = len(domains[where[channel_axis]]) - 1
-                msg = f"net.run: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
-                raise InputError(msg)
-            return x.to(torch.int64)
-        if not x.is_floating_point():
-            x = x.to(torch.float64)
-        if isinstance(node.domain, Domain):
-            try:
-                return torch.as_tensor(node.domain.encode(x).astype(np.int64))
-            except DomainError as exc:
-                msg = f"net.run: input values must belong to the input domain: {exc}"
-                raise DomainError(msg) from None
-        out = torch.empty(x.shape, dtype=torch.int64)
-        for c, d in enumerate(domains):
-            index = (slice(None),) * channel_axis + (c,)
-            try:
-                out[index] = torch.as_tensor(d.encode(x[index]).astype(np.int64))
-            except DomainError as exc:
-                msg = f"net.run: input channel {c} must belong to its domain: {exc}"
-                raise DomainError(msg) from None
-        return out
+        return self.runtime.encode(x, codes=codes, input_shape=self.input_shape).to(torch.int64)
 
     def run(self, x: Any, *, codes: bool = False, return_codes: bool = False) -> torch.Tensor:
         """Evaluate the network from its tables alone (no layer's forward runs, except host nodes).
@@ -527,13 +476,12 @@ class TableNetwork:
         if return_codes and node.domain is None:
             msg = "net.run: return_codes=True needs a quantized output, but this network outputs raw values"
             raise InputError(msg)
-        input_codes = self.encode_input(x, codes=codes)
+        # The runtime takes codes in any dtype that holds them exactly: no int64 copy of the batch.
+        input_codes = self.runtime.encode(x, codes=codes, input_shape=self.input_shape)
         if input_codes.shape[0] == 0:  # an empty batch gives an empty output
             return torch.empty((0, *node.shape), dtype=torch.int64 if return_codes else torch.float32)
-        out, _ = self.runtime.run(input_codes)
-        if return_codes:
-            return out
-        return decode(out, node).to(torch.float32) if node.domain is not None else out
+        out, _ = self.runtime.run(input_codes, values=not return_codes)
+        return out
 
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""

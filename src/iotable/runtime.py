@@ -1,15 +1,31 @@
 """The table-only runtime: evaluates an interlayer graph from its tables, never calling a layer's forward.
 
-Every node is compiled once into a small kernel over batched integer-code tensors: a table node gathers
-each unit's inputs, forms packed addresses with per-unit address weights and reads one flat array holding
-all of the layer's tables (one gather, never a comparison against rows); windows are ``unfold`` views; pads
-fill each channel's code of real 0. Batches are chunked under a memory budget.
+Every node is compiled once into a small kernel over batched code tensors. A table node forms the packed
+addresses of all its units with one matrix product (row ``u`` holds unit ``u``'s place values at the
+elements it reads, the bias the offset of its table in one flat array of all the layer's tables) and
+reads that flat array with one gather, never comparing against rows. Windows copy their ``unfold`` views
+once; pads fill each channel's code of real 0.
+
+Codes travel between nodes in the smallest dtype that holds them exactly and become floats to form
+addresses: floats add integers exactly while every sum stays below 2**24 (float32), so a layer whose flat
+array has more rows forms its addresses in float64 (exact below 2**53), and codes travel as float32 only
+for domains of at most 2**24 values.
+
+Layouts: non-spatial table layers run *feature-major*, on ``(features, batch)`` tensors, so the addresses
+of one unit are one contiguous row and its lookups all land in its own small table, which stays in cache;
+their mostly-zero address matrices multiply as sparse ones. Every other node runs on the graph's own
+``(batch, *shape)`` layout; switching is a transposed view, never a copy. A spatial table multiplies each
+sample's transposed window vectors, so its output comes out channels-first.
+
+Without host nodes, a large batch is evaluated in chunks of samples with a few MiB of intermediates, every
+node of the graph on one chunk before the next; host modules always see the whole batch, as the model would.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import MissingRowError
+from .errors import DomainError, MissingRowError
 from .graph import Graph, Node, NodeKind
 from .plan import run_module
 
@@ -25,8 +41,23 @@ __all__ = ["Runtime", "channel_values"]
 
 Kernel = Callable[[list[torch.Tensor]], torch.Tensor]
 
-# Bytes one sample may use inside a table kernel (gathered codes and addresses, int64).
+#: An intermediate of a run: a node's output in one layout (``True``: feature-major).
+Key = tuple[str, bool]
+
+# Bytes of scratch one call of a spatial table kernel may use (window vectors, addresses, looked-up outputs).
 _RUN_BUDGET = 128 * 2**20
+
+# Bytes of intermediates one chunk of samples may use (an estimate from the graph's shapes). Chunks bound
+# the memory of a large batch; each one pays a few microseconds of dispatch per node, so they must not be
+# small. Measured: 2-4 MiB lose to that overhead on the MLP benchmarks and 8 MiB on the CNN (large samples,
+# few per chunk); 128 MiB loses on an MLP batch of 65536 once memory is handed back between runs.
+_CHUNK_BUDGET = 16 * 2**20
+
+# Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
+_FLOAT32_EXACT = 2**24
+
+# Address matrices with at most this fraction of nonzero entries multiply as sparse (COO) matrices.
+_SPARSE_DENSITY = 0.25
 
 
 def channel_values(node: Node) -> tuple[torch.Tensor, torch.Tensor] | None:
@@ -42,12 +73,13 @@ def channel_values(node: Node) -> tuple[torch.Tensor, torch.Tensor] | None:
     return torch.tensor(values, dtype=torch.float32), torch.as_tensor(offsets, dtype=torch.int64)
 
 
-def decode(codes: torch.Tensor, node: Node) -> torch.Tensor:
-    """Float32 values of a node's output codes (raw outputs pass through)."""
-    table = channel_values(node)
+def decode(codes: torch.Tensor, node: Node, table: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """Float32 values of a node's output codes (raw outputs pass through); ``table``: its channel values."""
+    table = table if table is not None else channel_values(node)
     if table is None:
         return codes
     values, offsets = table
+    codes = codes.to(torch.int64)  # narrow codes index, never mask (a uint8 index would select by truth)
     if len(offsets) > 1:
         shape = [1] * codes.dim()
         axis = codes.dim() - 1 if node.layout is not None and node.layout.channels_last else 1
@@ -56,32 +88,174 @@ def decode(codes: torch.Tensor, node: Node) -> torch.Tensor:
     return values[codes]
 
 
+def _codes_dtype(low: int, high: int) -> torch.dtype:
+    """The smallest integer dtype holding every value from ``low`` to ``high``."""
+    for dtype in (torch.uint8, torch.int16, torch.int32):
+        info = torch.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return dtype
+    return torch.int64
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One kernel call of a run: the intermediates it reads, the one it writes, those it is the last to read."""
+
+    kernel: Kernel
+    inputs: tuple[Key, ...]
+    output: Key
+    release: tuple[Key, ...]
+
+
 class Runtime:
     """Compiled kernels of a graph's nodes; :meth:`run` evaluates a batch of input codes."""
 
     def __init__(self, graph: Graph, layers: dict[str, Any]) -> None:
         self.graph = graph
         self._layers = layers
-        self._kernels: dict[str, Kernel] = {node.name: self._compile(node) for node in graph.nodes}
-        last_use = {p: i for i, node in enumerate(graph.nodes) for p in node.inputs}
-        # Producers whose codes can be dropped once node i has run, to keep memory flat along the graph.
-        self._release = [[p for p in node.inputs if last_use[p] == i] for i, node in enumerate(graph.nodes)]
+        self._kernels: dict[str, Any] = {node.name: self._compile(node) for node in graph.nodes}
+        self._input = InputEncoder(graph.nodes[0])
+        self._output_values = channel_values(graph.nodes[-1])
+        self._feature_major: dict[str, bool] = {}
+        self._steps = self._schedule()
+        self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
+        self._per_sample = self._sample_bytes()
 
-    def run(self, codes: torch.Tensor, *, capture: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Evaluate the graph on input codes ``(N, *input shape)``; return the output and, if asked, every node's."""
-        env: dict[str, torch.Tensor] = {}
-        for i, node in enumerate(self.graph.nodes):
-            args = [env[p] for p in node.inputs] if node.kind is not NodeKind.INPUT else [codes]
-            env[node.name] = self._kernels[node.name](args)
+    # -- the public face (used by TableNetwork) -----------------------------------------------------------
+
+    def encode(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
+        """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer)."""
+        return self._input(x, codes=codes, input_shape=input_shape)
+
+    def run(
+        self, codes: torch.Tensor, *, capture: bool = False, values: bool = False
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Evaluate the graph on input codes ``(N, *input shape)``; return the output and, if asked, every node's.
+
+        Output codes are int64 (``values=True``: float32 values of a quantized output, decoded chunk by
+        chunk), raw outputs as the last node gives them; captured codes are int64 in the graph's layout.
+        """
+        n = codes.shape[0]
+        chunk = n if capture or self._host or n == 0 else self._chunk(n)
+        if chunk >= n:
+            env = self._evaluate(codes, capture=capture)
+            return self._output(env, n, values=values), (self._captured(env, n) if capture else {})
+        out: torch.Tensor | None = None
+        try:
+            for start in range(0, n, chunk):
+                part = codes[start : start + chunk]
+                result = self._output(self._evaluate(part, capture=False), part.shape[0], values=values)
+                if out is None:
+                    out = torch.empty((n, *result.shape[1:]), dtype=result.dtype)
+                out[start : start + part.shape[0]] = result
+        except MissingRowError:
+            # Report the missing row a whole-batch run meets first (layer by layer), not the first chunk's.
+            self._evaluate(codes, capture=False)
+            raise
+        assert out is not None  # n > chunk >= 1
+        return out, {}
+
+    # -- evaluation ---------------------------------------------------------------------------------------
+
+    def _evaluate(self, codes: torch.Tensor, *, capture: bool) -> dict[Key, torch.Tensor]:
+        env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
+        for step in self._steps:
+            env[step.output] = step.kernel([env[k] for k in step.inputs])
             if not capture:
-                for p in self._release[i]:
-                    del env[p]
-        output = env[self.graph.nodes[-1].name]
-        return output, env if capture else {}
+                for key in step.release:
+                    del env[key]
+        return env
 
-    # -- kernels ------------------------------------------------------------------------------------------
+    def _chunk(self, n: int) -> int:
+        """Samples per chunk: about :data:`_CHUNK_BUDGET` bytes of intermediates, chunks of equal size."""
+        chunk = max(1, _CHUNK_BUDGET // self._per_sample)
+        parts = -(-n // chunk)
+        return -(-n // parts)
 
-    def _compile(self, node: Node) -> Kernel:
+    def _output(self, env: dict[Key, torch.Tensor], n: int, *, values: bool) -> torch.Tensor:
+        """The output node's codes as int64 (or ``values``: decoded) in the graph's layout, contiguous."""
+        node = self.graph.nodes[-1]
+        if values and node.domain is not None:
+            x = env[self._steps[-1].output]
+            x = x.t().reshape(n, *node.shape) if self._feature_major[node.name] else x
+            return decode(x, node, self._output_values)
+        return self._graph_layout(node, env[self._steps[-1].output], n)
+
+    def _graph_layout(self, node: Node, x: torch.Tensor, n: int) -> torch.Tensor:
+        """A node's output in the graph's layout, contiguous; codes as int64."""
+        if self._feature_major[node.name]:
+            x = x.t().reshape(n, *node.shape)
+        dtype = torch.int64 if node.domain is not None else x.dtype
+        return x.to(dtype, memory_format=torch.contiguous_format).contiguous()  # `to` keeps a same-dtype view
+
+    def _captured(self, env: dict[Key, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
+        return {
+            node.name: self._graph_layout(node, env[(node.name, self._feature_major[node.name])], n)
+            for node in self.graph.nodes
+        }
+
+    def _sample_bytes(self) -> int:
+        """Estimated bytes of the intermediates of one sample, kernels' scratch included."""
+        outputs = sum(math.prod(node.shape) * 4 for node in self.graph.nodes)
+        scratch = max(
+            (k.sample_bytes for k in self._kernels.values() if isinstance(k, TableKernel)),
+            default=0,
+        )
+        return max(1, outputs + scratch)
+
+    # -- compilation --------------------------------------------------------------------------------------
+
+    def _schedule(self) -> list[_Step]:
+        """Kernel calls in graph order, with layout switches where a node reads the other layout."""
+        calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
+        switched: set[Key] = set()
+        for node in self.graph.nodes:
+            if node.kind is NodeKind.INPUT:
+                self._feature_major[node.name] = False
+                continue
+            mode = self._layout_of(node)
+            self._feature_major[node.name] = mode
+            keys = []
+            for p in node.inputs:
+                if self._feature_major[p] != mode and (p, mode) not in switched:
+                    calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
+                    switched.add((p, mode))
+                keys.append((p, mode))
+            calls.append((self._kernel(node, mode), tuple(keys), (node.name, mode)))
+        last_use: dict[Key, int] = {}
+        for i, (_, inputs, _) in enumerate(calls):
+            for key in inputs:
+                last_use[key] = i
+        return [
+            _Step(kernel, inputs, output, tuple(k for k in dict.fromkeys(inputs) if last_use[k] == i))
+            for i, (kernel, inputs, output) in enumerate(calls)
+        ]
+
+    def _layout_of(self, node: Node) -> bool:
+        """Whether ``node`` runs feature-major: non-spatial tables do; pass-through nodes follow their input."""
+        if node.kind is NodeKind.TABLE:
+            return not node.meta.get("spatial")
+        if node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
+            return self._feature_major[node.inputs[0]]
+        return False
+
+    @staticmethod
+    def _switch(node: Node, *, to_feature_major: bool) -> Kernel:
+        """A layout switch of ``node``'s output: a transposed view (the batch axis moves to the other end)."""
+        if to_feature_major:
+            return lambda xs: xs[0].reshape(xs[0].shape[0], -1).t()
+        shape = node.shape
+        return lambda xs: xs[0].t().reshape(xs[0].shape[1], *shape)
+
+    def _kernel(self, node: Node, feature_major: bool) -> Kernel:
+        compiled = self._kernels[node.name]
+        if isinstance(compiled, TableKernel):
+            return compiled.columns if feature_major else compiled
+        if feature_major and node.kind is NodeKind.RESHAPE:  # feature-major tensors are already flat
+            return lambda xs: xs[0]
+        return compiled
+
+    def _compile(self, node: Node) -> Any:
         kind = node.kind
         if kind in (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.DUPLICATE):
             return lambda xs: xs[0]
@@ -98,15 +272,16 @@ class Runtime:
         if kind is NodeKind.POOL:
             return self._pool(node)
         if kind is NodeKind.TABLE:
-            return self._table(node)
+            return TableKernel(node, self._layers[node.meta["layer"]], self.graph.edges_into(node.name)[0].index_map)
         if kind is NodeKind.HOST:
-            return self._host(node)
+            return self._host_kernel(node)
         raise AssertionError(kind)  # NodeKind is closed
 
     def _pad(self, node: Node) -> Kernel:
         padding = node.meta["padding"]
         channels_last = node.layout is not None and node.layout.channels_last
-        codes = torch.as_tensor(node.meta["pad_codes"], dtype=torch.int64)
+        pad_codes = np.asarray(node.meta["pad_codes"], dtype=np.int64)
+        codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
         rank = len(padding)
         fill_shape = [1] * (rank + 2)
         fill_shape[-1 if channels_last else 1] = -1
@@ -115,7 +290,8 @@ class Runtime:
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             x = xs[0]
-            out = fill.expand(x.shape[0], *node.shape).clone()
+            out = torch.empty((x.shape[0], *node.shape), dtype=torch.promote_types(x.dtype, fill.dtype))
+            out.copy_(fill.expand(out.shape))
             index = [slice(None)] * x.dim()
             for axis, p in enumerate(padding):
                 index[1 + offset + axis] = slice(p, p + x.shape[1 + offset + axis])
@@ -128,23 +304,29 @@ class Runtime:
         kernel_size, stride, dilation = node.meta["kernel"], node.meta["stride"], node.meta["dilation"]
         channels_last = node.meta["input_layout"].channels_last
         channel_major = node.meta["element_order"] == "channel-major"
-        rank = len(kernel_size)
+        rank, width = len(kernel_size), node.shape[-1]
+        spatial_axes, kernel_axes = tuple(range(2, 2 + rank)), tuple(range(2 + rank, 2 + 2 * rank))
+        vector_axes = (1, *kernel_axes) if channel_major else (*kernel_axes, 1)
+        domains = self.graph[node.inputs[0]].channel_domains() or ()
+        narrow = max((len(d) for d in domains), default=0) <= _FLOAT32_EXACT
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             x = xs[0]
             if channels_last:
                 x = torch.movedim(x, -1, 1)
-            n, c = x.shape[:2]
+            if narrow and x.element_size() > 4:  # int64 input codes: half the bytes to copy, exactly
+                x = x.to(torch.float32)
+            n = x.shape[0]
             for axis in range(rank):
                 span = (kernel_size[axis] - 1) * dilation[axis] + 1
                 x = x.unfold(2 + axis, span, stride[axis])
             x = x[(Ellipsis, *(slice(None, None, d) for d in dilation))]  # (N, C, *P, *K)
             positions = x.shape[2 : 2 + rank]
-            if channel_major:
-                x = x.permute(0, *range(2, 2 + rank), 1, *range(2 + rank, 2 + 2 * rank))
-            else:
-                x = x.permute(0, *range(2, 2 + rank), *range(2 + rank, 2 + 2 * rank), 1)
-            return x.reshape(n, *positions, c * math.prod(kernel_size))
+            # Copied vector-major, positions innermost (where the unfolded views are contiguous, many times
+            # faster than a vector-innermost copy); the graph's (N, *P, vector) layout is a view of it, and
+            # the table's product reads the vector-major copy in place.
+            vectors = x.permute(0, *vector_axes, *spatial_axes).reshape(n, width, *positions)
+            return torch.movedim(vectors, 1, -1)
 
         return kernel
 
@@ -155,29 +337,31 @@ class Runtime:
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             # Codes ascend with values, so the max of codes is the code of the max (exact below 2**24).
-            return fn(xs[0].to(torch.float32), **args).to(torch.int64)
+            return fn(xs[0].to(torch.float32), **args).to(xs[0].dtype)
 
         return kernel
 
-    def _host(self, node: Node) -> Kernel:
+    def _host_kernel(self, node: Node) -> Kernel:
         module = node.meta["module"]
         producer = self.graph[node.inputs[0]]
+        table = channel_values(producer)
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
-            return run_module(module, decode(xs[0], producer), node.name)
+            return run_module(module, decode(xs[0], producer, table), node.name)
 
         return kernel
-
-    def _table(self, node: Node) -> Kernel:
-        return TableKernel(node, self._layers[node.meta["layer"]], self.graph.edges_into(node.name)[0].index_map)
 
 
 class TableKernel:
-    """One table layer compiled for lookups: per-unit address weights and one flat array of all its tables.
+    """One table layer compiled for lookups: address matrices and one flat array of all its tables.
 
     Partial tables (don't-care rows) are stored densely with a *care* mask: a lookup that hits a row a
     table lacks returns the table's declared don't-care value, or raises :class:`MissingRowError` naming
     the node, the unit and the input codes.
+
+    Calling the kernel evaluates the graph's layout (``(N, *shape)``, spatial layers); :meth:`columns`
+    evaluates feature-major ``(features, N)`` tensors (non-spatial layers). :meth:`vectors` and
+    :meth:`addresses` give the per-unit addresses a batch reaches, for observation.
     """
 
     def __init__(self, node: Node, layer: Any, index_map: np.ndarray) -> None:
@@ -190,9 +374,10 @@ class TableKernel:
             weights[u, : table.fan_in] = table.address_weights
         sizes = [math.prod(t.radices) for t in tables]
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        total = sum(sizes)
         raw = layer.plan.output_domain is None
-        flat = np.zeros((sum(sizes), fan_out), dtype=np.float32 if raw else np.int64)
-        care = None if all(t.is_dense for t in tables) else np.zeros(sum(sizes), dtype=bool)
+        flat = np.zeros((total, fan_out), dtype=np.float32 if raw else np.int64)
+        care = None if all(t.is_dense for t in tables) else np.zeros(total, dtype=bool)
         columns, sources = [], []
         for u, (unit, table) in enumerate(zip(units, tables)):
             rows = offsets[u] + table.addresses
@@ -205,27 +390,55 @@ class TableKernel:
                     care[offsets[u] : offsets[u] + sizes[u]] = True
             columns += list(unit.out_channels)
             sources += [u * fan_out + j for j in range(table.fan_out)]
+        self.fan_out, self.total = fan_out, total
         self.flat = torch.as_tensor(flat)
-        self.flat_column = self.flat[:, 0].contiguous()  # single-output tables gather from one column
+        if not raw:  # codes in the smallest dtype of the domain: a smaller table stays in cache, outputs shrink
+            top = max(len(d) for d in node.channel_domains() or ()) - 1
+            self.flat = self.flat.to(_codes_dtype(min(0, int(flat.min(initial=0))), max(top, int(flat.max(initial=0)))))
+        # Column j of every row, one after another: output j of a lookup at row r sits at j * total + r.
+        self._flat_columns = self.flat.t().contiguous().reshape(-1)
         self.care = None if care is None or care.all() else torch.as_tensor(care)
         self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
         self.offsets = torch.as_tensor(offsets)
-        mapped = np.asarray(sources)[np.argsort(columns)]  # output column c <- looked-up column mapped[c]
+        mapped = np.asarray(sources, dtype=np.int64)[np.argsort(columns, kind="stable")]  # column c <- mapped[c]
         identity = len(mapped) == len(units) * fan_out and (mapped == np.arange(len(mapped))).all()
         self.sources = None if identity else torch.as_tensor(mapped)
         self.spatial = bool(node.meta.get("spatial"))
         self.channels_last = node.layout is not None and node.layout.channels_last
         # Addresses as one matrix product: column u holds unit u's place values at the elements it reads.
-        # Floats add integers exactly while every sum stays below 2**24 (float32) or 2**53 (float64).
+        # Every partial sum is a non-negative integer no larger than the layer's last row, so floats form
+        # it exactly while the layer has fewer than 2**24 rows (float32), else in float64 (below 2**53).
         shape = node.meta["input_shapes"][0]
         width = int(shape[-1] if self.spatial else math.prod(shape))
-        dtype = np.float32 if max(sizes) <= 2**24 else np.float64
+        dtype = np.float32 if total <= _FLOAT32_EXACT else np.float64
         matrix = np.zeros((width, len(units)), dtype=dtype)
         for u in range(len(units)):
             fan = int((index_map[u] >= 0).sum())
             np.add.at(matrix[:, u], index_map[u, :fan], weights[u, :fan])
         self.matrix = torch.as_tensor(matrix)
-        self.per_sample = max(1, len(units) * (fan_out + 2) * 8)
+        self._bias = torch.as_tensor(offsets.astype(dtype))
+        # Lookup indices into the column-after-column array: int32 where every index fits.
+        self._index_dtype = torch.int32 if fan_out * total < 2**31 else torch.int64
+        self._column_base = torch.arange(fan_out, dtype=self._index_dtype).reshape(1, -1, 1) * total
+        # Feature-major: one address row per output row. A single-output layer computes its rows directly
+        # in output-channel order (the units permuted), so its gathered rows are the output as they stand.
+        self._row_units = mapped if fan_out == 1 else np.arange(len(units))
+        self._rows_dense = torch.as_tensor(np.ascontiguousarray(matrix.T[self._row_units]))
+        # Each unit reads a few of the layer's inputs: a sparse product costs per place value, a dense one
+        # per matrix entry, and wins only on dense matrices (crossover measured near a quarter of entries).
+        self._sparse = not self.spatial and int(np.count_nonzero(matrix)) <= _SPARSE_DENSITY * matrix.size
+        self._rows_matrix = self._rows_dense.to_sparse() if self._sparse else self._rows_dense
+        self._rows_bias = torch.as_tensor(offsets[self._row_units].astype(dtype)).reshape(-1, 1)
+        self._rows_sources = None if fan_out == 1 else self.sources
+        # Integer addresses can overwrite the float ones element by element where both have one width.
+        self._same_width = self.matrix.element_size() == self._index_dtype.itemsize
+        self._in_place = fan_out == 1 and not raw and self._same_width
+        itemsize = self.flat.element_size()
+        positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
+        # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
+        self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
+
+    # -- observation helpers (the graph's layout) ---------------------------------------------------------
 
     def vectors(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
         """The input vectors of every position, shape ``(N, positions, vector)``, and the positions' shape."""
@@ -237,40 +450,257 @@ class TableKernel:
         """Packed address of every unit at every position (within its own table), shape ``(N, P, U)``."""
         return torch.matmul(vectors.to(self.matrix.dtype), self.matrix).to(torch.int64)
 
+    # -- lookups ------------------------------------------------------------------------------------------
+
+    def columns(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of a feature-major batch: input ``(vector, N)`` codes to output ``(channels, N)``.
+
+        A single-output layer of codes returns them as floats of its address dtype (what the next
+        table's matrix product reads); other layers return their table's dtype.
+        """
+        x = xs[0]
+        x = x.to(self.matrix.dtype, memory_format=torch.contiguous_format)
+        if self._sparse:  # the sparse product reads its dense operand row by row (`to` keeps a same-dtype view)
+            x = x.contiguous()
+        addresses = torch.addmm(self._rows_bias, self._rows_matrix, x)
+        rows = self._integer(addresses)
+        if self.care is not None:
+            self._check_care(rows, self._row_units, lambda lookup: x[:, lookup], positions=None)
+        if self.fan_out == 1:
+            looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
+            # A single-output layer's codes overwrite its integer addresses, as the floats the next reads.
+            return addresses.copy_(looked) if self._in_place else looked
+        looked = torch.index_select(self._flat_columns, 0, (rows.unsqueeze(1) + self._column_base).reshape(-1))
+        looked = looked.reshape(-1, x.shape[1])  # (units * fan_out, N)
+        return looked if self._rows_sources is None else looked[self._rows_sources]
+
     def __call__(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of the graph's layout: window vectors ``(N, *positions, vector)`` to ``(N, channels,
+        *positions)``, or ``(N, *positions, channels)`` for a channels-last layer."""
         vectors, positions = self.vectors(xs[0])
-        n = vectors.shape[0]
-        chunk = max(1, _RUN_BUDGET // (self.per_sample * vectors.shape[1]))
+        n, p = vectors.shape[:2]
+        chunk = max(1, _RUN_BUDGET // (self.sample_bytes or 1))
         parts = []
         for start in range(0, n, chunk):
             v = vectors[start : start + chunk]
-            rows = self.addresses(v) + self.offsets  # (n, P, U)
+            # One product per sample, (rows, vector) x (vector, positions): channels come out first, and BLAS
+            # reads the transposed vectors in place (as an unfolded window lays them out).
+            addresses = torch.matmul(self._rows_dense, v.transpose(1, 2).to(self.matrix.dtype))
+            rows = self._integer(addresses.add_(self._rows_bias))
             if self.care is not None:
-                self._check_care(v, rows, start)
-            # One gather from the flat table: (n, P, U * fan_out).
-            flat_rows = rows.reshape(-1)
-            if self.flat.shape[1] == 1:
-                looked = torch.gather(self.flat_column, 0, flat_rows)
+                lookups = rows.transpose(0, 1).reshape(rows.shape[1], -1)  # (rows, sample * P + position)
+                self._check_care(lookups, self._row_units, lambda at, v=v: v[at // p, at % p], positions=(start, p))
+            if self.fan_out == 1:
+                looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
             else:
-                looked = torch.index_select(self.flat, 0, flat_rows)
-            looked = looked.reshape(v.shape[0], v.shape[1], -1)
-            parts.append(looked if self.sources is None else looked[:, :, self.sources])
-        out = torch.cat(parts) if len(parts) > 1 else parts[0]
-        if not self.spatial:
-            return out.reshape(n, -1)
-        out = out.reshape(n, *positions, -1)
-        return out if self.channels_last else torch.movedim(out, -1, 1)
+                index = rows.unsqueeze(2) + self._column_base.reshape(1, 1, -1, 1)  # (n, units, fan_out, P)
+                looked = torch.index_select(self._flat_columns, 0, index.view(-1)).view(rows.shape[0], -1, p)
+                looked = looked if self._rows_sources is None else looked[:, self._rows_sources]
+            parts.append(looked)
+        out = (torch.cat(parts) if len(parts) > 1 else parts[0]).reshape(n, -1, *positions)
+        return out.movedim(1, -1).contiguous() if self.channels_last else out
 
-    def _check_care(self, vectors: torch.Tensor, rows: torch.Tensor, start: int) -> None:
-        hit = ~self.care[rows]
-        if hit.any():
-            sample, position, unit = (int(i) for i in torch.nonzero(hit)[0])
-            fan_in = self.units[unit].fan_in
-            codes = vectors[sample, position, self.index[unit, :fan_in]].tolist()
-            where = f" at position {position}" if self.spatial else ""
-            msg = (
-                f"{self.node.name}: unit {unit}{where}, sample {start + sample}: input codes {tuple(codes)} hit a "
-                f"don't-care row (not observed); {int(hit.sum())} lookup(s) in this batch did. Restrict with a "
-                "default (net.restrict(..., default=...)) to map them, or observe more data"
-            )
-            raise MissingRowError(msg)
+    def _integer(self, addresses: torch.Tensor) -> torch.Tensor:
+        """Integer lookup rows of float addresses, written over them element by element where both have one
+        width: one scratch buffer per layer instead of two."""
+        if self._same_width:
+            return addresses.view(self._index_dtype).copy_(addresses)
+        return addresses.to(self._index_dtype)
+
+    def _check_care(
+        self,
+        rows: torch.Tensor,
+        row_units: np.ndarray,
+        vector: Callable[[int], torch.Tensor],
+        *,
+        positions: tuple[int, int] | None,
+    ) -> None:
+        """Raise :class:`MissingRowError` for the first lookup (sample, position, unit) of a don't-care row.
+
+        ``rows`` holds flat rows, one row of lookups per entry of ``row_units`` (the unit it looks up);
+        ``vector(lookup)`` gives the input vector of a lookup; ``positions``: ``(first sample,
+        positions per sample)`` when lookups run over positions, else lookups are samples.
+        """
+        hit = ~torch.index_select(self.care, 0, rows.reshape(-1)).reshape(rows.shape)
+        if not hit.any():
+            return
+        found = torch.nonzero(hit).numpy()
+        units = np.asarray(row_units)[found[:, 0]]
+        lookup = found[:, 1]
+        first = np.lexsort((units, lookup))[0]  # sample (and position) first, then unit, as a sweep meets them
+        unit, at = int(units[first]), int(lookup[first])
+        fan_in = self.units[unit].fan_in
+        codes = vector(at)[self.index[unit, :fan_in]].tolist()
+        start, per_sample = positions if positions is not None else (0, 1)
+        sample, position = start + at // per_sample, at % per_sample
+        where = f" at position {position}" if self.spatial else ""
+        msg = (
+            f"{self.node.name}: unit {unit}{where}, sample {sample}: input codes {tuple(int(c) for c in codes)} hit a "
+            f"don't-care row (not observed); {int(hit.sum())} lookup(s) in this batch did. Restrict with a "
+            "default (net.restrict(..., default=...)) to map them, or observe more data"
+        )
+        raise MissingRowError(msg)
+
+
+def _input_error(msg: str) -> Exception:
+    from .network import InputError  # defined beside TableNetwork, which imports this module
+
+    return InputError(msg)
+
+
+class InputEncoder:
+    """Validates a batch for a graph's input node and returns its codes.
+
+    Values of evenly spaced domains (every uniform domain) are encoded arithmetically: scaled, shifted and
+    rounded to the nearest code, then checked against that code's value with a tolerance a little tighter
+    than :meth:`Domain.encode`'s, widened by every rounding error the arithmetic can make. A batch that
+    passes gets exactly the codes ``Domain.encode`` gives; any other batch (a value off the domain, or one
+    too close to the tolerance to decide in float) is encoded by ``Domain.encode`` itself, which raises the
+    library's error for a value outside the domain.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.domains = node.channel_domains() or ()
+        self.channels_last = node.layout is not None and node.layout.channels_last
+        self._grid = {dtype: _Grid.of(self.domains, dtype) for dtype in (torch.float32, torch.float64)}
+        self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
+        self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
+
+    def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
+        batch = f"(N, {', '.join(map(str, input_shape))})"
+        if isinstance(x, np.ndarray):
+            if x.dtype.kind not in "biuf":
+                msg = f"net.run: expected a numeric array of shape {batch}, received dtype {x.dtype}"
+                raise _input_error(msg)
+            x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
+        if not isinstance(x, torch.Tensor):
+            msg = f"net.run: expected a tensor or array of shape {batch}, received {type(x).__name__}"
+            raise _input_error(msg)
+        if x.is_complex() or x.device.type == "meta":
+            msg = f"net.run: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
+            raise _input_error(msg)
+        x = x.cpu()
+        given = x.dtype
+        if not x.is_floating_point():
+            x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
+        if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
+            msg = f"net.run: expected a batch of shape {batch}, received {tuple(x.shape)}"
+            raise _input_error(msg)
+        if codes:
+            if x.is_floating_point() or given == torch.bool:
+                msg = f"net.run: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
+                raise _input_error(msg)
+            self._check_codes(x)
+            return x
+        if not x.is_floating_point():
+            x = x.to(torch.float64)
+        elif x.dtype not in (torch.float32, torch.float64):
+            x = x.to(torch.float32)  # half precision widens exactly
+        grid = self._grid[x.dtype]
+        if grid is not None and x.numel():
+            encoded = grid.encode(x, self._channel_axis(x))
+            if encoded is not None:
+                return encoded.to(torch.float32 if self._float32_codes else torch.int64)
+        return self._encode_exactly(x)
+
+    def _channel_axis(self, x: torch.Tensor) -> int:
+        return x.dim() - 1 if self.channels_last else 1
+
+    def _check_codes(self, x: torch.Tensor) -> None:
+        if not x.numel():
+            return
+        if self._radix is not None:
+            low, high = torch.aminmax(x)
+            if int(low) >= 0 and int(high) < self._radix:
+                return
+        axis = self._channel_axis(x)
+        shape = [-1 if a == axis else 1 for a in range(x.dim())]
+        radices = torch.as_tensor([len(d) for d in self.domains]).reshape(shape)
+        bad = (x < 0) | (x >= radices)
+        if bad.any():
+            where = tuple(int(i) for i in torch.nonzero(bad)[0])
+            limit = len(self.domains[where[axis]]) - 1
+            msg = f"net.run: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
+            raise _input_error(msg)
+
+    def _encode_exactly(self, x: torch.Tensor) -> torch.Tensor:
+        """Codes by :meth:`Domain.encode` (searching the domain's values), raising its error for a bad value."""
+        x = x.to(torch.float64)
+        if isinstance(self.node.domain, Domain):
+            try:
+                return torch.as_tensor(self.node.domain.encode(x).astype(np.int64))
+            except DomainError as exc:
+                msg = f"net.run: input values must belong to the input domain: {exc}"
+                raise DomainError(msg) from None
+        axis = self._channel_axis(x)
+        out = torch.empty(x.shape, dtype=torch.int64)
+        for c, d in enumerate(self.domains):
+            index = (slice(None),) * axis + (c,)
+            try:
+                out[index] = torch.as_tensor(d.encode(x[index]).astype(np.int64))
+            except DomainError as exc:
+                msg = f"net.run: input channel {c} must belong to its domain: {exc}"
+                raise DomainError(msg) from None
+        return out
+
+
+@dataclass(frozen=True)
+class _Grid:
+    """Evenly spaced domains, one per channel: code ``q`` has about the value ``first + q * step``.
+
+    ``first``, ``scale`` (``1 / step``), ``top`` (the last code) and ``accept`` (how far, in codes, a value
+    may lie from its code's grid value and still be within the domain's tolerance of its code's value)
+    are floats for one domain, else per-channel tensors.
+    """
+
+    first: Any
+    scale: Any
+    top: Any
+    accept: Any
+
+    @classmethod
+    def of(cls, domains: tuple[Domain, ...], dtype: torch.dtype) -> _Grid | None:
+        """The grid of ``domains`` computed in ``dtype``, or ``None`` where some domain is not on one."""
+        if not domains:
+            return None
+        eps = float(torch.finfo(dtype).eps)
+        params = []
+        for d in dict.fromkeys(domains):  # equal domains once, in order
+            values = d.values
+            n = len(values)
+            step = float(values[-1] - values[0]) / (n - 1) if n > 1 else 1.0
+            off_grid = float(np.max(np.abs(values - (values[0] + step * np.arange(n)))))
+            tolerance = d._tolerance  # Domain.encode's own acceptance distance, the one to reproduce
+            # Every rounding error of the arithmetic below, in value units: a few ulps of the largest value
+            # involved (an accepted input lies within the tolerance of a domain value).
+            largest = float(np.max(np.abs(values))) + tolerance + abs(step)
+            margin = 8 * eps * largest
+            accept = (tolerance - off_grid - margin) / step
+            if accept * step < tolerance / 2:  # too little room to decide in this dtype
+                return None
+            params.append((d, float(values[0]), 1.0 / step, float(n - 1), accept))
+        if len(params) == 1:
+            _, first, scale, top, accept = params[0]
+            return cls(first, scale, top, accept)
+        by_domain = {p[0]: p[1:] for p in params}
+        table = np.asarray([by_domain[d] for d in domains], dtype=np.float64)
+        return cls(*(torch.as_tensor(table[:, i], dtype=dtype) for i in range(4)))
+
+    def encode(self, x: torch.Tensor, channel_axis: int) -> torch.Tensor | None:
+        """Codes of values ``x`` as floats of its dtype, or ``None`` where a value is not shown to be in its domain."""
+        first, scale, top, accept = self.first, self.scale, self.top, self.accept
+        if isinstance(first, torch.Tensor):
+            shape = [-1 if a == channel_axis else 1 for a in range(x.dim())]
+            first, scale, top, accept = (t.reshape(shape) for t in (first, scale, top, accept))
+            q = torch.sub(x, first).mul_(scale)
+            codes = torch.minimum(q.clamp(min=0), top).round_()
+        else:
+            q = torch.sub(x, first).mul_(scale)
+            codes = q.clamp(0, top).round_()
+        # The largest excess over the accepted distance decides (a reduction to one float is cheaper than a
+        # boolean mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input)
+        # fails the comparison, so such a batch falls to the exact path, which names the value.
+        if not float(q.sub_(codes).abs_().sub_(accept).max()) <= 0:
+            return None
+        return codes
