@@ -29,7 +29,7 @@ kernels turn pre-activations into codes:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ from .nn import Quantize
 from .plan import LayerPlan, Unit
 from .spec import ELEMENTWISE
 
-__all__ = ["FastPath", "recognize"]
+__all__ = ["CodeBlock", "FastPath", "recognize"]
 
 _EPS32 = float(np.finfo(np.float32).eps)
 _U32 = _EPS32 / 2  # unit roundoff of float32
@@ -110,6 +110,7 @@ class _Group:
     domains: tuple[Any, ...]  # the shared input domains, in input order
     radices: np.ndarray  # (f,) codes per input
     values: tuple[np.ndarray, ...]  # per input, its domain's values (float64)
+    value_matrix: np.ndarray | None  # (f, n) the same values when every input has n of them
 
     @classmethod
     def of(cls, layer: LayerPlan, units: list[Unit]) -> list[_Group]:
@@ -124,6 +125,7 @@ class _Group:
                 domains=domains,
                 radices=np.asarray([len(d) for d in domains], dtype=np.int64),
                 values=tuple(d.values for d in domains),
+                value_matrix=np.stack([d.values for d in domains]) if len({len(d) for d in domains}) == 1 else None,
             )
             for domains, members in groups.items()
         ]
@@ -265,11 +267,21 @@ class _Columns:
     def terms(self, gain: np.ndarray | None = None) -> list[np.ndarray]:
         """Per input ``j``, ``(K, n_j)``: weight times each value (times ``gain`` per column)."""
         w = self.weight if gain is None else self.weight * gain[:, None]
+        matrix = self.group.value_matrix
+        if matrix is not None:  # one product for all inputs, then a view per input
+            return list((w[:, :, None] * matrix[None, :, :]).transpose(1, 0, 2))
         return [w[:, j, None] * v[None, :] for j, v in enumerate(self.group.values)]
 
     def magnitude(self) -> np.ndarray:
         """``|b| + sum_j max |w_j x_j|`` per column: bounds ``|z|`` and scales the float32 error."""
-        return np.abs(self.bias) + sum((np.abs(t).max(axis=1) for t in self.terms()), np.zeros(len(self.bias)))
+        return np.abs(self.bias) + _largest(self.terms(), self.group)
+
+
+def _largest(terms: list[np.ndarray], group: _Group) -> np.ndarray:
+    """``sum_j max_v |terms[j][:, v]|`` per column."""
+    if group.value_matrix is not None and terms:
+        return np.abs(np.stack(terms, axis=1)).max(axis=2).sum(axis=1)
+    return sum((np.abs(t).max(axis=1) for t in terms), np.zeros(len(terms[0]) if terms else 0))
 
 
 @dataclass(frozen=True)
@@ -308,14 +320,14 @@ class FastPath:
 
     def tables(
         self, layer: LayerPlan, units: list[Unit], *, memory_budget: int, sink: Callable[[Unit], Any]
-    ) -> tuple[dict[int, Any], int]:
-        """Each unit's outputs, and how many rows were near a rounding boundary (computed by the module).
+    ) -> tuple[list[CodeBlock], dict[int, np.ndarray], int]:
+        """The units' codes, and how many rows were near a rounding boundary (computed by the module).
 
-        Codes of whole units are computed in blocks of at most half of ``memory_budget``; a unit's outputs
-        are then ``(codes, first column, fan_out)`` of its block ``(columns, rows)``. A unit whose table
-        alone is larger is computed in row segments written to ``sink(unit)`` (a file), and its outputs
-        are the finished array ``(rows, fan_out)``.
+        Codes of whole units are computed in blocks of at most half of ``memory_budget``
+        (:class:`CodeBlock`); a unit whose table alone is larger is computed in row segments written to
+        ``sink(unit)`` (a file), and its finished array ``(rows, fan_out)`` is returned by unit index.
         """
+        blocks: list[CodeBlock] = []
         outputs: dict[int, np.ndarray] = {}
         near = 0
         itemsize = layer.output_domain.code_dtype.itemsize
@@ -324,14 +336,14 @@ class FastPath:
             if kernel is None:
                 codes, ties = _two_ends(self, layer, cols, memory_budget=memory_budget)
                 near += ties
-                _views(cols.units, codes, outputs)
+                blocks.append(CodeBlock(codes, cols.units))
                 continue
             n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
             block = (memory_budget // 2) // (cols.rows * itemsize)  # columns per block (0: not even one)
             if block >= len(cols.channels):  # the whole group in one block
                 codes, ties = kernel.codes(layer, self, (0, len(cols.channels)), (0, n_p))
                 near += ties
-                _views(cols.units, codes, outputs)
+                blocks.append(CodeBlock(codes, cols.units))
                 continue
             start = 0
             while start < len(cols.units):
@@ -343,7 +355,7 @@ class FastPath:
                 if width <= block:
                     codes, ties = kernel.codes(layer, self, (k0, k0 + width), (0, n_p))
                     near += ties
-                    _views(cols.units[start:stop], codes, outputs)
+                    blocks.append(CodeBlock(codes, cols.units[start:stop]))
                 else:  # one unit larger than the budget: row segments into its file
                     unit = cols.units[start]
                     step = max(1, (memory_budget // 4) // (n_s * width * itemsize))
@@ -354,7 +366,7 @@ class FastPath:
                         target.write(p0 * n_s, codes.T)
                     outputs[unit.index] = target.finish()
                 start = stop
-        return outputs, near
+        return blocks, outputs, near
 
     def tail_codes(self, layer: LayerPlan, z: torch.Tensor) -> np.ndarray:
         """The layer's codes for pre-activations ``z`` ``(n, out channels)``: the tail modules, then encoding."""
@@ -396,12 +408,19 @@ class FastPath:
         return layer.output_domain.encode(out[np.arange(len(rows)), out_index])
 
 
-def _views(units: tuple[Unit, ...], codes: np.ndarray, outputs: dict[int, Any]) -> None:
-    """Each unit's outputs as ``(codes, first column, fan_out)`` of ``codes`` ``(columns, rows)``."""
-    column = 0
-    for unit in units:  # a unit's columns are adjacent
-        outputs[unit.index] = (codes, column, unit.fan_out)
-        column += unit.fan_out
+@dataclass(frozen=True)
+class CodeBlock:
+    """Codes ``(columns, rows)`` of consecutive units, each unit's columns adjacent, in unit order."""
+
+    codes: np.ndarray
+    units: tuple[Unit, ...]
+
+    def entries(self) -> Iterator[tuple[int, np.ndarray]]:
+        """Each unit's index and table outputs ``(rows, fan_out)`` (a view of the codes)."""
+        column = 0
+        for unit in self.units:
+            yield unit.index, self.codes[column : column + unit.fan_out].T
+            column += unit.fan_out
 
 
 def _frame_channels(layer: LayerPlan) -> np.ndarray:
@@ -554,7 +573,7 @@ class _AffineKernel:
         terms = cols.terms(tail.gain)
         constant = tail.gain * cols.bias + tail.offset
         margin = np.abs(tail.gain) * error + tail.error_at(magnitude + error)
-        reach = np.abs(constant) + sum((np.abs(t).max(axis=1) for t in terms), np.zeros(len(constant)))
+        reach = np.abs(constant) + _largest(terms, cols.group)
         bits = min(_MAX_FRACTION_BITS, 29 - math.ceil(math.log2(float(reach.max()) + 2)))
         if bits < _MIN_FRACTION_BITS:
             return None

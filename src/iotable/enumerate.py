@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ._design import Field, finite_field, pack
-from ._fastpath import FastPath, recognize
+from ._fastpath import CodeBlock, FastPath, recognize
 from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
@@ -278,15 +278,17 @@ def _enumerate(
     todo: list[_Class] = []
     if fast is not None and pending:
         method = fast.method
-        fast_outputs, near_ties = fast.tables(layer, pending, memory_budget=memory_budget, sink=sink)
-        for index, out in fast_outputs.items():
-            if cache is not None and isinstance(out, tuple):  # streamed units are in the cache already
-                block, first, width = out
-                s = sink(layer.units[index])
-                s.write(0, block[first : first + width].T)
-                out = s.finish()
-            outputs[index] = out
-        return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
+        blocks, streamed, near_ties = fast.tables(layer, pending, memory_budget=memory_budget, sink=sink)
+        outputs.update(streamed)  # streamed units are in their files (the cache's too) already
+        if cache is not None:
+            for block in blocks:
+                for index, array in block.entries():
+                    s = sink(layer.units[index])
+                    s.write(0, array)
+                    outputs[index] = s.finish()
+            blocks = []
+        tables = _as_tables(layer, outputs, blocks)
+        return Enumerated(tables=tables, cached=cached, method=method, near_ties=near_ties)
     if pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     dtype, device = module_dtype(module)
@@ -318,20 +320,22 @@ def _enumerate(
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
 
 
-def _as_tables(layer: LayerPlan, outputs: dict[int, Any]) -> TableList:
+def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:
     """One table per unit, in unit order, each made on first access from its unit's outputs.
 
-    An output is an array ``(rows, fan_out)`` or, from the fast path, ``(codes, first column, fan_out)``
-    of a ``(columns, rows)`` block of codes.
+    A unit's outputs are an array ``(rows, fan_out)`` in ``outputs``, or columns of one of the fast path's
+    ``blocks`` (found on first use, so that no per-unit work is done before a table is wanted).
     """
     units = layer.units
+    found: dict[int, np.ndarray] = {}
 
     def make(i: int) -> IOTable:
         unit = units[i]
-        out = outputs[unit.index]
-        if isinstance(out, tuple):
-            block, first, width = out
-            out = block[first : first + width].T
+        out = outputs.get(unit.index)
+        if out is None:
+            if not found:
+                found.update(entry for block in blocks for entry in block.entries())
+            out = found[unit.index]
         return IOTable._trusted(
             out,
             input_domains=layer.unit_domains(unit),

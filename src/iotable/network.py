@@ -454,9 +454,6 @@ class TableNetwork:
             self._runtime = Runtime(self.graph, self.layers)
         return self._runtime
 
-    def _batch_shape(self) -> str:
-        return f"(N, {', '.join(map(str, self.input_shape))})"
-
     def encode_input(self, x: Any, *, codes: bool = False) -> torch.Tensor:
         """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes)."""
         return self.runtime.encode(x, codes=codes, input_shape=self.input_shape).to(torch.int64)
