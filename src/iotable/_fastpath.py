@@ -48,8 +48,9 @@ __all__ = ["CodeBlock", "FastPath", "recognize"]
 
 _EPS32 = float(np.finfo(np.float32).eps)
 _U32 = _EPS32 / 2  # unit roundoff of float32
-# Working set of one fixed-point chunk (int32 elements): two buffers stay in a core's L2 cache.
-_CHUNK = 2**17
+# Elements of one fixed-point chunk (two int32 buffers): large enough that the few microseconds each torch call
+# costs stay small next to its work (measured: 2**19-2**20 best, 2**14 four times slower), within L3 cache.
+_CHUNK = 2**19
 # Fraction bits of the fixed-point rounding argument; fewer when the argument's range needs them.
 _MAX_FRACTION_BITS = 16
 _MIN_FRACTION_BITS = 8
@@ -111,24 +112,35 @@ class _Group:
     radices: np.ndarray  # (f,) codes per input
     values: tuple[np.ndarray, ...]  # per input, its domain's values (float64)
     value_matrix: np.ndarray | None  # (f, n) the same values when every input has n of them
+    place: np.ndarray  # (f,) place value of each input's code in a row number
+    frame_inputs: np.ndarray  # (K, f) each column's inputs in a frame sample (first slot)
+    frame_outputs: np.ndarray  # (K,) each column's output in a frame output (first slot)
 
     @classmethod
     def of(cls, layer: LayerPlan, units: list[Unit]) -> list[_Group]:
         groups: dict[tuple[Any, ...], list[Unit]] = {}
         for unit in units:
             groups.setdefault(layer.unit_domains(unit), []).append(unit)
-        return [
-            cls(
-                units=tuple(members),
-                channels=np.asarray([c for u in members for c in u.out_channels], dtype=np.int64),
-                reads=np.asarray([u.in_channels for u in members for _ in u.out_channels], dtype=np.int64),
-                domains=domains,
-                radices=np.asarray([len(d) for d in domains], dtype=np.int64),
-                values=tuple(d.values for d in domains),
-                value_matrix=np.stack([d.values for d in domains]) if len({len(d) for d in domains}) == 1 else None,
+        found = []
+        for domains, members in groups.items():
+            channels = np.asarray([c for u in members for c in u.out_channels], dtype=np.int64)
+            reads = np.asarray([u.in_channels for u in members for _ in u.out_channels], dtype=np.int64)
+            radices = np.asarray([len(d) for d in domains], dtype=np.int64)
+            found.append(
+                cls(
+                    units=tuple(members),
+                    channels=channels,
+                    reads=reads,
+                    domains=domains,
+                    radices=radices,
+                    values=tuple(d.values for d in domains),
+                    value_matrix=np.stack([d.values for d in domains]) if len(set(radices.tolist())) == 1 else None,
+                    place=np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1],
+                    frame_inputs=layer.input_indices(reads)[:, 0],
+                    frame_outputs=layer.output_indices(channels)[0],
+                )
             )
-            for domains, members in groups.items()
-        ]
+        return found
 
     @property
     def rows(self) -> int:
@@ -194,16 +206,14 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
     return _Structure(head, tail, kind, _Group.of(layer, list(layer.units)), read_index, frame)
 
 
-def _weights(structure: _Structure, layer: LayerPlan) -> np.ndarray | None:
-    """The head's float32 weights ``(out channels, in channels, window)``, or ``None`` when not trusted.
-
-    ``None`` also when a weight outside the units' declared inputs is not zero.
-    """
+def _weights(structure: _Structure, layer: LayerPlan) -> tuple[torch.Tensor, np.ndarray] | None:
+    """The head's effective weight, and as float32 ``(out channels, in channels, window)``; ``None`` when not
+    trusted (another dtype or device, or a non-zero weight outside the units' declared inputs)."""
     head = structure.head
-    w = _weight(head).detach()
-    if w.dtype != torch.float32 or w.device.type != "cpu":
+    effective = _weight(head).detach()
+    if effective.dtype != torch.float32 or effective.device.type != "cpu":
         return None
-    w = w.numpy()
+    w = effective.numpy()
     if structure.kind == "linear":
         full = w[:, :, None]
     else:
@@ -216,7 +226,7 @@ def _weights(structure: _Structure, layer: LayerPlan) -> np.ndarray | None:
     flat = full.reshape(full.shape[0] * full.shape[1], -1)
     if np.count_nonzero(full) != np.count_nonzero(flat[structure.read_index]):
         return None  # the declared fan-in leaves out a non-zero weight: the probe or black box decides
-    return full
+    return effective, full
 
 
 @dataclass(frozen=True)
@@ -290,6 +300,7 @@ class FastPath:
 
     module: nn.Module
     structure: _Structure
+    effective: torch.Tensor  # the head's weight as its forward uses it (after pruning's mask)
     weight: np.ndarray  # (out, in channels, window) float32
     bias: np.ndarray  # (out,) float64
 
@@ -341,7 +352,7 @@ class FastPath:
             n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
             block = (memory_budget // 2) // (cols.rows * itemsize)  # columns per block (0: not even one)
             if block >= len(cols.channels):  # the whole group in one block
-                codes, ties = kernel.codes(layer, self, (0, len(cols.channels)), (0, n_p))
+                codes, ties = kernel.codes(layer, self, (0, len(cols.channels)), (0, n_p), memory_budget=memory_budget)
                 near += ties
                 blocks.append(CodeBlock(codes, cols.units))
                 continue
@@ -353,7 +364,7 @@ class FastPath:
                     stop += 1
                 k0 = sum(u.fan_out for u in cols.units[:start])
                 if width <= block:
-                    codes, ties = kernel.codes(layer, self, (k0, k0 + width), (0, n_p))
+                    codes, ties = kernel.codes(layer, self, (k0, k0 + width), (0, n_p), memory_budget=memory_budget)
                     near += ties
                     blocks.append(CodeBlock(codes, cols.units[start:stop]))
                 else:  # one unit larger than the budget: row segments into its file
@@ -361,7 +372,8 @@ class FastPath:
                     step = max(1, (memory_budget // 4) // (n_s * width * itemsize))
                     target = sink(unit)
                     for p0 in range(0, n_p, step):
-                        codes, ties = kernel.codes(layer, self, (k0, k0 + width), (p0, min(n_p, p0 + step)))
+                        prefixes = (p0, min(n_p, p0 + step))
+                        codes, ties = kernel.codes(layer, self, (k0, k0 + width), prefixes, memory_budget=memory_budget)
                         near += ties
                         target.write(p0 * n_s, codes.T)
                     outputs[unit.index] = target.finish()
@@ -377,12 +389,13 @@ class FastPath:
         """The layer's modules (the head when ``head``, then the tail) on ``x``, as in eval mode.
 
         Batch norm runs on its running statistics and dropout passes, without switching the model's own
-        mode; the head is the module itself (its pruning hook included), which behaves alike in both modes.
+        mode; the head runs its own functional form on this call's effective weights (what its pruning hook
+        computes), as its forward does in either mode.
         """
         try:
             with torch.inference_mode():
                 if head:
-                    x = self.structure.head(x)
+                    x = self._head(x)
                 for m in self.tail:
                     if isinstance(m, nn.modules.batchnorm._BatchNorm):
                         x = F.batch_norm(x, m.running_mean, m.running_var, m.weight, m.bias, False, 0.0, m.eps)
@@ -393,6 +406,12 @@ class FastPath:
             raise EnumerationError(msg) from exc
         return x
 
+    def _head(self, x: torch.Tensor) -> torch.Tensor:
+        head = self.structure.head
+        if isinstance(head, nn.Linear):
+            return F.linear(x, self.effective, head.bias)
+        return head._conv_forward(x, self.effective, head.bias)
+
     def through_module(self, layer: LayerPlan, cols: _Columns, rows: np.ndarray, which: np.ndarray) -> np.ndarray:
         """Codes of single ``(row, column)`` entries computed by the layer's modules, as the black box does.
 
@@ -401,11 +420,10 @@ class FastPath:
         """
         values = _values(cols, _digits(cols, rows)).astype(np.float32)
         frame = np.broadcast_to(self.structure.fill, (len(rows), len(self.structure.fill))).copy()
-        np.put_along_axis(frame, layer.input_indices(cols.reads[which])[:, 0], values, axis=1)
-        out_index = layer.output_indices(cols.channels[which])[0]
+        np.put_along_axis(frame, cols.group.frame_inputs[which], values, axis=1)
         x = torch.from_numpy(frame).reshape(len(rows), *layer.frame_in)
         out = self._run(layer, x, head=True).reshape(len(rows), -1).numpy()
-        return layer.output_domain.encode(out[np.arange(len(rows)), out_index])
+        return layer.output_domain.encode(out[np.arange(len(rows)), cols.group.frame_outputs[which]])
 
 
 @dataclass(frozen=True)
@@ -434,9 +452,7 @@ def _frame_channels(layer: LayerPlan) -> np.ndarray:
 
 def _digits(cols: _Columns, rows: np.ndarray) -> np.ndarray:
     """Input codes ``(n, f)`` of table rows, the first input most significant."""
-    radices = cols.radices
-    place = np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1]
-    return (rows[:, None] // place) % radices
+    return (rows[:, None] // cols.group.place) % cols.radices
 
 
 def _values(cols: _Columns, digits: np.ndarray) -> np.ndarray:
@@ -589,7 +605,13 @@ class _AffineKernel:
         return cls(cols, tail, terms, constant, margin, bits, slack, torch.from_numpy(prefix), torch.from_numpy(suffix))
 
     def codes(
-        self, layer: LayerPlan, fast: FastPath, columns: tuple[int, int], prefixes: tuple[int, int]
+        self,
+        layer: LayerPlan,
+        fast: FastPath,
+        columns: tuple[int, int],
+        prefixes: tuple[int, int],
+        *,
+        memory_budget: int,
     ) -> tuple[np.ndarray, int]:
         """Codes ``(k1 - k0, (p1 - p0) * n_s)`` of columns ``k0:k1`` over the rows of prefixes ``p0:p1``.
 
@@ -610,7 +632,7 @@ class _AffineKernel:
         lo_t = torch.from_numpy(low.astype(np.int32)).view(-1, 1, 1)
         hi_t = torch.from_numpy(high.astype(np.int32)).view(-1, 1, 1)
         mask, limit = (1 << self.bits) - 1, 2 * self.slack
-        per_k = max(1, _CHUNK // n_s)
+        per_k = max(1, min(_CHUNK, memory_budget // 16) // n_s)
         k_step = max(1, min(k1 - k0, per_k))
         p_step = max(1, min(q1 - q0, per_k // k_step))
         work = torch.empty(k_step * p_step * n_s, dtype=torch.int32)
@@ -695,14 +717,17 @@ def _tail_agrees(fast: FastPath, layer: LayerPlan, cols: _Columns, tail: _Affine
     points = np.clip(np.nan_to_num(points, nan=0.0, posinf=0.0, neginf=0.0), -zmax, zmax).astype(np.float32)
     channels = cols.channels
     if len(channels) == layer.out_channels and (channels == np.arange(len(channels))).all():
-        got = fast.tail_codes(layer, torch.from_numpy(points))
+        full = torch.from_numpy(points)
     else:
         full = torch.zeros((len(points), layer.out_channels), dtype=torch.float32)
         full[:, torch.from_numpy(channels)] = torch.from_numpy(points)
-        got = fast.tail_codes(layer, full)[:, channels]
+    shape = (len(points), layer.out_channels) + (1,) * layer.geometry.rank
+    got = fast._run(layer, full.reshape(shape), head=False).reshape(len(points), -1).numpy()[:, channels]
     phi = tail.gain * points.astype(np.float64) + tail.offset
     sure = np.abs(phi - np.round(phi)) > margin
-    return bool((got == np.clip(np.floor(phi), tail.low, tail.high))[sure].all())
+    expected = np.clip(np.floor(phi), tail.low, tail.high).astype(np.int64)
+    # The quantizer's outputs are exactly its domain's float32 values: compare values, not codes.
+    return bool((got == layer.output_domain.values.astype(np.float32)[expected])[sure].all())
 
 
 # -- other monotone tails: both ends of the rounding interval ----------------------------------------------
@@ -772,9 +797,10 @@ def recognize(module: nn.Module, layer: LayerPlan) -> FastPath | None:
         for t in (*m._parameters.values(), *m._buffers.values()):
             if t is not None and t.is_floating_point() and (t.dtype != torch.float32 or t.device.type != "cpu"):
                 return None
-    weight = _weights(structure, layer)
-    if weight is None:
+    weights = _weights(structure, layer)
+    if weights is None:
         return None
+    effective, weight = weights
     head = structure.head
     bias = head.bias.detach().numpy().astype(np.float64) if head.bias is not None else np.zeros(weight.shape[0])
-    return FastPath(module=module, structure=structure, weight=weight, bias=bias)
+    return FastPath(module=module, structure=structure, effective=effective, weight=weight, bias=bias)

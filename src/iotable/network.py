@@ -574,21 +574,21 @@ def build_network(
             f"received {type(input_domain).__name__}"
         )
         raise ModelError(msg)
-    dtype, device = module_dtype(model)
-    example = example_input[:1].to(dtype=dtype, device=device)
     hosts = _host_names(model, host)
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
     domain_key = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
     key = structure_key(
         model,
         input_domain=domain_key,
-        input=(tuple(example.shape[1:]), example.dtype, example.device.type),
+        input=tuple(example_input.shape[1:]),  # the model's dtype and device are in its tensors' part of the key
         host=hosts,
         input_layout=layout,
         max_rows=options["max_rows"],
     )
     skeleton = remembered(model, key) if reuse else None
     if skeleton is None:
+        dtype, device = module_dtype(model)
+        example = example_input[:1].to(dtype=dtype, device=device)
         traced = trace(model, host=hosts, example_input=example)
         steps = segment(traced, host=hosts)
         builder = _Builder(input_domain=input_domain, input_layout=layout, options=options)
