@@ -29,6 +29,7 @@ kernels turn pre-activations into codes:
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -441,6 +442,22 @@ class CodeBlock:
             column += unit.fan_out
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(count: int, size: int) -> list[torch.Tensor]:
+    """``count`` int32 work buffers of ``size`` elements, kept per thread from one call to the next.
+
+    A fresh buffer of a few MiB costs a page fault per 4 KiB on its first pass; reusing the same memory
+    keeps that cost out of every chunk of every layer.
+    """
+    held = getattr(_SCRATCH, "buffers", [])
+    if len(held) < count or held[0].numel() < size:
+        held = [torch.empty(size, dtype=torch.int32) for _ in range(count)]
+        _SCRATCH.buffers = held
+    return [b[:size] for b in held[:count]]
+
+
 def _frame_channels(layer: LayerPlan) -> np.ndarray:
     """The input channel of every element of one enumeration frame."""
     elements = math.prod(layer.frame_in)
@@ -635,8 +652,7 @@ class _AffineKernel:
         per_k = max(1, min(_CHUNK, memory_budget // 16) // n_s)
         k_step = max(1, min(k1 - k0, per_k))
         p_step = max(1, min(q1 - q0, per_k // k_step))
-        work = torch.empty(k_step * p_step * n_s, dtype=torch.int32)
-        bits_buf = torch.empty_like(work)
+        work, bits_buf = _scratch(2, k_step * p_step * n_s)
         for a0 in range(k0, k1, k_step):
             a1 = min(k1, a0 + k_step)
             for p0 in range(q0, q1, p_step):
