@@ -297,9 +297,8 @@ def _largest(terms: list[np.ndarray], group: _Group) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FastPath:
-    """A recognized layer: its structure, this call's weights and bias, and the whole module (for ties)."""
+    """A recognized layer: its structure (modules, column groups) and this call's weights and bias."""
 
-    module: nn.Module
     structure: _Structure
     effective: torch.Tensor  # the head's weight as its forward uses it (after pruning's mask)
     weight: np.ndarray  # (out, in channels, window) float32
@@ -819,4 +818,4 @@ def recognize(module: nn.Module, layer: LayerPlan) -> FastPath | None:
     effective, weight = weights
     head = structure.head
     bias = head.bias.detach().numpy().astype(np.float64) if head.bias is not None else np.zeros(weight.shape[0])
-    return FastPath(module=module, structure=structure, effective=effective, weight=weight, bias=bias)
+    return FastPath(structure=structure, effective=effective, weight=weight, bias=bias)
