@@ -211,8 +211,8 @@ def enumerate_tables(
         progress: show a progress bar (``None``: only on a terminal for long enumerations).
         cache_dir: a directory of finished tables: each table is written there as soon as it is done and
             loaded instead of recomputed on a later call (see :mod:`iotable._store` for the key).
-        fast_path: use the structured path for sparse linear layers when it applies (it gives the tables of
-            the black-box path; see :mod:`iotable._fastpath`).
+        fast_path: use the structured path for linear and convolution layers when it applies (it gives the
+            tables of the black-box path; see :mod:`iotable._fastpath`).
 
     Returns:
         One :class:`IOTable` per unit, in unit order.
