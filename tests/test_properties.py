@@ -10,7 +10,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 from iotable import Domain, DomainError, SpecError, decompose, plan, precompute
-from iotable._probe import _allowed, _reads
+from iotable._probe import _allowed
 from iotable.enumerate import _classes, _colours, _Encoder, _Packed, _passes
 from iotable.nn import Quantize
 
@@ -183,4 +183,4 @@ def test_probe_dependence_mask_matches_reference(config, channels_last, two_d):
     except SpecError:
         return  # a window that does not fit this frame: nothing to probe
     elements = np.arange(int(np.prod(layer.frame_in)))
-    np.testing.assert_array_equal(_allowed(layer, elements, _reads(layer)), reference_allowed(layer, elements))
+    np.testing.assert_array_equal(_allowed(layer, elements, layer.reads.T), reference_allowed(layer, elements))

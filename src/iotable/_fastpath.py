@@ -44,6 +44,7 @@ from .errors import EnumerationError
 from .nn import Quantize
 from .plan import LayerPlan, Unit
 from .spec import ELEMENTWISE
+from .table import place_values
 
 __all__ = ["CodeBlock", "FastPath", "recognize"]
 
@@ -113,6 +114,7 @@ class _Group:
     radices: np.ndarray  # (f,) codes per input
     values: tuple[np.ndarray, ...]  # per input, its domain's values (float64)
     value_matrix: np.ndarray | None  # (f, n) the same values when every input has n of them
+    peak: np.ndarray  # (f,) largest magnitude of each input's values
     place: np.ndarray  # (f,) place value of each input's code in a row number
     frame_inputs: np.ndarray  # (K, f) each column's inputs in a frame sample (first slot)
     frame_outputs: np.ndarray  # (K,) each column's output in a frame output (first slot)
@@ -136,7 +138,8 @@ class _Group:
                     radices=radices,
                     values=tuple(d.values for d in domains),
                     value_matrix=np.stack([d.values for d in domains]) if len(set(radices.tolist())) == 1 else None,
-                    place=np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1],
+                    peak=np.asarray([np.abs(d.values).max() for d in domains]),
+                    place=place_values(radices),
                     frame_inputs=layer.input_indices(reads)[:, 0],
                     frame_outputs=layer.output_indices(channels)[0],
                 )
@@ -283,16 +286,9 @@ class _Columns:
             return list((w[:, :, None] * matrix[None, :, :]).transpose(1, 0, 2))
         return [w[:, j, None] * v[None, :] for j, v in enumerate(self.group.values)]
 
-    def magnitude(self) -> np.ndarray:
-        """``|b| + sum_j max |w_j x_j|`` per column: bounds ``|z|`` and scales the float32 error."""
-        return np.abs(self.bias) + _largest(self.terms(), self.group)
-
-
-def _largest(terms: list[np.ndarray], group: _Group) -> np.ndarray:
-    """``sum_j max_v |terms[j][:, v]|`` per column."""
-    if group.value_matrix is not None and terms:
-        return np.abs(np.stack(terms, axis=1)).max(axis=2).sum(axis=1)
-    return sum((np.abs(t).max(axis=1) for t in terms), np.zeros(len(terms[0]) if terms else 0))
+    def reach(self) -> np.ndarray:
+        """``sum_j max |w_j x_j|`` per column, ``|w_j|`` times input ``j``'s largest value."""
+        return (np.abs(self.weight) * self.group.peak).sum(axis=1)
 
 
 @dataclass(frozen=True)
@@ -596,7 +592,8 @@ class _AffineKernel:
     @classmethod
     def build(cls, fast: FastPath, layer: LayerPlan, cols: _Columns) -> _AffineKernel | None:
         """The kernel for ``cols``, or ``None`` when the tail is not affine or the margins do not fit."""
-        magnitude = cols.magnitude()
+        spread = cols.reach()
+        magnitude = np.abs(cols.bias) + spread  # bounds |z| and scales the float32 error
         fan_in = len(cols.domains)
         error = cols.error(magnitude)
         tail = _affine_tail(fast.tail, cols.channels)
@@ -605,7 +602,7 @@ class _AffineKernel:
         terms = cols.terms(tail.gain)
         constant = tail.gain * cols.bias + tail.offset
         margin = np.abs(tail.gain) * error + tail.error_at(magnitude + error)
-        reach = np.abs(constant) + _largest(terms, cols.group)
+        reach = np.abs(constant) + np.abs(tail.gain) * spread
         bits = min(_MAX_FRACTION_BITS, 29 - math.ceil(math.log2(float(reach.max()) + 2)))
         if bits < _MIN_FRACTION_BITS:
             return None
@@ -764,7 +761,7 @@ def _two_ends(fast: FastPath, layer: LayerPlan, cols: _Columns, *, memory_budget
     suffix_mag = _outer_sums([np.abs(t) for t in terms[split:]], k).T
     block = len(suffix)
     prefix_rows = int(np.prod(radices[:split]))
-    place = np.cumprod(np.concatenate([radices[1:split], [1]])[::-1])[::-1] if split else np.ones(0, np.int64)
+    place = place_values(radices[:split])
     near_rows, near_cols = [], []
     for p in range(prefix_rows):  # a loop over chunks of rows, each a whole block of trailing inputs
         digits = (p // place) % radices[:split]

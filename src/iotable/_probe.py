@@ -28,19 +28,11 @@ def _coordinates(flat: np.ndarray, shape: tuple[int, ...], channels_last: bool) 
     return coords[:, 0], coords[:, 1:]
 
 
-def _reads(layer: LayerPlan) -> np.ndarray:
-    """Boolean ``(input channels, output channels)``: does some unit read the one and write the other?"""
-    pairs = [(c, o) for unit in layer.units for c in unit.in_channels for o in unit.out_channels]
-    reads = np.zeros((layer.in_channels, layer.out_channels), dtype=bool)
-    reads[tuple(np.asarray(pairs, dtype=np.int64).reshape(-1, 2).T)] = True
-    return reads
-
-
 def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.ndarray:
     """Boolean ``(len(elements), outputs)``: may output ``o`` depend on input element ``e``?
 
-    ``reads`` is :func:`_reads` of the layer. Built as a broadcast product of small factors (channels, then
-    each spatial axis), so it costs one pass over the result.
+    ``reads`` is ``(input channels, output channels)``, :attr:`LayerPlan.reads` transposed. Built as a
+    broadcast product of small factors (channels, then each spatial axis), so it costs one pass over the result.
     """
     c_in, pos_in = _coordinates(elements, layer.frame_in, layer.layout.channels_last)
     channel_axis = len(layer.frame_out) - 1 if layer.layout.channels_last else 0
@@ -104,7 +96,7 @@ def check_decomposition(
     moved_x = frame.values[index]  # (samples, elements) the perturbed values
     base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name).reshape(samples, -1)
     nan = bool(torch.isnan(base_out).any())
-    reads = _reads(layer)
+    reads = layer.reads.T
     # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
     itemsize = base_x.element_size()
     per_element = samples * (n_in + n_out) * _BYTES_PER_ELEMENT + n_out

@@ -36,7 +36,7 @@ from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, tempora
 from .domain import Domain
 from .errors import DomainError, EnumerationError
 from .plan import LayerPlan, Unit, module_dtype, run_module
-from .table import IOTable, TableList
+from .table import IOTable, TableList, place_values
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
 
@@ -71,11 +71,6 @@ class _Class:
     @property
     def channels(self) -> frozenset[int]:
         return frozenset(self.units[0].in_channels)
-
-
-def _mixed_radix_weights(radices: np.ndarray) -> np.ndarray:
-    """Place value of each digit, the first digit most significant."""
-    return np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1].astype(np.int64)
 
 
 def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
@@ -248,11 +243,11 @@ def _enumerate(
     """
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_domain = layer.output_domain
+    # Codes of the output domain, or raw outputs in the module's own float type.
     if out_domain is not None:
-        dtype, device, out_dtype = torch.float32, torch.device("cpu"), out_domain.code_dtype
-    else:  # raw outputs keep the module's own float type
-        dtype, device = module_dtype(module)
-        out_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        out_dtype = out_domain.code_dtype
+    else:
+        out_dtype = torch.empty(0, dtype=module_dtype(module)[0]).numpy().dtype
     outputs: dict[int, np.ndarray] = {}
     keys: dict[int, str] = {}
     if cache is not None:
@@ -469,7 +464,7 @@ class _Inputs:
         found = []
         for domains, group in by_domains.items():
             radices = np.asarray([len(d) for d in domains], dtype=np.int64)
-            weights = _mixed_radix_weights(radices)  # lexicographic order: the first input most significant
+            weights = place_values(radices)  # lexicographic order: the first input most significant
             offsets = np.concatenate([[0], np.cumsum(radices)[:-1]]).astype(np.int64)
             values = np.concatenate([d.values for d in domains]).astype(dtype)
             m = 0

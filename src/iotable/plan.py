@@ -120,8 +120,7 @@ class LayerPlan:
 
     @cached_property
     def _shared_domain(self) -> Domain | None:
-        first = self.input_domains[0]
-        return first if all(d is first or d == first for d in self.input_domains) else None
+        return _shared(self.input_domains)
 
     @property
     def total_rows(self) -> int:
@@ -199,6 +198,12 @@ def _unit_domains(
     if layout.channels_last:
         return tuple(per_channel) * window
     return tuple(d for d in per_channel for _ in range(window))
+
+
+def _shared(domains: tuple[Domain, ...]) -> Domain | None:
+    """The domain every channel has, or ``None`` when channels differ."""
+    first = domains[0]
+    return first if all(d is first or d == first for d in domains) else None
 
 
 def _short(values: tuple[int, ...], limit: int = 6) -> str:
@@ -466,7 +471,7 @@ def plan(
 
     # Sizes, before any forward pass.
     in_groups = _input_groups(spec, c_in, name)
-    shared = domains[0] if all(d is domains[0] or d == domains[0] for d in domains) else None
+    shared = _shared(domains)
     rows_of: dict[tuple[int, ...], int] = {}
     for k, channels in enumerate(in_groups):
         if channels in rows_of:

@@ -18,7 +18,20 @@ import numpy as np
 from .domain import Domain, _as_array, code_dtype
 from .errors import MissingRowError, TableError
 
-__all__ = ["IOTable", "TableList"]
+__all__ = ["IOTable", "TableList", "place_values"]
+
+
+def place_values(radices: Any) -> np.ndarray:
+    """Place value of each digit of a packed address (int64), the first digit most significant.
+
+    Example:
+        >>> place_values([4, 2, 3]).tolist()
+        [6, 3, 1]
+    """
+    radices = np.asarray(radices, dtype=np.int64)
+    if not len(radices):
+        return np.zeros(0, dtype=np.int64)
+    return np.cumprod(np.concatenate([radices[1:], [1]])[::-1])[::-1].astype(np.int64)
 
 
 def _to_numpy(array: Any, what: str) -> np.ndarray:
@@ -277,10 +290,7 @@ class IOTable:
         if math.prod(radices) >= 2**62:
             msg = f"IOTable: {math.prod(radices)} addresses do not fit a 64-bit integer; decompose finer"
             raise TableError(msg)
-        weights = np.ones(len(radices), dtype=np.int64)
-        for j in range(len(radices) - 2, -1, -1):
-            weights[j] = weights[j + 1] * radices[j + 1]
-        return weights
+        return place_values(radices)
 
     @property
     def is_dense(self) -> bool:
