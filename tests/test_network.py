@@ -422,6 +422,16 @@ def test_run_accepts_codes_and_arrays():
     assert torch.equal(net.run(codes, codes=True), net.run(x.numpy()))
 
 
+def test_run_takes_sparse_and_bfloat16_batches_as_their_values():
+    """A sparse or bfloat16 batch runs as the dense float32 batch of the same values."""
+    net = precompute(mlp(), input_domain=U2, example_input=torch.zeros(1, 12))
+    x = random_inputs(U2, (12,))
+    expected = net.run(x)
+    assert torch.equal(net.run(x.to_sparse()), expected) and torch.equal(net.run(x.to(torch.bfloat16)), expected)
+    codes = net.encode_input(x)
+    assert torch.equal(net.run(codes.to_sparse(), codes=True), expected)
+
+
 def test_verify_reports_the_first_mismatch():
     """When a table is wrong, verify names the node, unit, output element and the unit's input codes."""
     model = mlp()
