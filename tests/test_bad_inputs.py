@@ -865,7 +865,7 @@ CASES = [
             iotable.write_pla(c.net.tables[0], c.root / "t0.pla"), input_domains=[U2] * 3, output_domain=U2
         ),
         PLAError,
-        ("t0.pla' declares .i b'4'", "expected .i 6"),
+        ("t0.pla' declares .i 4", "expected .i 6"),
     ),
     # -- loading: bundles -------------------------------------------------------------------------------------
     Case("load-path-type", lambda c: load(3), BundleError, ("expected a bundle directory path", "received int")),
@@ -1099,6 +1099,164 @@ CASES = [
         lambda c: iotable.read_pla(short_pla(c), input_domains=[D1, D1], output_domain=D1),
         PLAError,
         ("row 0 has fields of widths", r"expected \[2, 1\]"),
+    ),
+]
+
+
+def pla_file(ctx: Context, name: str, text: str) -> Path:
+    """A PLA file of ``text`` in the scratch directory."""
+    path = ctx.root / name
+    path.write_text(text)
+    return path
+
+
+def empty_partial_table() -> IOTable:
+    return IOTable(np.zeros((0, 1), int), np.zeros((0, 1)), input_domains=[D2])
+
+
+CASES += [
+    # -- issue 16: inputs that escaped as internal errors, or were accepted and misread --------------------------
+    Case(
+        "domain-params-unknown-keys",
+        lambda c: Domain([1, 2], params={"x": 1}),
+        DomainError,
+        ("params must be a dict with exactly the keys", r"received \['x'\]", "Domain.uniform"),
+    ),
+    Case(
+        "domain-params-disagree-with-values",
+        lambda c: Domain([0, 1, 2, 4], params=D2.params),
+        DomainError,
+        (r"do not give the 4 value\(s\) \{0, 1, 2, 4\}", "omit params="),
+    ),
+    Case(
+        "domain-params-truthy-string",
+        lambda c: Domain(D2.values, params={**D2.params, "narrow": "yes"}),
+        DomainError,
+        (r"params\['narrow'\] must be True or False", "'yes'"),
+    ),
+    Case(
+        "domain-signed-string",
+        lambda c: Domain.uniform(2, signed="no"),
+        DomainError,
+        ("expected True or False for signed", "str 'no'"),
+    ),
+    Case(
+        "domain-narrow-int",
+        lambda c: Domain.uniform(2, narrow=1),
+        DomainError,
+        ("expected True or False for narrow", "int 1"),
+    ),
+    Case(
+        "domain-encode-meta-tensor",
+        lambda c: D2.encode(torch.zeros(2, device="meta")),
+        DomainError,
+        ("expected a tensor of numbers", "a meta tensor"),
+    ),
+    Case(
+        "table-unpack-beyond-64-bits",
+        lambda c: c.net.tables[0].unpack([10**20]),
+        TableError,
+        ("address 100000000000000000000 is outside 0..15",),
+    ),
+    Case(
+        "table-unpack-negative",
+        lambda c: c.net.tables[0].unpack(-1),
+        TableError,
+        (r"address -1 is outside 0\.\.15",),
+    ),
+    Case(
+        "table-unpack-fraction",
+        lambda c: c.net.tables[0].unpack(1.5),
+        TableError,
+        ("expected integer addresses", "dtype float64", "1.5"),
+    ),
+    Case(
+        "table-lookup-no-rows",
+        lambda c: empty_partial_table().lookup([[1]]),
+        MissingRowError,
+        (r"input \(1,\)", r"partial table of 0 row\(s\)", "pass default= or dont_care="),
+    ),
+    Case(
+        "pla-read-no-o-line",
+        lambda c: iotable.read_pla(
+            pla_file(c, "no_o.pla", ".i 2\n01 1\n.e\n"), input_domains=[D1] * 2, output_domain=D1
+        ),
+        PLAError,
+        ("no_o.pla' has no .o line",),
+    ),
+    Case(
+        "pla-read-no-outputs",
+        lambda c: iotable.read_pla(pla_file(c, "o0.pla", ".i 2\n.o 0\n.e\n"), input_domains=[D1] * 2, output_domain=D1),
+        PLAError,
+        ("declares .i 2 .o 0", "a positive multiple of 1"),
+    ),
+    Case(
+        "pla-read-output-digit-2",
+        lambda c: iotable.read_pla(
+            pla_file(c, "two.pla", ".i 2\n.o 2\n01 02\n.e\n"), input_domains=[D1] * 2, output_domain=D2
+        ),
+        PLAError,
+        (r"row 0 \('01 02'\) holds a character other than 0/1",),
+    ),
+    Case(
+        "pla-read-output-domain-none",
+        lambda c: iotable.read_pla(
+            iotable.write_pla(c.net.tables[0], c.root / "n.pla"), input_domains=[U2] * 2, output_domain=None
+        ),
+        PLAError,
+        ("output_domain must be a Domain", "received NoneType"),
+    ),
+    Case(
+        "pla-read-input-domains-string",
+        lambda c: iotable.read_pla(
+            iotable.write_pla(c.net.tables[0], c.root / "s.pla"), input_domains="U2", output_domain=U2
+        ),
+        PLAError,
+        ("input_domains must be a Domain or a sequence of Domains", "received str"),
+    ),
+    Case(
+        "pla-read-single-domain-odd-bits",
+        lambda c: iotable.read_pla(pla_file(c, "odd.pla", ".i 3\n.o 1\n.e\n"), input_domains=D2, output_domain=D1),
+        PLAError,
+        ("declares .i 3", "not a multiple of the 2 bit", "pass one Domain per input"),
+    ),
+    Case(
+        "pla-read-code-outside-domain",
+        lambda c: iotable.read_pla(
+            pla_file(c, "big.pla", ".i 2\n.o 1\n11 1\n.e\n"), input_domains=[Domain.values([0, 1, 2])], output_domain=D1
+        ),
+        PLAError,
+        ("big.pla' does not hold a table of the given domains", "holds code 3"),
+    ),
+    Case(
+        "pla-write-onto-a-directory",
+        lambda c: iotable.write_pla(c.net.tables[0], c.root),
+        PLAError,
+        ("is a directory", "pass the path of the file to write"),
+    ),
+    Case(
+        "pla-write-into-proc",
+        lambda c: iotable.write_pla(c.net.tables[0], "/proc/iotable.pla"),
+        PLAError,
+        ("/proc/iotable.pla",),
+    ),
+    Case(
+        "pla-write-nul-path",
+        lambda c: iotable.write_pla(c.net.tables[0], c.root / "a\0b.pla"),
+        PLAError,
+        ("holds a NUL character", "pass another path"),
+    ),
+    Case(
+        "pla-export-onto-a-file",
+        lambda c: iotable.export_pla(c.net, a_file(c)),
+        PLAError,
+        ("file.txt' exists and is not a directory", "pass a directory"),
+    ),
+    Case(
+        "pla-export-path-type",
+        lambda c: iotable.export_pla(c.net, 5),
+        PLAError,
+        ("expected a path", "received int"),
     ),
 ]
 
