@@ -13,6 +13,7 @@ from iotable import (
     Domain,
     GraphError,
     InputError,
+    Layout,
     ModelError,
     NodeKind,
     TableNetwork,
@@ -365,8 +366,8 @@ def test_check_rejects_duplicate_names_and_missing_edges():
     with pytest.raises(GraphError, match="used twice"):
         graph.check()
     graph = Graph()
-    graph.add(Node("a", NodeKind.INPUT, (), (2,), None, U2))
-    graph.add(Node("b", NodeKind.OUTPUT, ("a",), (2,), None, U2))
+    graph.add(Node("a", NodeKind.INPUT, (), (2,), Layout.NC, U2, {"layout": Layout.NC}))
+    graph.add(Node("b", NodeKind.OUTPUT, ("a",), (2,), Layout.NC, U2))
     with pytest.raises(GraphError, match=r"'b' has 1 input port\(s\) but edges drive port\(s\) \[\]"):
         graph.check()
 

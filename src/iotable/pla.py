@@ -170,7 +170,7 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     """Write every table of a network or layer (anything with ``.tables``) to ``directory``, one PLA each.
 
     Files are named ``<layer>.u<unit>.pla`` (characters other than letters, digits, ``-`` and ``_`` in a
-    layer name become ``_``). ``directory`` is created if needed; an existing file there is refused.
+    layer name become ``_``). ``directory`` is created if needed; a file at that path is refused.
     """
     folder = _path(directory, "export_pla")
     _check_dont_cares(dont_cares, "export_pla")
