@@ -1177,6 +1177,42 @@ CASES += [
         (r"input \(1,\)", r"partial table of 0 row\(s\)", "pass default= or dont_care="),
     ),
     Case(
+        "precompute-cache-dir-int",
+        lambda c: precompute(linear(), input_domain=D2, cache_dir=123),
+        iotable.CacheError,
+        ("cache_dir: expected a directory path", "received int"),
+    ),
+    Case(
+        "precompute-cache-dir-empty",
+        lambda c: precompute(linear(), input_domain=D2, cache_dir=""),
+        iotable.CacheError,
+        ("received ''", "would write into the current directory", r"cache_dir='\.'"),
+    ),
+    Case(
+        "precompute-cache-dir-nul",
+        lambda c: precompute(linear(), input_domain=D2, cache_dir=str(c.root / "a\0b")),
+        iotable.CacheError,
+        ("holds a NUL character", "pass another path"),
+    ),
+    Case(
+        "precompute-cache-dir-too-long",
+        lambda c: precompute(linear(), input_domain=D2, cache_dir=c.root / ("a" * 5000)),
+        iotable.CacheError,
+        ("cache_dir: cannot create", "File name too long", "choose a shorter path"),
+    ),
+    Case(
+        "precompute-name-int",
+        lambda c: precompute(linear(), input_domain=D2, name=5),
+        SpecError,
+        ("name must be a non-empty string", "received 5"),
+    ),
+    Case(
+        "precompute-check-string",
+        lambda c: precompute(linear(), input_domain=D2, check="no"),
+        SpecError,
+        ("check must be True or False", "str 'no'"),
+    ),
+    Case(
         "pla-read-no-o-line",
         lambda c: iotable.read_pla(
             pla_file(c, "no_o.pla", ".i 2\n01 1\n.e\n"), input_domains=[D1] * 2, output_domain=D1

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from . import nn
 from ._probe import check_decomposition
+from ._store import CacheError
 from .bundle import BundleError, load, save
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
@@ -56,6 +57,7 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
     "BundleError",
+    "CacheError",
     "Domain",
     "DomainError",
     "Edge",
