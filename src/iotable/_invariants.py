@@ -215,9 +215,40 @@ def _check_edge(edge: Edge, producer: Node, consumer: Node) -> None:
         raise GraphError(msg)
 
 
+# The keys each kind's meta holds: (required, optional). A key outside both is refused, so that nothing in a
+# graph says what the runtime does not do; a new key is added here, with its checks in its kind's function.
+_TRACE = {"fx_node"}  # the traced node a node stands for (what verify compares it with)
+_KEYS: dict[NodeKind, tuple[set[str], set[str]]] = {
+    NodeKind.INPUT: ({"layout"}, _TRACE),
+    NodeKind.OUTPUT: (set(), _TRACE),
+    NodeKind.TABLE: ({"layer", "units", "unit_bits", "modules", "spatial", "input_shapes"}, _TRACE | {"positions"}),
+    NodeKind.PAD: ({"padding", "pad_codes", "input_shapes"}, _TRACE),
+    NodeKind.WINDOW: (
+        {"kernel", "stride", "dilation", "channels", "element_order", "input_layout", "input_shapes"},
+        _TRACE,
+    ),
+    NodeKind.RESHAPE: (set(), _TRACE),
+    NodeKind.DUPLICATE: ({"outputs"}, _TRACE),
+    NodeKind.JOIN: ({"op", "input_shapes"}, _TRACE | {"for"}),
+    NodeKind.POOL: ({"module", "rank", "modules", "kernel_size", "stride", "padding", "dilation"}, _TRACE),
+    NodeKind.HOST: ({"module", "modules", "input_shapes"}, _TRACE),
+}
+
+
 def _check_common_meta(node: Node, incoming: list[Edge]) -> None:
-    """The keys any kind may carry: ``fx_node``, ``modules`` and ``input_shapes`` (one shape per input port)."""
+    """The kind's keys, no other; ``fx_node``, ``modules`` and ``input_shapes`` (one shape per input port) typed."""
     where = _where(node)
+    required, optional = _KEYS[node.kind]
+    missing, unknown = sorted(required - set(node.meta)), sorted(set(node.meta) - required - optional)
+    if missing:
+        msg = f"{where}: meta[{missing[0]!r}] is missing; a {node.kind.value} node needs it ({_REBUILD})"
+        raise GraphError(msg)
+    if unknown:
+        msg = (
+            f"{where}: meta holds the key {unknown[0]!r}, which a {node.kind.value} node does not have; expected "
+            f"{sorted(required)} and optionally {sorted(optional)}"
+        )
+        raise GraphError(msg)
     if node.meta.get("fx_node") is not None and not isinstance(node.meta["fx_node"], str):
         msg = f"{where}: meta['fx_node'] must be a string or None, received {node.meta['fx_node']!r}"
         raise GraphError(msg)
@@ -314,7 +345,7 @@ def _join(channels: int, spatial: tuple[int, ...], layout: Layout) -> tuple[int,
     return (*spatial, channels) if layout.channels_last else (channels, *spatial)
 
 
-def _element_domains(node: Node) -> tuple[Domain, ...]:
+def element_domains(node: Node) -> tuple[Domain, ...]:
     """The domain of every element of a node's output, flattened in C order (window nodes: one vector)."""
     if isinstance(node.domain, Domain):
         return (node.domain,)
@@ -391,7 +422,7 @@ def _reshaped_domain(node: Node, producer: Node) -> Any:
     if len(set(domain)) == 1:
         return domain[0]
     if len(node.shape) == 1:  # flatten: every element keeps its channel's domain
-        return _element_domains(producer)
+        return element_domains(producer)
     msg = f"{_where(node)}: reshapes channels of different domains from {producer.shape} into {node.shape}"
     raise GraphError(msg)
 
@@ -637,7 +668,7 @@ def _check_index_map(table: Node, units: tuple[Unit, ...], producer: Node, edge:
             f"{' in ' + order + ' order' if order else ''})"
         )
         raise GraphError(msg)
-    domains = _element_domains(producer)
+    domains = element_domains(producer)
     radix = np.asarray([len(d) for d in domains], dtype=np.int64)
     bits = np.asarray([d.bits for d in domains], dtype=np.int64)
     if len(domains) == 1:
