@@ -22,7 +22,6 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch import nn
 

@@ -7,6 +7,7 @@ building and the runtime to bundles. Some repeat checks of the per-module test f
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -1124,6 +1125,34 @@ def pla_file(ctx: Context, name: str, text: str) -> Path:
     return path
 
 
+def symlink_loop(ctx: Context) -> Path:
+    path = ctx.root / "loop"
+    if not path.is_symlink():
+        path.symlink_to(path)
+    return path
+
+
+def nested(depth: int) -> Any:
+    value: Any = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def npy_format_2(ctx: Context) -> Path:
+    """A copy of the bundle whose table file is .npy 2.0, listed with its true checksum and size."""
+    path = ctx.copy()
+    array = np.load(path / TABLE)
+    with open(path / TABLE, "wb") as f:
+        np.lib.format.write_array(f, array, version=(2, 0))
+    data = (path / TABLE).read_bytes()
+    manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    manifest["files"][TABLE].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    stamp(path)
+    return path
+
+
 def empty_partial_table() -> IOTable:
     return IOTable(np.zeros((0, 1), int), np.zeros((0, 1)), input_domains=[D2])
 
@@ -1225,6 +1254,81 @@ CASES += [
         lambda c: precompute(linear(), input_domain=D2, check="no"),
         SpecError,
         ("check must be True or False", "str 'no'"),
+    ),
+    Case(
+        "save-nul-path",
+        lambda c: save(c.net, str(c.root / "a\0b")),
+        BundleError,
+        ("save: the path", "holds a NUL character", "pass the bundle directory's path"),
+    ),
+    Case(
+        "save-path-too-long",
+        lambda c: save(c.net, c.root / ("a" * 5000)),
+        BundleError,
+        ("save: cannot use the path", "File name too long", "choose a shorter path"),
+    ),
+    Case(
+        "save-layer-of-another-plan",
+        lambda c: save(
+            iotable.LayerTables(plan=c.net["0"].plan, tables=(*c.raw_net.tables, c.raw_net.tables[0])), c.root / "mixed"
+        ),
+        BundleError,
+        ("save: refusing to write", "which load would refuse", "disagree with the plan of unit 0"),
+    ),
+    Case(
+        "load-nul-path",
+        lambda c: load(str(c.root / "a\0b")),
+        BundleError,
+        ("load: the path", "holds a NUL character"),
+    ),
+    Case(
+        "load-path-too-long",
+        lambda c: load(c.root / ("a" * 5000)),
+        BundleError,
+        ("load: cannot use the path", "File name too long", "choose a shorter path"),
+    ),
+    Case("load-empty-path", lambda c: load(""), BundleError, ("load: the path '' is empty",)),
+    Case(
+        "load-symlink-loop",
+        lambda c: load(symlink_loop(c)),
+        BundleError,
+        ("loop does not exist", "expected a bundle directory"),
+    ),
+    Case(
+        "load-checksum-file-missing",
+        lambda c: load(c.without("manifest.sha256")),
+        BundleError,
+        (r"manifest\.sha256: missing", "save it again"),
+    ),
+    Case(
+        "load-declared-bytes",
+        lambda c: load(c.edited(lambda m: m["files"][TABLE].update(bytes=1))),
+        BundleError,
+        (rf"{TABLE}: holds \d+ bytes, but manifest\.json says 1",),
+    ),
+    Case(
+        "load-deep-json",
+        lambda c: load(c.edited(lambda m: m["graph"]["nodes"][0]["meta"].update(deep=nested(500)))),
+        BundleError,
+        ("nested deeper than 32 levels",),
+    ),
+    Case(
+        "load-unused-domain",
+        lambda c: load(c.edited(lambda m: m["domains"].append({**m["domains"][0], "scale": 2.0}))),
+        BundleError,
+        (r"domains\[1\]: no node, plan or table uses this domain",),
+    ),
+    Case(
+        "load-file-name-nul",
+        lambda c: load(c.edited(lambda m: escape(m, "tables/x\0.npy"))),
+        BundleError,
+        ("is not one a bundle holds", "no NUL"),
+    ),
+    Case(
+        "load-npy-format-2",
+        lambda c: load(npy_format_2(c)),
+        BundleError,
+        (r"\.npy format version 2\.0 is not supported; a bundle holds 1\.0",),
     ),
     Case(
         "pla-read-no-o-line",
