@@ -270,9 +270,15 @@ CASES = [
     ),
     Case(
         "decompose-fan-in-not-lists",
+        lambda c: decompose(linear(), fan_in=3.5),
+        SpecError,
+        ("fan_in must be a list of integer lists", "received 3.5"),
+    ),
+    Case(
+        "decompose-fan-in-no-such-mask",
         lambda c: decompose(linear(), fan_in="abc"),
         SpecError,
-        ("fan_in must be a list of integer lists", "received 'abc'"),
+        ("fan_in='abc' names no attribute", "Linear has no 'abc'", "path of a mask tensor"),
     ),
     Case(
         "decompose-fan-in-floats",

@@ -259,7 +259,7 @@ def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
 
 def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
     """Input channel tuple of each declared unit (before a per-output split)."""
-    if spec.elementwise:
+    if spec.elementwise or spec.depthwise:
         return [(c,) for c in range(c_in)]
     if spec.groups is not None:
         if c_in % spec.groups:
@@ -282,9 +282,10 @@ def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
 
 
 def _output_groups(spec: Spec, n_units: int, c_out: int, name: str) -> list[tuple[int, ...]]:
-    if spec.elementwise:
+    if spec.elementwise or spec.depthwise:
         if c_out != n_units:
-            msg = f"{name}: an elementwise module must keep the channel count; {n_units} in, {c_out} out"
+            kind = "an elementwise" if spec.elementwise else "a per-channel (depthwise)"
+            msg = f"{name}: {kind} module must keep the channel count; {n_units} in, {c_out} out"
             raise SpecError(msg)
         return [(c,) for c in range(c_out)]
     if spec.groups is not None:

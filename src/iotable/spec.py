@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+import numpy as np
+import torch
 from torch import nn
 
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
 
-__all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "spec_of"]
+__all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "mask_fan_in", "spec_of"]
 
 _ATTR = "__iotable_spec__"
 
@@ -76,7 +78,10 @@ class Spec:
 
     ``per_output`` splits every unit into one unit per output channel that reads the same inputs (the
     built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes every channel its own unit of
-    kernel 1 (the rule for activations, batch norm and quantizers). ``source`` says where the spec came from.
+    kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise`` makes every channel its own
+    unit over the kernel window (the rule for average pooling). ``fan_in_from`` names the module's tensor of
+    shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a pruning mask); :func:`spec_of`
+    resolves it into ``fan_in``. ``source`` says where the spec came from.
     """
 
     groups: int | None = None
@@ -90,6 +95,8 @@ class Spec:
     output_domain: Domain | None = None
     per_output: bool = False
     elementwise: bool = False
+    depthwise: bool = False
+    fan_in_from: str | None = None
     source: str = "decompose()"
 
     @property
@@ -174,6 +181,18 @@ def _make_spec(
     if groups is not None and fan_in is not None:
         msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
         raise SpecError(msg)
+    fan_in_from = None
+    if isinstance(fan_in, str):
+        if not fan_in or any(not part.isidentifier() for part in fan_in.split(".")):
+            msg = (
+                f"decompose: fan_in={fan_in!r} must name a tensor attribute of the module, such as 'mask' or "
+                "'fc.weight_mask' (a dotted path of identifiers)"
+            )
+            raise SpecError(msg)
+        fan_in_from, fan_in = fan_in, None
+        if fan_out is not None:
+            msg = "decompose: fan_out= needs fan_in= as index lists; a mask gives each output its own unit"
+            raise SpecError(msg)
     fan_in_t = _index_lists(fan_in, name="fan_in")
     fan_out_t = _index_lists(fan_out, name="fan_out")
     if fan_out_t is not None and fan_in_t is None:
@@ -207,6 +226,7 @@ def _make_spec(
         fan_out=fan_out_t,
         layout=layout_e,
         output_domain=output_domain,
+        fan_in_from=fan_in_from,
         **geometry,
     )
 
@@ -236,6 +256,8 @@ def _check_against_module(spec: Spec, module: nn.Module) -> None:
     """Checks that need only the module's stated channel counts, run when the spec is attached."""
     c_in, c_out = _channel_counts(module)
     name = type(module).__name__
+    if spec.fan_in_from is not None:
+        spec = replace(spec, fan_in=mask_fan_in(module, spec.fan_in_from))
     if spec.groups is not None:
         for what, count in (("input", c_in), ("output", c_out)):
             if count is not None and count % spec.groups:
@@ -260,7 +282,7 @@ def decompose(
     /,
     *,
     groups: int | None = None,
-    fan_in: Sequence[Sequence[int]] | None = None,
+    fan_in: Sequence[Sequence[int]] | str | None = None,
     fan_out: Sequence[Sequence[int]] | None = None,
     kernel_size: int | Sequence[int] | None = None,
     stride: int | Sequence[int] | None = None,
@@ -282,7 +304,10 @@ def decompose(
         target: an ``nn.Module`` instance or subclass; omit it to get a decorator.
         groups: ``g`` contiguous, equal groups along the channel axis; unit ``k`` reads the ``k``-th group
             of input channels and writes the ``k``-th group of output channels.
-        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts).
+        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts), or the
+            name of the module's mask tensor of shape ``(outputs, inputs, ...)`` (a dotted attribute path such
+            as ``"mask"`` or ``"fc.mask.mask"``): unit ``k`` reads the inputs where row ``k`` is non-zero and
+            writes output ``k``. The mask is read again whenever the module is planned.
         fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
         kernel_size, stride, dilation, padding: the receptive field of a sliding-window layer, so one
             table per unit serves every position.
@@ -344,20 +369,98 @@ def _normalize_padding(conv: nn.Module) -> tuple[int, ...]:
     return tuple(int(p) for p in padding)
 
 
+def mask_fan_in(module: nn.Module, path: str, *, groups: int = 1) -> tuple[tuple[int, ...], ...]:
+    """The fan-in of each output from a mask tensor ``(outputs, inputs per group, ...)``: its non-zero entries.
+
+    ``path`` is a dotted attribute path from ``module`` to the tensor (``"weight_mask"``, ``"fc.mask.mask"``).
+    Trailing axes (a convolution's kernel positions) count a channel in when any of its entries is non-zero;
+    with ``groups``, output ``k`` of group ``g`` reads channels ``g * inputs per group + j``. An output whose
+    row is all zero reads its group's first channel, on which its (constant) table then depends trivially.
+
+    Example:
+        >>> m = torch.nn.Module()
+        >>> m.register_buffer("mask", torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+        >>> mask_fan_in(m, "mask")
+        ((0, 2), (1,))
+    """
+    name = type(module).__name__
+    target: Any = module
+    for part in path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            msg = (
+                f"{name}: fan_in={path!r} names no attribute ({type(target).__name__} has no {part!r}); expected the "
+                "path of a mask tensor of shape (outputs, inputs)"
+            )
+            raise SpecError(msg) from None
+    if not isinstance(target, torch.Tensor) or target.dim() < 2:
+        got = f"shape {tuple(target.shape)}" if isinstance(target, torch.Tensor) else type(target).__name__
+        msg = f"{name}: fan_in={path!r} must be a tensor of shape (outputs, inputs, ...), received {got}"
+        raise SpecError(msg)
+    mask = target.detach().cpu().reshape(target.shape[0], target.shape[1], -1).ne(0).any(dim=2).numpy()
+    outputs, per_group = mask.shape
+    if outputs % groups:
+        msg = f"{name}: {outputs} mask rows (outputs) do not split into {groups} groups"
+        raise SpecError(msg)
+    first = (np.arange(outputs) // (outputs // groups)) * per_group  # first input channel of each output's group
+    rows = [np.flatnonzero(row) for row in mask]
+    return tuple(tuple(int(f + j) for j in (row if len(row) else [0])) for f, row in zip(first, rows))
+
+
+def _pool_geometry(module: nn.Module, rank: int) -> tuple[tuple[int, ...], ...]:
+    """Kernel, stride and padding of a torch pooling module, one entry per axis."""
+
+    def per_axis(value: Any) -> tuple[int, ...]:
+        return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+
+    kernel = per_axis(module.kernel_size)
+    stride = per_axis(module.stride) if module.stride is not None else kernel
+    return kernel, stride, per_axis(module.padding)
+
+
 def _builtin(module: nn.Module) -> Spec | None:
     if isinstance(module, nn.Linear):
+        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: the mask is the fan-in
+            return Spec(
+                layout=Layout.NC,
+                fan_in=mask_fan_in(module, "weight_mask"),
+                source="built-in rule for nn.Linear, fan-ins from its pruning mask (weight_mask)",
+            )
         return Spec(layout=Layout.NC, per_output=True, source="built-in rule for nn.Linear")
     if isinstance(module, (nn.Conv1d, nn.Conv2d)):
         rank = len(module.kernel_size)
+        geometry: dict[str, Any] = {
+            "kernel_size": tuple(module.kernel_size),
+            "stride": tuple(module.stride),
+            "dilation": tuple(module.dilation),
+            "padding": _normalize_padding(module),
+            "layout": Layout.NCW if rank == 1 else Layout.NCHW,
+        }
+        kind = f"nn.{type(module).__name__}"
+        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):
+            fan_in = mask_fan_in(module, "weight_mask", groups=module.groups)
+            source = f"built-in rule for {kind}, fan-ins from its pruning mask (weight_mask)"
+            return Spec(fan_in=fan_in, source=source, **geometry)
+        return Spec(groups=module.groups, per_output=True, source=f"built-in rule for {kind}", **geometry)
+    if isinstance(module, (nn.AvgPool1d, nn.AvgPool2d)):
+        rank = 1 if isinstance(module, nn.AvgPool1d) else 2
+        kernel, stride, padding = _pool_geometry(module, rank)
+        if any(padding) and not module.count_include_pad:
+            msg = (
+                f"{type(module).__name__}(padding={padding}, count_include_pad=False) divides edge windows by fewer "
+                "elements than inner ones, so no single table serves every position; use count_include_pad=True "
+                "or padding=0"
+            )
+            raise SpecError(msg)
         return Spec(
-            groups=module.groups,
-            kernel_size=tuple(module.kernel_size),
-            stride=tuple(module.stride),
-            dilation=tuple(module.dilation),
-            padding=_normalize_padding(module),
+            depthwise=True,
+            kernel_size=kernel,
+            stride=stride,
+            dilation=(1,) * rank,
+            padding=padding,
             layout=Layout.NCW if rank == 1 else Layout.NCHW,
-            per_output=True,
-            source=f"built-in rule for nn.{type(module).__name__}",
+            source=f"built-in rule for nn.{type(module).__name__} (one unit per channel over its window)",
         )
     if isinstance(module, ELEMENTWISE) or domain_of(module) is not None:  # quantizers (brevitas ones too)
         return Spec(elementwise=True, source=f"built-in elementwise rule for {type(module).__name__}")
@@ -389,8 +492,8 @@ def _inherit(spec: Spec, module: nn.Module) -> Spec:
             padding=base.padding,
             layout=base.layout,
         )
-    if spec.groups is None and spec.fan_in is None:
-        updates.update(groups=base.groups, per_output=base.per_output)
+    if spec.groups is None and spec.fan_in is None and spec.fan_in_from is None:
+        updates.update(groups=base.groups, fan_in=base.fan_in, per_output=base.per_output, depthwise=base.depthwise)
     if not updates:
         return spec
     return replace(spec, **updates, source=f"{spec.source} completed by the {base.source}")
@@ -416,6 +519,8 @@ def spec_of(module: nn.Module) -> Spec:
         raise SpecError(msg)
     declared = _declared(module)
     if declared is not None:
+        if declared.fan_in_from is not None:  # a mask: read it now, it may have changed since decoration
+            declared = replace(declared, fan_in=mask_fan_in(module, declared.fan_in_from))
         return _inherit(declared, module)
     if isinstance(module, nn.Sequential) and len(module) > 0:
         head, tail = module[0], list(module)[1:]
