@@ -241,7 +241,11 @@ class _Builder:
             module = _Chain(*step.modules)
             mixing = [m for m, n in zip(step.modules, step.module_names) if n == step.mixing]
             if mixing:
-                spec = replace(spec_of(mixing[0]), output_domain=None)
+                # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
+                # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
+                spec = spec_of(mixing[0])
+                if step.modules[-1] is not mixing[0]:
+                    spec = replace(spec, output_domain=None)
             else:
                 spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
             module.__dict__[_ATTR] = spec
