@@ -94,8 +94,6 @@ def check_decomposition(
     base_x = frame.values_of(torch.as_tensor(base)).reshape(samples, n_in)
     index = (torch.as_tensor(moved) + frame.offsets[elements]).to(frame.values.device)
     moved_x = frame.values[index]  # (samples, elements) the perturbed values
-    base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name).reshape(samples, -1)
-    nan = bool(torch.isnan(base_out).any())
     reads = layer.reads.T
     # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
     itemsize = base_x.element_size()
@@ -103,13 +101,16 @@ def check_decomposition(
     chunk = max(1, min(memory_budget // per_element, _CACHE_BYTES // (samples * (n_in + n_out) * itemsize)))
     for start in range(0, len(elements), chunk):
         part = elements[start : start + chunk]
-        x = base_x[:, None, :].repeat(1, len(part), 1)  # (samples, part, n_in)
-        rows = torch.arange(len(part), device=x.device)
+        # Row 0 of each sample is its unperturbed base, computed in the same forward call as the perturbed rows:
+        # a kernel may round differently for another batch size (docs/exactness.md), so only like is compared
+        # with like.
+        x = base_x[:, None, :].repeat(1, len(part) + 1, 1)  # (samples, 1 + part, n_in)
+        rows = torch.arange(1, len(part) + 1, device=x.device)
         x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
-        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part), -1)
-        before = base_out[:, None, :]
+        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part) + 1, -1)
+        before, out = out[:, :1, :], out[:, 1:, :]
         differ = out != before
-        if nan:  # NaN where it was NaN is no change
+        if bool(torch.isnan(before).any()):  # NaN where it was NaN is no change
             differ &= ~(torch.isnan(out) & torch.isnan(before))
         changed = differ.any(dim=0).cpu().numpy()  # (part, outputs)
         violations = changed & ~_allowed(layer, part, reads)
