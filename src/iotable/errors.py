@@ -12,6 +12,7 @@ __all__ = [
     "DomainError",
     "EnumerationError",
     "IOTableError",
+    "IOTableWarning",
     "MissingRowError",
     "NotDecomposedError",
     "OptionError",
@@ -60,3 +61,8 @@ class TableError(IOTableError, ValueError):
 
 class MissingRowError(IOTableError, LookupError):
     """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""
+
+
+class IOTableWarning(UserWarning):
+    """Something iotable does differently from what the caller may expect, with no wrong result (e.g. a model
+    left in training mode is evaluated in eval mode)."""

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._modelcheck import check_float32, warn_training
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
 from .errors import IOTableError, TableTooLargeError
@@ -458,9 +459,10 @@ class TableNetwork:
             self._runtime = Runtime(self.graph, self.layers)
         return self._runtime
 
-    def encode_input(self, x: Any, *, codes: bool = False) -> torch.Tensor:
-        """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes)."""
-        return self.runtime.encode(x, codes=codes, input_shape=self.input_shape).to(torch.int64)
+    def encode_input(self, x: Any, *, codes: bool = False, what: str = "net.run") -> torch.Tensor:
+        """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes); errors start
+        with ``what``, the caller's name."""
+        return self.runtime.encode(x, codes=codes, input_shape=self.input_shape, what=what).to(torch.int64)
 
     def run(self, x: Any, *, codes: bool = False, return_codes: bool = False) -> torch.Tensor:
         """Evaluate the network from its tables alone (no layer's forward runs, except host nodes).
@@ -562,6 +564,13 @@ def build_network(
     """
     if isinstance(example_input, np.ndarray):
         example_input = torch.from_numpy(example_input)
+    if isinstance(example_input, (tuple, list)):
+        msg = (
+            f"precompute: example_input is a {type(example_input).__name__} of {len(example_input)} item(s), but a "
+            "table network takes one input tensor; wrap a model of several inputs in a module that takes them "
+            "stacked or concatenated in one tensor, and pass a batch (N, ...) of that tensor"
+        )
+        raise ModelError(msg)
     if example_input is None:
         example_input = _infer_example(model)
     if not isinstance(example_input, torch.Tensor) or example_input.dim() < 2:
@@ -578,6 +587,7 @@ def build_network(
             f"received {type(input_domain).__name__}"
         )
         raise ModelError(msg)
+    check_float32(model, "precompute", ModelError)
     hosts = _host_names(model, host)
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
     domain_key = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
@@ -661,7 +671,9 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
     if not isinstance(net, TableNetwork):
         msg = f"verify: expected a TableNetwork second (from iotable.precompute), received {type(net).__name__}"
         raise ModelError(msg)
-    input_codes = net.encode_input(inputs, codes=codes)
+    check_float32(model, "verify", ModelError)
+    warn_training(model, "verify")
+    input_codes = net.encode_input(inputs, codes=codes, what="verify")
     values = decode(input_codes, net.input_node).to(module_dtype(model)[0])
     expected = run_module(model, values, type(model).__name__)
     got = net.run(input_codes, codes=True)

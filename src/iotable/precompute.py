@@ -10,6 +10,7 @@ from typing import Any
 from torch import nn
 
 from ._fastpath import recognize
+from ._modelcheck import warn_training
 from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
@@ -93,7 +94,9 @@ def precompute(
     :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a table-only runtime).
     For every layer: the decomposition is planned (every table size is checked
     before any work), probed against the module (``check=True``), then every input combination of every
-    unit is enumerated through the unmodified module.
+    unit is enumerated through the unmodified module, in eval mode (as hardware runs it): modules left in
+    training mode that behave differently there (dropout, batch norm, ...) are named in an
+    :class:`~iotable.IOTableWarning`. Whole models must compute in float32 (``model.float()``).
 
     Args:
         module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
@@ -136,6 +139,7 @@ def precompute(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             msg = f"precompute: {option} must be a positive integer, received {value!r}"
             raise SpecError(msg)
+    warn_training(module, "precompute")
     options = {
         "max_rows": max_rows,
         "memory_budget": memory_budget,

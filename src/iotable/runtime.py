@@ -123,9 +123,11 @@ class Runtime:
 
     # -- the public face (used by TableNetwork) -----------------------------------------------------------
 
-    def encode(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
-        """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer)."""
-        return self._input(x, codes=codes, input_shape=input_shape)
+    def encode(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
+        """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer).
+
+        Errors start with ``what``, the name of the call that was given the batch."""
+        return self._input(x, codes=codes, input_shape=input_shape, what=what)
 
     def run(
         self, codes: torch.Tensor, *, capture: bool = False, values: bool = False
@@ -567,31 +569,31 @@ class InputEncoder:
         self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
-    def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
+    def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
         batch = f"(N, {', '.join(map(str, input_shape))})"
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf":
-                msg = f"net.run: expected a numeric array of shape {batch}, received dtype {x.dtype}"
+                msg = f"{what}: expected a numeric array of shape {batch}, received dtype {x.dtype}"
                 raise _input_error(msg)
             x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
         if not isinstance(x, torch.Tensor):
-            msg = f"net.run: expected a tensor or array of shape {batch}, received {type(x).__name__}"
+            msg = f"{what}: expected a tensor or array of shape {batch}, received {type(x).__name__}"
             raise _input_error(msg)
         if x.is_complex() or x.device.type == "meta":
-            msg = f"net.run: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
+            msg = f"{what}: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
             raise _input_error(msg)
         x = x.cpu()
         given = x.dtype
         if not x.is_floating_point():
             x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
         if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
-            msg = f"net.run: expected a batch of shape {batch}, received {tuple(x.shape)}"
+            msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
             raise _input_error(msg)
         if codes:
             if x.is_floating_point() or given == torch.bool:
-                msg = f"net.run: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
+                msg = f"{what}: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
                 raise _input_error(msg)
-            self._check_codes(x)
+            self._check_codes(x, what)
             return x
         if not x.is_floating_point():
             x = x.to(torch.float64)
@@ -602,12 +604,12 @@ class InputEncoder:
             encoded = grid.encode(x, self._channel_axis(x))
             if encoded is not None:
                 return encoded.to(torch.float32 if self._float32_codes else torch.int64)
-        return self._encode_exactly(x)
+        return self._encode_exactly(x, what)
 
     def _channel_axis(self, x: torch.Tensor) -> int:
         return x.dim() - 1 if self.channels_last else 1
 
-    def _check_codes(self, x: torch.Tensor) -> None:
+    def _check_codes(self, x: torch.Tensor, what: str) -> None:
         if not x.numel():
             return
         if self._radix is not None:
@@ -621,17 +623,17 @@ class InputEncoder:
         if bad.any():
             where = tuple(int(i) for i in torch.nonzero(bad)[0])
             limit = len(self.domains[where[axis]]) - 1
-            msg = f"net.run: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
+            msg = f"{what}: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
             raise _input_error(msg)
 
-    def _encode_exactly(self, x: torch.Tensor) -> torch.Tensor:
+    def _encode_exactly(self, x: torch.Tensor, what: str) -> torch.Tensor:
         """Codes by :meth:`Domain.encode` (searching the domain's values), raising its error for a bad value."""
         x = x.to(torch.float64)
         if isinstance(self.node.domain, Domain):
             try:
                 return torch.as_tensor(self.node.domain.encode(x).astype(np.int64))
             except DomainError as exc:
-                msg = f"net.run: input values must belong to the input domain: {exc}"
+                msg = f"{what}: input values must belong to the input domain: {exc}"
                 raise DomainError(msg) from None
         axis = self._channel_axis(x)
         out = torch.empty(x.shape, dtype=torch.int64)
@@ -640,7 +642,7 @@ class InputEncoder:
             try:
                 out[index] = torch.as_tensor(d.encode(x[index]).astype(np.int64))
             except DomainError as exc:
-                msg = f"net.run: input channel {c} must belong to its domain: {exc}"
+                msg = f"{what}: input channel {c} must belong to its domain: {exc}"
                 raise DomainError(msg) from None
         return out
 
