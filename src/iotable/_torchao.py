@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+from torch.ao.quantization.observer import FixedQParamsObserver
 
 from .domain import Domain
 from .errors import DomainError, IOTableError
@@ -56,7 +57,8 @@ def fake_quantize_domain(module: nn.Module, name: str | None = None) -> Domain:
     """
     name = name or type(module).__name__
     cls = type(module).__name__
-    if _flag(module, "observer_enabled"):
+    fixed = isinstance(getattr(module, "activation_post_process", None), FixedQParamsObserver)
+    if _flag(module, "observer_enabled") and not fixed:  # a fixed-parameter observer changes nothing
         msg = (
             f"{name}: this {cls}'s observer is still enabled, so its scale and zero point change with every "
             "batch; after training, freeze it with model.apply(torch.ao.quantization.disable_observer)"
@@ -80,7 +82,10 @@ def fake_quantize_domain(module: nn.Module, name: str | None = None) -> Domain:
     qmin, qmax = int(module.quant_min), int(module.quant_max)
     s, z = float(scale.reshape(())), int(zero_point.reshape(()))
     if not (s > 0 and qmax - qmin < 2**24 and qmin <= qmax):
-        msg = f"{name}: this {cls} has scale {s!r} and range {qmin}..{qmax}; expected a scale > 0 and a range of at most 2**24 codes"
+        msg = (
+            f"{name}: this {cls} has scale {s!r} and range {qmin}..{qmax}; expected a scale > 0 and a range of at "
+            "most 2**24 codes"
+        )
         raise UnsupportedFakeQuantizeError(msg)
     # The quantizer's own outputs at its grid points (computed in float64, then quantized by the module).
     grid = (torch.arange(qmin, qmax + 1, dtype=torch.float64) - z) * s
@@ -92,8 +97,8 @@ def fake_quantize_domain(module: nn.Module, name: str | None = None) -> Domain:
         except DomainError as exc:
             msg = f"{name}: this {cls}'s values do not form a domain: {exc}"
             raise UnsupportedFakeQuantizeError(msg) from None
-    step = (grid[-1] - grid[0]) / max(len(grid) - 1, 1) if len(grid) > 1 else torch.tensor(s, dtype=torch.float64)
-    ramp = torch.linspace(float(grid[0] - 3 * step), float(grid[-1] + 3 * step), 4 * len(grid) + 25, dtype=torch.float64)
+    low, high = float(grid[0]) - 3 * s, float(grid[-1]) + 3 * s  # across the range and three steps beyond
+    ramp = torch.linspace(low, high, 4 * len(grid) + 25, dtype=torch.float64)
     try:
         domain.encode(_run(module, ramp.to(scale.dtype)))
     except DomainError as exc:

@@ -81,7 +81,8 @@ class Spec:
     kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise`` makes every channel its own
     unit over the kernel window (the rule for average pooling). ``fan_in_from`` names the module's tensor of
     shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a pruning mask); :func:`spec_of`
-    resolves it into ``fan_in``. ``source`` says where the spec came from.
+    resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a quantizer) whose domain is the
+    output domain, resolved into ``output_domain``. ``source`` says where the spec came from.
     """
 
     groups: int | None = None
@@ -97,6 +98,7 @@ class Spec:
     elementwise: bool = False
     depthwise: bool = False
     fan_in_from: str | None = None
+    output_domain_from: str | None = None
     source: str = "decompose()"
 
     @property
@@ -217,8 +219,20 @@ def _make_spec(
     if geometry["kernel_size"] is None and any(v is not None for v in geometry.values()):
         msg = "decompose: stride/dilation/padding describe a sliding window; give kernel_size= too"
         raise SpecError(msg)
+    output_domain_from = None
+    if isinstance(output_domain, str):
+        if not output_domain or any(not part.isidentifier() for part in output_domain.split(".")):
+            msg = (
+                f"decompose: output_domain={output_domain!r} must be an iotable.Domain or name the module's output "
+                "quantizer, such as 'output_quant' (a dotted path of identifiers)"
+            )
+            raise SpecError(msg)
+        output_domain_from, output_domain = output_domain, None
     if output_domain is not None and not isinstance(output_domain, Domain):
-        msg = f"decompose: output_domain must be an iotable.Domain, received {type(output_domain).__name__}"
+        msg = (
+            "decompose: output_domain must be an iotable.Domain or the name of the module's output quantizer, "
+            f"received {type(output_domain).__name__}"
+        )
         raise SpecError(msg)
     return Spec(
         groups=groups,
@@ -227,6 +241,7 @@ def _make_spec(
         layout=layout_e,
         output_domain=output_domain,
         fan_in_from=fan_in_from,
+        output_domain_from=output_domain_from,
         **geometry,
     )
 
@@ -256,8 +271,7 @@ def _check_against_module(spec: Spec, module: nn.Module) -> None:
     """Checks that need only the module's stated channel counts, run when the spec is attached."""
     c_in, c_out = _channel_counts(module)
     name = type(module).__name__
-    if spec.fan_in_from is not None:
-        spec = replace(spec, fan_in=mask_fan_in(module, spec.fan_in_from))
+    spec = _resolve(spec, module)
     if spec.groups is not None:
         for what, count in (("input", c_in), ("output", c_out)):
             if count is not None and count % spec.groups:
@@ -289,7 +303,7 @@ def decompose(
     dilation: int | Sequence[int] | None = None,
     padding: int | Sequence[int] | None = None,
     layout: str | Layout | None = None,
-    output_domain: Domain | None = None,
+    output_domain: Domain | str | None = None,
 ) -> Any:
     """Attach decomposition metadata to a module instance (returned as is) or class (as a decorator).
 
@@ -313,7 +327,10 @@ def decompose(
             table per unit serves every position.
         layout: ``"NC"``, ``"NCW"``, ``"NWC"``, ``"NCHW"`` or ``"NHWC"``; by default channels-first
             from the input's rank.
-        output_domain: the domain of the module's outputs when it ends in a quantizer iotable cannot see.
+        output_domain: the domain of the module's outputs when it quantizes them inside its forward (as
+            LogicNets, PolyLUT and NeuraLUT neurons do), or the name of the submodule that does (a dotted path
+            such as ``"output_quant"``, read whenever the module is planned). It closes the module's table
+            layer in a whole model exactly as a quantizer does.
 
     Returns:
         ``target`` itself with metadata attached, or a decorator when ``target`` is omitted.
@@ -369,6 +386,47 @@ def _normalize_padding(conv: nn.Module) -> tuple[int, ...]:
     return tuple(int(p) for p in padding)
 
 
+def _attribute(module: nn.Module, path: str, what: str, expected: str) -> Any:
+    """The object at a dotted attribute ``path`` of ``module``, or a :class:`SpecError` naming ``what``."""
+    target: Any = module
+    for part in path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            msg = (
+                f"{type(module).__name__}: {what}={path!r} names no attribute ({type(target).__name__} has no "
+                f"{part!r}); expected the path of {expected}"
+            )
+            raise SpecError(msg) from None
+    return target
+
+
+def _resolve(spec: Spec, module: nn.Module) -> Spec:
+    """``spec`` with the fan-ins and output domain it names by path read from ``module`` as it is now (and the
+    paths replaced by what they name, so the result describes the module on its own)."""
+    updates: dict[str, Any] = {}
+    read = []
+    if spec.fan_in_from is not None:  # a mask: read it at every plan, it may change after decoration
+        updates.update(fan_in=mask_fan_in(module, spec.fan_in_from), fan_in_from=None)
+        read.append(f"fan-ins from {spec.fan_in_from!r}")
+    if spec.output_domain_from is not None:
+        quantizer = _attribute(module, spec.output_domain_from, "output_domain", "the module's output quantizer")
+        domain = domain_of(quantizer) if isinstance(quantizer, nn.Module) else None
+        if domain is None:
+            msg = (
+                f"{type(module).__name__}: output_domain={spec.output_domain_from!r} names a "
+                f"{type(quantizer).__name__}, which is not a quantizer iotable reads (iotable.nn.Quantize, a torch.ao "
+                "fake quantizer, a brevitas quantizer); name the module that quantizes the outputs, or pass its "
+                "iotable.Domain"
+            )
+            raise SpecError(msg)
+        updates.update(output_domain=domain, output_domain_from=None)
+        read.append(f"output domain from {spec.output_domain_from!r}")
+    if not updates:
+        return spec
+    return replace(spec, **updates, source=f"{spec.source}, {' and '.join(read)} of {type(module).__name__}")
+
+
 def mask_fan_in(module: nn.Module, path: str, *, groups: int = 1) -> tuple[tuple[int, ...], ...]:
     """The fan-in of each output from a mask tensor ``(outputs, inputs per group, ...)``: its non-zero entries.
 
@@ -384,16 +442,7 @@ def mask_fan_in(module: nn.Module, path: str, *, groups: int = 1) -> tuple[tuple
         ((0, 2), (1,))
     """
     name = type(module).__name__
-    target: Any = module
-    for part in path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            msg = (
-                f"{name}: fan_in={path!r} names no attribute ({type(target).__name__} has no {part!r}); expected the "
-                "path of a mask tensor of shape (outputs, inputs)"
-            )
-            raise SpecError(msg) from None
+    target = _attribute(module, path, "fan_in", "a mask tensor of shape (outputs, inputs)")
     if not isinstance(target, torch.Tensor) or target.dim() < 2:
         got = f"shape {tuple(target.shape)}" if isinstance(target, torch.Tensor) else type(target).__name__
         msg = f"{name}: fan_in={path!r} must be a tensor of shape (outputs, inputs, ...), received {got}"
@@ -421,7 +470,7 @@ def _pool_geometry(module: nn.Module, rank: int) -> tuple[tuple[int, ...], ...]:
 
 def _builtin(module: nn.Module) -> Spec | None:
     if isinstance(module, nn.Linear):
-        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: the mask is the fan-in
+        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: mask = fan-in
             return Spec(
                 layout=Layout.NC,
                 fan_in=mask_fan_in(module, "weight_mask"),
@@ -519,9 +568,7 @@ def spec_of(module: nn.Module) -> Spec:
         raise SpecError(msg)
     declared = _declared(module)
     if declared is not None:
-        if declared.fan_in_from is not None:  # a mask: read it now, it may have changed since decoration
-            declared = replace(declared, fan_in=mask_fan_in(module, declared.fan_in_from))
-        return _inherit(declared, module)
+        return _inherit(_resolve(declared, module), module)
     if isinstance(module, nn.Sequential) and len(module) > 0:
         head, tail = module[0], list(module)[1:]
         base = _builtin(head) if not isinstance(head, nn.Sequential) else None

@@ -19,8 +19,8 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
-from .errors import IOTableError
 from ._torchao import fake_quantize_domain, is_fake_quantize
+from .errors import IOTableError
 from .nn import _is_brevitas, domain_of
 from .spec import ELEMENTWISE, _declared
 
@@ -287,7 +287,9 @@ def _closes(m: nn.Module) -> bool:
     forward; declaring it (``decompose(..., output_domain=...)``) closes their table layer as a quantizer does.
     """
     declared = _declared(m)
-    return domain_of(m) is not None or (declared is not None and declared.output_domain is not None)
+    if declared is not None and (declared.output_domain is not None or declared.output_domain_from is not None):
+        return True
+    return domain_of(m) is not None
 
 
 def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
