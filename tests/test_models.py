@@ -21,10 +21,18 @@ from torch.ao.quantization import (
 from torch.nn.utils import prune
 
 import iotable
-from iotable import Domain, IOTableWarning, ModelError, SpecError, decompose, precompute, verify
+from iotable import (
+    Domain,
+    IOTableWarning,
+    ModelError,
+    SpecError,
+    UnsupportedFakeQuantizeError,
+    decompose,
+    precompute,
+    verify,
+)
 from iotable import _reuse as reuse
 from iotable._store import layer_fingerprint
-from iotable._torchao import UnsupportedFakeQuantizeError
 from iotable.nn import Quantize, domain_of
 
 from .oracle import assert_tables_match

@@ -39,6 +39,7 @@ from .errors import (
     SpecMismatchError,
     TableError,
     TableTooLargeError,
+    UnsupportedFakeQuantizeError,
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
@@ -89,6 +90,7 @@ __all__ = [
     "TableNetwork",
     "TableTooLargeError",
     "Unit",
+    "UnsupportedFakeQuantizeError",
     "VerifyReport",
     "__version__",
     "check_decomposition",

@@ -16,15 +16,11 @@ from torch.ao.quantization.fake_quantize import FakeQuantizeBase
 from torch.ao.quantization.observer import FixedQParamsObserver
 
 from .domain import Domain
-from .errors import DomainError, IOTableError
+from .errors import DomainError, UnsupportedFakeQuantizeError
 
-__all__ = ["UnsupportedFakeQuantizeError", "fake_quantize_domain", "is_fake_quantize"]
+__all__ = ["fake_quantize_domain", "is_fake_quantize"]
 
 _PER_TENSOR = (torch.per_tensor_affine, torch.per_tensor_symmetric)
-
-
-class UnsupportedFakeQuantizeError(IOTableError, ValueError):
-    """A torch.ao fake quantizer whose outputs are not one fixed set of values (the message says why)."""
 
 
 def is_fake_quantize(module: nn.Module) -> bool:

@@ -20,6 +20,7 @@ __all__ = [
     "SpecMismatchError",
     "TableError",
     "TableTooLargeError",
+    "UnsupportedFakeQuantizeError",
 ]
 
 
@@ -61,6 +62,11 @@ class TableError(IOTableError, ValueError):
 
 class MissingRowError(IOTableError, LookupError):
     """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""
+
+
+class UnsupportedFakeQuantizeError(IOTableError, ValueError):
+    """A torch.ao fake quantizer whose outputs are not one fixed set of values: still observing, disabled, or
+    per channel (the message names it and the call that fixes it)."""
 
 
 class IOTableWarning(UserWarning):
