@@ -544,3 +544,22 @@ def test_the_probe_compares_like_with_like():
     leaky.fc.weight.data = layer.fc.weight.data.clone()
     with pytest.raises(iotable.SpecMismatchError, match="unit 0"):
         precompute(leaky, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 4))
+
+
+class ChannelsLastScaled(nn.Module):
+    """A channels-last convolution followed by a per-channel scale: no channels-first reading fits it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q0, self.q1 = Quantize(2), Quantize(2)
+        self.conv = decompose(nn.Conv1d(3, 3, 1), layout="NWC", kernel_size=1)
+        self.scale = nn.Parameter(torch.ones(3, 1))  # one value per axis-1 entry: W here
+
+    def forward(self, x):
+        return self.q1(self.conv(self.q0(x)) * self.scale)
+
+
+def test_per_channel_arithmetic_in_a_channels_last_layer_is_refused():
+    """A per-channel tensor read channels-first cannot serve a channels-last layer: refused, not mis-tabulated."""
+    with pytest.raises(ModelError, match=r"mul: x mul scale with a per-channel tensor in a NWC layer"):
+        precompute(ChannelsLastScaled().eval(), input_domain=Domain.uniform(2), example_input=torch.zeros(1, 3, 3))

@@ -22,7 +22,7 @@ from .precompute import LayerTables, tabulate
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
-from .trace import ModelError, Step, segment, trace
+from .trace import Arithmetic, ModelError, Step, segment, trace
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -262,6 +262,15 @@ class _Builder:
             layer_name = step.mixing or step.name
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
             raise TableTooLargeError(msg) from None
+        if layer_plan.layout.channels_last:
+            for m, name in zip(step.modules, step.module_names):
+                if isinstance(m, Arithmetic) and any(t.numel() > 1 for t in m.tensors()):
+                    msg = (
+                        f"{name}: {m.extra_repr()} with a per-channel tensor in a {layer_plan.layout.value} layer; "
+                        "traced arithmetic is read channels-first (one value per axis-1 entry), which is not this "
+                        "layer's channel axis: fold the tensor into the layer, or use one value for all channels"
+                    )
+                    raise ModelError(msg)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 
