@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
 from .errors import IOTableError, TableTooLargeError
@@ -596,7 +597,9 @@ def build_network(
             builder.add(step)
         skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
         remember(model, key, skeleton)
-    layers = {name: tabulate(module, plan, **options) for name, (module, plan) in skeleton.planned.items()}
+    total = sum(plan.total_rows for _, plan in skeleton.planned.values())
+    with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
+        layers = {name: tabulate(module, plan, bar=bar, **options) for name, (module, plan) in skeleton.planned.items()}
     return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
 
 

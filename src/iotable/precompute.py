@@ -11,6 +11,7 @@ from torch import nn
 
 from ._fastpath import recognize
 from ._probe import check_decomposition
+from ._progress import QUIET, Progress, progress_bar
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
 from .errors import SpecError
@@ -105,7 +106,8 @@ def precompute(
         max_rows: the largest table allowed (default ``2**24``).
         memory_budget: bytes one forward pass may hold (default 256 MiB).
         check: probe the decomposition metadata before enumerating.
-        progress: progress bar (``None``: only on a terminal, for long enumerations).
+        progress: a progress bar over the rows (one bar for a whole model); ``None`` shows it for long work
+            in a terminal or a Jupyter notebook.
         name: the layer's name in tables and messages (default: its class name).
         host: whole models only: submodules (names or modules) to run with torch instead of tables, such
             as a float classifier head; what follows a host node runs on the host too.
@@ -157,7 +159,8 @@ def precompute(
             **options,
         )
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
-    return tabulate(module, layer, **options)
+    with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
+        return tabulate(module, layer, bar=bar, **options)
 
 
 def tabulate(
@@ -170,9 +173,13 @@ def tabulate(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     max_rows: int | None = None,
+    bar: Progress = QUIET,
 ) -> LayerTables:
-    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options)."""
-    del max_rows  # sizes were checked when the layer was planned
+    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options).
+
+    ``bar``: the caller's progress bar (the layer's own, or the whole model's), which counts the rows.
+    """
+    del max_rows, progress  # sizes were checked when the layer was planned; the caller made the bar
     fast = recognize(module, layer) if fast_path else None
     if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
         check_decomposition(module, layer, memory_budget=memory_budget)
@@ -180,9 +187,9 @@ def tabulate(
         module,
         layer,
         memory_budget=memory_budget,
-        progress=progress,
         cache_dir=cache_dir,
         fast_path=fast_path,
         fast=fast,
+        bar=bar,
     )
     return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)
