@@ -9,6 +9,7 @@ from typing import Any
 
 from torch import nn
 
+from . import _display
 from ._fastpath import recognize
 from ._probe import check_decomposition
 from ._progress import QUIET, Progress, progress_bar
@@ -16,10 +17,22 @@ from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
 from .errors import SpecError
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
+from .plan import _short as _channels
 from .spec import _declared, has_spec
 from .table import IOTable
 
 __all__ = ["LayerTables", "precompute"]
+
+# The units a layer's notebook view lists (all of them up to this many), and its columns.
+_UNITS_SHOWN = 64
+_UNIT_COLUMNS = (
+    ("unit", "unit"),
+    ("in", "in channels"),
+    ("out", "out channels"),
+    ("fan_in", "fan-in"),
+    ("bits", "bits"),
+    ("rows", "rows"),
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +74,48 @@ class LayerTables:
     def summary(self) -> str:
         """The plan's unit table (see :meth:`LayerPlan.summary`)."""
         return self.plan.summary()
+
+    def _row(self) -> dict[str, Any]:
+        """The layer's summary row (the columns a layer alone knows); ``rows`` counts the rows its tables hold."""
+        units = self.plan.units
+        return {
+            "kind": "table",
+            "name": self.name,
+            "units": len(units),
+            "fan_in": _display.joined(u.fan_in for u in units),
+            "bits": _display.joined(self.plan._unit_bits(u) for u in units),
+            "rows": sum(t.rows for t in self.tables),
+            "method": self.method,
+            "near_ties": self.near_ties,
+        }
+
+    def __repr__(self) -> str:
+        row = self._row()
+        full = self.plan.total_rows
+        rows = f"{row['rows']:,} rows" if row["rows"] == full else f"{row['rows']:,} of {full:,} rows kept"
+        cached = f", {len(self.cached)} cached" if self.cached and self.method != "cache" else ""
+        return _display.bounded(
+            f"LayerTables({_display.name(self.name)}, {len(self.tables)} tables, fan-in {row['fan_in']}, "
+            f"{row['bits']} bit, {rows}, {self.method}{cached})"
+        )
+
+    def _repr_html_(self) -> str:
+        units = self.plan.units[:_UNITS_SHOWN]
+        unit_rows = [
+            {
+                "unit": u.index,
+                "in": _channels(u.in_channels),
+                "out": _channels(u.out_channels),
+                "fan_in": u.fan_in,
+                "bits": self.plan._unit_bits(u),
+                "rows": self.tables[u.index].rows,
+            }
+            for u in units
+        ]
+        notes = [f"... and {len(self.plan.units) - len(units)} more units"] if len(self.plan.units) > len(units) else []
+        return _display.view(
+            repr(self), _display.table([self._row()]), _display.table(unit_rows, _UNIT_COLUMNS), notes=notes
+        )
 
 
 def _is_model(module: nn.Module) -> bool:
