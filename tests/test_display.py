@@ -212,12 +212,13 @@ def test_network_html_without_graphviz_is_the_table_alone(
 
 
 def test_network_html_shows_the_picture_with_graphviz(cnn_net: tuple[nn.Module, TableNetwork, torch.Tensor]) -> None:
-    """With Graphviz the view ends with the graph's picture as inline SVG, one node per graph node."""
+    """With Graphviz the view ends, after the table and its notes, with the graph's picture as inline SVG, one node per graph node."""
     require_graphviz()
     _, net, _ = cnn_net
     html = net._repr_html_()
     page = StrictHTML(html)
-    assert page.tags.count("svg") == 1 and html.index("<table>") < html.index("<svg")
+    assert page.tags.count("svg") == 1
+    assert html.index("<table>") < html.index("host nodes (run with torch") < html.index("<svg")
     titles = re.findall(r'<g id="node\d+" class="node">\s*<title>(.*?)</title>', html)
     assert titles == [n.name for n in net.graph.nodes]
 

@@ -96,13 +96,13 @@ def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]] 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
-def view(title: str, *parts: str, notes: Sequence[str] = ()) -> str:
-    """A notebook view: a title line, the parts (HTML), then notes (plain text, escaped)."""
+def view(title: str, *parts: str, notes: Sequence[str] = (), picture: str = "") -> str:
+    """A notebook view: a title line, the parts (HTML), notes (plain text, escaped), then the picture."""
     lines = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
-    return f'<div class="iotable">{_STYLE}<p><b>{html.escape(title)}</b></p>{"".join(parts)}{lines}</div>'
+    return f'<div class="iotable">{_STYLE}<p><b>{html.escape(title)}</b></p>{"".join(parts)}{lines}{picture}</div>'
 
 
-def picture(graph: Graph) -> str:
+def graph_picture(graph: Graph) -> str:
     """The graph's picture as inline SVG, or ``""`` when Graphviz is missing or the graph is too large."""
     if len(graph.nodes) > _MAX_PICTURE_NODES:
         return ""

@@ -194,7 +194,7 @@ class Graph:
         return _display.bounded(f"Graph({len(self.nodes)} nodes, {len(self.edges)} edges: {counts})")
 
     def _repr_html_(self) -> str:
-        return _display.view(repr(self), _display.table(self.rows()), _display.picture(self))
+        return _display.view(repr(self), _display.table(self.rows()), picture=_display.graph_picture(self))
 
     def __getitem__(self, name: str) -> Node:
         for node in self.nodes:

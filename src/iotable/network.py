@@ -552,7 +552,8 @@ class TableNetwork:
         )
 
     def _repr_html_(self) -> str:
-        return _display.view(repr(self), _display.table(self.rows()), _display.picture(self.graph), notes=self._notes())
+        table = _display.table(self.rows())
+        return _display.view(repr(self), table, notes=self._notes(), picture=_display.graph_picture(self.graph))
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
