@@ -9,6 +9,7 @@ without Graphviz they are the table alone.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 # The pictures of larger graphs take Graphviz long to lay out and are unreadable inline: the view leaves
 # them out (``net.draw()`` still draws them).
 _MAX_PICTURE_NODES = 300
+
+_NUMBERS = re.compile(r"[0-9][0-9,/]*")
 
 _STYLE = (
     "<style>"
@@ -73,12 +76,11 @@ def joined(values: Iterable[Any]) -> str:
 
 
 def _cell(value: Any) -> tuple[str, bool]:
-    """A value's text in a cell and whether it is a number (right-aligned)."""
-    if isinstance(value, bool) or value is None:
-        return ("" if value is None else str(value)), False
-    if isinstance(value, int):
-        return f"{value:,}", True
-    return str(value), False
+    """A value's text in a cell and whether it reads as numbers (``1,024``, fan-ins ``3/4``: right-aligned)."""
+    if value is None:
+        return "", False
+    text = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    return text, bool(_NUMBERS.fullmatch(text))
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]] = COLUMNS) -> str:

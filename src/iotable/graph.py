@@ -414,6 +414,7 @@ _DOT_STYLES = {
     NodeKind.TABLE: 'style=filled, fillcolor="#dce9f7"',
     NodeKind.HOST: 'style="filled,dashed", fillcolor="#e6e6e6", color="#666666", fontcolor="#333333"',
     NodeKind.PAD: 'style="rounded,dashed"',
+    NodeKind.WINDOW: "margin=0.02",  # a parallelogram is wide already: no margin on top
 }
 
 
