@@ -25,6 +25,7 @@ from iotable.enumerate import _classes, _Packed, _passes
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
+from .optional import require
 from .test_enumerate import MaskedBlock, overlapping_fan_in
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,10 +170,10 @@ def test_a_notebook_without_ipywidgets_gets_a_text_bar_on_stdout(
 
 def test_a_notebook_with_ipywidgets_gets_the_widget_bar(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a notebook with ipywidgets, the bar is tqdm's notebook widget."""
-    pytest.importorskip("ipywidgets", reason="needs ipywidgets (the notebook extra) for the widget bar")
-    fake_notebook(monkeypatch)
-    from tqdm.notebook import tqdm as widget
+    require("ipywidgets", install='pip install -e ".[notebook]"')
+    from tqdm.notebook import tqdm as widget  # imported with the real IPython, as in a kernel
 
+    fake_notebook(monkeypatch)
     assert _progress._widget_bar() is widget
 
 
