@@ -15,6 +15,8 @@ The pipeline:
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
+- **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
+  in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -25,6 +27,7 @@ from __future__ import annotations
 from . import nn
 from ._probe import check_decomposition
 from .bundle import BundleError, load, save
+from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
@@ -58,6 +61,7 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
     "BundleError",
+    "Diagram",
     "Domain",
     "DomainError",
     "Edge",
@@ -65,6 +69,7 @@ __all__ = [
     "Geometry",
     "Graph",
     "GraphError",
+    "GraphvizNotInstalledError",
     "IOTable",
     "IOTableError",
     "IOTableWarning",

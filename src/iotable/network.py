@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from . import _display
 from ._modelcheck import check_float32, warn_training
+from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
 from .errors import IOTableError, TableTooLargeError
@@ -23,6 +25,9 @@ from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
 from .trace import Arithmetic, ModelError, Step, segment, trace
+
+if TYPE_CHECKING:
+    from .diagram import Diagram
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -506,9 +511,13 @@ class TableNetwork:
 
         For partial tables (after :meth:`restrict`) a line per layer gives the rows kept of the rows in all.
         """
+        return "\n".join([self.graph.summary(), *self._notes()])
+
+    def _notes(self) -> list[str]:
+        """The summary's lines after the graph's table: totals, rows kept of partial tables, host nodes."""
         total = sum(t.rows for t in self.tables)
         host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
-        lines = [self.graph.summary(), f"{len(self.tables)} tables, {total} rows"]
+        lines = [f"{len(self.tables)} tables, {total} rows"]
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
             for name, layer in self.layers.items():
@@ -516,7 +525,50 @@ class TableNetwork:
                 lines.append(f"  {name}: {kept} / {full} ({100 * kept / full:.1f}%)")
         if host:
             lines.append(f"host nodes (run with torch, not tabulated): {', '.join(host)}")
-        return "\n".join(lines)
+        return lines
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method`` and ``near_ties``.
+
+        ``method`` says how the layer's tables were built and ``near_ties`` counts the rows the fast path
+        computed through the module (see :class:`LayerTables`). The notebook view shows these columns.
+
+        Example:
+            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(1))
+            >>> net = precompute(model, input_domain=Domain.uniform(1))
+            >>> [(r["kind"], r["name"], r.get("rows"), r.get("method")) for r in net.rows()]
+            [('input', 'input', None, None), ('table', '0', 8, 'linear fast path'), ('output', 'output', None, None)]
+        """
+        result = self.graph.rows()
+        for row, node in zip(result, self.graph.nodes):
+            layer = self.layers.get(str(node.meta.get("layer"))) if node.kind is NodeKind.TABLE else None
+            if layer is not None:
+                row.update(method=layer.method, near_ties=layer.near_ties)
+        return result
+
+    def draw(self) -> Diagram:
+        """The interlayer graph's picture, which a Jupyter notebook shows inline (see :meth:`Graph.draw`).
+
+        Needs the optional extra ``iotable[notebook]`` and Graphviz's ``dot`` program; without them it
+        raises :class:`~iotable.diagram.GraphvizNotInstalledError`, which says what to install.
+        """
+        return self.graph.draw()
+
+    def __repr__(self) -> str:
+        tables = sum(len(layer) for layer in self.layers.values())
+        kept = sum(t.rows for t in self.tables)
+        full = sum(layer.plan.total_rows for layer in self.layers.values())
+        rows = f"{kept:,} rows" if kept == full else f"{kept:,} of {full:,} rows kept"
+        hosts = len(self.graph.nodes_of(NodeKind.HOST))
+        host = f", {hosts} host node{'s' if hosts > 1 else ''}" if hosts else ""
+        return _display.bounded(
+            f"TableNetwork({len(self.layers)} table layers, {tables:,} tables, {rows}; {len(self.graph)} graph nodes"
+            f"{host}; input {self.input_shape} -> output {self.output_node.shape})"
+        )
+
+    def _repr_html_(self) -> str:
+        table = _display.table(self.rows())
+        return _display.view(repr(self), table, notes=self._notes(), picture=_display.graph_picture(self.graph))
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
@@ -619,7 +671,9 @@ def build_network(
             builder.add(step)
         skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
         remember(model, key, skeleton)
-    layers = {name: tabulate(module, plan, **options) for name, (module, plan) in skeleton.planned.items()}
+    total = sum(plan.total_rows for _, plan in skeleton.planned.values())
+    with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
+        layers = {name: tabulate(module, plan, bar=bar, **options) for name, (module, plan) in skeleton.planned.items()}
     return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
 
 
@@ -655,6 +709,27 @@ class VerifyReport:
         if self.first:
             text += f"; first mismatch: {self.first}"
         return text
+
+    def _repr_html_(self) -> str:
+        columns = (
+            ("samples", "samples"),
+            ("agree", "agree bit for bit"),
+            ("mismatches", "differ"),
+            ("agreement", "agreement"),
+        )
+        counts = {
+            "samples": self.samples,
+            "agree": self.samples - self.mismatches,
+            "mismatches": self.mismatches,
+            "agreement": f"{self.agreement:.2%}",
+        }
+        title = f"VerifyReport: {'OK' if self.ok else 'MISMATCH'}, {self.samples - self.mismatches}/{self.samples} "
+        title += "samples agree bit for bit"
+        parts = [_display.table([counts], columns)]
+        if self.first:
+            where = [{"what": key, "value": value} for key, value in self.first.items()]
+            parts.append(_display.table(where, (("what", "first mismatch"), ("value", ""))))
+        return _display.view(title, *parts)
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import _display
 from .domain import Domain
 from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
 from .nn import domain_of
@@ -173,6 +174,18 @@ class LayerPlan:
         reads = np.zeros((self.out_channels, self.in_channels), dtype=bool)
         reads[outs, ins] = True
         return reads
+
+    def _unit_bits(self, unit: Unit) -> int:
+        """Input bits of ``unit``'s table (its rows are at most ``2 ** bits``)."""
+        return sum(d.bits for d in self.unit_domains(unit))
+
+    def __repr__(self) -> str:
+        kernel = f", kernel {self.geometry.kernel}" if self.geometry.rank else ""
+        return _display.bounded(
+            f"LayerPlan({_display.name(self.name)}, {len(self.units)} units, fan-in "
+            f"{_display.joined(u.fan_in for u in self.units)}, {_display.joined(map(self._unit_bits, self.units))} "
+            f"bit, {self.total_rows:,} rows, layout {self.layout.value}{kernel})"
+        )
 
     def summary(self) -> str:
         """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
