@@ -28,6 +28,25 @@ def _coordinates(flat: np.ndarray, shape: tuple[int, ...], channels_last: bool) 
     return coords[:, 0], coords[:, 1:]
 
 
+def _axis_reads(layer: LayerPlan, axis: int, outputs: int) -> np.ndarray:
+    """Boolean ``(input extent, outputs)`` along one spatial axis: does output ``o``'s window read position ``p``?
+
+    A window reads the padded input; a padded position copies an input position (reflect, replicate,
+    circular) or holds real 0, so with a copying mode an edge element also feeds the windows that read its
+    copies.
+    """
+    g = layer.geometry
+    size = (layer.frame_in[:-1] if layer.layout.channels_last else layer.frame_in[1:])[axis]
+    sources = g.padding_mode.sources(size, *g.padding[axis])
+    taps = np.arange(outputs)[:, None] * g.stride[axis] + np.arange(g.kernel[axis])[None, :] * g.dilation[axis]
+    inside = taps < len(sources)  # outputs past the declared window's last read nothing
+    read = np.where(inside, sources[np.minimum(taps, len(sources) - 1)], -1)  # (outputs, kernel)
+    result = np.zeros((size, outputs), dtype=bool)
+    o = np.broadcast_to(np.arange(outputs)[:, None], read.shape)
+    result[read[read >= 0], o[read >= 0]] = True
+    return result
+
+
 def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.ndarray:
     """Boolean ``(len(elements), outputs)``: may output ``o`` depend on input element ``e``?
 
@@ -37,13 +56,9 @@ def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.nd
     c_in, pos_in = _coordinates(elements, layer.frame_in, layer.layout.channels_last)
     channel_axis = len(layer.frame_out) - 1 if layer.layout.channels_last else 0
     factors = [(channel_axis, reads[c_in])]  # (elements, output channels)
-    g = layer.geometry
     spatial = [a for a in range(len(layer.frame_out)) if a != channel_axis]
     for axis, out_axis in enumerate(spatial):
-        origin = np.arange(layer.frame_out[out_axis]) * g.stride[axis] - g.padding[axis]
-        delta = pos_in[:, axis][:, None] - origin[None, :]
-        span = (g.kernel[axis] - 1) * g.dilation[axis]
-        factors.append((out_axis, (delta >= 0) & (delta <= span) & (delta % g.dilation[axis] == 0)))
+        factors.append((out_axis, _axis_reads(layer, axis, layer.frame_out[out_axis])[pos_in[:, axis]]))
     allowed = np.ones((len(elements), *([1] * len(layer.frame_out))), dtype=bool)
     for out_axis, factor in factors:
         shape = [len(elements)] + [1] * len(layer.frame_out)
@@ -119,7 +134,8 @@ def check_decomposition(
             unit = next(u for u in layer.units if channel in u.out_channels)
             g = layer.geometry
             window = (
-                f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding}"
+                f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding} "
+                f"(before, after) in mode {g.padding_mode.value!r}"
                 if g.rank
                 else ""
             )
