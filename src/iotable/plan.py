@@ -25,7 +25,7 @@ from torch import nn
 from .domain import Domain
 from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
 from .nn import domain_of
-from .spec import Layout, PaddingMode, Spec, _channel_counts, spec_of
+from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
 
 __all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
 
@@ -305,6 +305,54 @@ def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
     )
 
 
+def own_window(module: nn.Module) -> nn.Module | None:
+    """The convolution whose window a layer's window is: the module itself, or the head of a block of one
+    ``nn.Conv1d``/``nn.Conv2d`` followed only by elementwise modules and quantizers; else ``None``."""
+    parts: list[nn.Module] = []
+    stack = [module]
+    while stack:
+        m = stack.pop(0)
+        if isinstance(m, nn.Sequential):
+            stack[:0] = list(m)
+        else:
+            parts.append(m)
+    if not parts or not isinstance(parts[0], (nn.Conv1d, nn.Conv2d)):
+        return None
+    if not all(isinstance(m, ELEMENTWISE) or domain_of(m) is not None for m in parts[1:]):
+        return None
+    return parts[0]
+
+
+def window_mismatch(conv: nn.Module, layout: Layout, geometry: Geometry) -> str | None:
+    """How a declared window differs from a convolution's own (``None`` when it is the same).
+
+    A declared kernel, stride, dilation, padding or padding mode that is not the convolution's would not
+    change its tables (the kernel's function) but would slide, pad and stride them wrongly in a network.
+    """
+    rank = len(conv.kernel_size)
+    if layout.channels_last or layout.spatial_rank != rank:
+        return f"layout {layout.value} where the {type(conv).__name__} reads {Layout.channels_first(rank + 2).value}"
+    own = {
+        "kernel_size": tuple(conv.kernel_size),
+        "stride": tuple(conv.stride),
+        "dilation": tuple(conv.dilation),
+        "padding": _normalize_padding(conv),
+        "padding_mode": PaddingMode.parse(conv.padding_mode),
+    }
+    declared = {
+        "kernel_size": geometry.kernel,
+        "stride": geometry.stride,
+        "dilation": geometry.dilation,
+        "padding": geometry.padding,
+        "padding_mode": geometry.padding_mode,
+    }
+    for key, value in own.items():
+        if declared[key] != value:
+            shown = (lambda v: repr(v.value)) if key == "padding_mode" else repr
+            return f"{key}={shown(declared[key])} where the {type(conv).__name__} has {key}={shown(value)}"
+    return None
+
+
 def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
     """Input channel tuple of each declared unit (before a per-output split)."""
     if spec.elementwise:
@@ -499,6 +547,14 @@ def plan(
         )
         raise SpecError(msg)
     geometry = _geometry(spec, layout.spatial_rank, name)
+    conv = own_window(module) if geometry.rank else None
+    mismatch = window_mismatch(conv, layout, geometry) if conv is not None else None
+    if mismatch is not None:
+        msg = (
+            f"{name}: the layer's window is its {type(conv).__name__}'s own, but the metadata ({spec.source}) declares "
+            f"{mismatch}; drop the window fields from decompose() (the convolution states them) or make them match"
+        )
+        raise SpecError(msg)
 
     # Input channels.
     if example_shape is not None:
