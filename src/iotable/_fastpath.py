@@ -196,11 +196,12 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
         if g.rank or (head.out_features, head.in_features) != (layer.out_channels, layer.in_channels):
             return None
     else:
-        # The fast path reads the kernel's weights, not the window: every declared field (kernel, stride,
+        # The fast path reads the kernel's weights, not the window, so every declared field (kernel, stride,
         # dilation, padding before and after, padding mode, channels-first layout) must be the convolution's
-        # own, or the probe decides. Units finer than the conv's groups leave non-zero weights unread and
-        # are caught by `_weights`; coarser ones read exact zeros.
-        if window_mismatch(head, layer.layout, g) is not None:
+        # own: `plan` refuses any other, and a plan made otherwise is left to the black box and the probe.
+        # Units finer than the conv's groups leave non-zero weights unread and are caught by `_weights`;
+        # coarser ones read exact zeros.
+        if not isinstance(head, (nn.Conv1d, nn.Conv2d)) or window_mismatch(head, layer.layout, g) is not None:
             return None
         if (head.out_channels, head.in_channels) != (layer.out_channels, layer.in_channels):
             return None

@@ -253,7 +253,7 @@ class _Encoder:
         return {"$host": node.name}
 
     def graph(self, graph: Graph) -> dict[str, Any]:
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for node in graph.nodes:
             where = f"graph node {node.name!r}"
             if node.kind is NodeKind.HOST:

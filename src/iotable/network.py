@@ -226,7 +226,7 @@ class _Builder:
             )
             channels = a.channels
             module = _AddThen(step.modules, channels=channels, channel_axis=axis)
-            kernel = {"kernel_size": 1} if layout.spatial_rank else {}
+            kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
             out_domain = domain_of(step.modules[-1]) if step.modules else None
             decompose(
                 module,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
 from .domain import Domain
 from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
@@ -305,7 +306,7 @@ def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
     )
 
 
-def own_window(module: nn.Module) -> nn.Module | None:
+def own_window(module: nn.Module) -> _ConvNd | None:
     """The convolution whose window a layer's window is: the module itself, or the head of a block of one
     ``nn.Conv1d``/``nn.Conv2d`` followed only by elementwise modules and quantizers; else ``None``."""
     parts: list[nn.Module] = []
@@ -316,14 +317,15 @@ def own_window(module: nn.Module) -> nn.Module | None:
             stack[:0] = list(m)
         else:
             parts.append(m)
-    if not parts or not isinstance(parts[0], (nn.Conv1d, nn.Conv2d)):
+    head = parts[0] if parts else None
+    if not isinstance(head, (nn.Conv1d, nn.Conv2d)):
         return None
     if not all(isinstance(m, ELEMENTWISE) or domain_of(m) is not None for m in parts[1:]):
         return None
-    return parts[0]
+    return head
 
 
-def window_mismatch(conv: nn.Module, layout: Layout, geometry: Geometry) -> str | None:
+def window_mismatch(conv: _ConvNd, layout: Layout, geometry: Geometry) -> str | None:
     """How a declared window differs from a convolution's own (``None`` when it is the same).
 
     A declared kernel, stride, dilation, padding or padding mode that is not the convolution's would not
@@ -337,7 +339,7 @@ def window_mismatch(conv: nn.Module, layout: Layout, geometry: Geometry) -> str 
         "stride": tuple(conv.stride),
         "dilation": tuple(conv.dilation),
         "padding": _normalize_padding(conv),
-        "padding_mode": PaddingMode.parse(conv.padding_mode),
+        "padding_mode": PaddingMode.parse(str(conv.padding_mode)),
     }
     declared = {
         "kernel_size": geometry.kernel,

@@ -292,7 +292,8 @@ class Runtime:
         fill = None
         if (index_map < 0).any():
             if meta.get("pad_codes") is None:
-                raise GraphError(f"graph: pad node {node.name!r} holds pad codes (index -1) but has no pad_codes")
+                msg = f"graph: pad node {node.name!r} holds pad codes (index -1) but no pad_codes; see graph.check()"
+                raise GraphError(msg)
             pad_codes = np.asarray(meta["pad_codes"], dtype=np.int64)
             codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
             fill_shape = [1] * (len(node.shape) + 1)

@@ -208,30 +208,31 @@ def _padding_pairs(
                     "give the padding as (before, after) pairs instead"
                 )
                 raise SpecError(msg)
-            rank = max(len(kernel), len(dilation or ()))
+            dilation = dilation or (1,)
+            rank = max(len(kernel), len(dilation))
             kernel_r = kernel * rank if len(kernel) == 1 else kernel
-            dilation_r = (dilation or (1,)) * rank if len(dilation or ()) <= 1 else dilation
+            dilation_r = dilation * rank if len(dilation) == 1 else dilation
             # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
             totals = [d * (k - 1) for k, d in zip(kernel_r, dilation_r)]
             return tuple((t // 2, t - t // 2) for t in totals)
-    entries = (value,) if isinstance(value, int) else value
-    pairs: list[tuple[int, int]] = []
-    try:
-        for entry in entries:
-            pair = (entry, entry) if isinstance(entry, int) else tuple(entry)
-            if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
-                raise TypeError
-            pairs.append((int(pair[0]), int(pair[1])))
-    except TypeError:
-        pairs = []
-    if not pairs or len(pairs) > 2 or isinstance(value, bool):
+    entries = (value,) if isinstance(value, int) or not isinstance(value, Sequence) else value
+    pairs = [_pair(entry) for entry in entries] if not isinstance(value, str) else []
+    if not pairs or len(pairs) > 2 or any(pair is None for pair in pairs):
         msg = (
             "decompose: padding must be 'same', 'valid', an integer >= 0, or a tuple of 1 or 2 entries (one per "
             "spatial axis), each an integer >= 0 (both sides) or a (before, after) pair of them, e.g. "
             f"padding=((0, 1),); received {value!r}"
         )
         raise SpecError(msg)
-    return tuple(pairs)
+    return tuple(pair for pair in pairs if pair is not None)
+
+
+def _pair(entry: Any) -> tuple[int, int] | None:
+    """One axis of ``padding=``: an integer (both sides) or a ``(before, after)`` pair, else ``None``."""
+    pair = (entry, entry) if isinstance(entry, int) else tuple(entry) if isinstance(entry, Sequence) else ()
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
+        return None
+    return (pair[0], pair[1])
 
 
 def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None:
