@@ -39,7 +39,11 @@ def test_info_prints_the_summary(network: tuple[TableNetwork, Path]) -> None:
     result = run_cli("info", str(path))
     assert result.returncode == 0, result.stderr
     first, rest = result.stdout.split("\n", 1)
-    assert first == f"{path}: iotable bundle (format version 1, written by iotable {iotable.__version__}), one network"
+    version = iotable.bundle.FORMAT_VERSION
+    assert (
+        first
+        == f"{path}: iotable bundle (format version {version}, written by iotable {iotable.__version__}), one network"
+    )
     assert rest.rstrip("\n") == net.summary()
     assert result.stderr == ""
 

@@ -144,7 +144,7 @@ def reference_allowed(layer, elements):
                 continue
             allowed[i, o] = all(
                 0 <= p - (q * s - pad) <= (k - 1) * d and (p - (q * s - pad)) % d == 0
-                for p, q, s, pad, k, d in zip(p_in, p_out, g.stride, g.padding, g.kernel, g.dilation)
+                for p, q, s, pad, k, d in zip(p_in, p_out, g.stride, g.before, g.kernel, g.dilation)
             )
     return allowed
 

@@ -50,7 +50,7 @@ from .observe import Observation, ObserveError, observe, restrict
 from .pla import PLAError, export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
-from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of
+from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
 from .table import IOTable
 from .trace import LeafTracer, ModelError
 
@@ -88,6 +88,7 @@ __all__ = [
     "ObserveError",
     "OptionError",
     "PLAError",
+    "PaddingMode",
     "Spec",
     "SpecError",
     "SpecMismatchError",

@@ -42,7 +42,7 @@ from torch.nn.utils import prune
 
 from .errors import EnumerationError
 from .nn import Quantize
-from .plan import LayerPlan, Unit
+from .plan import LayerPlan, Unit, window_mismatch
 from .spec import ELEMENTWISE
 from .table import place_values
 
@@ -196,10 +196,12 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
         if g.rank or (head.out_features, head.in_features) != (layer.out_channels, layer.in_channels):
             return None
     else:
-        # A convolution's table reads its window channel-major; the plan must state the conv's own window.
-        if layer.layout.channels_last or g.rank != len(head.kernel_size):
-            return None
-        if tuple(g.kernel) != tuple(head.kernel_size) or tuple(g.dilation) != tuple(head.dilation):
+        # The fast path reads the kernel's weights, not the window, so every declared field (kernel, stride,
+        # dilation, padding before and after, padding mode, channels-first layout) must be the convolution's
+        # own: `plan` refuses any other, and a plan made otherwise is left to the black box and the probe.
+        # Units finer than the conv's groups leave non-zero weights unread and are caught by `_weights`;
+        # coarser ones read exact zeros.
+        if not isinstance(head, (nn.Conv1d, nn.Conv2d)) or window_mismatch(head, layer.layout, g) is not None:
             return None
         if (head.out_channels, head.in_channels) != (layer.out_channels, layer.in_channels):
             return None

@@ -35,19 +35,20 @@ from torch import nn
 
 from .domain import Domain, code_dtype
 from .errors import IOTableError
-from .graph import Edge, Graph, GraphError, Node, NodeKind
+from .graph import Edge, Graph, GraphError, Node, NodeKind, pad_index_map
 from .network import TableNetwork
 from .plan import Geometry, LayerPlan, Unit
 from .precompute import LayerTables
-from .spec import Layout, Spec
+from .spec import Layout, PaddingMode, Spec
 from .table import IOTable
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BundleError", "load", "save"]
 
 #: The ``format`` field of every bundle manifest.
 FORMAT = "iotable-bundle"
-#: The bundle format version this library writes; it reads this version and older ones.
-FORMAT_VERSION = 1
+#: The bundle format version this library writes; it reads this version and older ones. Version 2 added
+#: padding modes and asymmetric padding: a version-1 reader would pad a reflect-padded network with zeros.
+FORMAT_VERSION = 2
 
 MANIFEST = "manifest.json"
 DIGIT_ORDER = "first input most significant"
@@ -201,6 +202,8 @@ class _Encoder:
             return float(value)
         if isinstance(value, Layout):
             return {"$layout": value.value}
+        if isinstance(value, PaddingMode):
+            return value.value
         if isinstance(value, Domain):
             return {"$domain": self.domain(value)}
         if isinstance(value, Unit):
@@ -250,12 +253,16 @@ class _Encoder:
         return {"$host": node.name}
 
     def graph(self, graph: Graph) -> dict[str, Any]:
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for node in graph.nodes:
             where = f"graph node {node.name!r}"
             if node.kind is NodeKind.HOST:
                 rest = {k: v for k, v in node.meta.items() if k != "module"}
                 meta = {**self.value(rest, f"{where} meta"), "module": self.host_module(node)}
+            elif node.kind is NodeKind.PAD and isinstance(node.meta.get("index_map"), np.ndarray):
+                rest = {k: v for k, v in node.meta.items() if k != "index_map"}
+                rel = self.array(f"graph/node{len(nodes)}.index_map.npy", node.meta["index_map"], f"{where} index_map")
+                meta = {**self.value(rest, f"{where} meta"), "index_map": {"$array": rel}}
             else:
                 meta = self.value(node.meta, f"{where} meta")
             nodes.append(
@@ -311,7 +318,8 @@ class _Encoder:
                     "kernel": list(g.kernel),
                     "stride": list(g.stride),
                     "dilation": list(g.dilation),
-                    "padding": list(g.padding),
+                    "padding": [list(pair) for pair in g.padding],
+                    "padding_mode": g.padding_mode.value,
                 },
                 "in_channels": plan.in_channels,
                 "out_channels": plan.out_channels,
@@ -671,6 +679,7 @@ class _Decoder:
     def __init__(self, root: Path, manifest: dict[str, Any]) -> None:
         self.root = root
         self.manifest = manifest
+        self.version: int = manifest["format_version"]  # checked by _read_manifest
         self.where = str(root / MANIFEST)
         self.arrays: dict[str, np.ndarray] = {}
         self.domains: list[Domain] = []
@@ -851,6 +860,8 @@ class _Decoder:
             with _context(here):
                 kind = NodeKind(_field(item, "kind", here))
             meta = self.value(_obj(_field(item, "meta", here), f"{here}.meta"), f"{here}.meta", hosts=hosts)
+            if kind is NodeKind.PAD and self.version < 2:
+                meta = self.pad_meta_v1(meta, graph, item, here)
             node = Node(
                 name,
                 kind,
@@ -892,6 +903,22 @@ class _Decoder:
         except GraphError as exc:
             msg = f"{where}: the graph fails its checks: {exc}"
             raise BundleError(msg) from None
+
+    def pad_meta_v1(self, meta: dict[str, Any], graph: Graph, item: dict[str, Any], where: str) -> dict[str, Any]:
+        """A format-1 pad node's meta in today's form: symmetric padding of real 0, and its index map."""
+        raw = _field(_obj(_field(item, "meta", where), f"{where}.meta"), "padding", f"{where}.meta")
+        padding = _ints(raw, f"{where}.meta['padding']", minimum=0)
+        inputs = _list(_field(item, "inputs", where), f"{where}.inputs")
+        if len(inputs) != 1 or not any(n.name == inputs[0] for n in graph.nodes):
+            msg = f"{where}.inputs: a pad node reads one earlier node, received {inputs!r}"
+            raise BundleError(msg)
+        layout = self.layout(_field(item, "layout", where), f"{where}.layout")
+        pairs = tuple((p, p) for p in padding)
+        with _context(where):
+            index_map = pad_index_map(
+                graph[inputs[0]].shape, pairs, PaddingMode.ZEROS, channels_last=bool(layout and layout.channels_last)
+            )
+        return {**meta, "padding": pairs, "mode": PaddingMode.ZEROS.value, "index_map": index_map}
 
     @staticmethod
     def check_node(node: Node, layers: dict[str, LayerTables], hosts: dict[str, nn.Module], where: str) -> None:
@@ -940,16 +967,7 @@ class _Decoder:
         if layout is None:
             msg = f"{where}.layout: expected a layout, received null"
             raise BundleError(msg)
-        geometry_record = _obj(f("geometry"), f"{where}.geometry")
-        geometry = Geometry(
-            **{
-                key: _ints(_field(geometry_record, key, where), f"{where}.geometry.{key}", minimum=low)
-                for key, low in (("kernel", 1), ("stride", 1), ("dilation", 1), ("padding", 0))
-            }
-        )
-        if len({len(getattr(geometry, k)) for k in ("kernel", "stride", "dilation", "padding")}) != 1:
-            msg = f"{where}.geometry: kernel, stride, dilation and padding must have one entry per spatial axis"
-            raise BundleError(msg)
+        geometry = self.geometry(_obj(f("geometry"), f"{where}.geometry"), f"{where}.geometry")
         units = tuple(
             _unit(_obj(u, f"{where}.units[{k}]"), f"{where}.units[{k}]")
             for k, u in enumerate(_list(f("units"), f"{where}.units"))
@@ -957,7 +975,12 @@ class _Decoder:
         spec_record = _obj(f("spec"), f"{where}.spec")
         known = {field.name for field in dataclasses.fields(Spec)}  # a newer writer may add fields
         with _context(f"{where}.spec"):
-            spec = Spec(**{k: self.value(v, f"{where}.spec.{k}") for k, v in spec_record.items() if k in known})
+            fields = {k: self.value(v, f"{where}.spec.{k}") for k, v in spec_record.items() if k in known}
+            if fields.get("padding") is not None:  # format 1: one integer per axis, both sides
+                fields["padding"] = tuple((p, p) if isinstance(p, int) else tuple(p) for p in fields["padding"])
+            if fields.get("padding_mode") is not None:
+                fields["padding_mode"] = PaddingMode.parse(fields["padding_mode"], what=f"{where}.spec.padding_mode")
+            spec = Spec(**fields)
         in_channels = _int(f("in_channels"), f"{where}.in_channels", minimum=1)
         input_domains = self.domains_of(f("input_domains"), f"{where}.input_domains")
         if len(input_domains) != in_channels:
@@ -983,6 +1006,28 @@ class _Decoder:
             fill_codes=_ints(f("fill_codes"), f"{where}.fill_codes", minimum=0),
             max_rows=_int(f("max_rows"), f"{where}.max_rows", minimum=1),
         )
+
+    def geometry(self, record: dict[str, Any], where: str) -> Geometry:
+        """A plan's window; format 1 wrote one padding integer per axis (both sides, zeros)."""
+        kernel, stride, dilation = (
+            _ints(_field(record, key, where), f"{where}.{key}", minimum=1) for key in ("kernel", "stride", "dilation")
+        )
+        padding_record = _list(_field(record, "padding", where), f"{where}.padding")
+        if self.version < 2:
+            padding = tuple((p, p) for p in _ints(padding_record, f"{where}.padding", minimum=0))
+            mode = PaddingMode.ZEROS
+        else:
+            pairs = [_ints(pair, f"{where}.padding[{k}]", minimum=0) for k, pair in enumerate(padding_record)]
+            if any(len(pair) != 2 for pair in pairs):
+                msg = f"{where}.padding: expected one [before, after] pair per spatial axis, received {padding_record}"
+                raise BundleError(msg)
+            padding = tuple((pair[0], pair[1]) for pair in pairs)
+            with _context(f"{where}.padding_mode"):
+                mode = PaddingMode.parse(_str(_field(record, "padding_mode", where), f"{where}.padding_mode"))
+        if len({len(kernel), len(stride), len(dilation), len(padding)}) != 1:
+            msg = f"{where}: kernel, stride, dilation and padding must have one entry per spatial axis"
+            raise BundleError(msg)
+        return Geometry(kernel=kernel, stride=stride, dilation=dilation, padding=padding, padding_mode=mode)
 
     def table(self, record: dict[str, Any], plan: LayerPlan, unit: Unit, where: str) -> IOTable:
         f = lambda key: _field(record, key, where)  # noqa: E731

@@ -12,7 +12,10 @@ Kinds and their ``meta``:
 - ``table``: a table layer; ``meta["layer"]`` names its tables in the network, ``meta["units"]`` its
   units; for a spatial layer the node is fed by a ``window`` node and applies every unit at every position
   (weight sharing). Its input edge's ``index_map`` says which element feeds which input of which unit.
-- ``pad``: pads spatial axes with each channel's code of real 0 (``meta["pad_codes"]``, ``meta["padding"]``).
+- ``pad``: pads spatial axes: ``meta["padding"]`` (a ``(before, after)`` pair per axis), ``meta["mode"]``
+  (``"zeros"``, ``"reflect"``, ``"replicate"``, ``"circular"``), ``meta["index_map"]`` (for every output
+  element, the flat index of the input element it copies, or ``-1`` where it holds its channel's pad code,
+  :func:`pad_index_map`) and ``meta["pad_codes"]`` (each channel's code of real 0 in mode ``"zeros"``).
 - ``window``: a sliding window (``kernel``, ``stride``, ``dilation``, ``channels``, ``element_order``); its
   output is one window vector per output position, shape ``(*positions, channels * kernel positions)``;
   the edge into it records the line buffer (``Edge.buffer``).
@@ -37,13 +40,13 @@ import numpy as np
 
 from . import _display
 from .domain import Domain
-from .errors import IOTableError
-from .spec import Layout
+from .errors import IOTableError, OptionError, SpecError
+from .spec import Layout, PaddingMode
 
 if TYPE_CHECKING:
     from .diagram import Diagram
 
-__all__ = ["Edge", "Graph", "GraphError", "Node", "NodeKind"]
+__all__ = ["Edge", "Graph", "GraphError", "Node", "NodeKind", "pad_index_map"]
 
 
 class GraphError(IOTableError, ValueError):
@@ -158,6 +161,45 @@ def window_buffer_depth(
     return ((k_h - 1) * d_h * width + (k_w - 1) * d_w + 1) * channels
 
 
+def pad_index_map(
+    shape: tuple[int, ...],
+    padding: tuple[tuple[int, int], ...],
+    mode: str | PaddingMode,
+    *,
+    channels_last: bool = False,
+) -> np.ndarray:
+    """What every element of a padded tensor holds: the flat index of the input element it copies, or ``-1``.
+
+    ``shape`` is the per-sample input shape (channels first, or last with ``channels_last``), ``padding``
+    one ``(before, after)`` pair per spatial axis. The result has the padded shape; entry ``e`` is the
+    C-order flat index into the input of the element that ``e`` copies, or ``-1`` where ``e`` holds its
+    channel's pad code (mode ``"zeros"``). Every mode pads axis by axis, so a corner copies the copy of
+    an edge, as torch's padding does.
+
+    Raises:
+        SpecError: a padding wider than the mode allows (reflect: less than the extent, circular: at most).
+
+    Example:
+        >>> pad_index_map((1, 3), ((2, 1),), "reflect").tolist()
+        [[2, 1, 0, 1, 2, 1]]
+        >>> pad_index_map((2, 2), ((1, 0),), "zeros").tolist()
+        [[-1, 0, 1], [-1, 2, 3]]
+    """
+    mode = PaddingMode.parse(mode, what="pad_index_map")
+    shape = tuple(int(n) for n in shape)
+    first = 0 if channels_last else 1
+    if len(padding) != len(shape) - 1:
+        msg = f"pad_index_map: {len(padding)} (before, after) pair(s) for the {len(shape) - 1} spatial axes of {shape}"
+        raise SpecError(msg)
+    index = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
+    for axis, (before, after) in enumerate(padding):
+        sources = mode.sources(shape[first + axis], int(before), int(after))
+        taken = np.take(index, np.maximum(sources, 0), axis=first + axis)
+        held = (sources < 0).reshape([-1 if a == first + axis else 1 for a in range(len(shape))])
+        index = np.where(held, -1, taken)
+    return index
+
+
 class Graph:
     """The interlayer graph: nodes in topological order plus the edges between them.
 
@@ -230,7 +272,9 @@ class Graph:
           hence no cycle);
         - every input port of every node is driven by exactly one edge, and every edge matches its nodes;
         - shapes, layouts and domains agree across each edge;
-        - every unit input of every table is driven exactly once, by an element that exists.
+        - every unit input of every table is driven exactly once, by an element that exists;
+        - every pad node's index map is the one its mode and padding give (:func:`pad_index_map`), with a
+          pad code per channel where it holds any.
 
         Returns:
             The graph itself, so that ``graph.check()`` can be chained.
@@ -289,6 +333,53 @@ class Graph:
             raise GraphError(msg)
         if consumer.kind is NodeKind.TABLE:
             self._check_index_map(edge, consumer, where)
+        if consumer.kind is NodeKind.PAD:
+            self._check_pad(edge, consumer)
+
+    @staticmethod
+    def _check_pad(edge: Edge, pad: Node) -> None:
+        """A pad node's index map is the one its mode and padding give, and every ``-1`` has a pad code."""
+        where = f"graph: pad node {pad.name!r}"
+        meta = pad.meta
+        missing = [key for key in ("padding", "mode", "index_map", "pad_codes") if key not in meta]
+        if missing:
+            msg = f"{where} lacks meta {missing}; a pad node records padding, mode, index_map and pad_codes"
+            raise GraphError(msg)
+        channels_last = pad.layout is not None and pad.layout.channels_last
+        try:
+            expected = pad_index_map(edge.shape, meta["padding"], meta["mode"], channels_last=channels_last)
+        except (SpecError, OptionError, TypeError, ValueError) as exc:
+            msg = f"{where}: padding {meta['padding']!r} in mode {meta['mode']!r} does not fit {edge.shape}: {exc}"
+            raise GraphError(msg) from None
+        if tuple(pad.shape) != expected.shape:
+            msg = (
+                f"{where}: padding {meta['padding']!r} of an input {edge.shape} gives shape {expected.shape}, but the "
+                f"node's shape is {pad.shape}"
+            )
+            raise GraphError(msg)
+        index_map = meta["index_map"]
+        if not isinstance(index_map, np.ndarray) or index_map.shape != expected.shape:
+            got = index_map.shape if isinstance(index_map, np.ndarray) else type(index_map).__name__
+            msg = f"{where}: meta['index_map'] must be an integer array of shape {expected.shape}, received {got}"
+            raise GraphError(msg)
+        if not np.array_equal(index_map, expected):
+            at = tuple(int(i) for i in np.argwhere(index_map != expected)[0])
+            msg = (
+                f"{where}: index_map[{at}] is {int(index_map[at])}, but mode {meta['mode']!r} with padding "
+                f"{meta['padding']!r} copies {int(expected[at])} there (-1: the pad code); the map and the mode "
+                "disagree: rebuild the map with iotable.graph.pad_index_map"
+            )
+            raise GraphError(msg)
+        if (expected < 0).any():
+            codes, domains = meta["pad_codes"], pad.channel_domains()
+            if codes is None or domains is None or len(codes) != len(domains):
+                count = None if codes is None else len(codes)
+                msg = f"{where}: pads with pad codes, so it needs one per channel; pad_codes holds {count}"
+                raise GraphError(msg)
+            for c, (code, domain) in enumerate(zip(codes, domains)):
+                if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or not 0 <= code < len(domain):
+                    msg = f"{where}: pad_codes[{c}] is {code!r}; expected a code 0..{len(domain) - 1} of {domain!r}"
+                    raise GraphError(msg)
 
     @staticmethod
     def _check_index_map(edge: Edge, table: Node, where: str) -> None:

@@ -15,14 +15,14 @@ from ._modelcheck import check_float32, warn_training
 from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
-from .errors import IOTableError, TableTooLargeError
-from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
+from .errors import IOTableError, SpecError, TableTooLargeError
+from .graph import Edge, Graph, Node, NodeKind, pad_index_map, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
 from .plan import plan as plan_layer
 from .precompute import LayerTables, tabulate
 from .runtime import Runtime, decode
-from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
+from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
 from .trace import Arithmetic, ModelError, Step, segment, trace
 
@@ -232,7 +232,7 @@ class _Builder:
             )
             channels = a.channels
             module = _AddThen(step.modules, channels=channels, channel_axis=axis)
-            kernel = {"kernel_size": 1} if layout.spatial_rank else {}
+            kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
             out_domain = domain_of(step.modules[-1]) if step.modules else None
             decompose(
                 module,
@@ -306,33 +306,13 @@ class _Builder:
             if expected != tuple(step.shape):
                 msg = (
                     f"{step.name}: the window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
-                    f"{g.padding}) over {size} gives outputs {expected}, but the model makes {step.shape}"
+                    f"{g.padding} as (before, after) per axis) over {size} gives outputs {expected}, but the model "
+                    f"makes {step.shape}"
                 )
                 raise ModelError(msg)
-            if any(g.padding):
-                codes = []
-                for c, d in enumerate(plan.input_domains):
-                    if d.zero_code is None:
-                        msg = (
-                            f"{step.name}: padding feeds real 0, but input channel {c}'s domain {d!r} has no 0; "
-                            "use a domain that holds 0 or padding=0"
-                        )
-                        raise ModelError(msg)
-                    codes.append(d.zero_code)
-                padded = tuple(n + 2 * p for n, p in zip(size, g.padding))
-                pad_shape = (*padded, plan.in_channels) if channels_last else (plan.in_channels, *padded)
-                reader = self.graph.add(
-                    Node(
-                        self._unique(f"{step.name}:pad"),
-                        NodeKind.PAD,
-                        (src.name,),
-                        pad_shape,
-                        plan.layout,
-                        src.domain,
-                        {"padding": g.padding, "pad_codes": codes, "input_shapes": [src.shape]},
-                    )
-                )
-                size = padded
+            if g.padded:
+                reader = self.graph.add(self._pad_node(step, src, plan))
+                size = g.padded_size(size)
             window_shape = (*positions, plan.in_channels * g.window)
             order = "kernel-major" if channels_last else "channel-major"
             window = self.graph.add(
@@ -381,6 +361,36 @@ class _Builder:
         )
         self.pending[(table.name, 0)] = {"index_map": _unit_index_map(plan)}
         return table
+
+    def _pad_node(self, step: Step, src: Node, plan: LayerPlan) -> Node:
+        """The pad node before a window: its mode, widths, pad codes and what each element copies."""
+        g = plan.geometry
+        codes = None
+        if g.padding_mode is PaddingMode.ZEROS:
+            codes = []
+            for c, d in enumerate(plan.input_domains):
+                if d.zero_code is None:
+                    msg = (
+                        f"{step.name}: padding feeds real 0, but input channel {c}'s domain {d!r} has no 0; "
+                        "use a domain that holds 0, padding=0, or a padding_mode that copies input elements "
+                        "('reflect', 'replicate', 'circular')"
+                    )
+                    raise ModelError(msg)
+                codes.append(d.zero_code)
+        try:
+            index_map = pad_index_map(src.shape, g.padding, g.padding_mode, channels_last=plan.layout.channels_last)
+        except SpecError as exc:
+            msg = f"{step.name}: {exc} (input {src.shape})"
+            raise ModelError(msg) from None
+        meta = {
+            "padding": g.padding,
+            "mode": g.padding_mode.value,
+            "pad_codes": codes,
+            "index_map": index_map,
+            "input_shapes": [src.shape],
+        }
+        name = self._unique(f"{step.name}:pad")
+        return Node(name, NodeKind.PAD, (src.name,), index_map.shape, plan.layout, src.domain, meta)
 
     # -- edges --------------------------------------------------------------------------------------------
 

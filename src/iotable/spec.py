@@ -20,7 +20,7 @@ from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
 
-__all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "mask_fan_in", "spec_of"]
+__all__ = ["ELEMENTWISE", "Layout", "PaddingMode", "Spec", "decompose", "has_spec", "mask_fan_in", "spec_of"]
 
 _ATTR = "__iotable_spec__"
 
@@ -72,17 +72,75 @@ class Layout(enum.Enum):
         return self.spatial_rank > 0 and self.value.endswith("C")
 
 
+class PaddingMode(enum.Enum):
+    """What a sliding window reads beyond the input's edges: torch's ``padding_mode`` values.
+
+    ``zeros`` reads real 0 (each channel's code of 0); the other modes copy input elements: ``reflect``
+    mirrors the input about its edge element (which is not repeated), ``replicate`` repeats the edge
+    element, ``circular`` wraps around to the other end.
+
+    Example:
+        >>> PaddingMode.parse("reflect").sources(4, 2, 1).tolist()  # positions -2..4 of an input of 4
+        [2, 1, 0, 1, 2, 3, 2]
+        >>> PaddingMode.ZEROS.sources(4, 2, 1).tolist()
+        [-1, -1, 0, 1, 2, 3, -1]
+    """
+
+    ZEROS = "zeros"
+    REFLECT = "reflect"
+    REPLICATE = "replicate"
+    CIRCULAR = "circular"
+
+    @classmethod
+    def parse(cls, value: str | PaddingMode, *, what: str = "padding_mode") -> PaddingMode:
+        """Convert a string such as ``"reflect"`` (any case) to a :class:`PaddingMode`; anything else is an error."""
+        if isinstance(value, PaddingMode):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        accepted = ", ".join(repr(m.value) for m in cls)
+        msg = f"{what}: unknown padding mode {value!r}; expected one of {accepted}"
+        raise OptionError(msg)
+
+    def sources(self, size: int, before: int, after: int) -> np.ndarray:
+        """The input position each of the ``before + size + after`` padded positions reads; ``-1``: real 0.
+
+        Raises:
+            SpecError: the padding is wider than the mode allows for ``size`` (torch's own limits: reflect
+                needs less than ``size`` on each side, circular at most ``size``).
+        """
+        limit = {PaddingMode.REFLECT: size - 1, PaddingMode.CIRCULAR: size}.get(self)
+        if size < 1 or (limit is not None and max(before, after) > limit):
+            bound = f"at most {limit}" if limit is not None else "any padding"
+            msg = (
+                f"{self.value} padding of {before} before and {after} after an extent of {size}: {self.value} "
+                f"padding allows {bound} on each side; use a smaller padding or a larger input"
+            )
+            raise SpecError(msg)
+        position = np.arange(-before, size + after, dtype=np.int64)
+        if self is PaddingMode.ZEROS:
+            return np.where((position >= 0) & (position < size), position, -1)
+        if self is PaddingMode.REFLECT:
+            position = np.abs(position)  # one reflection: the limit above keeps it inside
+            return np.where(position >= size, 2 * (size - 1) - position, position)
+        if self is PaddingMode.REPLICATE:
+            return np.clip(position, 0, size - 1)
+        return position % size
+
+
 @dataclass(frozen=True)
 class Spec:
     """Decomposition metadata of one module (immutable; see :func:`decompose` for the fields' meaning).
 
-    ``per_output`` splits every unit into one unit per output channel that reads the same inputs (the
-    built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes every channel its own unit of
-    kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise`` makes every channel its own
-    unit over the kernel window (the rule for average pooling). ``fan_in_from`` names the module's tensor of
-    shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a pruning mask); :func:`spec_of`
-    resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a quantizer) whose domain is the
-    output domain, resolved into ``output_domain``. ``source`` says where the spec came from.
+    ``padding`` holds one ``(before, after)`` pair per spatial axis (or one pair for every axis);
+    ``padding_mode`` ``None`` means zeros. ``per_output`` splits every unit into one unit per output channel
+    that reads the same inputs (the built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes
+    every channel its own unit of kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise``
+    makes every channel its own unit over the kernel window (the rule for average pooling). ``fan_in_from``
+    names the module's tensor of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a
+    pruning mask); :func:`spec_of` resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a
+    quantizer) whose domain is the output domain, resolved into ``output_domain``. ``source`` says where the
+    spec came from.
     """
 
     groups: int | None = None
@@ -91,7 +149,8 @@ class Spec:
     kernel_size: tuple[int, ...] | None = None
     stride: tuple[int, ...] | None = None
     dilation: tuple[int, ...] | None = None
-    padding: tuple[int, ...] | None = None
+    padding: tuple[tuple[int, int], ...] | None = None
+    padding_mode: PaddingMode | None = None
     layout: Layout | None = None
     output_domain: Domain | None = None
     per_output: bool = False
@@ -139,6 +198,51 @@ def _int_tuple(value: Any, *, name: str, minimum: int) -> tuple[int, ...] | None
     return result
 
 
+def _padding_pairs(
+    value: Any, *, kernel: tuple[int, ...] | None, dilation: tuple[int, ...] | None, stride: tuple[int, ...] | None
+) -> tuple[tuple[int, int], ...] | None:
+    """``decompose``'s ``padding=`` as one ``(before, after)`` pair per axis (or one pair for every axis)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "valid":
+            return ((0, 0),)
+        if value == "same":
+            if kernel is None:
+                return None  # reported with the other window fields: padding needs kernel_size=
+            if stride is not None and max(stride) > 1:
+                msg = (
+                    f"decompose: padding='same' needs stride 1 (as torch does), received stride={stride}; "
+                    "give the padding as (before, after) pairs instead"
+                )
+                raise SpecError(msg)
+            dilation = dilation or (1,)
+            rank = max(len(kernel), len(dilation))
+            kernel_r = kernel * rank if len(kernel) == 1 else kernel
+            dilation_r = dilation * rank if len(dilation) == 1 else dilation
+            # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
+            totals = [d * (k - 1) for k, d in zip(kernel_r, dilation_r)]
+            return tuple((t // 2, t - t // 2) for t in totals)
+    entries = (value,) if isinstance(value, int) or not isinstance(value, Sequence) else value
+    pairs = [_pair(entry) for entry in entries] if not isinstance(value, str) else []
+    if not pairs or len(pairs) > 2 or any(pair is None for pair in pairs):
+        msg = (
+            "decompose: padding must be 'same', 'valid', an integer >= 0, or a tuple of 1 or 2 entries (one per "
+            "spatial axis), each an integer >= 0 (both sides) or a (before, after) pair of them, e.g. "
+            f"padding=((0, 1),); received {value!r}"
+        )
+        raise SpecError(msg)
+    return tuple(pair for pair in pairs if pair is not None)
+
+
+def _pair(entry: Any) -> tuple[int, int] | None:
+    """One axis of ``padding=``: an integer (both sides) or a ``(before, after)`` pair, else ``None``."""
+    pair = (entry, entry) if isinstance(entry, int) else tuple(entry) if isinstance(entry, Sequence) else ()
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
+        return None
+    return (pair[0], pair[1])
+
+
 def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None:
     if value is None:
         return None
@@ -174,6 +278,7 @@ def _make_spec(
     stride: Any,
     dilation: Any,
     padding: Any,
+    padding_mode: str | PaddingMode | None,
     layout: str | Layout | None,
     output_domain: Domain | None,
 ) -> Spec:
@@ -204,20 +309,25 @@ def _make_spec(
         msg = f"decompose: fan_in lists {len(fan_in_t)} units but fan_out lists {len(fan_out_t)}; expected one each"
         raise SpecError(msg)
     layout_e = None if layout is None else Layout.parse(layout, what="decompose")
-    geometry = {
+    geometry: dict[str, Any] = {
         "kernel_size": _int_tuple(kernel_size, name="kernel_size", minimum=1),
         "stride": _int_tuple(stride, name="stride", minimum=1),
         "dilation": _int_tuple(dilation, name="dilation", minimum=1),
-        "padding": _int_tuple(padding, name="padding", minimum=0),
     }
-    if layout_e is not None and layout_e.spatial_rank == 0 and any(v is not None for v in geometry.values()):
+    geometry["padding"] = _padding_pairs(
+        padding, kernel=geometry["kernel_size"], dilation=geometry["dilation"], stride=geometry["stride"]
+    )
+    geometry["padding_mode"] = None if padding_mode is None else PaddingMode.parse(padding_mode, what="decompose")
+    # padding="same" without kernel_size= resolves to nothing yet, but it was stated all the same.
+    stated = [key for key, given in geometry.items() if given is not None or (key == "padding" and padding)]
+    if layout_e is not None and layout_e.spatial_rank == 0 and stated:
         msg = (
             f"decompose: layout {layout_e.value!r} has no spatial axis, "
-            "so kernel_size/stride/dilation/padding don't apply"
+            "so kernel_size/stride/dilation/padding/padding_mode don't apply"
         )
         raise SpecError(msg)
-    if geometry["kernel_size"] is None and any(v is not None for v in geometry.values()):
-        msg = "decompose: stride/dilation/padding describe a sliding window; give kernel_size= too"
+    if geometry["kernel_size"] is None and stated:
+        msg = "decompose: stride/dilation/padding describe a sliding window (padding_mode too); give kernel_size= too"
         raise SpecError(msg)
     output_domain_from = None
     if isinstance(output_domain, str):
@@ -301,7 +411,8 @@ def decompose(
     kernel_size: int | Sequence[int] | None = None,
     stride: int | Sequence[int] | None = None,
     dilation: int | Sequence[int] | None = None,
-    padding: int | Sequence[int] | None = None,
+    padding: int | str | Sequence[int | Sequence[int]] | None = None,
+    padding_mode: str | PaddingMode | None = None,
     layout: str | Layout | None = None,
     output_domain: Domain | str | None = None,
 ) -> Any:
@@ -323,8 +434,14 @@ def decompose(
             as ``"mask"`` or ``"fc.mask.mask"``): unit ``k`` reads the inputs where row ``k`` is non-zero and
             writes output ``k``. The mask is read again whenever the module is planned.
         fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
-        kernel_size, stride, dilation, padding: the receptive field of a sliding-window layer, so one
-            table per unit serves every position.
+        kernel_size, stride, dilation: the receptive field of a sliding-window layer, so one table per
+            unit serves every position.
+        padding: what the window reads beyond the input's edges, per spatial axis: an integer (both sides),
+            a ``(before, after)`` pair such as ``((0, 1),)`` (torch's ``padding="same"`` with an even
+            kernel pads the extra element after), one entry per axis, or ``"same"`` / ``"valid"`` as torch
+            resolves them.
+        padding_mode: ``"zeros"`` (the default: real 0), ``"reflect"``, ``"replicate"`` or ``"circular"``,
+            as torch's convolutions name them.
         layout: ``"NC"``, ``"NCW"``, ``"NWC"``, ``"NCHW"`` or ``"NHWC"``; by default channels-first
             from the input's rank.
         output_domain: the domain of the module's outputs when it quantizes them inside its forward (as
@@ -349,6 +466,9 @@ def decompose(
         ...         return torch.stack([x[:, 0] * x[:, 1], x[:, 2] - x[:, 3]], dim=1)
         >>> spec_of(Pairs()).fan_in
         ((0, 1), (2, 3))
+        >>> window = decompose(torch.nn.Identity(), kernel_size=2, padding="same", padding_mode="reflect")
+        >>> spec_of(window).padding, spec_of(window).padding_mode
+        (((0, 1),), <PaddingMode.REFLECT: 'reflect'>)
     """
     spec = _make_spec(
         groups=groups,
@@ -358,6 +478,7 @@ def decompose(
         stride=stride,
         dilation=dilation,
         padding=padding,
+        padding_mode=padding_mode,
         layout=layout,
         output_domain=output_domain,
     )
@@ -376,14 +497,16 @@ def decompose(
     return attach if target is None else attach(target)
 
 
-def _normalize_padding(conv: nn.Module) -> tuple[int, ...]:
+def _normalize_padding(conv: nn.Module) -> tuple[tuple[int, int], ...]:
+    """A convolution's padding as one ``(before, after)`` pair per spatial axis."""
     padding = conv.padding
     if padding == "valid":
-        return (0,) * len(conv.kernel_size)
+        return ((0, 0),) * len(conv.kernel_size)
     if padding == "same":
-        # torch pads (total // 2) before and the rest after; the window origin follows the 'before' side.
-        return tuple(d * (k - 1) // 2 for d, k in zip(conv.dilation, conv.kernel_size))
-    return tuple(int(p) for p in padding)
+        # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
+        totals = [d * (k - 1) for d, k in zip(conv.dilation, conv.kernel_size)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    return tuple((int(p), int(p)) for p in padding)
 
 
 def _attribute(module: nn.Module, path: str, what: str, expected: str) -> Any:
@@ -484,6 +607,7 @@ def _builtin(module: nn.Module) -> Spec | None:
             "stride": tuple(module.stride),
             "dilation": tuple(module.dilation),
             "padding": _normalize_padding(module),
+            "padding_mode": PaddingMode.parse(module.padding_mode, what=f"nn.{type(module).__name__}"),
             "layout": Layout.NCW if rank == 1 else Layout.NCHW,
         }
         kind = f"nn.{type(module).__name__}"
@@ -507,7 +631,7 @@ def _builtin(module: nn.Module) -> Spec | None:
             kernel_size=kernel,
             stride=stride,
             dilation=(1,) * rank,
-            padding=padding,
+            padding=tuple((p, p) for p in padding),  # torch pools pad with zeros, symmetrically
             layout=Layout.NCW if rank == 1 else Layout.NCHW,
             source=f"built-in rule for nn.{type(module).__name__} (one unit per channel over its window)",
         )
@@ -539,6 +663,7 @@ def _inherit(spec: Spec, module: nn.Module) -> Spec:
             stride=base.stride,
             dilation=base.dilation,
             padding=base.padding,
+            padding_mode=base.padding_mode,
             layout=base.layout,
         )
     if spec.groups is None and spec.fan_in is None and spec.fan_in_from is None:
