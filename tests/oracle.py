@@ -18,8 +18,13 @@ import iotable
 
 
 def window_positions(position, kernel, stride, dilation, padding):
-    """Input coordinates of a window, kernel positions row-major."""
-    starts = [p * s - pad for p, s, pad in zip(position, stride, padding)]
+    """Input coordinates of a window, kernel positions row-major.
+
+    ``padding`` per axis: an integer (both sides) or a ``(before, after)`` pair; a window starts ``before``
+    elements ahead of ``position * stride``.
+    """
+    before = [pad if isinstance(pad, int) else pad[0] for pad in padding]
+    starts = [p * s - b for p, s, b in zip(position, stride, before)]
     ranges = [range(k) for k in kernel]
     return [tuple(st + i * d for st, i, d in zip(starts, idx, dilation)) for idx in itertools.product(*ranges)]
 

@@ -133,3 +133,52 @@ def packed_layers(draw):
     n_in = draw(st.integers(width, width + 4))
     unit = st.lists(st.integers(0, n_in - 1), min_size=width, max_size=width, unique=True)
     return domain, n_in, draw(st.lists(unit, min_size=1, max_size=5))
+
+
+#: torch's padding modes, as ``padding_mode=`` names them.
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+@st.composite
+def pad_configs(draw):
+    """(per-sample shape, (before, after) per spatial axis, mode, channels_last) that torch can pad.
+
+    Reflect needs less padding than the extent on each side, circular at most the extent.
+    """
+    rank = draw(st.integers(1, 2))
+    mode = draw(st.sampled_from(PADDING_MODES))
+    size = tuple(draw(st.integers(1, 6)) for _ in range(rank))
+    limit = {"reflect": lambda n: n - 1, "circular": lambda n: n}.get(mode, lambda n: 4)
+    padding = tuple((draw(st.integers(0, limit(n))), draw(st.integers(0, limit(n)))) for n in size)
+    channels = draw(st.integers(1, 3))
+    channels_last = draw(st.booleans())
+    shape = (*size, channels) if channels_last else (channels, *size)
+    return shape, padding, mode, channels_last
+
+
+@st.composite
+def padded_conv_configs(draw):
+    """Conv1d/Conv2d hyper-parameters with a padding mode, an even or odd kernel, and an input torch can pad."""
+    rank = draw(st.integers(1, 2))
+    groups = draw(st.integers(1, 2))
+    kernel = draw(st.integers(1, 3 if rank == 1 else 2))
+    dilation = draw(st.integers(1, 2))
+    mode = draw(st.sampled_from(PADDING_MODES))
+    same = draw(st.booleans())
+    stride = 1 if same else draw(st.integers(1, 2))
+    padding = "same" if same else draw(st.integers(0, kernel))
+    size = tuple(draw(st.integers(dilation * (kernel - 1) + 2, 7)) for _ in range(rank))
+    return {
+        "rank": rank,
+        "conv": {
+            "in_channels": groups,
+            "out_channels": groups * draw(st.integers(1, 2)),
+            "kernel_size": kernel,
+            "groups": groups,
+            "stride": stride,
+            "dilation": dilation,
+            "padding": padding,
+            "padding_mode": mode,
+        },
+        "size": size,
+    }

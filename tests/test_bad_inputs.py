@@ -214,6 +214,13 @@ def stamped(path: Path) -> Path:
     return path
 
 
+def tampered_pad_graph() -> Any:
+    """A replicate-padded network whose pad node's first entry copies element 3 instead of element 0."""
+    net = whole(nn.Conv1d(1, 1, 3, padding=1, padding_mode="replicate"), Quantize(2), shape=(1, 4))
+    net.graph["0:pad"].meta["index_map"][0, 0] = 3
+    return net.graph.check()
+
+
 def flip_last_byte(data: bytes) -> bytes:
     return data[:-1] + bytes([data[-1] ^ 0x01])
 
@@ -279,9 +286,15 @@ CASES = [
     ),
     Case(
         "decompose-fan-in-not-lists",
+        lambda c: decompose(linear(), fan_in=3.5),
+        SpecError,
+        ("fan_in must be a list of integer lists", "received 3.5"),
+    ),
+    Case(
+        "decompose-fan-in-no-such-mask",
         lambda c: decompose(linear(), fan_in="abc"),
         SpecError,
-        ("fan_in must be a list of integer lists", "received 'abc'"),
+        ("fan_in='abc' names no attribute", "Linear has no 'abc'", "path of a mask tensor"),
     ),
     Case(
         "decompose-fan-in-floats",
@@ -331,7 +344,7 @@ CASES = [
         "decompose-padding-negative",
         lambda c: decompose(Custom(), kernel_size=3, padding=-1),
         SpecError,
-        ("padding must be an integer >= 0", "received -1"),
+        ("padding must be 'same', 'valid', an integer >= 0", r"\(before, after\) pair", "received -1"),
     ),
     Case(
         "decompose-stride-without-kernel",
@@ -350,6 +363,30 @@ CASES = [
         lambda c: decompose(Custom(), layout="NC", kernel_size=3),
         SpecError,
         ("layout 'NC' has no spatial axis", "kernel_size"),
+    ),
+    Case(
+        "decompose-padding-mode-unknown",
+        lambda c: decompose(Custom(), kernel_size=3, padding=1, padding_mode="mirror"),
+        OptionError,
+        ("unknown padding mode 'mirror'", "expected one of 'zeros', 'reflect', 'replicate', 'circular'"),
+    ),
+    Case(
+        "decompose-padding-pair-of-three",
+        lambda c: decompose(Custom(), kernel_size=3, padding=((0, 1, 2),)),
+        SpecError,
+        (r"a \(before, after\) pair of them", r"received \(\(0, 1, 2\),\)"),
+    ),
+    Case(
+        "decompose-padding-same-strided",
+        lambda c: decompose(Custom(), kernel_size=3, stride=2, padding="same"),
+        SpecError,
+        ("padding='same' needs stride 1", r"received stride=\(2,\)", r"\(before, after\) pairs instead"),
+    ),
+    Case(
+        "decompose-padding-mode-without-kernel",
+        lambda c: decompose(Custom(), padding_mode="reflect"),
+        SpecError,
+        ("describe a sliding window", "give kernel_size= too"),
     ),
     Case(
         "decompose-output-domain-type",
@@ -469,6 +506,22 @@ CASES = [
         ("Domain.decode: expected integer codes", "received dtype float64"),
     ),
     # -- enumeration: plan / precompute ---------------------------------------------------------------------
+    Case(
+        "plan-reflect-wider-than-input",
+        lambda c: precompute(
+            decompose(Custom(), kernel_size=1, padding=3, padding_mode="reflect"),
+            input_domain=D2,
+            example_input=torch.zeros(1, 1, 3),
+        ),
+        SpecError,
+        ("^Custom: reflect padding of 3 before and 3 after an extent of 3", "allows at most 2 on each side"),
+    ),
+    Case(
+        "plan-conv-declared-another-stride",
+        lambda c: precompute(decompose(nn.Conv1d(1, 1, 3, stride=2), kernel_size=3), input_domain=D2),
+        SpecError,
+        ("^Conv1d: the layer's window is its Conv1d's own", r"stride=\(1,\) where the Conv1d has stride=\(2,\)"),
+    ),
     Case(
         "plan-not-a-module",
         lambda c: plan(3, input_domain=D2),
@@ -819,6 +872,12 @@ CASES = [
         ("no node named 'nope'", r"nodes are \['input', '0', 'output'\]"),
     ),
     Case("graph-undriven-input", broken_graph, GraphError, ("table '0' unit 1 input 0 is not driven",)),
+    Case(
+        "graph-pad-map-disagrees",
+        lambda c: tampered_pad_graph(),
+        GraphError,
+        (r"pad node '0:pad': index_map\[\(0, 0\)\] is 3", "mode 'replicate'", "copies 0 there", "pad_index_map"),
+    ),
     # -- observing, restricting, PLA files -----------------------------------------------------------------
     Case(
         "observe-wrong-shape",
@@ -912,13 +971,13 @@ CASES = [
         "load-newer-format",
         lambda c: load(c.edited(lambda m: m.update(format_version=99))),
         BundleError,
-        ("format_version 99 was written by a newer iotable", "reads format_version 2", "Upgrade iotable"),
+        ("format_version 99 was written by a newer iotable", "reads format_version 3", "Upgrade iotable"),
     ),
     Case(
         "load-unknown-format-version",
         lambda c: load(c.edited(lambda m: m.update(format_version=-1))),
         BundleError,
-        ("unknown format_version -1", "expected an integer from 1 to 2"),
+        ("unknown format_version -1", "expected an integer from 1 to 3"),
     ),
     Case(
         "load-checksum",

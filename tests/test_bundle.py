@@ -100,6 +100,8 @@ def comparable(value):
         return {k: comparable(v) for k, v in value.items()}
     if isinstance(value, nn.Module):
         return type(value).__name__
+    if isinstance(value, np.ndarray):
+        return (value.dtype.kind, value.shape, value.tobytes())
     return value
 
 
@@ -258,7 +260,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     """The manifest holds the format, versions, graph, domains, per-table metadata, input shape and checksums."""
     net, path = mlp_bundle
     m = manifest_of(path)
-    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 2
+    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 3
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"
     assert m["input_shape"] == [12] and m["address_digit_order"] == "first input most significant"
     assert m["domains"][0] == {
@@ -386,8 +388,8 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (lambda m: edit_file_entry(m, "dtype", "<u2"), r"unit1\.outputs\.npy: holds dtype \|u1 .* says dtype <u2"),
         (
-            lambda m: m.update(format_version=3),
-            r"manifest\.json: format_version 3 was written by a newer iotable .* Upgrade iotable",
+            lambda m: m.update(format_version=4),
+            r"manifest\.json: format_version 4 was written by a newer iotable .* Upgrade iotable",
         ),
         (lambda m: m.update(format_version="1"), r"manifest\.json: unknown format_version '1'"),
         (lambda m: m.update(format_version=0), r"manifest\.json: unknown format_version 0"),

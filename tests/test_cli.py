@@ -16,6 +16,7 @@ import iotable
 from iotable import Domain, TableNetwork, precompute, save
 from iotable.cli import main
 
+from .optional import require_graphviz
 from .test_bundle import stamp
 from .test_network import U2, mlp
 
@@ -39,7 +40,11 @@ def test_info_prints_the_summary(network: tuple[TableNetwork, Path]) -> None:
     result = run_cli("info", str(path))
     assert result.returncode == 0, result.stderr
     first, rest = result.stdout.split("\n", 1)
-    assert first == f"{path}: iotable bundle (format version 2, written by iotable {iotable.__version__}), one network"
+    version = iotable.bundle.FORMAT_VERSION
+    assert (
+        first
+        == f"{path}: iotable bundle (format version {version}, written by iotable {iotable.__version__}), one network"
+    )
     assert rest.rstrip("\n") == net.summary()
     assert result.stderr == ""
 
@@ -107,9 +112,10 @@ def test_layer_bundles_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_help_and_usage_errors() -> None:
-    """``--help`` documents both commands; a missing command is a usage error (exit 2)."""
+    """``--help`` documents every command; a missing command is a usage error (exit 2)."""
     result = run_cli("--help")
-    assert result.returncode == 0 and "info" in result.stdout and "check" in result.stdout
+    assert result.returncode == 0
+    assert all(f"    {command} " in result.stdout for command in ("info", "check", "dot", "pla"))
     result = run_cli("check", "--help")
     assert result.returncode == 0 and "sha256" in result.stdout and "BUNDLE" in result.stdout
     result = run_cli()
@@ -122,3 +128,116 @@ def test_console_script_is_declared() -> None:
     """pyproject.toml installs the ``iotable`` command, pointing at ``iotable.cli:main``."""
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert re.search(r'^\[project\.scripts\]\niotable = "iotable\.cli:main"$', text, flags=re.MULTILINE)
+
+
+def call(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``main(args)`` in this process, its exit status and output shaped as a finished subprocess."""
+    capsys.readouterr()
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out.out, out.err)
+
+
+def assert_clean_error(result: subprocess.CompletedProcess[str], command: str, *words: str) -> None:
+    """Exit status 1, nothing on stdout, one ``iotable COMMAND: error:`` message with ``words`` and no traceback."""
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"iotable {command}: error: ") and result.stderr.count("\n") == 1, result.stderr
+    for word in words:
+        assert word in result.stderr, (word, result.stderr)
+
+
+def test_dot_prints_the_graph(network: tuple[TableNetwork, Path]) -> None:
+    """``iotable dot BUNDLE`` prints the network's graph in DOT, as Graph.to_dot writes it."""
+    net, path = network
+    result = run_cli("dot", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == net.graph.to_dot() + "\n" and result.stderr == ""
+
+
+def test_dot_writes_dot_and_svg_files(network: tuple[TableNetwork, Path], tmp_path: Path) -> None:
+    """``-o FILE.dot`` writes the DOT text and ``-o FILE.svg`` the picture Graphviz draws from it."""
+    net, path = network
+    result = run_cli("dot", str(path), "-o", str(tmp_path / "net.gv"))
+    assert result.returncode == 0 and result.stdout == f"wrote {tmp_path / 'net.gv'}\n"
+    assert (tmp_path / "net.gv").read_text(encoding="utf-8") == net.graph.to_dot()
+    require_graphviz()
+    result = run_cli("dot", str(path), "--output", str(tmp_path / "net.svg"))
+    assert result.returncode == 0, result.stderr
+    svg = (tmp_path / "net.svg").read_text(encoding="utf-8")
+    assert svg.startswith("<svg") and all(f"<title>{n.name}</title>" in svg for n in net.graph.nodes)
+
+
+def test_dot_errors_are_clean(
+    network: tuple[TableNetwork, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad paths, a layer bundle and an unknown output format each exit 1 with one message that says what to do."""
+    _, path = network
+    layer = save(precompute(nn.Conv1d(2, 2, 2, groups=2), input_domain=Domain.uniform(1)), tmp_path / "layer")
+    cases = [
+        (("dot", str(tmp_path / "nowhere")), ("does not exist", "bundle directory written by iotable.save")),
+        (("dot", str(layer)), ("holds one layer ('Conv1d')", "needs a network bundle")),
+        (("dot", str(path), "-o", str(tmp_path / "net.png")), ("cannot tell the format", "*.svg", "*.dot")),
+        (("dot", str(path), "-o", str(tmp_path / "no" / "net.svg")), ("does not exist; create it first",)),
+        (("dot", str(path), "-o", str(tmp_path)), ("cannot tell the format",)),
+    ]
+    assert_clean_error(run_cli(*cases[0][0]), "dot", *cases[0][1])  # as a command, once
+    for args, words in cases:
+        assert_clean_error(call(capsys, *args), "dot", *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["layer"]  # nothing written on failure
+
+
+def test_dot_without_graphviz_names_the_extra(network: tuple[TableNetwork, Path], tmp_path: Path) -> None:
+    """Asking for an SVG where Graphviz cannot be found exits 1 with a message that says how to install it."""
+    _, path = network
+    code = "import sys; sys.modules['graphviz'] = None; from iotable.cli import main; sys.exit(main(sys.argv[1:]))"
+    result = subprocess.run(
+        [sys.executable, "-c", code, "dot", str(path), "-o", str(tmp_path / "net.svg")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert_clean_error(result, "dot", "'graphviz'", 'pip install "iotable[notebook]"')
+    assert not (tmp_path / "net.svg").exists()
+
+
+def test_pla_exports_every_table(network: tuple[TableNetwork, Path], tmp_path: Path) -> None:
+    """``iotable pla BUNDLE DIR`` writes one PLA file per table, the same files export_pla writes."""
+    net, path = network
+    result = run_cli("pla", str(path), str(tmp_path / "out"), "--dont-cares", "implicit")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"wrote {len(net.tables)} PLA file(s) to {tmp_path / 'out'}\n"
+    expected = iotable.export_pla(net, tmp_path / "expected", dont_cares="implicit")
+    written = sorted((tmp_path / "out").iterdir())
+    assert [p.name for p in written] == sorted(p.name for p in expected)
+    assert all(p.read_bytes() == (tmp_path / "expected" / p.name).read_bytes() for p in written)
+
+
+def test_pla_errors_are_clean(
+    network: tuple[TableNetwork, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing bundle, an output path that is a file and tables of raw values exit 1 with one clear message."""
+    _, path = network
+    raw = save(precompute(nn.Conv1d(2, 2, 2, groups=2), input_domain=Domain.uniform(1)), tmp_path / "raw")
+    file = tmp_path / "file.txt"
+    file.write_text("not a folder", encoding="utf-8")
+    assert_clean_error(run_cli("pla", str(tmp_path / "nowhere"), str(tmp_path / "out")), "pla", "does not exist")
+    assert_clean_error(call(capsys, "pla", str(path), str(file)), "pla", "exists and is not a directory")
+    assert_clean_error(
+        call(capsys, "pla", str(raw), str(tmp_path / "out")), "pla", "holds raw values", "end the layer in a quantizer"
+    )
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "words"),
+    [("dot", ("Graphviz DOT", "-o FILE", "apt-get install graphviz")), ("pla", ("PLA", "DIRECTORY", "--dont-cares"))],
+)
+def test_new_commands_have_help(command: str, words: tuple[str, ...]) -> None:
+    """``iotable dot --help`` and ``iotable pla --help`` describe what they write and their options."""
+    result = run_cli(command, "--help")
+    assert result.returncode == 0 and result.stderr == ""
+    text = " ".join(result.stdout.split())
+    for word in words:
+        assert word in text, word

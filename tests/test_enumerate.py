@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 import pytest
 import torch
@@ -508,34 +506,6 @@ def test_row_digits_split_anywhere(low_rows, layout, monkeypatch):
     result = precompute(module, input_domain=domains, example_input=torch.zeros(1, *shape), memory_budget=2**12)
     assert len(result.plan.slots) == 4
     assert_tables_match(result, module, domain=domains, in_shape=shape, layout=layout, positions=((0,), (6,)))
-
-
-class Recorder:
-    """A stand-in progress bar that records its total and updates."""
-
-    def __init__(self) -> None:
-        self.total, self.done = None, 0
-
-    @contextlib.contextmanager
-    def __call__(self, *, total, desc, enabled, unit):
-        self.total = total
-        yield self
-
-    def update(self, n):
-        self.done += n
-
-
-def test_progress_bar_counts_every_sample_of_every_pass(monkeypatch):
-    """The progress bar's total is the samples of every pass, and the updates reach it, packed or coloured."""
-    n_in = 8
-    fan_in = overlapping_fan_in(n_in, 6, 5, seed=6)
-    module = decompose(MaskedBlock(n_in, fan_in), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
-    conv = dyadic_(nn.Conv1d(4, 4, 3, groups=4))
-    for layer, domain, example in ((module, D2, torch.zeros(1, n_in)), (conv, S2, torch.zeros(1, 4, 9))):
-        bar = Recorder()
-        monkeypatch.setattr(enumerate_module, "progress_bar", bar)
-        precompute(layer, input_domain=domain, example_input=example, progress=True, memory_budget=2**16)
-        assert bar.total and bar.done == bar.total
 
 
 def test_disjoint_units_of_a_packed_pass_keep_their_rows_in_sample_order():

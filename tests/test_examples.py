@@ -62,7 +62,7 @@ def test_depthwise_prints_fused_block() -> None:
     assert "checked against the block: 4 tables x 8 positions agree" in out
 
 
-@pytest.mark.parametrize("name", ["digits_mlp", "digits_cnn"])
+@pytest.mark.parametrize("name", ["digits_mlp", "digits_cnn", "logicnets_style"])
 def test_digits_examples_agree_bit_for_bit(name: str) -> None:
     """The digits examples print both accuracies and 100% agreement between model and table network."""
     result = run_example(EXAMPLES / f"{name}.py")

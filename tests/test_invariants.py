@@ -188,8 +188,8 @@ CASES: list[tuple[str, str, Callable[[Graph], Any], str]] = [
     (
         "pad-padding",
         "cnn",
-        lambda g: g["conv:pad"].meta.update(padding=(1, 0)),
-        r"shape \(2, 7, 7\) differs from \(2, 7, 5\), 'input''s \(2, 5, 5\) padded by \(1, 0\)",
+        lambda g: g["conv:pad"].meta.update(padding=((1, 1), (1, 0))),
+        r"shape \(2, 7, 7\) differs from \(2, 7, 6\), 'input''s \(2, 5, 5\) padded by \(\(1, 1\), \(1, 0\)\)",
     ),
     (
         "window-kernel",

@@ -160,7 +160,9 @@ def test_padding_feeds_code_of_real_zero():
     model = random_stats_(nn.Sequential(nn.Conv1d(2, 2, 3, padding=1, groups=2), Quantize(2, scale=0.5)))
     net = precompute(model, input_domain=domain, example_input=torch.zeros(1, 2, 5))
     pad = net.graph.nodes_of("pad")[0]
-    assert pad.meta["pad_codes"] == [4, 4] and pad.meta["padding"] == (1,)
+    assert pad.meta["pad_codes"] == [4, 4] and pad.meta["padding"] == ((1, 1),) and pad.meta["mode"] == "zeros"
+    index_map = pad.meta["index_map"]  # channel 1 copies input elements 5..9 between its two pad codes
+    assert (index_map[:, [0, -1]] == -1).all() and index_map[1, 1:-1].tolist() == [5, 6, 7, 8, 9]
     assert_bit_exact(model, net, random_inputs(domain, (2, 5)))
 
 

@@ -101,7 +101,11 @@ def test_fan_in_index_out_of_range():
         ({"groups": 2, "fan_in": [[0]]}, "not both"),
         ({"fan_in": [[0, 0]]}, "repeats an index"),
         ({"fan_in": [[]]}, "is empty"),
-        ({"fan_in": "abc"}, "list of integer lists"),
+        ({"fan_in": 5}, "list of integer lists"),
+        ({"fan_in": "abc"}, "fan_in='abc' names no attribute"),
+        ({"fan_in": "mask weights"}, "a dotted path of identifiers"),
+        ({"fan_in": "training"}, "must be a tensor of shape"),
+        ({"fan_in": "mask", "fan_out": [[0]]}, "a mask gives each output its own unit"),
         ({"fan_out": [[0]]}, "needs fan_in="),
         ({"fan_in": [[0], [1]], "fan_out": [[0]]}, "lists 2 units but fan_out lists 1"),
         ({"kernel_size": 0}, "kernel_size must be an integer >= 1"),
@@ -150,9 +154,22 @@ def test_probe_catches_metadata_that_omits_an_input():
         precompute(module, input_domain=D2, example_input=torch.zeros(1, 2))
 
 
+class Wrapped(nn.Module):
+    """A user's module around a convolution: iotable sees only its forward, not the convolution's settings."""
+
+    def __init__(self, conv: nn.Module) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        return self.conv(x)
+
+
 def test_probe_catches_a_too_small_kernel():
-    """A convolution declared with a smaller kernel than it has is caught by the probe."""
-    conv = decompose(nn.Conv1d(2, 2, 3, groups=2, padding=1, bias=False), groups=2, kernel_size=2)
+    """A module declared with a smaller kernel than it reads (and as many outputs) is caught by the probe."""
+    conv = decompose(
+        Wrapped(nn.Conv1d(2, 2, 3, groups=2, padding=1, bias=False)), groups=2, kernel_size=2, padding=((0, 1),)
+    )
     with pytest.raises(
         SpecMismatchError,
         match=r"unit 0 \(output channel 0 at position \(1,\)\) changed when input channel 0 at position \(0,\)",
@@ -189,9 +206,9 @@ def test_probe_finds_a_leak_whatever_the_chunking(memory_budget):
 
 def test_declared_window_that_does_not_fit_the_output():
     """A declared receptive field that implies more outputs than the module makes is an error."""
-    conv = decompose(nn.Conv1d(2, 2, 3, groups=2), groups=2, kernel_size=2)
+    conv = decompose(Wrapped(nn.Conv1d(2, 2, 3, groups=2)), groups=2, kernel_size=2)
     with pytest.raises(
-        SpecError, match=r"puts an output at position \(2,\), but the module's output has spatial size \(2,\)"
+        SpecError, match=r"gives outputs of spatial size \(3,\) .* but the module's output has spatial size \(2,\)"
     ):
         precompute(conv, input_domain=D2, example_input=torch.zeros(1, 2, 4))
 

@@ -86,7 +86,7 @@ def test_a_changed_manifest_byte_fails_the_checksum(bundle: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "words"),
     [
-        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 2 bundle"),
+        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 3 bundle"),
         (lambda p: (p / "manifest.sha256").write_text("0" * 64 + "\n"), r"expected one line '<sha256 in hex>"),
         (
             lambda p: (p / "manifest.sha256").write_text("0" * 64 + "  manifest.json\n"),
@@ -485,42 +485,55 @@ def test_a_full_disk_while_saving_is_a_bundle_error_that_leaves_the_old_bundle(b
 # -- older bundles ------------------------------------------------------------------------------------------
 
 
-def as_format_1(path: Path) -> None:
-    """Rewrite a bundle as the first format wrote it: no checksum file, no golden vectors."""
+def as_format_2(path: Path) -> None:
+    """Rewrite a bundle as format 2 wrote it: no checksum file, no golden vectors (the rest as today)."""
     manifest = manifest_of(path)
     for rel in [r for r in manifest["files"] if r.startswith("golden/")]:
         del manifest["files"][rel]
         (path / rel).unlink()
     del manifest["golden"]
-    manifest["format_version"] = 1
+    manifest["format_version"] = 2
     (path / "manifest.json").write_text(json.dumps(manifest, indent=1))
     (path / "manifest.sha256").unlink()
 
 
-def test_format_1_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) -> None:
-    """A format 1 bundle loads with every check but the checksum and golden vectors; check asks to save it again."""
+def test_format_2_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) -> None:
+    """A format 2 bundle loads with every check but the checksum and golden vectors; check asks to save it again.
+
+    (Format 1 is tests/test_padding.py's: a bundle written by that version, kept in tests/data.)
+    """
     net, _ = saved
-    as_format_1(bundle)
+    as_format_2(bundle)
     x = random_inputs(U2, (12,))
     assert torch.equal(load(bundle).run(x), net.run(x))
     status, err = check(bundle)
-    assert (
-        status == 1
-        and "format_version 1 has no manifest checksum" in err
-        and "iotable.save(iotable.load(path), path)" in err
-    )
+    assert status == 1 and "format_version 2 has no manifest checksum" in err
+    assert "iotable.save(iotable.load(path), path)" in err
     save(load(bundle), bundle)
-    assert manifest_of(bundle)["format_version"] == 2 and check(bundle)[0] == 0
+    assert manifest_of(bundle)["format_version"] == 3 and check(bundle)[0] == 0
 
 
-def test_format_1_bundles_are_still_checked_field_by_field(bundle: Path) -> None:
-    """Without a checksum to protect it, a format 1 manifest still goes through every other check."""
-    as_format_1(bundle)
+def test_format_2_bundles_are_still_checked_field_by_field(bundle: Path) -> None:
+    """Without a checksum to protect it, a format 2 manifest still goes through every other check."""
+    as_format_2(bundle)
     manifest = manifest_of(bundle)
     manifest["layers"][0]["tables"][2]["input_taps"] = [0, 1, 0]
     (bundle / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match=r"input_taps\[1\] holds 1, but the objects it describes give 0"):
         load(bundle)
+
+
+def test_a_format_1_bundle_is_checked_as_the_format_2_bundle_it_stands_for(tmp_path: Path) -> None:
+    """The format-1 bundle kept in tests/data passes every check once read as format 2, and an edit of it does not."""
+    source = Path(__file__).parent / "data" / "format1_padded.bundle"
+    path = Path(shutil.copytree(source, tmp_path / "format1"))
+    load(path)
+    manifest = manifest_of(path)
+    pad = next(n for n in manifest["graph"]["nodes"] if n["kind"] == "pad")
+    pad["meta"]["pad_codes"] = [3] * len(pad["meta"]["pad_codes"])
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BundleError, match=r"pad_codes'\]\[0\] is 3, but padding feeds real 0"):
+        load(path)
 
 
 def test_the_command_line_never_prints_a_traceback(bundle: Path, monkeypatch) -> None:

@@ -15,6 +15,8 @@ The pipeline:
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
+- **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
+  in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -26,12 +28,14 @@ from . import nn
 from ._probe import check_decomposition
 from ._store import CacheError
 from .bundle import BundleError, load, save
+from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
     DomainError,
     EnumerationError,
     IOTableError,
+    IOTableWarning,
     MissingRowError,
     NotDecomposedError,
     OptionError,
@@ -39,6 +43,7 @@ from .errors import (
     SpecMismatchError,
     TableError,
     TableTooLargeError,
+    UnsupportedFakeQuantizeError,
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
@@ -46,7 +51,7 @@ from .observe import Observation, ObserveError, observe, restrict
 from .pla import PLAError, export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
-from .spec import ELEMENTWISE, Layout, Spec, decompose, has_spec, spec_of
+from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
 from .table import IOTable
 from .trace import LeafTracer, ModelError
 
@@ -58,6 +63,7 @@ __all__ = [
     "ELEMENTWISE",
     "BundleError",
     "CacheError",
+    "Diagram",
     "Domain",
     "DomainError",
     "Edge",
@@ -65,8 +71,10 @@ __all__ = [
     "Geometry",
     "Graph",
     "GraphError",
+    "GraphvizNotInstalledError",
     "IOTable",
     "IOTableError",
+    "IOTableWarning",
     "InputError",
     "LayerNotFoundError",
     "LayerPlan",
@@ -82,6 +90,7 @@ __all__ = [
     "ObserveError",
     "OptionError",
     "PLAError",
+    "PaddingMode",
     "Spec",
     "SpecError",
     "SpecMismatchError",
@@ -89,6 +98,7 @@ __all__ = [
     "TableNetwork",
     "TableTooLargeError",
     "Unit",
+    "UnsupportedFakeQuantizeError",
     "VerifyReport",
     "__version__",
     "check_decomposition",

@@ -42,7 +42,7 @@ from torch.nn.utils import prune
 
 from .errors import EnumerationError
 from .nn import Quantize
-from .plan import LayerPlan, Unit
+from .plan import LayerPlan, Unit, window_mismatch
 from .spec import ELEMENTWISE
 from .table import place_values
 
@@ -196,10 +196,12 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
         if g.rank or (head.out_features, head.in_features) != (layer.out_channels, layer.in_channels):
             return None
     else:
-        # A convolution's table reads its window channel-major; the plan must state the conv's own window.
-        if layer.layout.channels_last or g.rank != len(head.kernel_size):
-            return None
-        if tuple(g.kernel) != tuple(head.kernel_size) or tuple(g.dilation) != tuple(head.dilation):
+        # The fast path reads the kernel's weights, not the window, so every declared field (kernel, stride,
+        # dilation, padding before and after, padding mode, channels-first layout) must be the convolution's
+        # own: `plan` refuses any other, and a plan made otherwise is left to the black box and the probe.
+        # Units finer than the conv's groups leave non-zero weights unread and are caught by `_weights`;
+        # coarser ones read exact zeros.
+        if not isinstance(head, (nn.Conv1d, nn.Conv2d)) or window_mismatch(head, layer.layout, g) is not None:
             return None
         if (head.out_channels, head.in_channels) != (layer.out_channels, layer.in_channels):
             return None
@@ -326,13 +328,20 @@ class FastPath:
         return result
 
     def tables(
-        self, layer: LayerPlan, units: list[Unit], *, memory_budget: int, sink: Callable[[Unit], Any]
+        self,
+        layer: LayerPlan,
+        units: list[Unit],
+        *,
+        memory_budget: int,
+        sink: Callable[[Unit], Any],
+        progress: Callable[[int], None] = lambda rows: None,
     ) -> tuple[list[CodeBlock], dict[int, np.ndarray], int]:
         """The units' codes, and how many rows were near a rounding boundary (computed by the module).
 
         Codes of whole units are computed in blocks of at most half of ``memory_budget``
         (:class:`CodeBlock`); a unit whose table alone is larger is computed in row segments written to
         ``sink(unit)`` (a file), and its finished array ``(rows, fan_out)`` is returned by unit index.
+        ``progress(rows)`` is told the rows (per unit) of each block or segment when it is done.
         """
         blocks: list[CodeBlock] = []
         outputs: dict[int, np.ndarray] = {}
@@ -344,6 +353,7 @@ class FastPath:
                 codes, ties = _two_ends(self, layer, cols, memory_budget=memory_budget)
                 near += ties
                 blocks.append(CodeBlock(codes, cols.units))
+                progress(cols.rows * len(cols.units))
                 continue
             n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
             block = (memory_budget // 2) // (cols.rows * itemsize)  # columns per block (0: not even one)
@@ -351,6 +361,7 @@ class FastPath:
                 codes, ties = kernel.codes(layer, self, (0, len(cols.channels)), (0, n_p), memory_budget=memory_budget)
                 near += ties
                 blocks.append(CodeBlock(codes, cols.units))
+                progress(cols.rows * len(cols.units))
                 continue
             start = 0
             while start < len(cols.units):
@@ -363,6 +374,7 @@ class FastPath:
                     codes, ties = kernel.codes(layer, self, (k0, k0 + width), (0, n_p), memory_budget=memory_budget)
                     near += ties
                     blocks.append(CodeBlock(codes, cols.units[start:stop]))
+                    progress(cols.rows * (stop - start))
                 else:  # one unit larger than the budget: row segments into its file
                     unit = cols.units[start]
                     step = max(1, (memory_budget // 4) // (n_s * width * itemsize))
@@ -372,6 +384,7 @@ class FastPath:
                         codes, ties = kernel.codes(layer, self, (k0, k0 + width), prefixes, memory_budget=memory_budget)
                         near += ties
                         target.write(p0 * n_s, codes.T)
+                        progress((prefixes[1] - p0) * n_s)
                     outputs[unit.index] = target.finish()
                 start = stop
         return blocks, outputs, near

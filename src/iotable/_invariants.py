@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 
 from .domain import Domain
-from .graph import Edge, Graph, GraphError, Node, NodeKind, window_buffer_depth
+from .errors import IOTableError
+from .graph import Edge, Graph, GraphError, Node, NodeKind, pad_index_map, window_buffer_depth
 from .plan import Unit
-from .spec import Layout
+from .spec import Layout, PaddingMode
 
 _REBUILD = "rebuild it with iotable.precompute (or save it again)"
 
@@ -222,7 +223,7 @@ _KEYS: dict[NodeKind, tuple[set[str], set[str]]] = {
     NodeKind.INPUT: ({"layout"}, _TRACE),
     NodeKind.OUTPUT: (set(), _TRACE),
     NodeKind.TABLE: ({"layer", "units", "unit_bits", "modules", "spatial", "input_shapes"}, _TRACE | {"positions"}),
-    NodeKind.PAD: ({"padding", "pad_codes", "input_shapes"}, _TRACE),
+    NodeKind.PAD: ({"padding", "mode", "index_map", "pad_codes", "input_shapes"}, _TRACE),
     NodeKind.WINDOW: (
         {"kernel", "stride", "dilation", "channels", "element_order", "input_layout", "input_shapes"},
         _TRACE,
@@ -428,6 +429,7 @@ def _reshaped_domain(node: Node, producer: Node) -> Any:
 
 
 def _check_pad(node: Node, producers: list[Node], incoming: list[Edge], outgoing: list[Edge]) -> None:
+    """Shape and index map from the padding and mode (:func:`pad_index_map`); zeros mode: each channel's code of 0."""
     _one_input(node)
     producer, where = producers[0], _where(node)
     _codes_in(node, producer)
@@ -435,20 +437,52 @@ def _check_pad(node: Node, producers: list[Node], incoming: list[Edge], outgoing
     layout = node.layout
     if layout is None or layout.spatial_rank == 0 or len(producer.shape) != len(node.shape):
         msg = (
-            f"{where}: pads spatial axes, so needs a spatial layout and the rank of {producer.name!r}, received "
-            f"{layout}"
+            f"{where}: pads spatial axes, so needs a spatial layout and the rank of {producer.name!r}, "
+            f"received {layout}"
         )
         raise GraphError(msg)
-    padding = _ints(_need(node, "padding"), f"{where}: meta['padding']", minimum=0, length=layout.spatial_rank)
-    channels, size = _split(producer.shape, layout)
-    expected = _join(channels, tuple(n + 2 * p for n, p in zip(size, padding)), layout)
-    if node.shape != expected:
+    mode = _need(node, "mode")
+    if not isinstance(mode, str) or mode not in PaddingMode._value2member_map_:
+        accepted = ", ".join(repr(m.value) for m in PaddingMode)
+        msg = f"{where}: meta['mode'] is {mode!r}; expected one of {accepted}"
+        raise GraphError(msg)
+    raw = _need(node, "padding")
+    if not isinstance(raw, (list, tuple)) or len(raw) != layout.spatial_rank:
+        msg = f"{where}: meta['padding'] must hold a (before, after) pair per spatial axis, received {raw!r}"
+        raise GraphError(msg)
+    padding = tuple(_ints(pair, f"{where}: meta['padding']", minimum=0, length=2) for pair in raw)
+    try:
+        expected = pad_index_map(producer.shape, padding, mode, channels_last=layout.channels_last)
+    except IOTableError as exc:
+        msg = f"{where}: padding {padding} in mode {mode!r} does not fit {producer.shape}: {exc}"
+        raise GraphError(msg) from None
+    if node.shape != expected.shape:
         msg = (
-            f"{where}: shape {node.shape} differs from {expected}, {producer.name!r}'s {producer.shape} padded by "
-            f"{padding}"
+            f"{where}: shape {node.shape} differs from {expected.shape}, {producer.name!r}'s {producer.shape} "
+            f"padded by {padding}"
         )
         raise GraphError(msg)
-    codes = _ints(_need(node, "pad_codes"), f"{where}: meta['pad_codes']", minimum=0, length=channels)
+    index_map = _need(node, "index_map")
+    if not isinstance(index_map, np.ndarray) or index_map.dtype.kind not in "iu" or index_map.shape != expected.shape:
+        got = f"{index_map.dtype} {index_map.shape}" if isinstance(index_map, np.ndarray) else type(index_map).__name__
+        msg = f"{where}: meta['index_map'] must be an integer array of shape {expected.shape}, received {got}"
+        raise GraphError(msg)
+    if not np.array_equal(index_map, expected):
+        at = tuple(int(i) for i in np.argwhere(index_map != expected)[0])
+        msg = (
+            f"{where}: index_map[{at}] is {int(index_map[at])}, but mode {mode!r} with padding {padding} copies "
+            f"{int(expected[at])} there (-1: the pad code); the map and the mode disagree: rebuild the map with "
+            "iotable.graph.pad_index_map"
+        )
+        raise GraphError(msg)
+    codes = _need(node, "pad_codes")
+    if mode != PaddingMode.ZEROS.value:
+        if codes is not None:
+            msg = f"{where}: meta['pad_codes'] is {codes!r}; mode {mode!r} copies input elements and has none (None)"
+            raise GraphError(msg)
+        return
+    channels = _split(producer.shape, layout)[0]
+    codes = _ints(codes, f"{where}: meta['pad_codes']", minimum=0, length=channels)
     for c, (code, domain) in enumerate(zip(codes, node.channel_domains() or ())):
         if domain.zero_code is None or code != domain.zero_code:
             msg = (

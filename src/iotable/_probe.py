@@ -3,6 +3,11 @@
 For random base inputs, each probed input element is changed to another code; any output that changes must
 belong to a unit whose declared fan-in (channels x window at that output's position) holds that element.
 An output that changes otherwise means the metadata omits an input the unit really reads.
+
+Dependence cannot tell what a padded position holds (with kernel 3 and padding 1, reflect, replicate and
+zeros read the same input elements), so a padded layer whose window is not a torch convolution's own is
+also checked by value: every output whose window reads padding must equal the output the same window
+values give at an interior position, as the tables and the graph's pad node will compute it.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ from torch import nn
 
 from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
-from .plan import LayerPlan, module_dtype, run_module
+from .graph import pad_index_map
+from .plan import LayerPlan, _frame_strides, module_dtype, own_window, run_module
 
 __all__ = ["check_decomposition"]
 
@@ -28,6 +34,25 @@ def _coordinates(flat: np.ndarray, shape: tuple[int, ...], channels_last: bool) 
     return coords[:, 0], coords[:, 1:]
 
 
+def _axis_reads(layer: LayerPlan, axis: int, outputs: int) -> np.ndarray:
+    """Boolean ``(input extent, outputs)`` along one spatial axis: does output ``o``'s window read position ``p``?
+
+    A window reads the padded input; a padded position copies an input position (reflect, replicate,
+    circular) or holds real 0, so with a copying mode an edge element also feeds the windows that read its
+    copies.
+    """
+    g = layer.geometry
+    size = (layer.frame_in[:-1] if layer.layout.channels_last else layer.frame_in[1:])[axis]
+    sources = g.padding_mode.sources(size, *g.padding[axis])
+    taps = np.arange(outputs)[:, None] * g.stride[axis] + np.arange(g.kernel[axis])[None, :] * g.dilation[axis]
+    inside = taps < len(sources)  # outputs past the declared window's last read nothing
+    read = np.where(inside, sources[np.minimum(taps, len(sources) - 1)], -1)  # (outputs, kernel)
+    result = np.zeros((size, outputs), dtype=bool)
+    o = np.broadcast_to(np.arange(outputs)[:, None], read.shape)
+    result[read[read >= 0], o[read >= 0]] = True
+    return result
+
+
 def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.ndarray:
     """Boolean ``(len(elements), outputs)``: may output ``o`` depend on input element ``e``?
 
@@ -37,13 +62,9 @@ def _allowed(layer: LayerPlan, elements: np.ndarray, reads: np.ndarray) -> np.nd
     c_in, pos_in = _coordinates(elements, layer.frame_in, layer.layout.channels_last)
     channel_axis = len(layer.frame_out) - 1 if layer.layout.channels_last else 0
     factors = [(channel_axis, reads[c_in])]  # (elements, output channels)
-    g = layer.geometry
     spatial = [a for a in range(len(layer.frame_out)) if a != channel_axis]
     for axis, out_axis in enumerate(spatial):
-        origin = np.arange(layer.frame_out[out_axis]) * g.stride[axis] - g.padding[axis]
-        delta = pos_in[:, axis][:, None] - origin[None, :]
-        span = (g.kernel[axis] - 1) * g.dilation[axis]
-        factors.append((out_axis, (delta >= 0) & (delta <= span) & (delta % g.dilation[axis] == 0)))
+        factors.append((out_axis, _axis_reads(layer, axis, layer.frame_out[out_axis])[pos_in[:, axis]]))
     allowed = np.ones((len(elements), *([1] * len(layer.frame_out))), dtype=bool)
     for out_axis, factor in factors:
         shape = [len(elements)] + [1] * len(layer.frame_out)
@@ -94,8 +115,6 @@ def check_decomposition(
     base_x = frame.values_of(torch.as_tensor(base)).reshape(samples, n_in)
     index = (torch.as_tensor(moved) + frame.offsets[elements]).to(frame.values.device)
     moved_x = frame.values[index]  # (samples, elements) the perturbed values
-    base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name).reshape(samples, -1)
-    nan = bool(torch.isnan(base_out).any())
     reads = layer.reads.T
     # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
     itemsize = base_x.element_size()
@@ -103,13 +122,16 @@ def check_decomposition(
     chunk = max(1, min(memory_budget // per_element, _CACHE_BYTES // (samples * (n_in + n_out) * itemsize)))
     for start in range(0, len(elements), chunk):
         part = elements[start : start + chunk]
-        x = base_x[:, None, :].repeat(1, len(part), 1)  # (samples, part, n_in)
-        rows = torch.arange(len(part), device=x.device)
+        # Row 0 of each sample is its unperturbed base, computed in the same forward call as the perturbed rows:
+        # a kernel may round differently for another batch size (docs/exactness.md), so only like is compared
+        # with like.
+        x = base_x[:, None, :].repeat(1, len(part) + 1, 1)  # (samples, 1 + part, n_in)
+        rows = torch.arange(1, len(part) + 1, device=x.device)
         x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
-        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part), -1)
-        before = base_out[:, None, :]
+        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part) + 1, -1)
+        before, out = out[:, :1, :], out[:, 1:, :]
         differ = out != before
-        if nan:  # NaN where it was NaN is no change
+        if bool(torch.isnan(before).any()):  # NaN where it was NaN is no change
             differ &= ~(torch.isnan(out) & torch.isnan(before))
         changed = differ.any(dim=0).cpu().numpy()  # (part, outputs)
         violations = changed & ~_allowed(layer, part, reads)
@@ -119,7 +141,8 @@ def check_decomposition(
             unit = next(u for u in layer.units if channel in u.out_channels)
             g = layer.geometry
             window = (
-                f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding}"
+                f" over a window of kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding {g.padding} "
+                f"(before, after) in mode {g.padding_mode.value!r}"
                 if g.rank
                 else ""
             )
@@ -130,3 +153,76 @@ def check_decomposition(
                 "widen the unit's fan_in=/groups=/kernel_size= so that it includes every input it reads"
             )
             raise SpecMismatchError(msg)
+    _check_padding(module, layer, frame, rng, memory_budget=memory_budget)
+
+
+def _check_padding(
+    module: nn.Module, layer: LayerPlan, frame: FrameValues, rng: np.random.Generator, *, memory_budget: int
+) -> None:
+    """Raise :class:`SpecMismatchError` when an edge output differs from its window read at an interior slot.
+
+    Each edge window (one that reads padding), filled as the declared padding says from a random base input,
+    is written at an interior slot of another frame; the outputs there must equal the base input's at the
+    edge. Base and filled frames run in one batch, so both see the same arithmetic. A quantizer can hide a
+    wrong padding on one input, so up to 64 random inputs are tried.
+    """
+    g = layer.geometry
+    if not g.padded or own_window(module) is not None:
+        return  # a torch convolution pads as its own settings say, which the plan checked
+    channels_last = layer.layout.channels_last
+    size = layer.frame_in[:-1] if channels_last else layer.frame_in[1:]
+    out_size = layer.frame_out[:-1] if channels_last else layer.frame_out[1:]
+    grids = np.meshgrid(*[np.arange(n) for n in out_size], indexing="ij")
+    positions = np.stack([x.reshape(-1) for x in grids], axis=1)  # (outputs, rank) output positions
+    start = positions * np.asarray(g.stride)  # window starts in padded coordinates
+    span = np.asarray([(k - 1) * d for k, d in zip(g.kernel, g.dilation)])
+    inside = (start >= np.asarray(g.before)) & (start + span < np.asarray(g.before) + np.asarray(size))
+    edges = positions[~inside.all(axis=1)]
+    if not len(edges):
+        return
+    c_in = layer.in_channels
+    # Flat indices, in a padded frame, of every element of each edge window (the order input_indices uses).
+    padded_shape = (*g.padded_size(size), c_in) if channels_last else (c_in, *g.padded_size(size))
+    ch_stride, pos_stride = _frame_strides(padded_shape, layer.layout)
+    taps = (edges * np.asarray(g.stride))[:, None, :] + g.offsets()[None, :, :]  # (edges, window, rank)
+    pos_flat, ch_flat = taps @ pos_stride, np.arange(c_in) * ch_stride
+    if channels_last:
+        padded_index = (pos_flat[:, :, None] + ch_flat[None, None, :]).reshape(len(edges), -1)
+    else:
+        padded_index = (ch_flat[None, :, None] + pos_flat[:, None, :]).reshape(len(edges), -1)
+    holds = pad_index_map(layer.frame_in, g.padding, g.padding_mode, channels_last=channels_last).reshape(-1)
+    source = holds[padded_index]  # (edges, window elements): frame element, or -1 for real 0
+    slots = layer.input_indices(np.arange(c_in)[None, :])[0]  # (slots, window elements)
+    n_slots, n_in = len(slots), math.prod(layer.frame_in)
+    frames = -(-len(edges) // n_slots)
+    per_sample = (frames + 1) * (n_in + math.prod(layer.frame_out)) * _BYTES_PER_ELEMENT
+    samples = int(np.clip(memory_budget // per_sample, 3, 64))
+    radices = frame.radices.numpy()
+    base = torch.as_tensor((rng.random((samples, n_in)) * radices).astype(np.int64))
+    base_x = frame.values_of(base).reshape(samples, n_in)
+    # Each edge window goes to slot j % n_slots of frame j // n_slots; the rest of a frame keeps the base.
+    extended = torch.cat([base_x, torch.zeros_like(base_x[:, :1])], dim=1)  # real 0 at index n_in
+    windows = extended[:, torch.as_tensor(np.where(source < 0, n_in, source))]  # (samples, edges, elements)
+    filled = base_x[:, None, :].repeat(1, frames, 1)
+    j = np.arange(len(edges))
+    rows = torch.as_tensor(j // n_slots)[:, None].expand(source.shape)
+    filled[:, rows, torch.as_tensor(slots[j % n_slots])] = windows
+    batch = torch.cat([base_x, filled.reshape(-1, n_in)]).reshape(-1, *layer.frame_in)
+    out = run_module(module, batch, layer.name).reshape(batch.shape[0], -1)
+    c_out = layer.out_channels
+    out_ch_stride, out_pos_stride = _frame_strides(layer.frame_out, layer.layout)
+    at_edge = (edges @ out_pos_stride)[:, None] + np.arange(c_out)[None, :] * out_ch_stride  # (edges, c_out)
+    at_slot = torch.as_tensor(layer.output_indices(np.arange(c_out))[j % n_slots])  # (edges, c_out)
+    edge_out = out[:samples][:, torch.as_tensor(at_edge)]
+    slot_out = out[samples:].reshape(samples, frames, -1)[:, torch.as_tensor(j // n_slots)[:, None], at_slot]
+    differ = (edge_out != slot_out) & ~(torch.isnan(edge_out) & torch.isnan(slot_out))
+    if differ.any():
+        sample, e, channel = (int(v) for v in torch.nonzero(differ)[0])
+        msg = (
+            f"{layer.name}: output channel {channel} at position {tuple(int(p) for p in edges[e])}, whose window "
+            f"reads padding, is {float(edge_out[sample, e, channel])!r} on a random input, but "
+            f"{float(slot_out[sample, e, channel])!r} when its window's values, padded as declared (padding "
+            f"{g.padding} as (before, after), mode {g.padding_mode.value!r}), sit inside the input; the module "
+            f"pads otherwise ({layer.spec.source}): declare the padding= and padding_mode= it uses"
+        )
+        raise SpecMismatchError(msg)

@@ -14,8 +14,9 @@ its own. Disk errors (a full disk, no permission, a name too long) are :class:`C
 name the path and the fix.
 
 The cache (``precompute(..., cache_dir=...)``) keys each unit's table by a sha256 of everything its rows
-depend on: the layer module's class and every parameter and buffer, the decomposition metadata, the unit's
-channels and geometry, its input domains and the output domain. A rerun after an interruption (even
+depend on: every module's settings as the plan-reuse key sees them (class, metadata, quantizer domain,
+hyper-parameters such as a leaky ReLU's slope, hooks), every parameter and buffer, the unit's channels and
+geometry, its input domains and the output domain. A rerun after an interruption (even
 ``kill -9``) loads finished tables and computes only the missing ones; changing one layer's weights changes
 only that layer's keys. Code changes inside a custom ``forward`` are not seen by the key: clear the cache.
 """
@@ -34,11 +35,13 @@ from typing import Any, BinaryIO
 import numpy as np
 from torch import nn
 
+from ._reuse import settings, stable_bytes
 from .errors import IOTableError
+from .trace import Arithmetic
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
 
-_CACHE_FORMAT = b"iotable-table-cache-1"
+_CACHE_FORMAT = b"iotable-table-cache-2"
 
 
 try:  # POSIX: a writer locks its .part file, so that a cleanup never removes a live one
@@ -58,17 +61,29 @@ class CacheError(IOTableError, OSError):
 
 
 def layer_fingerprint(module: nn.Module, plan: Any) -> hashlib._Hash:
-    """A running sha256 of what every table of a layer depends on, before the unit's own part."""
+    """A running sha256 of what every table of a layer depends on, before the unit's own part.
+
+    Every submodule's :func:`iotable._reuse.settings` (class, metadata, quantizer domain, hyper-parameters
+    such as a leaky ReLU's slope, hooks: the description the plan-reuse key compares), every parameter and
+    buffer (dtype, shape and bytes), the tensors traced arithmetic reads, and the plan's geometry and domains.
+    """
     digest = hashlib.sha256(_CACHE_FORMAT)
-    digest.update(f"{type(module).__module__}.{type(module).__qualname__}".encode())
-    for name, tensor in [*module.named_parameters(), *module.named_buffers()]:
-        array = tensor.detach().cpu().contiguous().numpy()
-        digest.update(f"{name}:{array.dtype}:{array.shape}".encode())
-        digest.update(array.tobytes())
-    for m in module.modules():
-        digest.update(type(m).__qualname__.encode())
+    for name, m in module.named_modules():
+        digest.update(f"module {name!r}:".encode())
+        digest.update(stable_bytes(settings(m)))
+        own = [*m._parameters.items(), *m._buffers.items()]
+        if isinstance(m, Arithmetic):
+            own += [(f"operand{k}", t) for k, t in enumerate(m.tensors())]
+        for key, tensor in own:
+            if tensor is None:
+                digest.update(f"{key}:None;".encode())
+                continue
+            array = tensor.detach().cpu().contiguous().numpy()
+            digest.update(f"{key}:{array.dtype}:{array.shape};".encode())
+            digest.update(array.tobytes())
     g = plan.geometry
-    digest.update(repr((plan.spec, plan.layout, g.kernel, g.stride, g.dilation, g.padding)).encode())
+    digest.update(repr((plan.layout, g.kernel, g.stride, g.dilation, g.padding)).encode())
+    digest.update(stable_bytes(plan.spec))
     if plan.output_domain is not None:
         digest.update(plan.output_domain.values.tobytes())
     return digest

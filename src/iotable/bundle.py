@@ -46,20 +46,24 @@ from torch import nn
 from ._invariants import element_domains
 from .domain import Domain, code_dtype
 from .errors import IOTableError
-from .graph import Edge, Graph, GraphError, Node, NodeKind
+from .graph import Edge, Graph, GraphError, Node, NodeKind, pad_index_map
 from .network import TableNetwork
 from .plan import Geometry, LayerPlan, Unit
 from .precompute import LayerTables
 from .runtime import Runtime, decode
-from .spec import Layout, Spec
+from .spec import Layout, PaddingMode, Spec
 from .table import IOTable
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BundleError", "load", "save"]
 
 #: The ``format`` field of every bundle manifest.
 FORMAT = "iotable-bundle"
-#: The bundle format version this library writes; it reads this version and older ones.
-FORMAT_VERSION = 2
+#: The bundle format version this library writes; it reads this version and older ones. Version 2 added
+#: padding modes and asymmetric padding (a version-1 reader would pad a reflect-padded network with zeros);
+#: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors.
+FORMAT_VERSION = 3
+#: The first format version with a manifest checksum and golden vectors (older bundles load without them).
+CHECKSUMMED = 3
 
 MANIFEST = "manifest.json"
 CHECKSUM = "manifest.sha256"
@@ -80,7 +84,8 @@ _FIELDS = {
     1: {"format", "format_version", "library_version", "content", "address_digit_order", "input_shape"}
     | {"domains", "graph", "layers", "host", "files"},
 }
-_FIELDS[2] = _FIELDS[1] | {"golden"}
+_FIELDS[2] = _FIELDS[1]
+_FIELDS[3] = _FIELDS[2] | {"golden"}
 _INFORMATION = ("library_version", "files", "golden")  # fields the round trip does not re-encode
 
 
@@ -287,6 +292,8 @@ class _Encoder:
             return float(value)
         if isinstance(value, Layout):
             return {"$layout": value.value}
+        if isinstance(value, PaddingMode):
+            return value.value
         if isinstance(value, Domain):
             return {"$domain": self.domain(value)}
         if isinstance(value, Unit):
@@ -336,12 +343,16 @@ class _Encoder:
         return {"$host": node.name}
 
     def graph(self, graph: Graph) -> dict[str, Any]:
-        nodes = []
+        nodes: list[dict[str, Any]] = []
         for node in graph.nodes:
             where = f"graph node {node.name!r}"
             if node.kind is NodeKind.HOST:
                 rest = {k: v for k, v in node.meta.items() if k != "module"}
                 meta = {**self.value(rest, f"{where} meta"), "module": self.host_module(node)}
+            elif node.kind is NodeKind.PAD and isinstance(node.meta.get("index_map"), np.ndarray):
+                rest = {k: v for k, v in node.meta.items() if k != "index_map"}
+                rel = self.array(f"graph/node{len(nodes)}.index_map.npy", node.meta["index_map"], f"{where} index_map")
+                meta = {**self.value(rest, f"{where} meta"), "index_map": {"$array": rel}}
             else:
                 meta = self.value(node.meta, f"{where} meta")
             nodes.append(
@@ -397,7 +408,8 @@ class _Encoder:
                     "kernel": list(g.kernel),
                     "stride": list(g.stride),
                     "dilation": list(g.dilation),
-                    "padding": list(g.padding),
+                    "padding": [list(pair) for pair in g.padding],
+                    "padding_mode": g.padding_mode.value,
                 },
                 "in_channels": plan.in_channels,
                 "out_channels": plan.out_channels,
@@ -686,7 +698,7 @@ def _read_manifest(root: Path) -> dict[str, Any]:
             f"format_version {FORMAT_VERSION} and older. Upgrade iotable to load it"
         )
         raise BundleError(msg)
-    if checksum is None and version >= 2:
+    if checksum is None and version >= CHECKSUMMED:
         msg = (
             f"{root / CHECKSUM}: missing; a format_version {version} bundle carries the sha256 of its manifest "
             "there. The bundle is incomplete or was edited: save it again"
@@ -999,7 +1011,24 @@ class _MissingHost(nn.Module):
         raise BundleError(msg)
 
 
-_SPEC_INTS = {"kernel_size": 1, "stride": 1, "dilation": 1, "padding": 0}
+_SPEC_INTS = {"kernel_size": 1, "stride": 1, "dilation": 1}
+
+
+def _pair(value: Any, where: str) -> tuple[int, int]:
+    pair = _ints(value, where, minimum=0)
+    if len(pair) != 2:
+        msg = f"{where}: expected a [before, after] pair, received {_shown(value)}"
+        raise BundleError(msg)
+    return pair[0], pair[1]
+
+
+def _padding_mode(value: Any, where: str) -> PaddingMode:
+    mode = PaddingMode._value2member_map_.get(value) if isinstance(value, str) else None
+    if mode is None:
+        accepted = ", ".join(repr(m.value) for m in PaddingMode)
+        msg = f"{where}: {_shown(value)} is not a padding mode; expected one of {accepted}"
+        raise BundleError(msg)
+    return mode
 
 
 class _Decoder:
@@ -1009,6 +1038,8 @@ class _Decoder:
     """
 
     def __init__(self, manifest: dict[str, Any], arrays: dict[str, np.ndarray], where: str) -> None:
+        if manifest.get("format_version") == 1:  # validated as the format-2 manifest it stands for
+            manifest, arrays = _upgrade_1(manifest, arrays)
         self.manifest = manifest
         self.arrays = arrays
         self.where = where
@@ -1038,7 +1069,7 @@ class _Decoder:
         else:
             obj = self.network(layers)
         self.round_trip(obj)
-        if isinstance(obj, TableNetwork) and version >= 2:
+        if isinstance(obj, TableNetwork) and version >= CHECKSUMMED:
             self.golden(obj, m["golden"])
         unused = sorted(set(self.arrays) - self.used)
         if unused:
@@ -1391,21 +1422,7 @@ class _Decoder:
             msg = f"{where}.layout: expected a layout, received null"
             raise BundleError(msg)
         rank = layout.spatial_rank
-        geometry_record = _obj(
-            record["geometry"], f"{where}.geometry", keys={"kernel", "stride", "dilation", "padding"}
-        )
-        geometry = Geometry(
-            **{
-                key: _ints(geometry_record[key], f"{where}.geometry.{key}", minimum=low)
-                for key, low in (("kernel", 1), ("stride", 1), ("dilation", 1), ("padding", 0))
-            }
-        )
-        if any(len(getattr(geometry, k)) != rank for k in ("kernel", "stride", "dilation", "padding")):
-            msg = (
-                f"{where}.geometry: kernel, stride, dilation and padding must have one entry per spatial axis of "
-                f"{layout.value}"
-            )
-            raise BundleError(msg)
+        geometry = self.geometry(_obj(record["geometry"], f"{where}.geometry"), rank, f"{where}.geometry")
         units = tuple(
             _unit(_obj(u, f"{where}.units[{k}]"), f"{where}.units[{k}]")
             for k, u in enumerate(_list(record["units"], f"{where}.units"))
@@ -1486,6 +1503,22 @@ class _Decoder:
             max_rows=_int(record["max_rows"], f"{where}.max_rows", minimum=1),
         )
 
+    @staticmethod
+    def geometry(record: dict[str, Any], rank: int, where: str) -> Geometry:
+        """A plan's window: kernel, stride, dilation, a (before, after) padding pair per axis, the padding mode."""
+        _obj(record, where, keys={"kernel", "stride", "dilation", "padding", "padding_mode"})
+        kernel, stride, dilation = (
+            _ints(record[key], f"{where}.{key}", minimum=1) for key in ("kernel", "stride", "dilation")
+        )
+        padding = tuple(
+            _pair(p, f"{where}.padding[{k}]") for k, p in enumerate(_list(record["padding"], f"{where}.padding"))
+        )
+        if any(len(v) != rank for v in (kernel, stride, dilation, padding)):
+            msg = f"{where}: kernel, stride, dilation and padding must have one entry per spatial axis ({rank})"
+            raise BundleError(msg)
+        mode = _padding_mode(record["padding_mode"], f"{where}.padding_mode")
+        return Geometry(kernel=kernel, stride=stride, dilation=dilation, padding=padding, padding_mode=mode)
+
     def spec(self, record: dict[str, Any], where: str) -> Spec:
         """The decomposition metadata, every field typed (its meaning is information once tables exist)."""
         _obj(record, where, keys={f.name for f in dataclasses.fields(Spec)})
@@ -1499,6 +1532,14 @@ class _Decoder:
         for key, low in _SPEC_INTS.items():
             if record[key] is not None:
                 fields[key] = _ints(record[key], f"{where}.{key}", minimum=low)
+        if record["padding"] is not None:
+            pairs = _list(record["padding"], f"{where}.padding")
+            fields["padding"] = tuple(_pair(p, f"{where}.padding[{k}]") for k, p in enumerate(pairs))
+        if record["padding_mode"] is not None:
+            fields["padding_mode"] = _padding_mode(record["padding_mode"], f"{where}.padding_mode")
+        for key in ("fan_in_from", "output_domain_from"):
+            if record[key] is not None:
+                fields[key] = _str(record[key], f"{where}.{key}", limit=512)
         layout = record["layout"]
         fields["layout"] = None if layout is None else self.value(_obj(layout, f"{where}.layout"), f"{where}.layout")
         if fields["layout"] is not None and not isinstance(fields["layout"], Layout):
@@ -1509,7 +1550,7 @@ class _Decoder:
         if fields["output_domain"] is not None and not isinstance(fields["output_domain"], Domain):
             msg = f"{where}.output_domain: expected a {{'$domain': index}} or null"
             raise BundleError(msg)
-        for key in ("per_output", "elementwise"):
+        for key in ("per_output", "elementwise", "depthwise"):
             fields[key] = _bool(record[key], f"{where}.{key}")
         fields["source"] = _str(record["source"], f"{where}.source", limit=512)
         return Spec(**fields)
@@ -1670,6 +1711,52 @@ def _check_spec(
             f"{where}.groups: {spec.groups} does not divide the {in_channels} input and {out_channels} output channels"
         )
         raise BundleError(msg)
+
+
+def _upgrade_1(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A format-1 manifest as format 2 writes the same network: padding as (before, after) pairs in mode
+    ``"zeros"``, pad nodes with their index maps (computed, as the arrays format 2 would list), the spec fields
+    format 1 did not have at their defaults. What does not have the shape format 1 wrote is left as it is,
+    for the checks to refuse."""
+    manifest = copy.deepcopy(manifest)
+    arrays = dict(arrays)
+    manifest["format_version"] = 2
+
+    def pairs(value: Any) -> Any:
+        ok = isinstance(value, list) and all(type(p) is int for p in value)
+        return [[p, p] for p in value] if ok else value
+
+    for layer in manifest.get("layers") if isinstance(manifest.get("layers"), list) else ():
+        plan = layer.get("plan") if isinstance(layer, dict) else None
+        geometry = plan.get("geometry") if isinstance(plan, dict) else None
+        if isinstance(geometry, dict) and "padding_mode" not in geometry:
+            geometry["padding"] = pairs(geometry.get("padding"))
+            geometry["padding_mode"] = PaddingMode.ZEROS.value
+        spec = plan.get("spec") if isinstance(plan, dict) else None
+        if isinstance(spec, dict) and "padding_mode" not in spec:
+            if spec.get("padding") is not None:
+                spec["padding"] = pairs(spec["padding"])
+            spec.update(padding_mode=None, depthwise=False, fan_in_from=None, output_domain_from=None)
+    graph = manifest.get("graph")
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    shapes: dict[Any, Any] = {}
+    for k, node in enumerate(nodes if isinstance(nodes, list) else ()):
+        if not isinstance(node, dict):
+            continue
+        meta, inputs, layout = node.get("meta"), node.get("inputs"), node.get("layout")
+        if node.get("kind") == "pad" and isinstance(meta, dict) and "mode" not in meta and isinstance(inputs, list):
+            meta["padding"] = pairs(meta.get("padding"))
+            meta["mode"] = PaddingMode.ZEROS.value
+            source = shapes.get(inputs[0]) if len(inputs) == 1 and isinstance(inputs[0], str) else None
+            with contextlib.suppress(IOTableError, TypeError, ValueError):
+                rel = f"graph/node{k}.index_map.npy"
+                arrays[rel] = pad_index_map(
+                    tuple(source), tuple(map(tuple, meta["padding"])), "zeros", channels_last=layout in ("NWC", "NHWC")
+                )
+                meta["index_map"] = {"$array": rel}
+        if isinstance(node.get("name"), (str, int)) and isinstance(node.get("shape"), list):
+            shapes[node["name"]] = node["shape"]
+    return manifest, arrays
 
 
 def _canonical(value: Any) -> str:
@@ -1860,9 +1947,15 @@ def _check_network(graph: Graph, layers: dict[str, LayerTables], hosts: dict[str
                 msg = f"{here}: the window {producer.name!r} disagrees with the kernel, stride or dilation of its plan"
                 raise BundleError(msg)
             source = graph[producer.inputs[0]]
-            padding = source.meta.get("padding") if source.kind is NodeKind.PAD else tuple(0 for _ in g.padding)
-            if tuple(padding) != g.padding:
-                msg = f"{here}: the padding before its window is {padding}; its plan pads {g.padding}"
+            if source.kind is NodeKind.PAD:
+                padding, mode = tuple(tuple(p) for p in source.meta["padding"]), source.meta["mode"]
+            else:
+                padding, mode = tuple((0, 0) for _ in g.padding), g.padding_mode.value
+            if padding != g.padding or mode != g.padding_mode.value:
+                msg = (
+                    f"{here}: the padding before its window is {padding} in mode {mode!r}; its plan pads "
+                    f"{g.padding} in mode {g.padding_mode.value!r}"
+                )
                 raise BundleError(msg)
         elif node.shape != plan.frame_out:
             msg = f"{here}: shape {node.shape} differs from its plan's output {plan.frame_out}"

@@ -1,34 +1,56 @@
-"""The ``iotable`` command line: inspect and check bundles written by :func:`iotable.save`.
+"""The ``iotable`` command line: inspect, check, draw and export bundles written by :func:`iotable.save`.
 
-``iotable info BUNDLE`` prints the network's summary (or the layer's unit table); ``iotable check BUNDLE``
-re-verifies the manifest's checksum, every field and file, the graph's invariants and the golden vectors,
-and exits with status 1 and the reason on stderr when something is wrong. No error prints a traceback.
-``python -m iotable`` is the same command.
+- ``iotable info BUNDLE`` prints the network's summary (or the layer's unit table);
+- ``iotable check BUNDLE`` re-verifies the manifest's checksum, every field and file, the graph's invariants
+  and the golden vectors;
+- ``iotable dot BUNDLE [-o FILE]`` writes the interlayer graph as Graphviz DOT (or SVG, for ``FILE.svg``);
+- ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers.
+
+Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
+missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
+command. Each command is one ``_NAME(args)`` function and one ``_add_NAME(commands)`` that declares its
+arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
-from .bundle import BundleError, _open
+from .bundle import CHECKSUMMED, _open
 from .errors import IOTableError
 from .network import TableNetwork
+from .pla import _atomic_write, export_pla
 
 __all__ = ["main"]
 
 _DESCRIPTION = """\
-Inspect and check iotable bundles: the directories iotable.save() writes (manifest.json plus .npy tables).
-See docs/bundle.md for the format."""
+Inspect, check, draw and export iotable bundles: the directories iotable.save() writes (manifest.json plus
+.npy tables). See docs/bundle.md for the format."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+class CommandError(IOTableError, ValueError):
+    """A command-line argument names something unusable (an output path, a bundle of the wrong kind)."""
 
-    parser = argparse.ArgumentParser(prog="iotable", description=_DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"iotable {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+def _network(path: str, command: str) -> TableNetwork:
+    """The network a bundle holds, or an error naming the layer it holds instead."""
+    obj, _ = _open(path)
+    if not isinstance(obj, TableNetwork):
+        msg = (
+            f"{path} holds one layer ({obj.name!r}), which has no interlayer graph; iotable {command} needs a network "
+            "bundle, saved from precompute() on a whole model"
+        )
+        raise CommandError(msg)
+    return obj
+
+
+# -- info ---------------------------------------------------------------------------------------------------------
+
+
+def _add_info(commands: argparse._SubParsersAction) -> None:
     info = commands.add_parser(
         "info",
         help="print a bundle's summary",
@@ -37,6 +59,24 @@ def _parser() -> argparse.ArgumentParser:
         "its unit table.",
     )
     info.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
+    info.set_defaults(run=_info)
+
+
+def _info(args: argparse.Namespace) -> int:
+    obj, manifest = _open(args.bundle)
+    kind = "network" if isinstance(obj, TableNetwork) else f"layer {obj.name!r}"
+    print(
+        f"{args.bundle}: iotable bundle (format version {manifest['format_version']}, written by iotable "
+        f"{manifest.get('library_version', '?')}), one {kind}"
+    )
+    print(obj.summary())
+    return 0
+
+
+# -- check --------------------------------------------------------------------------------------------------------
+
+
+def _add_check(commands: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check",
         help="verify a bundle's checksums, fields, graph and golden vectors",
@@ -44,17 +84,128 @@ def _parser() -> argparse.ArgumentParser:
         "path inside the bundle with no symlink, every .npy header, size and sha256, the tables against their "
         "plans, the graph against Graph.check() and the tables, and that the network reproduces the golden "
         "vectors stored when it was saved. Prints one OK line and exits 0, or prints the problem on stderr and "
-        "exits 1 (also for a format_version 1 bundle, which has no manifest checksum to check).",
+        "exits 1 (also for a bundle of a format version older than 3, which has no manifest checksum).",
     )
     check.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
+    check.set_defaults(run=_check)
+
+
+def _check(args: argparse.Namespace) -> int:
+    obj, manifest = _open(args.bundle)
+    version = manifest["format_version"]
+    if version < CHECKSUMMED:
+        msg = (
+            f"{args.bundle}: format_version {version} has no manifest checksum or golden vectors, so its manifest "
+            "cannot be checked; it loads, and saving it again upgrades it: iotable.save(iotable.load(path), path)"
+        )
+        raise CommandError(msg)
+    files, tables = len(manifest["files"]), len(obj.tables)
+    checks = "plans and tables agree"
+    if isinstance(obj, TableNetwork):
+        samples = manifest["files"][manifest["golden"]["inputs"]]["shape"][0]
+        checks = f"plans, tables and graph agree; the graph passes its checks; {samples} golden sample(s) reproduce"
+    counts = f"{files} array file(s) match their checksums; {tables} table(s)"
+    print(f"OK: {args.bundle}: manifest checksum matches; {counts}; {checks}")
+    return 0
+
+
+# -- dot ----------------------------------------------------------------------------------------------------------
+
+
+def _add_dot(commands: argparse._SubParsersAction) -> None:
+    dot = commands.add_parser(
+        "dot",
+        help="draw a network bundle's interlayer graph (Graphviz DOT or SVG)",
+        description="Write a network bundle's interlayer graph in Graphviz DOT: node shapes by kind, host nodes "
+        "grey and dashed, edges labelled with the shape and bits they carry, edges into windows with the line "
+        "buffer depth and stride. Without -o the DOT text goes to stdout (render it with `dot -Tsvg`). "
+        "-o FILE.svg draws the picture itself, which needs the extra iotable[notebook] and Graphviz's dot program "
+        "(Debian/Ubuntu: apt-get install graphviz); -o FILE.dot or FILE.gv writes the DOT text.",
+    )
+    dot.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
+    dot.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (.svg, .dot or .gv) instead of stdout; atomically"
+    )
+    dot.set_defaults(run=_dot)
+
+
+def _dot(args: argparse.Namespace) -> int:
+    output = Path(args.output) if args.output is not None else None
+    if output is not None:  # the output path is checked before the bundle is read
+        if output.suffix.lower() not in (".svg", ".dot", ".gv"):
+            msg = f"-o {args.output}: cannot tell the format; name the file *.svg (a picture) or *.dot / *.gv (DOT)"
+            raise CommandError(msg)
+        if not output.parent.is_dir():
+            msg = f"-o {args.output}: the folder {str(output.parent)!r} does not exist; create it first"
+            raise CommandError(msg)
+        if output.is_dir():
+            msg = f"-o {args.output}: is a directory; give a file name such as {str(output / 'graph.svg')!r}"
+            raise CommandError(msg)
+    graph = _network(args.bundle, "dot").graph
+    if output is None:
+        print(graph.to_dot())
+        return 0
+    text = graph.to_svg() if output.suffix.lower() == ".svg" else graph.to_dot()
+    _atomic_write(output, text.encode("utf-8"))
+    print(f"wrote {output}")
+    return 0
+
+
+# -- pla ----------------------------------------------------------------------------------------------------------
+
+
+def _add_pla(commands: argparse._SubParsersAction) -> None:
+    pla = commands.add_parser(
+        "pla",
+        help="export a bundle's tables as PLA files (Espresso format)",
+        description="Write every table of a bundle as a PLA file (Espresso format, type fr) in DIRECTORY, named "
+        "<layer>.u<unit>.pla, for logic minimisers; rows a partial table lacks are don't-cares. DIRECTORY is "
+        "created if it does not exist. See docs/partial.md.",
+    )
+    pla.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
+    pla.add_argument("directory", metavar="DIRECTORY", help="where to write the .pla files")
+    pla.add_argument(
+        "--dont-cares",
+        choices=("auto", "explicit", "implicit"),
+        default="auto",
+        help="list don't-care rows with '-' outputs (explicit) or leave them out (implicit); auto: explicit for "
+        "tables up to 2**16 rows (default: %(default)s)",
+    )
+    pla.set_defaults(run=_pla)
+
+
+def _pla(args: argparse.Namespace) -> int:
+    target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        msg = f"DIRECTORY {args.directory}: exists and is not a directory; give a directory for the .pla files"
+        raise CommandError(msg)
+    obj, _ = _open(args.bundle)
+    paths = export_pla(obj, target, dont_cares=args.dont_cares)
+    print(f"wrote {len(paths)} PLA file(s) to {target}")
+    return 0
+
+
+# -- main ---------------------------------------------------------------------------------------------------------
+
+_COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (_add_info, _add_check, _add_dot, _add_pla)
+
+
+def _parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="iotable", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"iotable {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _COMMANDS:
+        add(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
-    Exit status 0: success; 1: the bundle cannot be read or fails a check (the reason is on stderr);
-    2: a usage error.
+    Exit status 0: success; 1: the bundle cannot be read, fails a check, or an output cannot be written (the
+    reason is on stderr); 2: a usage error.
 
     Example:
         >>> import pathlib, tempfile
@@ -66,40 +217,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = _parser().parse_args(argv)
     try:
-        return _run(args)
+        return args.run(args)
     except IOTableError as exc:
         print(f"iotable {args.command}: error: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:  # a path the checks could not foresee (permissions, a full disk): the reason alone
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"iotable {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
     except Exception as exc:  # never a traceback: a bug is reported as one line, with what to do
         print(
             f"iotable {args.command}: internal error ({type(exc).__name__}: {exc}); please report it with the bundle",
             file=sys.stderr,
         )
-        return 1
-
-
-def _run(args: argparse.Namespace) -> int:
-    obj, manifest = _open(args.bundle)
-    if args.command == "info":
-        kind = "network" if isinstance(obj, TableNetwork) else f"layer {obj.name!r}"
-        print(
-            f"{args.bundle}: iotable bundle (format version {manifest['format_version']}, written by iotable "
-            f"{manifest.get('library_version', '?')}), one {kind}"
-        )
-        print(obj.summary())
-        return 0
-    if manifest["format_version"] < 2:
-        msg = (
-            f"{args.bundle}: format_version {manifest['format_version']} has no manifest checksum or golden vectors, "
-            "so its manifest cannot be checked; it loads, and saving it again upgrades it: "
-            "iotable.save(iotable.load(path), path)"
-        )
-        raise BundleError(msg)
-    files, tables = len(manifest["files"]), len(obj.tables)
-    checks = "plans and tables agree"
-    if isinstance(obj, TableNetwork):
-        samples = manifest["files"][manifest["golden"]["inputs"]]["shape"][0]
-        checks = f"plans, tables and graph agree; the graph passes its checks; {samples} golden sample(s) reproduce"
-    counts = f"{files} array file(s) match their checksums; {tables} table(s)"
-    print(f"OK: {args.bundle}: manifest checksum matches; {counts}; {checks}")
-    return 0
+    return 1

@@ -1,6 +1,7 @@
 """Names the docstring examples use without importing them."""
 
 import importlib.util
+import shutil
 
 import pytest
 import torch
@@ -9,6 +10,10 @@ import iotable
 
 # The brevitas integration's examples need brevitas, an optional extra.
 collect_ignore = [] if importlib.util.find_spec("brevitas") else ["brevitas.py"]
+# The pictures' examples need Graphviz (the notebook extra and the dot program); tests/test_display.py says
+# when it is missing, and fails under CI.
+if not (importlib.util.find_spec("graphviz") and shutil.which("dot")):
+    collect_ignore.append("diagram.py")
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,7 @@ from torch import nn
 
 from ._design import Field, finite_field, pack
 from ._fastpath import CodeBlock, FastPath, recognize
-from ._progress import progress_bar
+from ._progress import QUIET, Progress, progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
 from .errors import DomainError, EnumerationError
@@ -203,7 +203,7 @@ def enumerate_tables(
         module: the module ``layer`` was planned for (see :func:`iotable.plan`).
         layer: the resolved plan.
         memory_budget: bytes one forward pass (and one in-memory table) may hold; larger work is chunked.
-        progress: show a progress bar (``None``: only on a terminal for long enumerations).
+        progress: a progress bar over the rows (``None``: for long work in a terminal or a notebook).
         cache_dir: a directory of finished tables: each table is written there as soon as it is done and
             loaded instead of recomputed on a later call (see :mod:`iotable._store` for the key).
         fast_path: use the structured path for linear and convolution layers when it applies (it gives the
@@ -212,9 +212,10 @@ def enumerate_tables(
     Returns:
         One :class:`IOTable` per unit, in unit order.
     """
-    return _enumerate(
-        module, layer, memory_budget=memory_budget, progress=progress, cache_dir=cache_dir, fast_path=fast_path
-    ).tables
+    with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
+        return _enumerate(
+            module, layer, memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
+        ).tables
 
 
 @dataclass(frozen=True)
@@ -232,15 +233,17 @@ def _enumerate(
     layer: LayerPlan,
     *,
     memory_budget: int,
-    progress: bool | None,
     cache_dir: str | os.PathLike[str] | None,
     fast_path: bool = True,
     fast: FastPath | None = None,
+    bar: Progress = QUIET,
 ) -> Enumerated:
     """:func:`enumerate_tables`, also saying which units came from the cache and which path ran.
 
     ``fast``: the fast path already recognized for this layer (see :func:`iotable._fastpath.recognize`).
+    ``bar``: counts every unit's rows as they are done (cached units at once).
     """
+    bar.layer(layer.name)
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_domain = layer.output_domain
     # Codes of the output domain, or raw outputs in the module's own float type.
@@ -267,6 +270,7 @@ def _enumerate(
         return MemorySink(unit.rows, unit.fan_out, out_dtype)
 
     cached = tuple(sorted(outputs))
+    bar.update(sum(layer.units[i].rows for i in cached))
     pending = [u for u in layer.units if u.index not in outputs]
     if fast is None and fast_path and pending:
         fast = recognize(module, layer)
@@ -274,7 +278,9 @@ def _enumerate(
     todo: list[_Class] = []
     if fast is not None and pending:
         method = fast.method
-        blocks, streamed, near_ties = fast.tables(layer, pending, memory_budget=memory_budget, sink=sink)
+        blocks, streamed, near_ties = fast.tables(
+            layer, pending, memory_budget=memory_budget, sink=sink, progress=bar.update
+        )
         outputs.update(streamed)  # streamed units are in their files (the cache's too) already
         if cache is not None:
             for block in blocks:
@@ -295,23 +301,21 @@ def _enumerate(
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
-    total = sum(run.samples(p) for p in passes)
-    with progress_bar(total=total, desc=layer.name, enabled=progress, unit="sample") as bar:
-        for forward_pass in passes:
-            members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
-            sinks = {u.index: sink(u) for c in members for u in c.units}
-            try:
-                if isinstance(forward_pass, _Packed):
-                    _fill_packed(run, forward_pass, sinks, bar=bar)
-                else:
-                    _fill(run, forward_pass, sinks, bar=bar)
-            except BaseException:
-                for s in sinks.values():
-                    if isinstance(s, FileSink):
-                        s.abandon()
-                raise
-            for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
-                outputs[index] = s.finish()
+    for forward_pass in passes:
+        members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
+        sinks = {u.index: sink(u) for c in members for u in c.units}
+        try:
+            if isinstance(forward_pass, _Packed):
+                _fill_packed(run, forward_pass, sinks, bar=bar)
+            else:
+                _fill(run, forward_pass, sinks, bar=bar)
+        except BaseException:
+            for s in sinks.values():
+                if isinstance(s, FileSink):
+                    s.abandon()
+            raise
+        for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
+            outputs[index] = s.finish()
 
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
 
@@ -579,7 +583,7 @@ def _fill(run: _Run, members: list[_Class], sinks: dict[int, MemorySink | FileSi
                 sinks[unit.index].write(r0, block[:, start : start + unit.fan_out])
                 start += unit.fan_out
             column += width
-        bar.update(batch)
+        bar.update((r1 - r0) * sum(len(c.units) for c in members))  # rows, as the summary counts them
 
 
 def _field_codes(gf: Field, forms: np.ndarray, samples: np.ndarray) -> np.ndarray:
@@ -669,7 +673,7 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
         if coded is None:
             coded = _encode_packed(result, layer, packed, owner, np.arange(z0, z1), rows[:, z0:z1].numpy())
         gathered[:, z0:z1] = coded.T
-        bar.update(batch)
+        bar.update(batch * sum(len(c.units) for c in packed.classes))  # a sample is a row of every unit
 
     order = np.full(len(packed.classes), -1)
     order[permuted] = np.arange(len(permuted))

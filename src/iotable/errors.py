@@ -12,6 +12,7 @@ __all__ = [
     "DomainError",
     "EnumerationError",
     "IOTableError",
+    "IOTableWarning",
     "MissingRowError",
     "NotDecomposedError",
     "OptionError",
@@ -19,6 +20,7 @@ __all__ = [
     "SpecMismatchError",
     "TableError",
     "TableTooLargeError",
+    "UnsupportedFakeQuantizeError",
 ]
 
 
@@ -60,3 +62,13 @@ class TableError(IOTableError, ValueError):
 
 class MissingRowError(IOTableError, LookupError):
     """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""
+
+
+class UnsupportedFakeQuantizeError(IOTableError, ValueError):
+    """A torch.ao fake quantizer whose outputs are not one fixed set of values: still observing, disabled, or
+    per channel (the message names it and the call that fixes it)."""
+
+
+class IOTableWarning(UserWarning):
+    """Something iotable does differently from what the caller may expect, with no wrong result (e.g. a model
+    left in training mode is evaluated in eval mode)."""

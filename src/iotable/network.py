@@ -4,24 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from . import _display
+from ._modelcheck import check_float32, warn_training
+from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
-from .errors import IOTableError, TableTooLargeError
-from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
+from .errors import IOTableError, SpecError, TableTooLargeError
+from .graph import Edge, Graph, Node, NodeKind, pad_index_map, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
 from .plan import plan as plan_layer
 from .precompute import LayerTables, tabulate
 from .runtime import Runtime, decode
-from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
+from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
-from .trace import ModelError, Step, segment, trace
+from .trace import Arithmetic, ModelError, Step, segment, trace
+
+if TYPE_CHECKING:
+    from .diagram import Diagram
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -226,7 +232,7 @@ class _Builder:
             )
             channels = a.channels
             module = _AddThen(step.modules, channels=channels, channel_axis=axis)
-            kernel = {"kernel_size": 1} if layout.spatial_rank else {}
+            kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
             out_domain = domain_of(step.modules[-1]) if step.modules else None
             decompose(
                 module,
@@ -241,7 +247,11 @@ class _Builder:
             module = _Chain(*step.modules)
             mixing = [m for m, n in zip(step.modules, step.module_names) if n == step.mixing]
             if mixing:
-                spec = replace(spec_of(mixing[0]), output_domain=None)
+                # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
+                # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
+                spec = spec_of(mixing[0])
+                if step.modules[-1] is not mixing[0]:
+                    spec = replace(spec, output_domain=None)
             else:
                 spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
             module.__dict__[_ATTR] = spec
@@ -257,6 +267,15 @@ class _Builder:
             layer_name = step.mixing or step.name
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
             raise TableTooLargeError(msg) from None
+        if layer_plan.layout.channels_last:
+            for m, name in zip(step.modules, step.module_names):
+                if isinstance(m, Arithmetic) and any(t.numel() > 1 for t in m.tensors()):
+                    msg = (
+                        f"{name}: {m.extra_repr()} with a per-channel tensor in a {layer_plan.layout.value} layer; "
+                        "traced arithmetic is read channels-first (one value per axis-1 entry), which is not this "
+                        "layer's channel axis: fold the tensor into the layer, or use one value for all channels"
+                    )
+                    raise ModelError(msg)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 
@@ -287,33 +306,13 @@ class _Builder:
             if expected != tuple(step.shape):
                 msg = (
                     f"{step.name}: the window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
-                    f"{g.padding}) over {size} gives outputs {expected}, but the model makes {step.shape}"
+                    f"{g.padding} as (before, after) per axis) over {size} gives outputs {expected}, but the model "
+                    f"makes {step.shape}"
                 )
                 raise ModelError(msg)
-            if any(g.padding):
-                codes = []
-                for c, d in enumerate(plan.input_domains):
-                    if d.zero_code is None:
-                        msg = (
-                            f"{step.name}: padding feeds real 0, but input channel {c}'s domain {d!r} has no 0; "
-                            "use a domain that holds 0 or padding=0"
-                        )
-                        raise ModelError(msg)
-                    codes.append(d.zero_code)
-                padded = tuple(n + 2 * p for n, p in zip(size, g.padding))
-                pad_shape = (*padded, plan.in_channels) if channels_last else (plan.in_channels, *padded)
-                reader = self.graph.add(
-                    Node(
-                        self._unique(f"{step.name}:pad"),
-                        NodeKind.PAD,
-                        (src.name,),
-                        pad_shape,
-                        plan.layout,
-                        src.domain,
-                        {"padding": g.padding, "pad_codes": codes, "input_shapes": [src.shape]},
-                    )
-                )
-                size = padded
+            if g.padded:
+                reader = self.graph.add(self._pad_node(step, src, plan))
+                size = g.padded_size(size)
             window_shape = (*positions, plan.in_channels * g.window)
             order = "kernel-major" if channels_last else "channel-major"
             window = self.graph.add(
@@ -362,6 +361,36 @@ class _Builder:
         )
         self.pending[(table.name, 0)] = {"index_map": _unit_index_map(plan)}
         return table
+
+    def _pad_node(self, step: Step, src: Node, plan: LayerPlan) -> Node:
+        """The pad node before a window: its mode, widths, pad codes and what each element copies."""
+        g = plan.geometry
+        codes = None
+        if g.padding_mode is PaddingMode.ZEROS:
+            codes = []
+            for c, d in enumerate(plan.input_domains):
+                if d.zero_code is None:
+                    msg = (
+                        f"{step.name}: padding feeds real 0, but input channel {c}'s domain {d!r} has no 0; "
+                        "use a domain that holds 0, padding=0, or a padding_mode that copies input elements "
+                        "('reflect', 'replicate', 'circular')"
+                    )
+                    raise ModelError(msg)
+                codes.append(d.zero_code)
+        try:
+            index_map = pad_index_map(src.shape, g.padding, g.padding_mode, channels_last=plan.layout.channels_last)
+        except SpecError as exc:
+            msg = f"{step.name}: {exc} (input {src.shape})"
+            raise ModelError(msg) from None
+        meta = {
+            "padding": g.padding,
+            "mode": g.padding_mode.value,
+            "pad_codes": codes,
+            "index_map": index_map,
+            "input_shapes": [src.shape],
+        }
+        name = self._unique(f"{step.name}:pad")
+        return Node(name, NodeKind.PAD, (src.name,), index_map.shape, plan.layout, src.domain, meta)
 
     # -- edges --------------------------------------------------------------------------------------------
 
@@ -454,9 +483,10 @@ class TableNetwork:
             self._runtime = Runtime(self.graph, self.layers)
         return self._runtime
 
-    def encode_input(self, x: Any, *, codes: bool = False) -> torch.Tensor:
-        """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes)."""
-        return self.runtime.encode(x, codes=codes, input_shape=self.input_shape).to(torch.int64)
+    def encode_input(self, x: Any, *, codes: bool = False, what: str = "net.run") -> torch.Tensor:
+        """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes); errors start
+        with ``what``, the caller's name."""
+        return self.runtime.encode(x, codes=codes, input_shape=self.input_shape, what=what).to(torch.int64)
 
     def run(self, x: Any, *, codes: bool = False, return_codes: bool = False) -> torch.Tensor:
         """Evaluate the network from its tables alone (no layer's forward runs, except host nodes).
@@ -491,9 +521,13 @@ class TableNetwork:
 
         For partial tables (after :meth:`restrict`) a line per layer gives the rows kept of the rows in all.
         """
+        return "\n".join([self.graph.summary(), *self._notes()])
+
+    def _notes(self) -> list[str]:
+        """The summary's lines after the graph's table: totals, rows kept of partial tables, host nodes."""
         total = sum(t.rows for t in self.tables)
         host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
-        lines = [self.graph.summary(), f"{len(self.tables)} tables, {total} rows"]
+        lines = [f"{len(self.tables)} tables, {total} rows"]
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
             for name, layer in self.layers.items():
@@ -501,7 +535,50 @@ class TableNetwork:
                 lines.append(f"  {name}: {kept} / {full} ({100 * kept / full:.1f}%)")
         if host:
             lines.append(f"host nodes (run with torch, not tabulated): {', '.join(host)}")
-        return "\n".join(lines)
+        return lines
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method`` and ``near_ties``.
+
+        ``method`` says how the layer's tables were built and ``near_ties`` counts the rows the fast path
+        computed through the module (see :class:`LayerTables`). The notebook view shows these columns.
+
+        Example:
+            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(1))
+            >>> net = precompute(model, input_domain=Domain.uniform(1))
+            >>> [(r["kind"], r["name"], r.get("rows"), r.get("method")) for r in net.rows()]
+            [('input', 'input', None, None), ('table', '0', 8, 'linear fast path'), ('output', 'output', None, None)]
+        """
+        result = self.graph.rows()
+        for row, node in zip(result, self.graph.nodes):
+            layer = self.layers.get(str(node.meta.get("layer"))) if node.kind is NodeKind.TABLE else None
+            if layer is not None:
+                row.update(method=layer.method, near_ties=layer.near_ties)
+        return result
+
+    def draw(self) -> Diagram:
+        """The interlayer graph's picture, which a Jupyter notebook shows inline (see :meth:`Graph.draw`).
+
+        Needs the optional extra ``iotable[notebook]`` and Graphviz's ``dot`` program; without them it
+        raises :class:`~iotable.diagram.GraphvizNotInstalledError`, which says what to install.
+        """
+        return self.graph.draw()
+
+    def __repr__(self) -> str:
+        tables = sum(len(layer) for layer in self.layers.values())
+        kept = sum(t.rows for t in self.tables)
+        full = sum(layer.plan.total_rows for layer in self.layers.values())
+        rows = f"{kept:,} rows" if kept == full else f"{kept:,} of {full:,} rows kept"
+        hosts = len(self.graph.nodes_of(NodeKind.HOST))
+        host = f", {hosts} host node{'s' if hosts > 1 else ''}" if hosts else ""
+        return _display.bounded(
+            f"TableNetwork({len(self.layers)} table layers, {tables:,} tables, {rows}; {len(self.graph)} graph nodes"
+            f"{host}; input {self.input_shape} -> output {self.output_node.shape})"
+        )
+
+    def _repr_html_(self) -> str:
+        table = _display.table(self.rows())
+        return _display.view(repr(self), table, notes=self._notes(), picture=_display.graph_picture(self.graph))
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
@@ -558,6 +635,13 @@ def build_network(
     """
     if isinstance(example_input, np.ndarray):
         example_input = torch.from_numpy(example_input)
+    if isinstance(example_input, (tuple, list)):
+        msg = (
+            f"precompute: example_input is a {type(example_input).__name__} of {len(example_input)} item(s), but a "
+            "table network takes one input tensor; wrap a model of several inputs in a module that takes them "
+            "stacked or concatenated in one tensor, and pass a batch (N, ...) of that tensor"
+        )
+        raise ModelError(msg)
     if example_input is None:
         example_input = _infer_example(model)
     if not isinstance(example_input, torch.Tensor) or example_input.dim() < 2:
@@ -574,6 +658,7 @@ def build_network(
             f"received {type(input_domain).__name__}"
         )
         raise ModelError(msg)
+    check_float32(model, "precompute", ModelError)
     hosts = _host_names(model, host)
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
     domain_key = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
@@ -596,7 +681,9 @@ def build_network(
             builder.add(step)
         skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
         remember(model, key, skeleton)
-    layers = {name: tabulate(module, plan, **options) for name, (module, plan) in skeleton.planned.items()}
+    total = sum(plan.total_rows for _, plan in skeleton.planned.values())
+    with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
+        layers = {name: tabulate(module, plan, bar=bar, **options) for name, (module, plan) in skeleton.planned.items()}
     return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
 
 
@@ -633,6 +720,27 @@ class VerifyReport:
             text += f"; first mismatch: {self.first}"
         return text
 
+    def _repr_html_(self) -> str:
+        columns = (
+            ("samples", "samples"),
+            ("agree", "agree bit for bit"),
+            ("mismatches", "differ"),
+            ("agreement", "agreement"),
+        )
+        counts = {
+            "samples": self.samples,
+            "agree": self.samples - self.mismatches,
+            "mismatches": self.mismatches,
+            "agreement": f"{self.agreement:.2%}",
+        }
+        title = f"VerifyReport: {'OK' if self.ok else 'MISMATCH'}, {self.samples - self.mismatches}/{self.samples} "
+        title += "samples agree bit for bit"
+        parts = [_display.table([counts], columns)]
+        if self.first:
+            where = [{"what": key, "value": value} for key, value in self.first.items()]
+            parts.append(_display.table(where, (("what", "first mismatch"), ("value", ""))))
+        return _display.view(title, *parts)
+
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     equal = (a == b) | (torch.isnan(a) & torch.isnan(b))
@@ -657,7 +765,9 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
     if not isinstance(net, TableNetwork):
         msg = f"verify: expected a TableNetwork second (from iotable.precompute), received {type(net).__name__}"
         raise ModelError(msg)
-    input_codes = net.encode_input(inputs, codes=codes)
+    check_float32(model, "verify", ModelError)
+    warn_training(model, "verify")
+    input_codes = net.encode_input(inputs, codes=codes, what="verify")
     values = decode(input_codes, net.input_node).to(module_dtype(model)[0])
     expected = run_module(model, values, type(model).__name__)
     got = net.run(input_codes, codes=True)

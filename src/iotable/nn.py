@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from ._torchao import fake_quantize_domain, is_fake_quantize
 from .domain import Domain
 
 __all__ = ["Quantize", "domain_of"]
@@ -60,12 +61,17 @@ class Quantize(torch.nn.Module):
 def domain_of(module: torch.nn.Module) -> Domain | None:
     """The output domain of a quantizer module, or ``None`` when ``module`` is not one iotable knows.
 
+    Quantizers: :class:`Quantize`, torch.ao fake quantizers (``FakeQuantize`` and its fused variants, per
+    tensor, observer disabled) and brevitas activation quantizers (with the ``brevitas`` extra).
+
     Example:
         >>> domain_of(Quantize(1)), domain_of(torch.nn.ReLU())
         (Domain.uniform(1), None)
     """
     if isinstance(module, Quantize):
         return module.domain
+    if is_fake_quantize(module):
+        return fake_quantize_domain(module)
     if _is_brevitas(module):
         from .brevitas import quantizer_domain  # the optional integration: imported for brevitas modules only
 

@@ -82,7 +82,7 @@ def observe(
         msg = f"observe: into= must be an Observation, received {type(into).__name__}"
         raise ObserveError(msg)
     observation = into if into is not None else Observation()
-    x = net.encode_input(data, codes=codes)
+    x = net.encode_input(data, codes=codes, what="observe")
     kernels = {
         node.name: (node.meta["layer"], net.runtime._kernels[node.name]) for node in net.graph.nodes_of(NodeKind.TABLE)
     }

@@ -21,11 +21,13 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
+from . import _display
 from .domain import Domain
 from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
 from .nn import domain_of
-from .spec import Layout, Spec, _channel_counts, spec_of
+from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
 
 __all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
 
@@ -35,12 +37,32 @@ DEFAULT_MAX_ROWS = 2**24
 
 @dataclass(frozen=True)
 class Geometry:
-    """The sliding window of a spatial layer, one entry per spatial axis (all empty for ``"NC"``)."""
+    """The sliding window of a spatial layer, one entry per spatial axis (all empty for ``"NC"``).
+
+    ``padding`` holds a ``(before, after)`` pair per axis: torch's ``padding="same"`` with an even kernel
+    pads one element more after than before. ``padding_mode`` says what padded positions hold.
+
+    Example:
+        >>> g = Geometry(kernel=(4,), stride=(1,), dilation=(1,), padding=((1, 2),))
+        >>> g.before, g.after, g.output_size((6,))
+        ((1,), (2,), (6,))
+    """
 
     kernel: tuple[int, ...] = ()
     stride: tuple[int, ...] = ()
     dilation: tuple[int, ...] = ()
-    padding: tuple[int, ...] = ()
+    padding: tuple[tuple[int, int], ...] = ()
+    padding_mode: PaddingMode = PaddingMode.ZEROS
+
+    def __post_init__(self) -> None:
+        if not all(isinstance(p, tuple) and len(p) == 2 for p in self.padding):
+            msg = (
+                f"Geometry: padding must hold one (before, after) pair per spatial axis, received {self.padding!r}; "
+                "write an axis padded p on both sides as (p, p)"
+            )
+            raise SpecError(msg)
+        if not isinstance(self.padding_mode, PaddingMode):
+            object.__setattr__(self, "padding_mode", PaddingMode.parse(self.padding_mode, what="Geometry"))
 
     @property
     def rank(self) -> int:
@@ -62,12 +84,39 @@ class Geometry:
         grids = np.meshgrid(*[np.arange(k) * d for k, d in zip(self.kernel, self.dilation)], indexing="ij")
         return np.stack([g.reshape(-1) for g in grids], axis=1) if grids else np.zeros((1, 0), np.int64)
 
+    @property
+    def before(self) -> tuple[int, ...]:
+        """Padding before the first element, per axis (where the first window starts)."""
+        return tuple(b for b, _ in self.padding)
+
+    @property
+    def after(self) -> tuple[int, ...]:
+        """Padding after the last element, per axis."""
+        return tuple(a for _, a in self.padding)
+
+    @property
+    def padded(self) -> bool:
+        """Whether any axis is padded."""
+        return any(b or a for b, a in self.padding)
+
+    def padded_size(self, size: tuple[int, ...]) -> tuple[int, ...]:
+        """Extent per axis of an input of ``size`` once padded."""
+        return tuple(n + b + a for n, (b, a) in zip(size, self.padding))
+
     def output_size(self, size: tuple[int, ...]) -> tuple[int, ...]:
-        """Output extent per axis for an input of ``size`` (symmetric padding)."""
+        """Output extent per axis for an input of ``size``: ``(n + before + after - d (k - 1) - 1) // s + 1``."""
         return tuple(
-            (n + 2 * p - d * (k - 1) - 1) // s + 1
-            for n, k, s, d, p in zip(size, self.kernel, self.stride, self.dilation, self.padding)
+            (n - d * (k - 1) - 1) // s + 1
+            for n, k, s, d in zip(self.padded_size(size), self.kernel, self.stride, self.dilation)
         )
+
+    def sources(self, size: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+        """Per axis, the input position each padded position reads (``-1``: real 0), by :attr:`padding_mode`.
+
+        Raises:
+            SpecError: a padding wider than the mode allows for ``size``.
+        """
+        return tuple(self.padding_mode.sources(n, b, a) for n, (b, a) in zip(size, self.padding))
 
 
 @dataclass(frozen=True)
@@ -139,7 +188,7 @@ class LayerPlan:
         """:meth:`input_index` of units reading ``channels`` ``(units, channels each)``: ``(units, slots, fan_in)``."""
         ch_stride, pos_stride = self._strides[0]
         slots = np.asarray(self.slots, dtype=np.int64).reshape(len(self.slots), self.geometry.rank)
-        origin = slots * np.asarray(self.geometry.stride, np.int64) - np.asarray(self.geometry.padding, np.int64)
+        origin = slots * np.asarray(self.geometry.stride, np.int64) - np.asarray(self.geometry.before, np.int64)
         positions = origin[:, None, :] + self.geometry.offsets()[None, :, :]  # (slots, window, rank)
         pos_flat = positions @ pos_stride if self.geometry.rank else np.zeros((len(self.slots), 1), np.int64)
         ch_flat = np.asarray(channels, dtype=np.int64) * ch_stride  # (units, channels)
@@ -173,6 +222,18 @@ class LayerPlan:
         reads = np.zeros((self.out_channels, self.in_channels), dtype=bool)
         reads[outs, ins] = True
         return reads
+
+    def _unit_bits(self, unit: Unit) -> int:
+        """Input bits of ``unit``'s table (its rows are at most ``2 ** bits``)."""
+        return sum(d.bits for d in self.unit_domains(unit))
+
+    def __repr__(self) -> str:
+        kernel = f", kernel {self.geometry.kernel}" if self.geometry.rank else ""
+        return _display.bounded(
+            f"LayerPlan({_display.name(self.name)}, {len(self.units)} units, fan-in "
+            f"{_display.joined(u.fan_in for u in self.units)}, {_display.joined(map(self._unit_bits, self.units))} "
+            f"bit, {self.total_rows:,} rows, layout {self.layout.value}{kernel})"
+        )
 
     def summary(self) -> str:
         """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
@@ -239,7 +300,7 @@ def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
         )
         raise SpecError(msg)
 
-    def per_axis(value: tuple[int, ...] | None, default: int, what: str) -> tuple[int, ...]:
+    def per_axis(value: tuple[Any, ...] | None, default: Any, what: str) -> tuple[Any, ...]:
         if value is None:
             return (default,) * rank
         if len(value) == 1:
@@ -253,13 +314,63 @@ def _geometry(spec: Spec, rank: int, name: str) -> Geometry:
         kernel=per_axis(spec.kernel_size if not spec.elementwise else None, 1, "kernel_size"),
         stride=per_axis(spec.stride, 1, "stride"),
         dilation=per_axis(spec.dilation, 1, "dilation"),
-        padding=per_axis(spec.padding, 0, "padding"),
+        padding=per_axis(spec.padding, (0, 0), "padding"),
+        padding_mode=spec.padding_mode or PaddingMode.ZEROS,
     )
+
+
+def own_window(module: nn.Module) -> _ConvNd | None:
+    """The convolution whose window a layer's window is: the module itself, or the head of a block of one
+    ``nn.Conv1d``/``nn.Conv2d`` followed only by elementwise modules and quantizers; else ``None``."""
+    parts: list[nn.Module] = []
+    stack = [module]
+    while stack:
+        m = stack.pop(0)
+        if isinstance(m, nn.Sequential):
+            stack[:0] = list(m)
+        else:
+            parts.append(m)
+    head = parts[0] if parts else None
+    if not isinstance(head, (nn.Conv1d, nn.Conv2d)):
+        return None
+    if not all(isinstance(m, ELEMENTWISE) or domain_of(m) is not None for m in parts[1:]):
+        return None
+    return head
+
+
+def window_mismatch(conv: _ConvNd, layout: Layout, geometry: Geometry) -> str | None:
+    """How a declared window differs from a convolution's own (``None`` when it is the same).
+
+    A declared kernel, stride, dilation, padding or padding mode that is not the convolution's would not
+    change its tables (the kernel's function) but would slide, pad and stride them wrongly in a network.
+    """
+    rank = len(conv.kernel_size)
+    if layout.channels_last or layout.spatial_rank != rank:
+        return f"layout {layout.value} where the {type(conv).__name__} reads {Layout.channels_first(rank + 2).value}"
+    own = {
+        "kernel_size": tuple(conv.kernel_size),
+        "stride": tuple(conv.stride),
+        "dilation": tuple(conv.dilation),
+        "padding": _normalize_padding(conv),
+        "padding_mode": PaddingMode.parse(str(conv.padding_mode)),
+    }
+    declared = {
+        "kernel_size": geometry.kernel,
+        "stride": geometry.stride,
+        "dilation": geometry.dilation,
+        "padding": geometry.padding,
+        "padding_mode": geometry.padding_mode,
+    }
+    for key, value in own.items():
+        if declared[key] != value:
+            shown = (lambda v: repr(v.value)) if key == "padding_mode" else repr
+            return f"{key}={shown(declared[key])} where the {type(conv).__name__} has {key}={shown(value)}"
+    return None
 
 
 def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
     """Input channel tuple of each declared unit (before a per-output split)."""
-    if spec.elementwise:
+    if spec.elementwise or spec.depthwise:
         return [(c,) for c in range(c_in)]
     if spec.groups is not None:
         if c_in % spec.groups:
@@ -282,9 +393,10 @@ def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
 
 
 def _output_groups(spec: Spec, n_units: int, c_out: int, name: str) -> list[tuple[int, ...]]:
-    if spec.elementwise:
+    if spec.elementwise or spec.depthwise:
         if c_out != n_units:
-            msg = f"{name}: an elementwise module must keep the channel count; {n_units} in, {c_out} out"
+            kind = "an elementwise" if spec.elementwise else "a per-channel (depthwise)"
+            msg = f"{name}: {kind} module must keep the channel count; {n_units} in, {c_out} out"
             raise SpecError(msg)
         return [(c,) for c in range(c_out)]
     if spec.groups is not None:
@@ -329,7 +441,7 @@ def _check_coverage(out_groups: list[tuple[int, ...]], c_out: int, name: str) ->
 def _slots(geometry: Geometry, size: tuple[int, ...], name: str) -> list[tuple[int, ...]]:
     """Output positions whose windows lie inside ``size`` and do not overlap, per axis then combined."""
     per_axis = []
-    for n, k, s, d, p in zip(size, geometry.kernel, geometry.stride, geometry.dilation, geometry.padding):
+    for n, k, s, d, p in zip(size, geometry.kernel, geometry.stride, geometry.dilation, geometry.before):
         span = (k - 1) * d + 1
         first = -(-p // s)
         step = -(-span // s)
@@ -344,9 +456,11 @@ def _slots(geometry: Geometry, size: tuple[int, ...], name: str) -> list[tuple[i
 
 
 def _minimal_size(geometry: Geometry) -> tuple[int, ...]:
+    """The smallest extent per axis that holds one window inside the input (and that the padding mode allows)."""
+    copies = geometry.padding_mode is not PaddingMode.ZEROS
     return tuple(
-        -(-p // s) * s - p + (k - 1) * d + 1
-        for k, s, d, p in zip(geometry.kernel, geometry.stride, geometry.dilation, geometry.padding)
+        max(-(-b // s) * s - b + (k - 1) * d + 1, max(b, a) + 1 if copies else 0)
+        for k, s, d, (b, a) in zip(geometry.kernel, geometry.stride, geometry.dilation, geometry.padding)
     )
 
 
@@ -449,6 +563,14 @@ def plan(
         )
         raise SpecError(msg)
     geometry = _geometry(spec, layout.spatial_rank, name)
+    conv = own_window(module) if geometry.rank else None
+    mismatch = window_mismatch(conv, layout, geometry) if conv is not None else None
+    if mismatch is not None:
+        msg = (
+            f"{name}: the layer's window is its {type(conv).__name__}'s own, but the metadata ({spec.source}) declares "
+            f"{mismatch}; drop the window fields from decompose() (the convolution states them) or make them match"
+        )
+        raise SpecError(msg)
 
     # Input channels.
     if example_shape is not None:
@@ -502,6 +624,11 @@ def plan(
     else:
         size = _minimal_size(geometry)
     slots = _slots(geometry, size, name) if geometry.rank else [()]
+    try:
+        geometry.sources(size)
+    except SpecError as exc:
+        msg = f"{name}: {exc} (input extent {size}, padding {geometry.padding})"
+        raise SpecError(msg) from None
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
     fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
@@ -518,14 +645,16 @@ def plan(
         raise SpecError(msg)
     c_out = frame_out[-1] if layout.channels_last else frame_out[0]
     out_size = frame_out[:-1] if layout.channels_last else frame_out[1:]
-    for slot in slots:
-        if any(o >= n for o, n in zip(slot, out_size)):
-            msg = (
-                f"{name}: the declared window (kernel {geometry.kernel}, stride {geometry.stride}, padding "
-                f"{geometry.padding}) puts an output at position {slot}, but the module's output has spatial size "
-                f"{out_size} for input size {size}; check the receptive field given to decompose()"
-            )
-            raise SpecError(msg)
+    expected_size = geometry.output_size(size)
+    if tuple(out_size) != expected_size:
+        g = geometry
+        msg = (
+            f"{name}: the declared window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
+            f"{g.padding} as (before, after) per axis) gives outputs of spatial size {expected_size} for input size "
+            f"{size}, but the module's output has spatial size {tuple(out_size)}; check the receptive field given "
+            "to decompose()"
+        )
+        raise SpecError(msg)
 
     # Output channels and units.
     out_groups = _output_groups(spec, len(in_groups), c_out, name)

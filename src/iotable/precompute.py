@@ -9,17 +9,32 @@ from typing import Any
 
 from torch import nn
 
+from . import _display
 from ._fastpath import recognize
+from ._modelcheck import warn_training
 from ._probe import check_decomposition
+from ._progress import QUIET, Progress, progress_bar
 from ._store import check_cache_dir
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
 from .errors import SpecError
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
+from .plan import _short as _channels
 from .spec import _declared, has_spec
 from .table import IOTable
 
 __all__ = ["LayerTables", "precompute"]
+
+# The units a layer's notebook view lists (all of them up to this many), and its columns.
+_UNITS_SHOWN = 64
+_UNIT_COLUMNS = (
+    ("unit", "unit"),
+    ("in", "in channels"),
+    ("out", "out channels"),
+    ("fan_in", "fan-in"),
+    ("bits", "bits"),
+    ("rows", "rows"),
+)
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,48 @@ class LayerTables:
         """The plan's unit table (see :meth:`LayerPlan.summary`)."""
         return self.plan.summary()
 
+    def _row(self) -> dict[str, Any]:
+        """The layer's summary row (the columns a layer alone knows); ``rows`` counts the rows its tables hold."""
+        units = self.plan.units
+        return {
+            "kind": "table",
+            "name": self.name,
+            "units": len(units),
+            "fan_in": _display.joined(u.fan_in for u in units),
+            "bits": _display.joined(self.plan._unit_bits(u) for u in units),
+            "rows": sum(t.rows for t in self.tables),
+            "method": self.method,
+            "near_ties": self.near_ties,
+        }
+
+    def __repr__(self) -> str:
+        row = self._row()
+        full = self.plan.total_rows
+        rows = f"{row['rows']:,} rows" if row["rows"] == full else f"{row['rows']:,} of {full:,} rows kept"
+        cached = f", {len(self.cached)} cached" if self.cached and self.method != "cache" else ""
+        return _display.bounded(
+            f"LayerTables({_display.name(self.name)}, {len(self.tables)} tables, fan-in {row['fan_in']}, "
+            f"{row['bits']} bit, {rows}, {self.method}{cached})"
+        )
+
+    def _repr_html_(self) -> str:
+        units = self.plan.units[:_UNITS_SHOWN]
+        unit_rows = [
+            {
+                "unit": u.index,
+                "in": _channels(u.in_channels),
+                "out": _channels(u.out_channels),
+                "fan_in": u.fan_in,
+                "bits": self.plan._unit_bits(u),
+                "rows": self.tables[u.index].rows,
+            }
+            for u in units
+        ]
+        notes = [f"... and {len(self.plan.units) - len(units)} more units"] if len(self.plan.units) > len(units) else []
+        return _display.view(
+            repr(self), _display.table([self._row()]), _display.table(unit_rows, _UNIT_COLUMNS), notes=notes
+        )
+
 
 def _is_model(module: nn.Module) -> bool:
     """Whole models: an undecorated ``nn.Sequential`` or any module no spec describes."""
@@ -94,7 +151,9 @@ def precompute(
     :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a table-only runtime).
     For every layer: the decomposition is planned (every table size is checked
     before any work), probed against the module (``check=True``), then every input combination of every
-    unit is enumerated through the unmodified module.
+    unit is enumerated through the unmodified module, in eval mode (as hardware runs it): modules left in
+    training mode that behave differently there (dropout, batch norm, ...) are named in an
+    :class:`~iotable.IOTableWarning`. Whole models must compute in float32 (``model.float()``).
 
     Args:
         module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
@@ -106,7 +165,8 @@ def precompute(
         max_rows: the largest table allowed (default ``2**24``).
         memory_budget: bytes one forward pass may hold (default 256 MiB).
         check: probe the decomposition metadata before enumerating.
-        progress: progress bar (``None``: only on a terminal, for long enumerations).
+        progress: a progress bar over the rows (one bar for a whole model); ``None`` shows it for long work
+            in a terminal or a Jupyter notebook.
         name: the layer's name in tables and messages (default: its class name).
         host: whole models only: submodules (names or modules) to run with torch instead of tables, such
             as a float classifier head; what follows a host node runs on the host too.
@@ -147,6 +207,7 @@ def precompute(
         raise SpecError(msg)
     if cache_dir is not None:
         check_cache_dir(cache_dir)  # a bad cache_dir is refused before any work
+    warn_training(module, "precompute")
     options = {
         "max_rows": max_rows,
         "memory_budget": memory_budget,
@@ -168,7 +229,8 @@ def precompute(
             **options,
         )
     layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
-    return tabulate(module, layer, **options)
+    with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
+        return tabulate(module, layer, bar=bar, **options)
 
 
 def tabulate(
@@ -181,9 +243,13 @@ def tabulate(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     max_rows: int | None = None,
+    bar: Progress = QUIET,
 ) -> LayerTables:
-    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options)."""
-    del max_rows  # sizes were checked when the layer was planned
+    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options).
+
+    ``bar``: the caller's progress bar (the layer's own, or the whole model's), which counts the rows.
+    """
+    del max_rows, progress  # sizes were checked when the layer was planned; the caller made the bar
     fast = recognize(module, layer) if fast_path else None
     if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
         check_decomposition(module, layer, memory_budget=memory_budget)
@@ -191,9 +257,9 @@ def tabulate(
         module,
         layer,
         memory_budget=memory_budget,
-        progress=progress,
         cache_dir=cache_dir,
         fast_path=fast_path,
         fast=fast,
+        bar=bar,
     )
     return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)

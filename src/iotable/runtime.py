@@ -4,7 +4,7 @@ Every node is compiled once into a small kernel over batched code tensors. A tab
 addresses of all its units with one matrix product (row ``u`` holds unit ``u``'s place values at the
 elements it reads, the bias the offset of its table in one flat array of all the layer's tables) and
 reads that flat array with one gather, never comparing against rows. Windows copy their ``unfold`` views
-once; pads fill each channel's code of real 0.
+once; pads fill each channel's code of real 0 and copy the elements their index maps name.
 
 Codes travel between nodes in the smallest dtype that holds them exactly and become floats to form
 addresses: floats add integers exactly while every sum stays below 2**24 (float32), so a layer whose flat
@@ -33,9 +33,10 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import DomainError, MissingRowError
-from .graph import Graph, Node, NodeKind
+from .errors import DomainError, MissingRowError, OptionError, SpecError
+from .graph import Graph, GraphError, Node, NodeKind, pad_index_map
 from .plan import run_module
+from .spec import PaddingMode
 
 __all__ = ["Runtime", "channel_values"]
 
@@ -123,9 +124,11 @@ class Runtime:
 
     # -- the public face (used by TableNetwork) -----------------------------------------------------------
 
-    def encode(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
-        """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer)."""
-        return self._input(x, codes=codes, input_shape=input_shape)
+    def encode(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
+        """Validate a batch; return its input codes in a dtype that holds them exactly (float32 or integer).
+
+        Errors start with ``what``, the name of the call that was given the batch."""
+        return self._input(x, codes=codes, input_shape=input_shape, what=what)
 
     def run(
         self, codes: torch.Tensor, *, capture: bool = False, values: bool = False
@@ -278,25 +281,81 @@ class Runtime:
         raise AssertionError(kind)  # NodeKind is closed
 
     def _pad(self, node: Node) -> Kernel:
-        padding = node.meta["padding"]
+        """A pad node's kernel: exactly what its index map says each element holds.
+
+        The maps pads produce (axis by axis, by :func:`~iotable.graph.pad_index_map`) run as a fill with the
+        pad codes, one copy of the input and a slab copy per padded line; any other map runs as one gather.
+        """
+        meta = node.meta
+        in_shape = tuple(meta["input_shapes"][0])
         channels_last = node.layout is not None and node.layout.channels_last
-        pad_codes = np.asarray(node.meta["pad_codes"], dtype=np.int64)
-        codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
-        rank = len(padding)
-        fill_shape = [1] * (rank + 2)
-        fill_shape[-1 if channels_last else 1] = -1
-        fill = codes.reshape(fill_shape)
-        offset = 1 if not channels_last else 0
+        index_map = np.asarray(meta["index_map"], dtype=np.int64)
+        channels = node.shape[-1] if channels_last else node.shape[0]
+        fill = None
+        if (index_map < 0).any():
+            if meta.get("pad_codes") is None:
+                msg = f"graph: pad node {node.name!r} holds pad codes (index -1) but no pad_codes; see graph.check()"
+                raise GraphError(msg)
+            pad_codes = np.asarray(meta["pad_codes"], dtype=np.int64)
+            codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
+            fill_shape = [1] * (len(node.shape) + 1)
+            fill_shape[-1 if channels_last else 1] = -1
+            fill = codes.reshape(fill_shape)
+        try:
+            expected = pad_index_map(in_shape, meta["padding"], meta["mode"], channels_last=channels_last)
+        except (SpecError, OptionError):
+            expected = None
+        if expected is not None and np.array_equal(expected, index_map):
+            return self._pad_by_axes(node, in_shape, fill, channels_last)
+        return self._pad_by_gather(node, index_map, fill, channels, channels_last)
+
+    @staticmethod
+    def _pad_by_axes(node: Node, in_shape: tuple[int, ...], fill: torch.Tensor | None, channels_last: bool) -> Kernel:
+        padding, mode = node.meta["padding"], PaddingMode.parse(node.meta["mode"])
+        first = 1 if channels_last else 2  # the first spatial axis of a batch
+        spatial = in_shape[:-1] if channels_last else in_shape[1:]
+        interior = [slice(None)] * (len(in_shape) + 1)
+        copies: list[list[tuple[int, int]]] = []  # per axis: (padded line, the padded line it copies)
+        for axis, (n, (before, after)) in enumerate(zip(spatial, padding)):
+            interior[first + axis] = slice(before, before + n)
+            sources = mode.sources(n, before, after)
+            edges = [q for q in range(len(sources)) if not before <= q < before + n and sources[q] >= 0]
+            copies.append([(q, int(sources[q]) + before) for q in edges])
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             x = xs[0]
-            out = torch.empty((x.shape[0], *node.shape), dtype=torch.promote_types(x.dtype, fill.dtype))
-            out.copy_(fill.expand(out.shape))
-            index = [slice(None)] * x.dim()
-            for axis, p in enumerate(padding):
-                index[1 + offset + axis] = slice(p, p + x.shape[1 + offset + axis])
-            out[tuple(index)] = x
+            dtype = x.dtype if fill is None else torch.promote_types(x.dtype, fill.dtype)
+            out = torch.empty((x.shape[0], *node.shape), dtype=dtype)
+            if fill is not None:
+                out.copy_(fill.expand(out.shape))
+            out[tuple(interior)] = x
+            # Axis by axis from the last: the lines an axis copies are complete along the later axes, and
+            # the region is the input's along the earlier ones, so corners copy copies, as torch pads.
+            # One slab copy per padded line (a few per axis), each over the whole batch.
+            for axis in reversed(range(len(copies))):
+                region = out[tuple(interior[: first + axis])]
+                for target, source in copies[axis]:
+                    region.select(first + axis, target).copy_(region.select(first + axis, source))
             return out
+
+        return kernel
+
+    @staticmethod
+    def _pad_by_gather(
+        node: Node, index_map: np.ndarray, fill: torch.Tensor | None, channels: int, channels_last: bool
+    ) -> Kernel:
+        """One gather from the flat input followed by each channel's pad code (where the map holds ``-1``)."""
+        n_in = math.prod(node.meta["input_shapes"][0])
+        channel = np.indices(index_map.shape)[-1 if channels_last else 0]
+        flat = torch.as_tensor(np.where(index_map < 0, n_in + channel, index_map).reshape(-1))
+        codes = None if fill is None else fill.reshape(1, -1)
+
+        def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
+            x = xs[0].reshape(xs[0].shape[0], -1)
+            if codes is not None:
+                dtype = torch.promote_types(x.dtype, codes.dtype)
+                x = torch.cat([x.to(dtype), codes.to(dtype).expand(x.shape[0], channels)], dim=1)
+            return x.index_select(1, flat).view(x.shape[0], *node.shape)
 
         return kernel
 
@@ -567,18 +626,18 @@ class InputEncoder:
         self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
-    def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
+    def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
         batch = f"(N, {', '.join(map(str, input_shape))})"
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf":
-                msg = f"net.run: expected a numeric array of shape {batch}, received dtype {x.dtype}"
+                msg = f"{what}: expected a numeric array of shape {batch}, received dtype {x.dtype}"
                 raise _input_error(msg)
             x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
         if not isinstance(x, torch.Tensor):
-            msg = f"net.run: expected a tensor or array of shape {batch}, received {type(x).__name__}"
+            msg = f"{what}: expected a tensor or array of shape {batch}, received {type(x).__name__}"
             raise _input_error(msg)
         if x.is_complex() or x.device.type == "meta" or x.is_quantized:
-            msg = f"net.run: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
+            msg = f"{what}: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
             raise _input_error(msg)
         if x.layout != torch.strided:  # a sparse batch holds the same values as its dense form
             x = x.to_dense()
@@ -587,13 +646,13 @@ class InputEncoder:
         if not x.is_floating_point():
             x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
         if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
-            msg = f"net.run: expected a batch of shape {batch}, received {tuple(x.shape)}"
+            msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
             raise _input_error(msg)
         if codes:
             if x.is_floating_point() or given == torch.bool:
-                msg = f"net.run: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
+                msg = f"{what}: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
                 raise _input_error(msg)
-            self._check_codes(x)
+            self._check_codes(x, what)
             return x
         if not x.is_floating_point():
             x = x.to(torch.float64)
@@ -604,12 +663,12 @@ class InputEncoder:
             encoded = grid.encode(x, self._channel_axis(x))
             if encoded is not None:
                 return encoded.to(torch.float32 if self._float32_codes else torch.int64)
-        return self._encode_exactly(x)
+        return self._encode_exactly(x, what)
 
     def _channel_axis(self, x: torch.Tensor) -> int:
         return x.dim() - 1 if self.channels_last else 1
 
-    def _check_codes(self, x: torch.Tensor) -> None:
+    def _check_codes(self, x: torch.Tensor, what: str) -> None:
         if not x.numel():
             return
         if self._radix is not None:
@@ -623,17 +682,17 @@ class InputEncoder:
         if bad.any():
             where = tuple(int(i) for i in torch.nonzero(bad)[0])
             limit = len(self.domains[where[axis]]) - 1
-            msg = f"net.run: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
+            msg = f"{what}: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
             raise _input_error(msg)
 
-    def _encode_exactly(self, x: torch.Tensor) -> torch.Tensor:
+    def _encode_exactly(self, x: torch.Tensor, what: str) -> torch.Tensor:
         """Codes by :meth:`Domain.encode` (searching the domain's values), raising its error for a bad value."""
         x = x.to(torch.float64)
         if isinstance(self.node.domain, Domain):
             try:
                 return torch.as_tensor(self.node.domain.encode(x).astype(np.int64))
             except DomainError as exc:
-                msg = f"net.run: input values must belong to the input domain: {exc}"
+                msg = f"{what}: input values must belong to the input domain: {exc}"
                 raise DomainError(msg) from None
         axis = self._channel_axis(x)
         out = torch.empty(x.shape, dtype=torch.int64)
@@ -642,7 +701,7 @@ class InputEncoder:
             try:
                 out[index] = torch.as_tensor(d.encode(x[index]).astype(np.int64))
             except DomainError as exc:
-                msg = f"net.run: input channel {c} must belong to its domain: {exc}"
+                msg = f"{what}: input channel {c} must belong to its domain: {exc}"
                 raise DomainError(msg) from None
         return out
 

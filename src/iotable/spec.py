@@ -12,13 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+import numpy as np
+import torch
 from torch import nn
 
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
 
-__all__ = ["ELEMENTWISE", "Layout", "Spec", "decompose", "has_spec", "spec_of"]
+__all__ = ["ELEMENTWISE", "Layout", "PaddingMode", "Spec", "decompose", "has_spec", "mask_fan_in", "spec_of"]
 
 _ATTR = "__iotable_spec__"
 
@@ -70,13 +72,75 @@ class Layout(enum.Enum):
         return self.spatial_rank > 0 and self.value.endswith("C")
 
 
+class PaddingMode(enum.Enum):
+    """What a sliding window reads beyond the input's edges: torch's ``padding_mode`` values.
+
+    ``zeros`` reads real 0 (each channel's code of 0); the other modes copy input elements: ``reflect``
+    mirrors the input about its edge element (which is not repeated), ``replicate`` repeats the edge
+    element, ``circular`` wraps around to the other end.
+
+    Example:
+        >>> PaddingMode.parse("reflect").sources(4, 2, 1).tolist()  # positions -2..4 of an input of 4
+        [2, 1, 0, 1, 2, 3, 2]
+        >>> PaddingMode.ZEROS.sources(4, 2, 1).tolist()
+        [-1, -1, 0, 1, 2, 3, -1]
+    """
+
+    ZEROS = "zeros"
+    REFLECT = "reflect"
+    REPLICATE = "replicate"
+    CIRCULAR = "circular"
+
+    @classmethod
+    def parse(cls, value: str | PaddingMode, *, what: str = "padding_mode") -> PaddingMode:
+        """Convert a string such as ``"reflect"`` (any case) to a :class:`PaddingMode`; anything else is an error."""
+        if isinstance(value, PaddingMode):
+            return value
+        if isinstance(value, str) and value.upper() in cls.__members__:
+            return cls[value.upper()]
+        accepted = ", ".join(repr(m.value) for m in cls)
+        msg = f"{what}: unknown padding mode {value!r}; expected one of {accepted}"
+        raise OptionError(msg)
+
+    def sources(self, size: int, before: int, after: int) -> np.ndarray:
+        """The input position each of the ``before + size + after`` padded positions reads; ``-1``: real 0.
+
+        Raises:
+            SpecError: the padding is wider than the mode allows for ``size`` (torch's own limits: reflect
+                needs less than ``size`` on each side, circular at most ``size``).
+        """
+        limit = {PaddingMode.REFLECT: size - 1, PaddingMode.CIRCULAR: size}.get(self)
+        if size < 1 or (limit is not None and max(before, after) > limit):
+            bound = f"at most {limit}" if limit is not None else "any padding"
+            msg = (
+                f"{self.value} padding of {before} before and {after} after an extent of {size}: {self.value} "
+                f"padding allows {bound} on each side; use a smaller padding or a larger input"
+            )
+            raise SpecError(msg)
+        position = np.arange(-before, size + after, dtype=np.int64)
+        if self is PaddingMode.ZEROS:
+            return np.where((position >= 0) & (position < size), position, -1)
+        if self is PaddingMode.REFLECT:
+            position = np.abs(position)  # one reflection: the limit above keeps it inside
+            return np.where(position >= size, 2 * (size - 1) - position, position)
+        if self is PaddingMode.REPLICATE:
+            return np.clip(position, 0, size - 1)
+        return position % size
+
+
 @dataclass(frozen=True)
 class Spec:
     """Decomposition metadata of one module (immutable; see :func:`decompose` for the fields' meaning).
 
-    ``per_output`` splits every unit into one unit per output channel that reads the same inputs (the
-    built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes every channel its own unit of
-    kernel 1 (the rule for activations, batch norm and quantizers). ``source`` says where the spec came from.
+    ``padding`` holds one ``(before, after)`` pair per spatial axis (or one pair for every axis);
+    ``padding_mode`` ``None`` means zeros. ``per_output`` splits every unit into one unit per output channel
+    that reads the same inputs (the built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes
+    every channel its own unit of kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise``
+    makes every channel its own unit over the kernel window (the rule for average pooling). ``fan_in_from``
+    names the module's tensor of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a
+    pruning mask); :func:`spec_of` resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a
+    quantizer) whose domain is the output domain, resolved into ``output_domain``. ``source`` says where the
+    spec came from.
     """
 
     groups: int | None = None
@@ -85,11 +149,15 @@ class Spec:
     kernel_size: tuple[int, ...] | None = None
     stride: tuple[int, ...] | None = None
     dilation: tuple[int, ...] | None = None
-    padding: tuple[int, ...] | None = None
+    padding: tuple[tuple[int, int], ...] | None = None
+    padding_mode: PaddingMode | None = None
     layout: Layout | None = None
     output_domain: Domain | None = None
     per_output: bool = False
     elementwise: bool = False
+    depthwise: bool = False
+    fan_in_from: str | None = None
+    output_domain_from: str | None = None
     source: str = "decompose()"
 
     @property
@@ -130,6 +198,51 @@ def _int_tuple(value: Any, *, name: str, minimum: int) -> tuple[int, ...] | None
     return result
 
 
+def _padding_pairs(
+    value: Any, *, kernel: tuple[int, ...] | None, dilation: tuple[int, ...] | None, stride: tuple[int, ...] | None
+) -> tuple[tuple[int, int], ...] | None:
+    """``decompose``'s ``padding=`` as one ``(before, after)`` pair per axis (or one pair for every axis)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "valid":
+            return ((0, 0),)
+        if value == "same":
+            if kernel is None:
+                return None  # reported with the other window fields: padding needs kernel_size=
+            if stride is not None and max(stride) > 1:
+                msg = (
+                    f"decompose: padding='same' needs stride 1 (as torch does), received stride={stride}; "
+                    "give the padding as (before, after) pairs instead"
+                )
+                raise SpecError(msg)
+            dilation = dilation or (1,)
+            rank = max(len(kernel), len(dilation))
+            kernel_r = kernel * rank if len(kernel) == 1 else kernel
+            dilation_r = dilation * rank if len(dilation) == 1 else dilation
+            # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
+            totals = [d * (k - 1) for k, d in zip(kernel_r, dilation_r)]
+            return tuple((t // 2, t - t // 2) for t in totals)
+    entries = (value,) if isinstance(value, int) or not isinstance(value, Sequence) else value
+    pairs = [_pair(entry) for entry in entries] if not isinstance(value, str) else []
+    if not pairs or len(pairs) > 2 or any(pair is None for pair in pairs):
+        msg = (
+            "decompose: padding must be 'same', 'valid', an integer >= 0, or a tuple of 1 or 2 entries (one per "
+            "spatial axis), each an integer >= 0 (both sides) or a (before, after) pair of them, e.g. "
+            f"padding=((0, 1),); received {value!r}"
+        )
+        raise SpecError(msg)
+    return tuple(pair for pair in pairs if pair is not None)
+
+
+def _pair(entry: Any) -> tuple[int, int] | None:
+    """One axis of ``padding=``: an integer (both sides) or a ``(before, after)`` pair, else ``None``."""
+    pair = (entry, entry) if isinstance(entry, int) else tuple(entry) if isinstance(entry, Sequence) else ()
+    if len(pair) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair):
+        return None
+    return (pair[0], pair[1])
+
+
 def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None:
     if value is None:
         return None
@@ -165,6 +278,7 @@ def _make_spec(
     stride: Any,
     dilation: Any,
     padding: Any,
+    padding_mode: str | PaddingMode | None,
     layout: str | Layout | None,
     output_domain: Domain | None,
 ) -> Spec:
@@ -174,6 +288,18 @@ def _make_spec(
     if groups is not None and fan_in is not None:
         msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
         raise SpecError(msg)
+    fan_in_from = None
+    if isinstance(fan_in, str):
+        if not fan_in or any(not part.isidentifier() for part in fan_in.split(".")):
+            msg = (
+                f"decompose: fan_in={fan_in!r} must name a tensor attribute of the module, such as 'mask' or "
+                "'fc.weight_mask' (a dotted path of identifiers)"
+            )
+            raise SpecError(msg)
+        fan_in_from, fan_in = fan_in, None
+        if fan_out is not None:
+            msg = "decompose: fan_out= needs fan_in= as index lists; a mask gives each output its own unit"
+            raise SpecError(msg)
     fan_in_t = _index_lists(fan_in, name="fan_in")
     fan_out_t = _index_lists(fan_out, name="fan_out")
     if fan_out_t is not None and fan_in_t is None:
@@ -183,23 +309,40 @@ def _make_spec(
         msg = f"decompose: fan_in lists {len(fan_in_t)} units but fan_out lists {len(fan_out_t)}; expected one each"
         raise SpecError(msg)
     layout_e = None if layout is None else Layout.parse(layout, what="decompose")
-    geometry = {
+    geometry: dict[str, Any] = {
         "kernel_size": _int_tuple(kernel_size, name="kernel_size", minimum=1),
         "stride": _int_tuple(stride, name="stride", minimum=1),
         "dilation": _int_tuple(dilation, name="dilation", minimum=1),
-        "padding": _int_tuple(padding, name="padding", minimum=0),
     }
-    if layout_e is not None and layout_e.spatial_rank == 0 and any(v is not None for v in geometry.values()):
+    geometry["padding"] = _padding_pairs(
+        padding, kernel=geometry["kernel_size"], dilation=geometry["dilation"], stride=geometry["stride"]
+    )
+    geometry["padding_mode"] = None if padding_mode is None else PaddingMode.parse(padding_mode, what="decompose")
+    # padding="same" without kernel_size= resolves to nothing yet, but it was stated all the same.
+    stated = [key for key, given in geometry.items() if given is not None or (key == "padding" and padding)]
+    if layout_e is not None and layout_e.spatial_rank == 0 and stated:
         msg = (
             f"decompose: layout {layout_e.value!r} has no spatial axis, "
-            "so kernel_size/stride/dilation/padding don't apply"
+            "so kernel_size/stride/dilation/padding/padding_mode don't apply"
         )
         raise SpecError(msg)
-    if geometry["kernel_size"] is None and any(v is not None for v in geometry.values()):
-        msg = "decompose: stride/dilation/padding describe a sliding window; give kernel_size= too"
+    if geometry["kernel_size"] is None and stated:
+        msg = "decompose: stride/dilation/padding describe a sliding window (padding_mode too); give kernel_size= too"
         raise SpecError(msg)
+    output_domain_from = None
+    if isinstance(output_domain, str):
+        if not output_domain or any(not part.isidentifier() for part in output_domain.split(".")):
+            msg = (
+                f"decompose: output_domain={output_domain!r} must be an iotable.Domain or name the module's output "
+                "quantizer, such as 'output_quant' (a dotted path of identifiers)"
+            )
+            raise SpecError(msg)
+        output_domain_from, output_domain = output_domain, None
     if output_domain is not None and not isinstance(output_domain, Domain):
-        msg = f"decompose: output_domain must be an iotable.Domain, received {type(output_domain).__name__}"
+        msg = (
+            "decompose: output_domain must be an iotable.Domain or the name of the module's output quantizer, "
+            f"received {type(output_domain).__name__}"
+        )
         raise SpecError(msg)
     return Spec(
         groups=groups,
@@ -207,6 +350,8 @@ def _make_spec(
         fan_out=fan_out_t,
         layout=layout_e,
         output_domain=output_domain,
+        fan_in_from=fan_in_from,
+        output_domain_from=output_domain_from,
         **geometry,
     )
 
@@ -236,6 +381,7 @@ def _check_against_module(spec: Spec, module: nn.Module) -> None:
     """Checks that need only the module's stated channel counts, run when the spec is attached."""
     c_in, c_out = _channel_counts(module)
     name = type(module).__name__
+    spec = _resolve(spec, module)
     if spec.groups is not None:
         for what, count in (("input", c_in), ("output", c_out)):
             if count is not None and count % spec.groups:
@@ -260,14 +406,15 @@ def decompose(
     /,
     *,
     groups: int | None = None,
-    fan_in: Sequence[Sequence[int]] | None = None,
+    fan_in: Sequence[Sequence[int]] | str | None = None,
     fan_out: Sequence[Sequence[int]] | None = None,
     kernel_size: int | Sequence[int] | None = None,
     stride: int | Sequence[int] | None = None,
     dilation: int | Sequence[int] | None = None,
-    padding: int | Sequence[int] | None = None,
+    padding: int | str | Sequence[int | Sequence[int]] | None = None,
+    padding_mode: str | PaddingMode | None = None,
     layout: str | Layout | None = None,
-    output_domain: Domain | None = None,
+    output_domain: Domain | str | None = None,
 ) -> Any:
     """Attach decomposition metadata to a module instance (returned as is) or class (as a decorator).
 
@@ -282,13 +429,25 @@ def decompose(
         target: an ``nn.Module`` instance or subclass; omit it to get a decorator.
         groups: ``g`` contiguous, equal groups along the channel axis; unit ``k`` reads the ``k``-th group
             of input channels and writes the ``k``-th group of output channels.
-        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts).
+        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts), or the
+            name of the module's mask tensor of shape ``(outputs, inputs, ...)`` (a dotted attribute path such
+            as ``"mask"`` or ``"fc.mask.mask"``): unit ``k`` reads the inputs where row ``k`` is non-zero and
+            writes output ``k``. The mask is read again whenever the module is planned.
         fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
-        kernel_size, stride, dilation, padding: the receptive field of a sliding-window layer, so one
-            table per unit serves every position.
+        kernel_size, stride, dilation: the receptive field of a sliding-window layer, so one table per
+            unit serves every position.
+        padding: what the window reads beyond the input's edges, per spatial axis: an integer (both sides),
+            a ``(before, after)`` pair such as ``((0, 1),)`` (torch's ``padding="same"`` with an even
+            kernel pads the extra element after), one entry per axis, or ``"same"`` / ``"valid"`` as torch
+            resolves them.
+        padding_mode: ``"zeros"`` (the default: real 0), ``"reflect"``, ``"replicate"`` or ``"circular"``,
+            as torch's convolutions name them.
         layout: ``"NC"``, ``"NCW"``, ``"NWC"``, ``"NCHW"`` or ``"NHWC"``; by default channels-first
             from the input's rank.
-        output_domain: the domain of the module's outputs when it ends in a quantizer iotable cannot see.
+        output_domain: the domain of the module's outputs when it quantizes them inside its forward (as
+            LogicNets, PolyLUT and NeuraLUT neurons do), or the name of the submodule that does (a dotted path
+            such as ``"output_quant"``, read whenever the module is planned). It closes the module's table
+            layer in a whole model exactly as a quantizer does.
 
     Returns:
         ``target`` itself with metadata attached, or a decorator when ``target`` is omitted.
@@ -307,6 +466,9 @@ def decompose(
         ...         return torch.stack([x[:, 0] * x[:, 1], x[:, 2] - x[:, 3]], dim=1)
         >>> spec_of(Pairs()).fan_in
         ((0, 1), (2, 3))
+        >>> window = decompose(torch.nn.Identity(), kernel_size=2, padding="same", padding_mode="reflect")
+        >>> spec_of(window).padding, spec_of(window).padding_mode
+        (((0, 1),), <PaddingMode.REFLECT: 'reflect'>)
     """
     spec = _make_spec(
         groups=groups,
@@ -316,6 +478,7 @@ def decompose(
         stride=stride,
         dilation=dilation,
         padding=padding,
+        padding_mode=padding_mode,
         layout=layout,
         output_domain=output_domain,
     )
@@ -334,30 +497,143 @@ def decompose(
     return attach if target is None else attach(target)
 
 
-def _normalize_padding(conv: nn.Module) -> tuple[int, ...]:
+def _normalize_padding(conv: nn.Module) -> tuple[tuple[int, int], ...]:
+    """A convolution's padding as one ``(before, after)`` pair per spatial axis."""
     padding = conv.padding
     if padding == "valid":
-        return (0,) * len(conv.kernel_size)
+        return ((0, 0),) * len(conv.kernel_size)
     if padding == "same":
-        # torch pads (total // 2) before and the rest after; the window origin follows the 'before' side.
-        return tuple(d * (k - 1) // 2 for d, k in zip(conv.dilation, conv.kernel_size))
-    return tuple(int(p) for p in padding)
+        # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
+        totals = [d * (k - 1) for d, k in zip(conv.dilation, conv.kernel_size)]
+        return tuple((t // 2, t - t // 2) for t in totals)
+    return tuple((int(p), int(p)) for p in padding)
+
+
+def _attribute(module: nn.Module, path: str, what: str, expected: str) -> Any:
+    """The object at a dotted attribute ``path`` of ``module``, or a :class:`SpecError` naming ``what``."""
+    target: Any = module
+    for part in path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            msg = (
+                f"{type(module).__name__}: {what}={path!r} names no attribute ({type(target).__name__} has no "
+                f"{part!r}); expected the path of {expected}"
+            )
+            raise SpecError(msg) from None
+    return target
+
+
+def _resolve(spec: Spec, module: nn.Module) -> Spec:
+    """``spec`` with the fan-ins and output domain it names by path read from ``module`` as it is now (and the
+    paths replaced by what they name, so the result describes the module on its own)."""
+    updates: dict[str, Any] = {}
+    read = []
+    if spec.fan_in_from is not None:  # a mask: read it at every plan, it may change after decoration
+        updates.update(fan_in=mask_fan_in(module, spec.fan_in_from), fan_in_from=None)
+        read.append(f"fan-ins from {spec.fan_in_from!r}")
+    if spec.output_domain_from is not None:
+        quantizer = _attribute(module, spec.output_domain_from, "output_domain", "the module's output quantizer")
+        domain = domain_of(quantizer) if isinstance(quantizer, nn.Module) else None
+        if domain is None:
+            msg = (
+                f"{type(module).__name__}: output_domain={spec.output_domain_from!r} names a "
+                f"{type(quantizer).__name__}, which is not a quantizer iotable reads (iotable.nn.Quantize, a torch.ao "
+                "fake quantizer, a brevitas quantizer); name the module that quantizes the outputs, or pass its "
+                "iotable.Domain"
+            )
+            raise SpecError(msg)
+        updates.update(output_domain=domain, output_domain_from=None)
+        read.append(f"output domain from {spec.output_domain_from!r}")
+    if not updates:
+        return spec
+    return replace(spec, **updates, source=f"{spec.source}, {' and '.join(read)} of {type(module).__name__}")
+
+
+def mask_fan_in(module: nn.Module, path: str, *, groups: int = 1) -> tuple[tuple[int, ...], ...]:
+    """The fan-in of each output from a mask tensor ``(outputs, inputs per group, ...)``: its non-zero entries.
+
+    ``path`` is a dotted attribute path from ``module`` to the tensor (``"weight_mask"``, ``"fc.mask.mask"``).
+    Trailing axes (a convolution's kernel positions) count a channel in when any of its entries is non-zero;
+    with ``groups``, output ``k`` of group ``g`` reads channels ``g * inputs per group + j``. An output whose
+    row is all zero reads its group's first channel, on which its (constant) table then depends trivially.
+
+    Example:
+        >>> m = torch.nn.Module()
+        >>> m.register_buffer("mask", torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]]))
+        >>> mask_fan_in(m, "mask")
+        ((0, 2), (1,))
+    """
+    name = type(module).__name__
+    target = _attribute(module, path, "fan_in", "a mask tensor of shape (outputs, inputs)")
+    if not isinstance(target, torch.Tensor) or target.dim() < 2:
+        got = f"shape {tuple(target.shape)}" if isinstance(target, torch.Tensor) else type(target).__name__
+        msg = f"{name}: fan_in={path!r} must be a tensor of shape (outputs, inputs, ...), received {got}"
+        raise SpecError(msg)
+    mask = target.detach().cpu().reshape(target.shape[0], target.shape[1], -1).ne(0).any(dim=2).numpy()
+    outputs, per_group = mask.shape
+    if outputs % groups:
+        msg = f"{name}: {outputs} mask rows (outputs) do not split into {groups} groups"
+        raise SpecError(msg)
+    first = (np.arange(outputs) // (outputs // groups)) * per_group  # first input channel of each output's group
+    rows = [np.flatnonzero(row) for row in mask]
+    return tuple(tuple(int(f + j) for j in (row if len(row) else [0])) for f, row in zip(first, rows))
+
+
+def _pool_geometry(module: nn.Module, rank: int) -> tuple[tuple[int, ...], ...]:
+    """Kernel, stride and padding of a torch pooling module, one entry per axis."""
+
+    def per_axis(value: Any) -> tuple[int, ...]:
+        return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+
+    kernel = per_axis(module.kernel_size)
+    stride = per_axis(module.stride) if module.stride is not None else kernel
+    return kernel, stride, per_axis(module.padding)
 
 
 def _builtin(module: nn.Module) -> Spec | None:
     if isinstance(module, nn.Linear):
+        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: mask = fan-in
+            return Spec(
+                layout=Layout.NC,
+                fan_in=mask_fan_in(module, "weight_mask"),
+                source="built-in rule for nn.Linear, fan-ins from its pruning mask (weight_mask)",
+            )
         return Spec(layout=Layout.NC, per_output=True, source="built-in rule for nn.Linear")
     if isinstance(module, (nn.Conv1d, nn.Conv2d)):
         rank = len(module.kernel_size)
+        geometry: dict[str, Any] = {
+            "kernel_size": tuple(module.kernel_size),
+            "stride": tuple(module.stride),
+            "dilation": tuple(module.dilation),
+            "padding": _normalize_padding(module),
+            "padding_mode": PaddingMode.parse(module.padding_mode, what=f"nn.{type(module).__name__}"),
+            "layout": Layout.NCW if rank == 1 else Layout.NCHW,
+        }
+        kind = f"nn.{type(module).__name__}"
+        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):
+            fan_in = mask_fan_in(module, "weight_mask", groups=module.groups)
+            source = f"built-in rule for {kind}, fan-ins from its pruning mask (weight_mask)"
+            return Spec(fan_in=fan_in, source=source, **geometry)
+        return Spec(groups=module.groups, per_output=True, source=f"built-in rule for {kind}", **geometry)
+    if isinstance(module, (nn.AvgPool1d, nn.AvgPool2d)):
+        rank = 1 if isinstance(module, nn.AvgPool1d) else 2
+        kernel, stride, padding = _pool_geometry(module, rank)
+        if any(padding) and not module.count_include_pad:
+            msg = (
+                f"{type(module).__name__}(padding={padding}, count_include_pad=False) divides edge windows by fewer "
+                "elements than inner ones, so no single table serves every position; use count_include_pad=True "
+                "or padding=0"
+            )
+            raise SpecError(msg)
         return Spec(
-            groups=module.groups,
-            kernel_size=tuple(module.kernel_size),
-            stride=tuple(module.stride),
-            dilation=tuple(module.dilation),
-            padding=_normalize_padding(module),
+            depthwise=True,
+            kernel_size=kernel,
+            stride=stride,
+            dilation=(1,) * rank,
+            padding=tuple((p, p) for p in padding),  # torch pools pad with zeros, symmetrically
             layout=Layout.NCW if rank == 1 else Layout.NCHW,
-            per_output=True,
-            source=f"built-in rule for nn.{type(module).__name__}",
+            source=f"built-in rule for nn.{type(module).__name__} (one unit per channel over its window)",
         )
     if isinstance(module, ELEMENTWISE) or domain_of(module) is not None:  # quantizers (brevitas ones too)
         return Spec(elementwise=True, source=f"built-in elementwise rule for {type(module).__name__}")
@@ -387,10 +663,11 @@ def _inherit(spec: Spec, module: nn.Module) -> Spec:
             stride=base.stride,
             dilation=base.dilation,
             padding=base.padding,
+            padding_mode=base.padding_mode,
             layout=base.layout,
         )
-    if spec.groups is None and spec.fan_in is None:
-        updates.update(groups=base.groups, per_output=base.per_output)
+    if spec.groups is None and spec.fan_in is None and spec.fan_in_from is None:
+        updates.update(groups=base.groups, fan_in=base.fan_in, per_output=base.per_output, depthwise=base.depthwise)
     if not updates:
         return spec
     return replace(spec, **updates, source=f"{spec.source} completed by the {base.source}")
@@ -416,7 +693,7 @@ def spec_of(module: nn.Module) -> Spec:
         raise SpecError(msg)
     declared = _declared(module)
     if declared is not None:
-        return _inherit(declared, module)
+        return _inherit(_resolve(declared, module), module)
     if isinstance(module, nn.Sequential) and len(module) > 0:
         head, tail = module[0], list(module)[1:]
         base = _builtin(head) if not isinstance(head, nn.Sequential) else None

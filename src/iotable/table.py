@@ -15,6 +15,7 @@ from typing import Any, overload
 
 import numpy as np
 
+from . import _display
 from .domain import Domain, _as_array, code_dtype
 from .errors import MissingRowError, TableError
 
@@ -440,11 +441,11 @@ class IOTable:
     __hash__ = None  # type: ignore[assignment]  # mutable-by-identity arrays: not hashable
 
     def __repr__(self) -> str:
-        where = f"unit {self.unit} of {self.layer!r}, " if self.layer is not None else ""
+        where = f"unit {self.unit} of {_display.name(self.layer)}, " if self.layer is not None else ""
         kind = "dense" if self.is_dense else "partial"
         bits = sorted({d.bits for d in self._domains})
         out = f"codes of {self._output_domain!r}" if self._output_domain is not None else "values"
-        return (
+        return _display.bounded(
             f"IOTable({where}{len(self)} rows {kind}, {self.fan_in} inputs x {'/'.join(map(str, bits))} bit(s) "
             f"-> {self.fan_out} output(s) as {out})"
         )

@@ -10,6 +10,7 @@ of quantized tensors become structural steps; modules the user marks as host run
 from __future__ import annotations
 
 import operator
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,11 +19,12 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from ._torchao import fake_quantize_domain, is_fake_quantize
 from .errors import IOTableError
 from .nn import _is_brevitas, domain_of
 from .spec import ELEMENTWISE, _declared
 
-__all__ = ["LeafTracer", "ModelError", "Step", "segment", "trace"]
+__all__ = ["Arithmetic", "LeafTracer", "ModelError", "Step", "segment", "trace"]
 
 
 class ModelError(IOTableError, ValueError):
@@ -48,8 +50,115 @@ _ELEMENTWISE_FUNCTIONS: dict[Any, type[nn.Module]] = {
 }
 
 
-def _elementwise_function(node: fx.Node) -> nn.Module | None:
-    """The module equivalent of an elementwise function call such as ``torch.relu(x)``, if it is one."""
+_ARITHMETIC: dict[Any, str] = {
+    operator.mul: "mul",
+    torch.mul: "mul",
+    operator.add: "add",
+    torch.add: "add",
+    operator.sub: "sub",
+    torch.sub: "sub",
+    operator.truediv: "div",
+    torch.div: "div",
+}
+_ARITHMETIC_METHODS = {"mul": "mul", "add": "add", "sub": "sub", "div": "div"}
+_OPERATORS = {"mul": torch.mul, "add": torch.add, "sub": torch.sub, "div": torch.div}
+
+
+class Arithmetic(nn.Module):
+    """``x <op> operand`` (or ``operand <op> x``) where the operand is a number or a tensor of the model.
+
+    Traced glue such as LogicNets' output scaling (``x * self.scale + self.bias``) is elementwise when the
+    operand holds one value, or one per channel: it fuses into the table layer it sits in like an elementwise
+    module. A tensor operand is read from its owner module at every call (through a weak reference, so the
+    plan never keeps the model alive), so updated weights are seen; :meth:`tensors` exposes it to the keys
+    that decide whether cached tables are still valid.
+    """
+
+    def __init__(self, op: str, operand: Any, *, reverse: bool, owner: nn.Module | None = None) -> None:
+        super().__init__()
+        self.op, self.reverse = op, reverse
+        self.attribute = operand if owner is not None else None
+        self.constant = None if owner is not None else operand
+        self._owner = weakref.ref(owner) if owner is not None else None
+
+    def operand(self) -> Any:
+        """The number, or the owner's tensor as it is now."""
+        if self._owner is None:
+            return self.constant
+        owner = self._owner()
+        if owner is None:
+            msg = f"{self.op} by {self.attribute!r}: the model that owned it no longer exists"
+            raise ModelError(msg)
+        return getattr(owner, self.attribute)
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The tensors this module reads besides its input (for cache and reuse keys)."""
+        value = self.operand()
+        return (value,) if isinstance(value, torch.Tensor) else ()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        fn, y = _OPERATORS[self.op], self.operand()
+        return fn(y, x) if self.reverse else fn(x, y)
+
+    def extra_repr(self) -> str:
+        operand = repr(self.constant) if self._owner is None else self.attribute
+        return f"{operand} {self.op} x" if self.reverse else f"x {self.op} {operand}"
+
+
+def _arithmetic(node: fx.Node, root: nn.Module | None) -> nn.Module | None:
+    """The :class:`Arithmetic` module of ``tensor <op> (number | parameter)``, or ``None`` for other nodes."""
+    if node.op == "call_function":
+        try:
+            op = _ARITHMETIC.get(node.target)
+        except TypeError:  # unhashable targets are no arithmetic
+            return None
+    elif node.op == "call_method":
+        op = _ARITHMETIC_METHODS.get(node.target) if isinstance(node.target, str) else None
+    else:
+        return None
+    if op is None or len(node.args) != 2 or node.kwargs:
+        return None
+    tensors = [isinstance(a, fx.Node) and a.op != "get_attr" for a in node.args]
+    if tensors.count(True) != 1:
+        return None  # two tensors (an add join), or none
+    reverse = tensors[1]
+    x, other = (node.args[1], node.args[0]) if reverse else (node.args[0], node.args[1])
+    if isinstance(other, (int, float)) and not isinstance(other, bool):
+        return Arithmetic(op, other, reverse=reverse)
+    if not (isinstance(other, fx.Node) and other.op == "get_attr" and root is not None):
+        return None
+    path, _, attribute = str(other.target).rpartition(".")
+    owner = root.get_submodule(path) if path else root
+    value = getattr(owner, attribute)
+    where = f"{node.name}: {op} by the tensor {other.target!r} (of {_describe(owner, path)})"
+    if not isinstance(value, torch.Tensor):
+        msg = f"{where} is a {type(value).__name__}; expected a tensor"
+        raise ModelError(msg)
+    sample = x.meta.get("shape")
+    shape = tuple(value.shape)
+    if value.numel() != 1 and sample is not None:
+        aligned = (1,) * (len(sample) + 1 - len(shape)) + shape
+        per_channel = len(aligned) == len(sample) + 1 and aligned[0] == 1 and aligned[1] in (1, sample[0])
+        if not per_channel or any(a != 1 for a in aligned[2:]):
+            msg = (
+                f"{where} has shape {shape}, which does not hold one value per channel of a tensor of shape "
+                f"(N, {', '.join(map(str, sample))}); an elementwise table needs one value, or one per channel "
+                f"(shape ({sample[0]},{' 1,' * (len(sample) - 1)})); fold it into the layer before, or decorate "
+                "the block that holds it with iotable.decompose(...)"
+            )
+            raise ModelError(msg)
+    return Arithmetic(op, attribute, reverse=reverse, owner=owner)
+
+
+def _describe(module: nn.Module, path: str) -> str:
+    return f"module {path!r}, a {type(module).__name__}" if path else f"the model, a {type(module).__name__}"
+
+
+def _elementwise_call(node: fx.Node, root: nn.Module | None) -> nn.Module | None:
+    """The module equivalent of an elementwise call: ``torch.relu(x)``, ``x * self.scale``, ``x + 0.5``, ..."""
+    glue = _arithmetic(node, root)
+    if glue is not None:
+        return glue
     if node.op not in ("call_function", "call_method") or len(node.args) != 1:
         return None
     if any(key != "inplace" for key in node.kwargs):
@@ -59,6 +168,17 @@ def _elementwise_function(node: fx.Node) -> nn.Module | None:
     except TypeError:  # unhashable targets are no elementwise function
         return None
     return kind() if kind is not None else None
+
+
+def _user_module(node: fx.Node) -> tuple[str, str] | None:
+    """``(qualified name, class name)`` of the innermost user module (not torch's, not brevitas') ``node`` was
+    traced inside, from torch.fx's module stack; ``None`` at the model's top level."""
+    stack = node.meta.get("nn_module_stack") or {}
+    for path, cls in reversed(list(stack.values())):
+        origin = getattr(cls, "__module__", "") or ""
+        if path and not origin.startswith(("torch.", "brevitas.")):
+            return str(path), getattr(cls, "__name__", str(cls))
+    return None
 
 
 class LeafTracer(fx.Tracer):
@@ -71,6 +191,8 @@ class LeafTracer(fx.Tracer):
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
         if module_qualified_name in self.host or _is_brevitas(m):  # brevitas: checked after tracing
+            return True
+        if is_fake_quantize(m):  # checked after tracing, where its name is known
             return True
         if _declared(m) is not None or domain_of(m) is not None:
             return True
@@ -98,6 +220,10 @@ def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor
         from .brevitas import check_leaves  # the optional integration: imported for brevitas models only
 
         check_leaves(module, host)
+    for node in module.graph.nodes:
+        if node.op == "call_module" and is_fake_quantize(module.get_submodule(node.target)):
+            fake_quantize_domain(module.get_submodule(node.target), node.target)  # refused by name, with the fix
+    module.meta["root"] = model  # get_attr glue reads its tensors from their owners in the model
     flags = [(m, m.training) for m in model.modules()]
     shapes: dict[str, Any] = {}
     try:
@@ -112,7 +238,7 @@ def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor
                     env[node] = example_input
                 else:
                     env[node] = getattr(interpreter, node.op)(node.target, args, kwargs)
-                if isinstance(env[node], torch.Tensor):
+                if isinstance(env[node], torch.Tensor) and node.op != "get_attr":  # parameters have no batch axis
                     shapes[node.name] = tuple(env[node].shape[1:])
     except IOTableError:
         raise
@@ -147,8 +273,23 @@ class Step:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+_AVG_POOLS = (nn.AvgPool1d, nn.AvgPool2d)
+
+
 def _is_mixing(m: nn.Module) -> bool:
-    return _declared(m) is not None or isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d))
+    return _declared(m) is not None or isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, *_AVG_POOLS))
+
+
+def _closes(m: nn.Module) -> bool:
+    """Whether a module's outputs are codes: a quantizer, or a module that declares its ``output_domain``.
+
+    Neuron modules in the LogicNets / PolyLUT / NeuraLUT style apply their output quantizer inside their own
+    forward; declaring it (``decompose(..., output_domain=...)``) closes their table layer as a quantizer does.
+    """
+    declared = _declared(m)
+    if declared is not None and (declared.output_domain is not None or declared.output_domain_from is not None):
+        return True
+    return domain_of(m) is not None
 
 
 def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
@@ -156,6 +297,7 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
     steps: dict[str, Step] = {}
     value: dict[str, str] = {}  # fx node name -> step name producing it
     order: list[str] = []
+    root = module.meta.get("root")
 
     def add(step: Step) -> Step:
         base, k = step.name, 1
@@ -167,7 +309,9 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
 
     def source(node: Any, user: fx.Node) -> Step:
         if not isinstance(node, fx.Node) or node.name not in value:
-            msg = f"{user.name}: expected a tensor produced by an earlier layer, received {node!r}"
+            owner = _user_module(user)
+            where = f" in module {owner[0]!r} ({owner[1]})" if owner else ""
+            msg = f"{user.name}{where}: expected a tensor produced by an earlier layer, received {node!r}"
             raise ModelError(msg)
         return steps[value[node.name]]
 
@@ -196,16 +340,24 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                 msg = f"the model returns {type(result).__name__}; expected a single tensor"
                 raise ModelError(msg)
             last = source(result, node)
+            if not last.closed and last.kind == "table" and any(isinstance(m, _AVG_POOLS) for m in last.modules):
+                msg = (
+                    f"{last.mixing}: the model's output is the unquantized average of {last.mixing}, a float no "
+                    f"table network can hold exactly in codes; put a quantizer after {last.mixing} (an average "
+                    "of quantized codes followed by a quantizer is one table per window)"
+                )
+                raise ModelError(msg)
             close(last)
             add(Step("output", "output", [last.name], last.shape, closed=True))
             continue
         if shape is None:
-            continue  # sizes and other non-tensor values only feed reshapes, which read shapes from the trace
-        functional = _elementwise_function(node)
+            continue  # parameters (read by the glue that uses them), sizes and other non-tensor values
+        functional = _elementwise_call(node, root)
         if node.op == "call_module" or functional is not None:
             m = functional if functional is not None else module.get_submodule(node.target)
             target = node.name if functional is not None else node.target
-            src = source(node.args[0], node)
+            reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
+            src = source(node.args[1] if reverse else node.args[0], node)
             if target in host or src.kind == "host":
                 if not src.closed and src.kind == "table":
                     # The host runs the open segment's modules too, from its quantized input.
@@ -224,7 +376,7 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                 else:
                     value[node.name] = add(Step(target, "host", [src.name], shape, [m], [target], closed=True)).name
                 continue
-            quantizer = domain_of(m) is not None
+            quantizer = _closes(m)
             if isinstance(m, _POOLS):
                 if not src.closed:
                     msg = (
@@ -238,10 +390,17 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
                     msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
                     raise ModelError(msg)
                 value[node.name] = add(Step(target, "reshape", [src.name], shape, closed=True)).name
-            elif quantizer or isinstance(m, ELEMENTWISE) or _is_mixing(m):
+            elif quantizer or isinstance(m, (*ELEMENTWISE, Arithmetic)) or _is_mixing(m):
                 mixing = _is_mixing(m)
                 if src.closed:
                     step = add(Step(target, "table", [src.name], shape))
+                elif mixing and src.mixing is not None and isinstance(m, _AVG_POOLS):
+                    msg = (
+                        f"{target}: average pooling reads the unquantized output of {src.mixing}; put a quantizer "
+                        f"after {src.mixing} (an average of quantized codes followed by a quantizer is one table per "
+                        "window), or list both in host="
+                    )
+                    raise ModelError(msg)
                 elif mixing and src.mixing is not None:
                     msg = (
                         f"{target}: {src.mixing} and {target} sit between the same pair of quantizers, so "
@@ -305,10 +464,21 @@ def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
             value[node.name] = add(Step(node.name, "concat", [s.name for s in srcs], shape, closed=True)).name
         else:
             name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+            owner = _user_module(node)
+            if owner is not None:  # an undecorated custom module that torch.fx traced into: name it, not the node
+                path, cls = owner
+                msg = (
+                    f"{path}: {cls} has no decomposition metadata, so its forward was traced into, and its call of "
+                    f"{name} is not supported between tables; decorate {cls} with iotable.decompose(...) (e.g. "
+                    f"fan_in=..., output_domain=...) so it becomes one unit, or list {path!r} in host= to run it "
+                    "with torch"
+                )
+                raise ModelError(msg)
             msg = (
                 f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
-                "modules and relu/tanh/sigmoid calls, quantizers, add, cat, flatten/view/reshape, max-pool); wrap "
-                "the computation in a module decorated with iotable.decompose, or list the layer in host="
+                "modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
+                "quantizers, add, cat, flatten/view/reshape, max-pool, avg-pool); wrap the computation in a module "
+                "decorated with iotable.decompose, or list the layer in host="
             )
             raise ModelError(msg)
     for fx_name, step_name in value.items():  # in model order: the last node a step produced is its output
