@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 import iotable
-from iotable.bundle import _canonical, _difference, _Encoder
+from iotable._manifest import _canonical, _difference, _Encoder
 from iotable.cli import main as cli
 from iotable.nn import Quantize
 
@@ -37,14 +37,15 @@ INFORMATION = ("library_version", "build", "fx_node", "modules", "spec", "max_ro
 
 
 class Small(nn.Module):
-    """A padded depthwise conv, a max-pool, a pointwise conv and a residual add: pad, window, pool, duplicate, join."""
+    """A zero-padded depthwise conv, a max-pool, a reflect-padded conv and a residual add: pads of both kinds,
+    windows, a pool, a duplicate and a join."""
 
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv1d(2, 2, 3, padding=1, groups=2)
         self.q1 = Quantize(2, signed=True, scale=0.5)
         self.pool = nn.MaxPool1d(2)
-        self.mix = nn.Conv1d(2, 2, 1)
+        self.mix = nn.Conv1d(2, 2, 3, padding=1, padding_mode="reflect")
         self.q2 = Quantize(2, signed=True, scale=0.5)
         self.q3 = Quantize(3, signed=True, scale=0.25)
 

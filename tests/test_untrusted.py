@@ -19,7 +19,8 @@ import torch
 
 import iotable
 from iotable import BundleError, Domain, IOTable, LayerTables, load, precompute, save
-from iotable.bundle import MAX_DEPTH, MAX_DOMAIN_VALUES, MAX_MANIFEST_BYTES
+from iotable._manifest import MAX_DOMAIN_VALUES
+from iotable.bundle import MAX_DEPTH, MAX_MANIFEST_BYTES
 from iotable.cli import main as cli
 
 from .test_bundle import build, manifest_of, stamp, write_manifest

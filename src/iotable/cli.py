@@ -19,7 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .bundle import CHECKSUMMED, _open
+from ._manifest import CHECKSUMMED
+from .bundle import _open
 from .errors import IOTableError
 from .network import TableNetwork
 from .pla import _atomic_write, export_pla
