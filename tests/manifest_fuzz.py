@@ -16,6 +16,7 @@ import argparse
 import contextlib
 import hashlib
 import io
+import re
 import shutil
 import sys
 import tempfile
@@ -32,8 +33,12 @@ from iotable.nn import Quantize
 
 S2 = iotable.Domain.uniform(2, signed=True, scale=0.5)
 
-#: Manifest fields that only say where the bundle came from: the loader takes any well-typed value.
-INFORMATION = ("library_version", "build", "fx_node", "modules", "spec", "max_rows", "slots")
+#: Manifest fields that only say where the bundle came from or how its tables were made (docs/bundle.md,
+#: "Information-only fields"): the loader takes any well-typed value that agrees with the rest.
+INFORMATION = re.compile(
+    r"\.layers\[\d+\]\.(build|plan\.spec|plan\.max_rows|plan\.slots)\b|\.graph\.nodes\[\d+\]\.meta\.(fx_node|modules)\b"
+    r"|\.host\[\d+\]\.class\b"
+)
 
 
 class Small(nn.Module):
@@ -121,9 +126,11 @@ class Sweep:
         description = described(loaded)
         if _canonical(description) != _canonical(self.description):
             path, held, made = _difference(self.description, description, "")
-            field = path.rsplit(".", 1)[-1].split("[")[0]
-            kind = "information change" if any(f in path for f in INFORMATION) else "metadata change"
-            return f"{kind}: {path} {held!r} -> {made!r}" if kind == "metadata change" else f"{kind}: {field}"
+            found = INFORMATION.search(path)
+            if found:
+                field = re.sub(r"\[\d+\]", "[]", found.group(0).lstrip("."))  # the field, not which node or layer
+                return f"information change: {field}"
+            return f"metadata change: {path} {held!r} -> {made!r}"
         return "same"
 
     def restore(self) -> None:

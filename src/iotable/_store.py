@@ -23,6 +23,7 @@ only that layer's keys. Code changes inside a custom ``forward`` are not seen by
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import os
@@ -161,9 +162,14 @@ def _unlink(path: str) -> None:
 
 
 def _lock(file: BinaryIO) -> None:
-    """Mark an open ``.part`` file as being written (released when the process ends, however it ends)."""
+    """Mark an open ``.part`` file as being written (released when the process ends, however it ends).
+
+    Where the file system has no locks (some network file systems), the file goes unmarked; a cleanup
+    there cannot tell a live file from a stale one either, and leaves both.
+    """
     if fcntl is not None:
-        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with contextlib.suppress(OSError):
+            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 class FileSink:
@@ -241,6 +247,8 @@ class FileSink:
         self.written += len(data)
 
     def finish(self) -> np.ndarray:
+        if self.written != self.expected:  # every row is written before a table is finished: a bug otherwise
+            raise AssertionError(f"{self.path.name}: {self.written} of {self.expected} rows written")
         try:
             if self.digest is not None:
                 self.file.write(_TRAILER + self.digest.digest())
@@ -372,7 +380,7 @@ def sweep_parts(directory: Path) -> int:
                     try:
                         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except OSError:
-                        continue  # a live writer holds it
+                        continue  # a live writer holds it (or the file system cannot say: keep it)
                 os.unlink(part)
                 removed += 1
         except OSError:
