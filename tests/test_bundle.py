@@ -79,8 +79,17 @@ def manifest_of(path: Path) -> dict:
     return json.loads((path / "manifest.json").read_text(encoding="utf-8"))
 
 
-def write_manifest(path: Path, manifest: dict) -> None:
+def stamp(path: Path) -> None:
+    """Write the checksum of the bundle's manifest as it now is, as an edit that knows the format would."""
+    digest = hashlib.sha256((path / "manifest.json").read_bytes()).hexdigest()
+    (path / "manifest.sha256").write_text(f"{digest}  manifest.json\n", encoding="ascii")
+
+
+def write_manifest(path: Path, manifest: dict, *, checksum: bool = True) -> None:
+    """Replace the bundle's manifest; ``checksum``: stamp its checksum too, so that the checks behind it are reached."""
     (path / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    if checksum:
+        stamp(path)
 
 
 def comparable(value):
@@ -251,7 +260,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     """The manifest holds the format, versions, graph, domains, per-table metadata, input shape and checksums."""
     net, path = mlp_bundle
     m = manifest_of(path)
-    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 2
+    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 3
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"
     assert m["input_shape"] == [12] and m["address_digit_order"] == "first input most significant"
     assert m["domains"][0] == {
@@ -280,7 +289,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     assert table["dense"] is True and table["input_domains"] == [0, 0, 0] and table["output_domain"] == 0
     assert table["address_digit_order"] == "first input most significant" and table["input_order"] == "features"
     on_disk = {p.relative_to(path).as_posix() for p in path.rglob("*.npy")}
-    assert set(m["files"]) == on_disk and len(on_disk) == len(net.tables) + len(edges) - 1
+    assert set(m["files"]) == on_disk and len(on_disk) == len(net.tables) + len(edges) - 1 + 2  # + golden
     for rel, entry in m["files"].items():
         data = (path / rel).read_bytes()
         assert entry["sha256"] == hashlib.sha256(data).hexdigest() and entry["bytes"] == len(data)
@@ -379,8 +388,8 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (lambda m: edit_file_entry(m, "dtype", "<u2"), r"unit1\.outputs\.npy: holds dtype \|u1 .* says dtype <u2"),
         (
-            lambda m: m.update(format_version=3),
-            r"manifest\.json: format_version 3 was written by a newer iotable .* Upgrade iotable",
+            lambda m: m.update(format_version=4),
+            r"manifest\.json: format_version 4 was written by a newer iotable .* Upgrade iotable",
         ),
         (lambda m: m.update(format_version="1"), r"manifest\.json: unknown format_version '1'"),
         (lambda m: m.update(format_version=0), r"manifest\.json: unknown format_version 0"),
@@ -388,14 +397,14 @@ def edit_file_entry(m: dict, key: str, value) -> str:
             lambda m: m.update(format="safetensors"),
             r"manifest\.json: format is 'safetensors', expected 'iotable-bundle'",
         ),
-        (lambda m: m.pop("graph"), r"manifest\.json: missing field 'graph'"),
+        (lambda m: m.pop("graph"), r"manifest\.json: expected the fields .*; missing \['graph'\], unknown \[\]"),
         (
             lambda m: m["layers"][0]["tables"][0].update(rows=63),
             r"layers\[0\] \('0'\)\.tables\[0\]: dense is True but the table holds 63 of 64 rows",
         ),
         (
             lambda m: m["graph"]["nodes"][1]["meta"].update(layer="nope"),
-            r"nodes\[1\] \('0'\): meta\['layer'\] is 'nope'",
+            r"graph: the table nodes use the layers \['nope', '4'\]; expected each of \['0', '4'\] once",
         ),
         (
             lambda m: m["graph"]["edges"][1].update(shape=[9]),
@@ -403,7 +412,7 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (
             lambda m: m["domains"].append({"kind": "uniform", "size": 4, "bits": 0}),
-            r"domains\[2\]: missing field 'signed'",
+            r"domains\[2\]: expected the fields .*; missing \['narrow', 'scale', 'signed', 'zero_point'\]",
         ),
         (lambda m: m["layers"][1]["plan"].update(units="many"), r"plan\.units: expected a list, received str"),
     ],
@@ -433,8 +442,9 @@ def test_edited_manifest_is_detected(bundle: Path, edit, words) -> None:
 
 
 def test_corrupt_manifest_json_is_detected(bundle: Path) -> None:
-    """A manifest that is not JSON is reported by name."""
+    """A manifest that is not JSON is reported by name (even with a matching checksum)."""
     (bundle / "manifest.json").write_text('{"format": "iotable-bundle", ', encoding="utf-8")
+    stamp(bundle)
     with pytest.raises(BundleError, match=r"manifest\.json: not valid JSON"):
         load(bundle)
 
@@ -450,18 +460,18 @@ def test_paths_escaping_the_bundle_are_refused(bundle: Path, where: str) -> None
     m["files"][escape] = m["files"].pop(rel)
     m["layers"][0]["tables"][0]["outputs"] = escape
     write_manifest(bundle, m)
-    with pytest.raises(BundleError, match=rf"the file path '{escape}' escapes the bundle"):
+    with pytest.raises(BundleError, match=rf"files: the file name '{escape}' is not one a bundle holds"):
         load(bundle)
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="no symlinks")
 def test_symlink_out_of_the_bundle_is_refused(bundle: Path) -> None:
-    """A table file that is a symlink to a file outside the bundle is refused."""
+    """A table file that is a symlink (here to a file outside the bundle) is refused."""
     rel = "tables/layer0/unit0.outputs.npy"
     outside = bundle.parent / "outside.npy"
     shutil.move(bundle / rel, outside)
     os.symlink(outside, bundle / rel)
-    with pytest.raises(BundleError, match=r"unit0\.outputs\.npy' resolves to .*outside the bundle"):
+    with pytest.raises(BundleError, match=r"unit0\.outputs\.npy: is a symlink; a bundle holds its own files"):
         load(bundle)
 
 
@@ -472,9 +482,7 @@ def test_pickled_arrays_are_refused(bundle: Path) -> None:
     m = manifest_of(bundle)
     m["files"][rel].update(dtype="|O", sha256=hashlib.sha256((bundle / rel).read_bytes()).hexdigest())
     write_manifest(bundle, m)
-    with pytest.raises(
-        BundleError, match=r"unit0\.outputs\.npy: holds dtype object; a bundle stores numeric arrays only"
-    ):
+    with pytest.raises(BundleError, match=r"unit0\.outputs\.npy'\]\.dtype: '\|O' is not a numeric \.npy type"):
         load(bundle)
 
 
@@ -609,7 +617,7 @@ def test_failure_while_writing_keeps_the_previous_bundle(mlp_bundle, tmp_path: P
 
     monkeypatch.setattr(np.lib.format, "write_array", failing)
     _, cnn, _ = build("cnn")
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(BundleError, match=r"save: cannot write the bundle .*bundle: disk full"):
         save(cnn, target)
     assert snapshot(target) == before and [p.name for p in tmp_path.iterdir()] == ["bundle"]
 
@@ -628,7 +636,7 @@ def test_failure_while_swapping_restores_the_previous_bundle(mlp_bundle, tmp_pat
 
     monkeypatch.setattr(os, "replace", failing)
     _, cnn, _ = build("cnn")
-    with pytest.raises(OSError, match="rename failed"):
+    with pytest.raises(BundleError, match=r"save: cannot write the bundle .*bundle: rename failed"):
         save(cnn, target)
     assert snapshot(target) == before and [p.name for p in tmp_path.iterdir()] == ["bundle"]
 

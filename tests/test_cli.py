@@ -17,6 +17,7 @@ from iotable import Domain, TableNetwork, precompute, save
 from iotable.cli import main
 
 from .optional import require_graphviz
+from .test_bundle import stamp
 from .test_network import U2, mlp
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,13 +50,14 @@ def test_info_prints_the_summary(network: tuple[TableNetwork, Path]) -> None:
 
 
 def test_check_passes_a_good_bundle(network: tuple[TableNetwork, Path]) -> None:
-    """``iotable check`` prints one OK line with the file and table counts, and exits 0."""
+    """``iotable check`` prints one OK line with the checksums, file, table and golden sample counts, and exits 0."""
     net, path = network
     result = run_cli("check", str(path))
     assert result.returncode == 0, result.stderr
     assert result.stdout == (
-        f"OK: {path}: {len(net.tables) + 2} array file(s) match their checksums; {len(net.tables)} table(s); "
-        "plans, tables and graph agree; the graph passes its checks\n"
+        f"OK: {path}: manifest checksum matches; {len(net.tables) + 2 + 2} array file(s) match their checksums; "
+        f"{len(net.tables)} table(s); plans, tables and graph agree; the graph passes its checks; 8 golden sample(s) "
+        "reproduce\n"
     )
 
 
@@ -74,14 +76,17 @@ def test_check_fails_a_corrupted_bundle(network: tuple[TableNetwork, Path], tmp_
 
 
 def test_check_fails_a_broken_graph(network: tuple[TableNetwork, Path], tmp_path: Path) -> None:
-    """A manifest whose graph breaks an invariant fails the check, naming the edge."""
+    """A manifest whose graph breaks an invariant fails the check, naming the edge (the checksum stamped anew)."""
     _, path = network
     broken = Path(shutil.copytree(path, tmp_path / "broken"))
     manifest = (broken / "manifest.json").read_text(encoding="utf-8")
     (broken / "manifest.json").write_text(manifest.replace('"consumer_port": 0', '"consumer_port": 1', 1))
     result = run_cli("check", str(broken))
+    assert result.returncode == 1 and "manifest.json: checksum mismatch" in result.stderr
+    stamp(broken)
+    result = run_cli("check", str(broken))
     assert result.returncode == 1
-    assert "the graph fails its checks" in result.stderr and "'0' has 1 input port(s)" in result.stderr
+    assert "the graph fails its checks" in result.stderr and "drives input port 1 of '0', which has 1" in result.stderr
 
 
 def test_check_fails_a_missing_bundle(tmp_path: Path) -> None:
@@ -100,7 +105,10 @@ def test_layer_bundles_in_process(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert "one layer 'Conv1d'" in out and layer.summary() in out
     assert main(["check", str(path)]) == 0
-    assert capsys.readouterr().out.startswith(f"OK: {path}: 2 array file(s) match their checksums; 2 table(s)")
+    assert capsys.readouterr().out == (
+        f"OK: {path}: manifest checksum matches; 2 array file(s) match their checksums; 2 table(s); plans and tables "
+        "agree\n"
+    )
 
 
 def test_help_and_usage_errors() -> None:

@@ -161,3 +161,24 @@ def test_models_with_quantizers_deep_copy_and_save():
     torch.save(model, buffer)
     buffer.seek(0)
     assert torch.load(buffer, weights_only=False)[1].domain == model[1].domain
+
+
+def test_tensors_encode_as_the_values_they_hold():
+    """bfloat16 and sparse tensors encode to the codes of their values, like a dense float32 tensor."""
+    d = Domain.uniform(2, signed=True, scale=0.5)
+    values = torch.tensor([[-1.0, 0.5], [0.0, -0.5]])
+    expected = d.encode(values).tolist()
+    assert d.encode(values.to(torch.bfloat16)).tolist() == expected
+    assert d.encode(values.to_sparse()).tolist() == expected
+
+
+def test_params_must_describe_the_values():
+    """Domain(values, params=...) keeps parameters only when they are the five uniform ones and give the values."""
+    uniform = Domain.uniform(2, signed=True, scale=0.5)
+    again = Domain(uniform.values, params=uniform.params)
+    assert again == uniform and again.params == uniform.params and repr(again) == repr(uniform)
+    assert Domain([1, 2], params={}).params == {}
+    with pytest.raises(DomainError, match=r"do not give the 4 value\(s\)"):
+        Domain([0, 1, 2, 4], params=Domain.uniform(2).params)
+    with pytest.raises(DomainError, match=r"params\['signed'\] must be True or False, received 'no'"):
+        Domain(uniform.values, params={**uniform.params, "signed": "no"})

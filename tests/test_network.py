@@ -13,6 +13,7 @@ from iotable import (
     Domain,
     GraphError,
     InputError,
+    Layout,
     ModelError,
     NodeKind,
     TableNetwork,
@@ -367,8 +368,8 @@ def test_check_rejects_duplicate_names_and_missing_edges():
     with pytest.raises(GraphError, match="used twice"):
         graph.check()
     graph = Graph()
-    graph.add(Node("a", NodeKind.INPUT, (), (2,), None, U2))
-    graph.add(Node("b", NodeKind.OUTPUT, ("a",), (2,), None, U2))
+    graph.add(Node("a", NodeKind.INPUT, (), (2,), Layout.NC, U2, {"layout": Layout.NC}))
+    graph.add(Node("b", NodeKind.OUTPUT, ("a",), (2,), Layout.NC, U2))
     with pytest.raises(GraphError, match=r"'b' has 1 input port\(s\) but edges drive port\(s\) \[\]"):
         graph.check()
 
@@ -422,6 +423,16 @@ def test_run_accepts_codes_and_arrays():
     x = random_inputs(U2, (12,))
     codes = torch.as_tensor(U2.encode(x).astype(np.int64))
     assert torch.equal(net.run(codes, codes=True), net.run(x.numpy()))
+
+
+def test_run_takes_sparse_and_bfloat16_batches_as_their_values():
+    """A sparse or bfloat16 batch runs as the dense float32 batch of the same values."""
+    net = precompute(mlp(), input_domain=U2, example_input=torch.zeros(1, 12))
+    x = random_inputs(U2, (12,))
+    expected = net.run(x)
+    assert torch.equal(net.run(x.to_sparse()), expected) and torch.equal(net.run(x.to(torch.bfloat16)), expected)
+    codes = net.encode_input(x)
+    assert torch.equal(net.run(codes.to_sparse(), codes=True), expected)
 
 
 def test_verify_reports_the_first_mismatch():

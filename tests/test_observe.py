@@ -150,3 +150,11 @@ def test_pla_rejects_raw_outputs_before_writing(tmp_path):
     with pytest.raises(PLAError, match="holds raw values"):
         export_pla([table_2x2(), raw], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_read_pla_with_one_domain_for_every_input(tmp_path):
+    """One Domain for all inputs reads back the table whose inputs all share it (their number comes from .i)."""
+    inputs = np.array(list(itertools.product(range(4), repeat=3)))
+    table = IOTable(inputs, inputs.sum(axis=1, keepdims=True) % 4, input_domains=U2, output_domain=U2)
+    back = read_pla(write_pla(table, tmp_path / "t.pla"), input_domains=U2, output_domain=U2)
+    assert back == table and back.fan_in == 3

@@ -183,3 +183,171 @@ def test_large_table_is_memory_mapped_and_equal_to_in_memory():
     assert isinstance(small.tables[0].outputs, np.memmap) and not isinstance(large.tables[0].outputs, np.memmap)
     assert small.tables == large.tables
     assert os.name != "posix" or not Path(small.tables[0].outputs.filename).exists()
+
+
+# -- cache integrity ------------------------------------------------------------------------------------------
+
+
+def depthwise() -> nn.Module:
+    torch.manual_seed(3)
+    return decompose(nn.Sequential(nn.Conv1d(3, 3, 3, groups=3), Quantize(2, scale=0.5)).eval(), groups=3)
+
+
+def cached_files(cache: Path) -> list[Path]:
+    return sorted(cache.glob("[!.]*.npy"))
+
+
+def test_cache_entry_with_a_changed_byte_is_recomputed(tmp_path):
+    """A cache entry with one data byte changed fails its checksum and is recomputed, not reused."""
+    fresh = precompute(depthwise(), input_domain=U2)  # in memory: the cache's files are edited below
+    precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    victim = cached_files(tmp_path)[1]
+    data = bytearray(victim.read_bytes())
+    data[128 + 10] = (data[128 + 10] + 1) % 4  # row 10's code, after the 128-byte header: another valid code
+    victim.write_bytes(bytes(data))
+    again = precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    assert len(again.cached) == 2 and again.tables == fresh.tables
+    assert precompute(depthwise(), input_domain=U2, cache_dir=tmp_path).cached == (0, 1, 2)  # replaced
+
+
+def test_swapped_cache_entries_are_recomputed(tmp_path):
+    """Two cached tables of the same shape swapped on disk are both recomputed: each checksum covers its key."""
+    fresh = precompute(depthwise(), input_domain=U2)
+    precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    a, b = cached_files(tmp_path)[:2]
+    data_a, data_b = a.read_bytes(), b.read_bytes()
+    assert len(data_a) == len(data_b) and data_a != data_b
+    a.write_bytes(data_b)
+    b.write_bytes(data_a)
+    again = precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    assert len(again.cached) == 1 and again.tables == fresh.tables
+
+
+def test_cache_entry_with_codes_outside_the_domain_is_recomputed(tmp_path):
+    """A well-formed, checksummed entry holding code 255 of a 4-code domain is recomputed, and the result runs."""
+    from iotable._store import TableCache
+
+    fresh = precompute(depthwise(), input_domain=U2)
+    precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    key = cached_files(tmp_path)[0].stem
+    sink = TableCache(tmp_path).sink(key, 64, 1, np.dtype(np.uint8))
+    sink.write(0, np.full((64, 1), 255, np.uint8))
+    sink.finish()  # a valid entry, checksum and all, of codes the layer's domain does not have
+    again = precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    assert len(again.cached) == 2 and again.tables == fresh.tables
+    assert all(int(t.outputs.max()) < 4 for t in again.tables)
+
+
+def test_stale_part_files_go_when_the_cache_opens_and_live_ones_stay(tmp_path):
+    """A .part file no process holds is removed when the cache is opened; one still being written is kept."""
+    from iotable._store import TableCache
+
+    cache = TableCache(tmp_path)
+    stale = tmp_path / ".0123.npy.abcd.part"
+    stale.write_bytes(b"half a table")
+    live = cache.sink("4567", 4, 1, np.dtype(np.uint8))
+    opened = TableCache(tmp_path)
+    assert opened.removed == 1 and not stale.exists() and Path(live.tmp).exists()
+    live.abandon()
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def fail_with(code: int):
+    def failing(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    return failing
+
+
+def test_full_disk_while_caching_is_a_cache_error_and_leaves_no_part_file(tmp_path, monkeypatch):
+    """A full disk while a cache entry is written raises CacheError naming the file and the fix; no .part stays."""
+    import errno
+
+    from iotable import CacheError
+
+    monkeypatch.setattr("iotable._store.os.fsync", fail_with(errno.ENOSPC))
+    with pytest.raises(CacheError, match=r"cannot write '.*\.part': No space left on device; free space on that disk"):
+        precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_full_temporary_disk_is_a_cache_error_and_leaves_nothing(tmp_path, monkeypatch):
+    """A full temporary directory while a large table is written raises CacheError with the fix; nothing stays."""
+    import errno
+    import tempfile
+
+    from iotable import CacheError
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr("iotable._store.os.fsync", fail_with(errno.ENOSPC))
+    layer = decompose(nn.Sequential(nn.Linear(10, 1), Quantize(3, signed=True, scale=0.25)))
+    with pytest.raises(CacheError, match=r"No space left on device; .*point TMPDIR at a folder with room"):
+        precompute(layer, input_domain=Domain.uniform(1), memory_budget=512, check=False)
+    assert not list(tmp_path.iterdir())
+
+
+def test_unwritable_cache_folder_is_a_cache_error(tmp_path, monkeypatch):
+    """No permission to create a table file is a CacheError naming the folder and the fix."""
+    import errno
+
+    from iotable import CacheError
+
+    monkeypatch.setattr("iotable._store.tempfile.mkstemp", fail_with(errno.EACCES))
+    with pytest.raises(CacheError, match=r"cannot create a table file in '.*': Permission denied; make it writable"):
+        precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
+
+
+PART_SCRIPT = """
+import os, sys, time
+import numpy as np
+import torch
+from torch import nn
+import iotable
+from iotable import _store
+from iotable.nn import Quantize
+
+write = _store.FileSink.write
+
+
+def stalled(self, start, data):
+    write(self, start, data)
+    open(sys.argv[2], "w").close()  # a .part file exists and is being written: tell the test, then hang
+    time.sleep(600)
+
+
+if len(sys.argv) > 3:
+    _store.FileSink.write = stalled
+torch.manual_seed(3)
+model = iotable.decompose(nn.Sequential(nn.Conv1d(3, 3, 3, groups=3), Quantize(2, scale=0.5)).eval(), groups=3)
+layer = iotable.precompute(model, input_domain=iotable.Domain.uniform(2, scale=0.5), cache_dir=sys.argv[1])
+print(len(layer.cached), int(sum(int(t.outputs.sum()) for t in layer.tables)))
+"""
+
+
+def test_no_part_file_survives_a_resume_after_kill_minus_nine(tmp_path):
+    """A run killed while a .part file is open leaves it; the resumed run removes it and finishes correctly."""
+    script = tmp_path / "part.py"
+    script.write_text(textwrap.dedent(PART_SCRIPT))
+    cache, marker = tmp_path / "cache", tmp_path / "marker"
+    process = subprocess.Popen([sys.executable, str(script), str(cache), str(marker), "stall"])
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists() and time.monotonic() < deadline and process.poll() is None:
+            time.sleep(0.05)
+        assert marker.exists(), "the run never started writing a table"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=60)
+    assert list(cache.glob(".*.part")), "the killed run should have left its .part file"
+    resumed = subprocess.run(
+        [sys.executable, str(script), str(cache), str(marker)], capture_output=True, text=True, check=True, timeout=300
+    )
+    fresh = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "fresh"), str(marker)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    assert resumed.stdout.split()[1] == fresh.stdout.split()[1]
+    assert not list(cache.glob("*.part")) and not list(cache.glob(".*.part"))

@@ -118,3 +118,23 @@ def test_repr_names_unit_layer_and_shape():
     """The repr says which unit of which layer, rows, kind, and shape."""
     t = IOTable.dense(np.zeros(4), input_domains=[Domain.uniform(1)] * 2, layer="conv1", unit=2)
     assert repr(t) == "IOTable(unit 2 of 'conv1', 4 rows dense, 2 inputs x 1 bit(s) -> 1 output(s) as values)"
+
+
+def test_unpack_takes_only_addresses_in_the_address_space():
+    """unpack inverts address for every address and refuses negative, fractional and too large ones."""
+    t = IOTable.dense([[0.0]] * 12, input_domains=[Domain.uniform(2), Domain.values([0, 1, 2])])
+    every = np.arange(12)
+    np.testing.assert_array_equal(t.address(t.unpack(every)), every)
+    for bad, words in [(-1, "address -1 is outside 0..11"), (12, "address 12 is outside"), (1.5, "dtype float64")]:
+        with pytest.raises(TableError, match=words):
+            t.unpack(bad)
+
+
+def test_partial_table_without_rows_answers_with_its_dont_care():
+    """A partial table of no rows looks up its don't-care (or the default), or says the row is missing."""
+    empty = IOTable(np.zeros((0, 2), int), np.zeros((0, 1)), input_domains=Domain.uniform(1), dont_care=7.0)
+    assert empty.rows == 0 and empty.lookup([[0, 1], [1, 1]]).tolist() == [[7.0], [7.0]]
+    bare = IOTable(np.zeros((0, 2), int), np.zeros((0, 1)), input_domains=Domain.uniform(1))
+    assert bare.lookup([0, 1], default=2.0).tolist() == [2.0]
+    with pytest.raises(MissingRowError, match=r"input \(0, 1\) .* partial table of 0 row\(s\)"):
+        bare.lookup([0, 1])

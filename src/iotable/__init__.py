@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from . import nn
 from ._probe import check_decomposition
+from ._store import CacheError
 from .bundle import BundleError, load, save
 from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
@@ -61,6 +62,7 @@ __all__ = [
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
     "BundleError",
+    "CacheError",
     "Diagram",
     "Domain",
     "DomainError",

@@ -1,13 +1,15 @@
 """The ``iotable`` command line: inspect, check, draw and export bundles written by :func:`iotable.save`.
 
 - ``iotable info BUNDLE`` prints the network's summary (or the layer's unit table);
-- ``iotable check BUNDLE`` re-verifies every file's checksum and the graph's invariants;
+- ``iotable check BUNDLE`` re-verifies the manifest's checksum, every field and file, the graph's invariants
+  and the golden vectors;
 - ``iotable dot BUNDLE [-o FILE]`` writes the interlayer graph as Graphviz DOT (or SVG, for ``FILE.svg``);
 - ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers.
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
-missing optional dependency), 2 on a usage error. ``python -m iotable`` is the same command. Each command is
-one ``_NAME(args)`` function and one ``_add_NAME(commands)`` that declares its arguments.
+missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
+command. Each command is one ``_NAME(args)`` function and one ``_add_NAME(commands)`` that declares its
+arguments.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ._manifest import CHECKSUMMED
 from .bundle import _open
 from .errors import IOTableError
 from .network import TableNetwork
@@ -77,10 +80,12 @@ def _info(args: argparse.Namespace) -> int:
 def _add_check(commands: argparse._SubParsersAction) -> None:
     check = commands.add_parser(
         "check",
-        help="verify a bundle's files and graph",
-        description="Verify a bundle: every path stays inside it, every .npy header, size and sha256 matches the "
-        "manifest, the tables agree with their plans, and the graph passes Graph.check(). Prints one OK line "
-        "and exits 0, or prints the problem on stderr and exits 1.",
+        help="verify a bundle's checksums, fields, graph and golden vectors",
+        description="Verify a bundle: the manifest's sha256 (manifest.sha256), every field of the manifest, every "
+        "path inside the bundle with no symlink, every .npy header, size and sha256, the tables against their "
+        "plans, the graph against Graph.check() and the tables, and that the network reproduces the golden "
+        "vectors stored when it was saved. Prints one OK line and exits 0, or prints the problem on stderr and "
+        "exits 1 (also for a bundle of a format version older than 3, which has no manifest checksum).",
     )
     check.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
     check.set_defaults(run=_check)
@@ -88,13 +93,20 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
 
 def _check(args: argparse.Namespace) -> int:
     obj, manifest = _open(args.bundle)
-    tables = len(obj.tables)
+    version = manifest["format_version"]
+    if version < CHECKSUMMED:
+        msg = (
+            f"{args.bundle}: format_version {version} has no manifest checksum or golden vectors, so its manifest "
+            "cannot be checked; it loads, and saving it again upgrades it: iotable.save(iotable.load(path), path)"
+        )
+        raise CommandError(msg)
+    files, tables = len(manifest["files"]), len(obj.tables)
     checks = "plans and tables agree"
     if isinstance(obj, TableNetwork):
-        obj.graph.check()
-        checks = "plans, tables and graph agree; the graph passes its checks"
-    files = len(manifest["files"])
-    print(f"OK: {args.bundle}: {files} array file(s) match their checksums; {tables} table(s); {checks}")
+        samples = manifest["files"][manifest["golden"]["inputs"]]["shape"][0]
+        checks = f"plans, tables and graph agree; the graph passes its checks; {samples} golden sample(s) reproduce"
+    counts = f"{files} array file(s) match their checksums; {tables} table(s)"
+    print(f"OK: {args.bundle}: manifest checksum matches; {counts}; {checks}")
     return 0
 
 
@@ -201,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         >>> conv = torch.nn.Conv1d(2, 2, kernel_size=2, groups=2, bias=False)
         >>> path = save(precompute(conv, input_domain=Domain.uniform(1)), pathlib.Path(tempfile.mkdtemp()) / "b")
         >>> iotable.cli.main(["check", str(path)])  # doctest: +ELLIPSIS
-        OK: ...: 2 array file(s) match their checksums; 2 table(s); plans and tables agree
+        OK: ...: manifest checksum matches; 2 array file(s) match their checksums; 2 table(s); plans and tables agree
         0
     """
     args = _parser().parse_args(argv)
@@ -212,4 +224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a path the checks could not foresee (permissions, a full disk): the reason alone
         where = f": {exc.filename}" if exc.filename else ""
         print(f"iotable {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
+    except Exception as exc:  # never a traceback: a bug is reported as one line, with what to do
+        print(
+            f"iotable {args.command}: internal error ({type(exc).__name__}: {exc}); please report it with the bundle",
+            file=sys.stderr,
+        )
     return 1

@@ -31,14 +31,44 @@ def code_dtype(n: int) -> np.dtype:
 
 
 def _as_array(values: Any, *, what: str, error: type[Exception] = DomainError) -> np.ndarray:
-    """``values`` (array, tensor or nested sequence) as a numpy array, or ``error`` naming ``what``."""
+    """``values`` (array, tensor or nested sequence) as a numpy array, or ``error`` naming ``what``.
+
+    Tensors are taken as they hold their values: sparse ones densified, bfloat16 (which numpy lacks)
+    widened exactly to float32.
+    """
     if hasattr(values, "detach"):  # a torch tensor, without importing torch here
-        values = values.detach().cpu().numpy()
+        values = _tensor_array(values, what=what, error=error)
     try:
         return np.asarray(values)
     except (TypeError, ValueError) as exc:
         msg = f"{what}: expected numbers (array, tensor or sequence), received {type(values).__name__} ({exc})"
         raise error(msg) from None
+
+
+def _tensor_array(tensor: Any, *, what: str, error: type[Exception]) -> np.ndarray:
+    """A torch tensor's values as a numpy array: dense, on the CPU, bfloat16 widened exactly to float32."""
+    tensor = tensor.detach()
+    if tensor.device.type == "meta" or getattr(tensor, "is_quantized", False):
+        kind = "a meta tensor (no data)" if tensor.device.type == "meta" else "a quantized tensor"
+        msg = f"{what}: expected a tensor of numbers, received {kind} of dtype {tensor.dtype}; pass its values"
+        raise error(msg)
+    if str(tensor.layout) != "torch.strided":  # sparse layouts: the same values, densified
+        tensor = tensor.to_dense()
+    if str(tensor.dtype) == "torch.bfloat16":  # numpy has no bfloat16; every bfloat16 is a float32
+        tensor = tensor.float()
+    try:
+        return tensor.cpu().numpy()
+    except (TypeError, RuntimeError) as exc:
+        msg = f"{what}: expected a tensor of numbers, received dtype {tensor.dtype} ({exc})"
+        raise error(msg) from None
+
+
+def _flag(value: Any, name: str) -> bool:
+    """``value`` as a bool; anything but ``True``/``False`` (a truthy string such as ``"no"``) is an error."""
+    if not isinstance(value, (bool, np.bool_)):
+        msg = f"Domain.uniform: expected True or False for {name}, received {type(value).__name__} {value!r}"
+        raise DomainError(msg)
+    return bool(value)
 
 
 def _real(value: Any, name: str) -> float:
@@ -95,20 +125,24 @@ class Domain:
         if array.size and array.dtype.kind not in "biuf":
             msg = f"Domain: expected real numbers, received {array.dtype} values {list(array.reshape(-1)[:4])}"
             raise DomainError(msg)
-        array = array.astype(np.float64).reshape(-1)
+        array = array.astype(np.float64).reshape(-1)  # a copy of the caller's values: ours to freeze
         if array.size == 0:
             msg = "Domain: expected at least one value, received an empty sequence"
             raise DomainError(msg)
         if not np.all(np.isfinite(array)):
             msg = f"Domain: expected finite values, received {_preview(array)}"
             raise DomainError(msg)
-        ordered = np.unique(array)
+        if array.size > 1 and bool((array[1:] > array[:-1]).all()):
+            ordered = array  # already ascending (every uniform domain): no sort
+        else:
+            ordered = np.unique(array)
         if ordered.size != array.size:
             msg = f"Domain: expected distinct values, received duplicates in {_preview(array)}"
             raise DomainError(msg)
         ordered.flags.writeable = False
         self._values = ordered
-        self._params = dict(params or {})
+        # Domain.uniform passes parameters it computed the values from; anything else is checked.
+        self._params = params.trusted if isinstance(params, _Trusted) else _checked_params(params, ordered)
         # Model outputs are float32: accept values within float32 rounding of a domain value, never half a gap.
         gap = float(np.min(np.diff(ordered))) if ordered.size > 1 else 1.0
         rounding = 8 * _F32_EPS * float(np.max(np.abs(ordered)))
@@ -151,21 +185,20 @@ class Domain:
         if not math.isfinite(zero_f):
             msg = f"Domain.uniform: expected a finite zero_point, received {zero_point!r}"
             raise DomainError(msg)
-        qmin, qmax = cls.integer_range(int(bits), signed=bool(signed), narrow=bool(narrow))
+        signed, narrow = _flag(signed, "signed"), _flag(narrow, "narrow")
+        qmin, qmax = cls.integer_range(int(bits), signed=signed, narrow=narrow)
         if qmax < qmin:
             msg = f"Domain.uniform: {bits} bit(s) with signed={signed}, narrow={narrow} leave no value"
             raise DomainError(msg)
-        q = np.arange(qmin, qmax + 1, dtype=np.float32)
-        values = (q - np.float32(zero_f)) * np.float32(scale_f)
         params = {
             "bits": int(bits),
-            "signed": bool(signed),
-            "narrow": bool(narrow),
+            "signed": signed,
+            "narrow": narrow,
             "scale": float(np.float32(scale_f)),
             "zero_point": float(np.float32(zero_f)),
         }
         try:
-            return cls(values, params=params)
+            return cls(_uniform_values(params), params=_Trusted(params))  # type: ignore[arg-type]
         except DomainError:
             msg = (
                 f"Domain.uniform: scale={scale!r} is too small for float32 at {bits} bits: "
@@ -288,6 +321,65 @@ class Domain:
             msg = f"Domain is immutable; cannot set {name!r}"
             raise AttributeError(msg)
         object.__setattr__(self, name, value)
+
+
+_PARAMS = ("bits", "signed", "narrow", "scale", "zero_point")
+
+
+class _Trusted:
+    """Parameters :meth:`Domain.uniform` computed the values from (no second computation to check them)."""
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.trusted = params
+
+
+def _uniform_values(params: dict[str, Any]) -> np.ndarray:
+    """The values of integer quantization with checked ``params``, computed in float32 as Quantize does."""
+    qmin, qmax = Domain.integer_range(params["bits"], signed=params["signed"], narrow=params["narrow"])
+    q = np.arange(qmin, qmax + 1, dtype=np.float32)
+    return (q - np.float32(params["zero_point"])) * np.float32(params["scale"])
+
+
+def _checked_params(params: Any, values: np.ndarray) -> dict[str, Any]:
+    """``params`` of a uniform domain, validated against its ``values``; ``{}`` for an explicit domain.
+
+    A domain's parameters are what its ``repr`` shows and what a bundle stores: they must be the five
+    quantization parameters, of their types, and give exactly ``values``.
+    """
+    if params is None or (isinstance(params, dict) and not params):
+        return {}
+    fix = "omit params= (Domain(values)), or build the domain with Domain.uniform(...)"
+    if not isinstance(params, dict) or set(params) != set(_PARAMS):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        msg = f"Domain: params must be a dict with exactly the keys {list(_PARAMS)}, received {got}; {fix}"
+        raise DomainError(msg)
+    bits = params["bits"]
+    if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 24:
+        msg = f"Domain: params['bits'] must be an integer from 1 to 24, received {bits!r}; {fix}"
+        raise DomainError(msg)
+    checked = {"bits": int(bits)}
+    for key in ("signed", "narrow"):
+        if not isinstance(params[key], (bool, np.bool_)):
+            msg = f"Domain: params[{key!r}] must be True or False, received {params[key]!r}; {fix}"
+            raise DomainError(msg)
+        checked[key] = bool(params[key])
+    for key in ("scale", "zero_point"):
+        value = params[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            msg = f"Domain: params[{key!r}] must be a real number, received {value!r}; {fix}"
+            raise DomainError(msg)
+        checked[key] = float(value)
+        if not math.isfinite(checked[key]) or float(np.float32(value)) != checked[key]:
+            msg = f"Domain: params[{key!r}] must be a finite float32 value, received {value!r}; {fix}"
+            raise DomainError(msg)
+    if checked["scale"] <= 0:
+        msg = f"Domain: params['scale'] must be > 0, received {params['scale']!r}; {fix}"
+        raise DomainError(msg)
+    qmin, qmax = Domain.integer_range(checked["bits"], signed=checked["signed"], narrow=checked["narrow"])
+    if qmax - qmin + 1 != len(values) or not np.array_equal(_uniform_values(checked), values):
+        msg = f"Domain: params {params} do not give the {len(values)} value(s) {_preview(values)}; {fix}"
+        raise DomainError(msg)
+    return checked
 
 
 def _rebuild(values: list[float], params: dict[str, Any]) -> Domain:

@@ -257,7 +257,8 @@ def _enumerate(
         fingerprint = layer_fingerprint(module, layer)
         for unit in layer.units:
             keys[unit.index] = unit_key(fingerprint, layer, unit)
-            found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
+            codes = len(out_domain) if out_domain is not None else None
+            found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype, codes=codes)
             if found is not None:
                 outputs[unit.index] = found
 

@@ -9,6 +9,7 @@ fix when one is known.
 from __future__ import annotations
 
 __all__ = [
+    "BundleError",
     "DomainError",
     "EnumerationError",
     "IOTableError",
@@ -72,3 +73,7 @@ class UnsupportedFakeQuantizeError(IOTableError, ValueError):
 class IOTableWarning(UserWarning):
     """Something iotable does differently from what the caller may expect, with no wrong result (e.g. a model
     left in training mode is evaluated in eval mode)."""
+
+
+class BundleError(IOTableError, ValueError):
+    """A bundle cannot be written or read: a bad target path, a missing or corrupted file, a bad manifest."""

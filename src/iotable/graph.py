@@ -40,7 +40,7 @@ import numpy as np
 
 from . import _display
 from .domain import Domain
-from .errors import IOTableError, OptionError, SpecError
+from .errors import IOTableError, SpecError
 from .spec import Layout, PaddingMode
 
 if TYPE_CHECKING:
@@ -266,147 +266,30 @@ class Graph:
     # -- invariants ---------------------------------------------------------------------------------------
 
     def check(self) -> Graph:
-        """Verify the invariants; raise :class:`GraphError` with the node and a fix on the first violation.
+        """Verify the invariants; raise :class:`GraphError` naming the node or edge on the first violation.
 
-        - node names are unique; every producer a node names exists and comes earlier (topological order,
-          hence no cycle);
-        - every input port of every node is driven by exactly one edge, and every edge matches its nodes;
-        - shapes, layouts and domains agree across each edge;
-        - every unit input of every table is driven exactly once, by an element that exists;
-        - every pad node's index map is the one its mode and padding give (:func:`pad_index_map`), with a
-          pad code per channel where it holds any.
+        A graph may come from a bundle on disk or a hand edit, so nothing is taken on trust:
+
+        - every node's name, kind, producers, shape, layout and domain are present and typed, names are
+          unique, producers come earlier (topological order, hence no cycle), the input node is first and the
+          output node last;
+        - every edge joins existing nodes; every input port is driven by exactly one edge and every output
+          port drives at most one (a ``duplicate`` node fans out, each of its ports once);
+        - shapes, layouts and domains agree across each edge, and ``meta["input_shapes"]`` with them;
+        - each kind's ``meta`` holds the keys it has (no other), typed, and agrees with its producers: table
+          units write each output channel once and their index maps are the elements their input channels
+          name, with the rows and bits of those elements' domains; window shapes, domains and line buffers
+          follow from kernel, stride, dilation and the input; a pad node's shape and index map are the ones
+          its mode and padding give (:func:`pad_index_map`), its pad codes each channel's code of real 0;
+          pools, joins and reshapes make the shapes and domains they claim.
 
         Returns:
             The graph itself, so that ``graph.check()`` can be chained.
         """
-        position: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            if node.name in position:
-                msg = (
-                    f"graph: node name {node.name!r} is used twice (positions {position[node.name]} and {i}); "
-                    "rename one"
-                )
-                raise GraphError(msg)
-            position[node.name] = i
-        for i, node in enumerate(self.nodes):
-            for producer in node.inputs:
-                if producer not in position:
-                    msg = f"graph: node {node.name!r} reads {producer!r}, which is not in the graph; add it first"
-                    raise GraphError(msg)
-                if position[producer] >= i:
-                    msg = (
-                        f"graph: node {node.name!r} reads {producer!r}, which comes at or after it: the graph has a "
-                        "cycle or is not in topological order; order producers before consumers"
-                    )
-                    raise GraphError(msg)
-        by_name = {n.name: n for n in self.nodes}
-        for node in self.nodes:
-            edges = self.edges_into(node.name)
-            ports = [e.consumer_port for e in edges]
-            if ports != list(range(len(node.inputs))):
-                msg = (
-                    f"graph: node {node.name!r} has {len(node.inputs)} input port(s) but edges drive port(s) "
-                    f"{ports}; expected each port 0..{len(node.inputs) - 1} driven exactly once"
-                )
-                raise GraphError(msg)
-            for edge, producer in zip(edges, node.inputs):
-                self._check_edge(edge, by_name[producer], node)
+        from ._invariants import check_graph  # the rules, kind by kind, live with their own imports
+
+        check_graph(self)
         return self
-
-    def _check_edge(self, edge: Edge, producer: Node, consumer: Node) -> None:
-        where = f"edge {edge.producer!r} -> {edge.consumer!r} (port {edge.consumer_port})"
-        if edge.producer != producer.name:
-            msg = f"graph: {where} names producer {edge.producer!r}, but the consumer's port reads {producer.name!r}"
-            raise GraphError(msg)
-        if edge.shape != producer.shape:
-            msg = f"graph: {where} carries shape {edge.shape}, but {producer.name!r} produces {producer.shape}"
-            raise GraphError(msg)
-        if edge.domain != producer.domain:
-            msg = f"graph: {where} carries domain {edge.domain!r}, but {producer.name!r} produces {producer.domain!r}"
-            raise GraphError(msg)
-        expected = consumer.meta.get("input_shapes")
-        if expected is not None and tuple(expected[edge.consumer_port]) != edge.shape:
-            msg = (
-                f"graph: {where} carries shape {edge.shape}, but {consumer.name!r} expects "
-                f"{tuple(expected[edge.consumer_port])} on that port"
-            )
-            raise GraphError(msg)
-        if consumer.kind is NodeKind.TABLE:
-            self._check_index_map(edge, consumer, where)
-        if consumer.kind is NodeKind.PAD:
-            self._check_pad(edge, consumer)
-
-    @staticmethod
-    def _check_pad(edge: Edge, pad: Node) -> None:
-        """A pad node's index map is the one its mode and padding give, and every ``-1`` has a pad code."""
-        where = f"graph: pad node {pad.name!r}"
-        meta = pad.meta
-        missing = [key for key in ("padding", "mode", "index_map", "pad_codes") if key not in meta]
-        if missing:
-            msg = f"{where} lacks meta {missing}; a pad node records padding, mode, index_map and pad_codes"
-            raise GraphError(msg)
-        channels_last = pad.layout is not None and pad.layout.channels_last
-        try:
-            expected = pad_index_map(edge.shape, meta["padding"], meta["mode"], channels_last=channels_last)
-        except (SpecError, OptionError, TypeError, ValueError) as exc:
-            msg = f"{where}: padding {meta['padding']!r} in mode {meta['mode']!r} does not fit {edge.shape}: {exc}"
-            raise GraphError(msg) from None
-        if tuple(pad.shape) != expected.shape:
-            msg = (
-                f"{where}: padding {meta['padding']!r} of an input {edge.shape} gives shape {expected.shape}, but the "
-                f"node's shape is {pad.shape}"
-            )
-            raise GraphError(msg)
-        index_map = meta["index_map"]
-        if not isinstance(index_map, np.ndarray) or index_map.shape != expected.shape:
-            got = index_map.shape if isinstance(index_map, np.ndarray) else type(index_map).__name__
-            msg = f"{where}: meta['index_map'] must be an integer array of shape {expected.shape}, received {got}"
-            raise GraphError(msg)
-        if not np.array_equal(index_map, expected):
-            at = tuple(int(i) for i in np.argwhere(index_map != expected)[0])
-            msg = (
-                f"{where}: index_map[{at}] is {int(index_map[at])}, but mode {meta['mode']!r} with padding "
-                f"{meta['padding']!r} copies {int(expected[at])} there (-1: the pad code); the map and the mode "
-                "disagree: rebuild the map with iotable.graph.pad_index_map"
-            )
-            raise GraphError(msg)
-        if (expected < 0).any():
-            codes, domains = meta["pad_codes"], pad.channel_domains()
-            if codes is None or domains is None or len(codes) != len(domains):
-                count = None if codes is None else len(codes)
-                msg = f"{where}: pads with pad codes, so it needs one per channel; pad_codes holds {count}"
-                raise GraphError(msg)
-            for c, (code, domain) in enumerate(zip(codes, domains)):
-                if isinstance(code, bool) or not isinstance(code, (int, np.integer)) or not 0 <= code < len(domain):
-                    msg = f"{where}: pad_codes[{c}] is {code!r}; expected a code 0..{len(domain) - 1} of {domain!r}"
-                    raise GraphError(msg)
-
-    @staticmethod
-    def _check_index_map(edge: Edge, table: Node, where: str) -> None:
-        index_map = edge.index_map
-        units = table.meta["units"]
-        if index_map is None or index_map.shape[0] != len(units):
-            got = None if index_map is None else index_map.shape
-            msg = f"graph: {where} must map the inputs of {len(units)} unit(s); index_map has shape {got}"
-            raise GraphError(msg)
-        vector = edge.shape[-1] if table.meta.get("spatial") else math.prod(edge.shape)
-        for u, unit in enumerate(units):
-            row = index_map[u]
-            driven = row[: unit.fan_in]
-            if (driven < 0).any():
-                j = int(np.flatnonzero(driven < 0)[0])
-                msg = f"graph: table {table.name!r} unit {u} input {j} is not driven (index -1 on {where})"
-                raise GraphError(msg)
-            if (driven >= vector).any():
-                j = int(np.flatnonzero(driven >= vector)[0])
-                msg = (
-                    f"graph: table {table.name!r} unit {u} input {j} reads element {int(driven[j])}, but {where} "
-                    f"carries {vector} element(s) per position"
-                )
-                raise GraphError(msg)
-            if (row[unit.fan_in :] != -1).any():
-                msg = f"graph: table {table.name!r} unit {u} has {unit.fan_in} inputs but more are driven on {where}"
-                raise GraphError(msg)
 
     # -- display ------------------------------------------------------------------------------------------
 

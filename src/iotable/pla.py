@@ -11,6 +11,7 @@ so they are don't-cares as well. Text is produced with vectorized byte arithmeti
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import tempfile
@@ -91,17 +92,49 @@ def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
     return header.encode() + body + b".e\n"
 
 
+def _path(path: Any, what: str) -> Path:
+    """``path`` as a :class:`Path`, or a :class:`PLAError` for a non-path or a NUL character."""
+    if not isinstance(path, (str, os.PathLike)):
+        msg = f"{what}: expected a path (str or os.PathLike), received {type(path).__name__}"
+        raise PLAError(msg)
+    if "\0" in os.fspath(path):
+        msg = f"{what}: the path {os.fspath(path)!r} holds a NUL character, which no file name can; pass another path"
+        raise PLAError(msg)
+    return Path(path)
+
+
+def _disk_error(what: str, path: Path, exc: OSError) -> PLAError:
+    """A :class:`PLAError` for a failed file operation: the path, the system's reason and what to do."""
+    fixes = {
+        errno.ENOSPC: "free space on that disk or write elsewhere",
+        errno.EACCES: "write to a folder you may write to",
+        errno.EPERM: "write to a folder you may write to",
+        errno.EROFS: "write to a writable file system",
+        errno.ENAMETOOLONG: "use a shorter path",
+    }
+    fix = fixes.get(exc.errno or 0, "check the path and the disk")
+    return PLAError(f"{what}: cannot write {str(path)!r}: {exc.strerror or exc}; {fix}")
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _check_dont_cares(dont_cares: Any, what: str) -> None:
+    if dont_cares not in ("auto", "explicit", "implicit"):
+        msg = f"{what}: dont_cares must be 'auto', 'explicit' or 'implicit', received {dont_cares!r}"
+        raise PLAError(msg)
 
 
 def write_pla(table: IOTable, path: str | os.PathLike[str], *, dont_cares: str = "auto") -> Path:
@@ -113,11 +146,23 @@ def write_pla(table: IOTable, path: str | os.PathLike[str], *, dont_cares: str =
         >>> print(pla_text(t).decode().splitlines()[-5:])
         ['01 1', '11 0', '00 -', '10 -', '.e']
     """
-    target = Path(path)
-    if not target.parent.is_dir():
+    target = _path(path, "write_pla")
+    _check_dont_cares(dont_cares, "write_pla")
+    try:
+        if target.is_dir():
+            msg = f"write_pla: {str(target)!r} is a directory; pass the path of the file to write"
+            raise PLAError(msg)
+        folder_exists = target.parent.is_dir()
+    except OSError as exc:
+        raise _disk_error("write_pla", target, exc) from None
+    if not folder_exists:
         msg = f"write_pla: the folder of {str(target)!r} does not exist; create it first"
         raise PLAError(msg)
-    _atomic_write(target, pla_text(table, dont_cares=dont_cares))
+    text = pla_text(table, dont_cares=dont_cares)
+    try:
+        _atomic_write(target, text)
+    except OSError as exc:
+        raise _disk_error("write_pla", target, exc) from None
     return target
 
 
@@ -125,9 +170,10 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     """Write every table of a network or layer (anything with ``.tables``) to ``directory``, one PLA each.
 
     Files are named ``<layer>.u<unit>.pla`` (characters other than letters, digits, ``-`` and ``_`` in a
-    layer name become ``_``).
+    layer name become ``_``). ``directory`` is created if needed; a file at that path is refused.
     """
-    folder = Path(directory)
+    folder = _path(directory, "export_pla")
+    _check_dont_cares(dont_cares, "export_pla")
     items = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
     for table in items:  # validate everything before writing a byte
         if not isinstance(table, IOTable):
@@ -136,7 +182,13 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
         if table.output_domain is None:
             msg = f"export_pla: {table!r} holds raw values; PLA needs code outputs (end the layer in a quantizer)"
             raise PLAError(msg)
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        if folder.exists() and not folder.is_dir():
+            msg = f"export_pla: {str(folder)!r} exists and is not a directory; pass a directory to write the files in"
+            raise PLAError(msg)
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _disk_error("export_pla", folder, exc) from None
     paths = []
     for k, table in enumerate(items):
         layer = re.sub(r"[^A-Za-z0-9_-]", "_", str(table.layer)) if table.layer is not None else "table"
@@ -145,51 +197,113 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     return paths
 
 
+def _read_domains(input_domains: Any, output_domain: Any, inputs: int | None, file: str) -> list[Domain]:
+    """The input domains, one per input (a single Domain repeated to fill the ``.i`` bits), validated."""
+    if not isinstance(output_domain, Domain):
+        msg = (
+            f"read_pla: output_domain must be a Domain (PLA outputs are codes of it), received "
+            f"{type(output_domain).__name__}"
+        )
+        raise PLAError(msg)
+    if isinstance(input_domains, Domain):
+        width = max(input_domains.bits, 1)
+        if inputs is None or inputs % width:
+            msg = (
+                f"read_pla: {file} declares .i {inputs}, not a multiple of the {width} bit(s) of one input of "
+                f"{input_domains!r}; pass one Domain per input"
+            )
+            raise PLAError(msg)
+        return [input_domains] * (inputs // width)
+    if isinstance(input_domains, (str, bytes)) or not isinstance(input_domains, Sequence):
+        kind = type(input_domains).__name__
+        msg = f"read_pla: input_domains must be a Domain or a sequence of Domains, received {kind}"
+        raise PLAError(msg)
+    domains = list(input_domains)
+    if not domains or not all(isinstance(d, Domain) for d in domains):
+        msg = f"read_pla: input_domains must be a non-empty sequence of Domains, received {input_domains!r}"
+        raise PLAError(msg)
+    return domains
+
+
+def _header(text: bytes, key: bytes, file: str) -> int | None:
+    """The value of the ``.i``/``.o``/``.p`` line (at most one, a non-negative integer), or ``None``."""
+    lines = re.findall(rb"^\." + key + rb"(?:[ \t]+(\S*))?[ \t]*\r?$", text, flags=re.M)
+    if not lines:
+        return None
+    if len(lines) > 1 or not re.fullmatch(rb"[0-9]{1,9}", lines[0]):
+        shown = [line.decode("ascii", "replace") for line in lines]
+        msg = f"read_pla: {file} has .{key.decode()} line(s) {shown}; expected one, with a non-negative integer"
+        raise PLAError(msg)
+    return int(lines[0])
+
+
 def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], output_domain: Domain) -> IOTable:
     """Read a PLA file written by :func:`write_pla` back into a (partial) table of its care rows.
 
-    Rows whose outputs are all ``-`` are don't-cares and are left out; a row with some ``-`` outputs, or
-    input bits that are not ``0``/``1``, is an error (iotable never writes them).
+    ``input_domains`` is one Domain per input, or one Domain for every input (their number is then read
+    from ``.i``). Rows whose outputs are all ``-`` are don't-cares and are left out; a row with some ``-``
+    outputs, input bits that are not ``0``/``1`` or output bits that are not ``0``/``1``/``-`` is an error
+    (iotable never writes them), as is a row whose codes lie outside the domains.
     """
-    file = Path(path)
+    file = _path(path, "read_pla")
+    name = repr(str(file))
     try:
         text = file.read_bytes()
     except OSError as exc:
-        msg = f"read_pla: cannot read {str(file)!r}: {exc.strerror}"
+        msg = f"read_pla: cannot read {name}: {exc.strerror or exc}"
         raise PLAError(msg) from None
-    header = dict(re.findall(rb"^\.(i|o) (\d+)\s*$", text, flags=re.M))
-    in_widths = _widths(input_domains)
+    n_in, n_out, declared_rows = (_header(text, key, name) for key in (b"i", b"o", b"p"))
+    domains = _read_domains(input_domains, output_domain, n_in, name)
+    in_widths = _widths(domains)
     out_width = max(output_domain.bits, 1)
-    if int(header.get(b"i", -1)) != sum(in_widths) or int(header.get(b"o", -1)) % out_width:
+    if n_in is None or n_out is None:
+        missing = " and ".join(f".{k}" for k, v in (("i", n_in), ("o", n_out)) if v is None)
+        msg = f"read_pla: {name} has no {missing} line; a PLA file declares its input and output bits first"
+        raise PLAError(msg)
+    if n_in != sum(in_widths) or n_out == 0 or n_out % out_width:
         msg = (
-            f"read_pla: {str(file)!r} declares .i {header.get(b'i')!r} .o {header.get(b'o')!r}; expected .i "
-            f"{sum(in_widths)} and .o a multiple of {out_width} for the given domains"
+            f"read_pla: {name} declares .i {n_in} .o {n_out}; expected .i {sum(in_widths)} and .o a positive "
+            f"multiple of {out_width} for the given domains"
         )
         raise PLAError(msg)
-    lines = b"\n".join(ln for ln in text.split(b"\n") if ln and not ln.startswith((b".", b"#")))
+    lines = b"\n".join(ln for ln in text.split(b"\n") if ln.strip() and not ln.lstrip().startswith((b".", b"#")))
     tokens = lines.split()
     if len(tokens) % 2:
-        msg = f"read_pla: {str(file)!r} has a row without outputs"
+        msg = f"read_pla: {name} has a row without outputs"
         raise PLAError(msg)
-    n_in, n_out = sum(in_widths), int(header[b"o"])
     widths = np.char.str_len(np.asarray(tokens, dtype=bytes)).reshape(-1, 2) if tokens else np.zeros((0, 2))
     if (widths != [n_in, n_out]).any():
         row = int(np.flatnonzero((widths != [n_in, n_out]).any(axis=1))[0])
-        msg = f"read_pla: {str(file)!r} row {row} has fields of widths {widths[row].tolist()}; expected {[n_in, n_out]}"
+        msg = f"read_pla: {name} row {row} has fields of widths {widths[row].tolist()}; expected {[n_in, n_out]}"
         raise PLAError(msg)
-    ins = np.frombuffer(b"".join(tokens[0::2]), dtype=np.uint8).reshape(-1, n_in) - ord("0")
+    if declared_rows is not None and declared_rows != len(tokens) // 2:
+        msg = f"read_pla: {name} declares .p {declared_rows} but lists {len(tokens) // 2} row(s)"
+        raise PLAError(msg)
+    ins = np.frombuffer(b"".join(tokens[0::2]), dtype=np.uint8).reshape(-1, n_in)
     outs = np.frombuffer(b"".join(tokens[1::2]), dtype=np.uint8).reshape(-1, n_out)
-    care = (outs != ord("-")).all(axis=1)
-    if ((outs == ord("-")).any(axis=1) & care).any() or (ins > 1).any():
-        msg = f"read_pla: {str(file)!r} has rows with partly unspecified outputs or non-binary inputs"
+    bad_in = ~np.isin(ins, np.frombuffer(b"01", np.uint8))
+    bad_out = ~np.isin(outs, np.frombuffer(b"01-", np.uint8))
+    if bad_in.any() or bad_out.any():
+        row = int(np.flatnonzero(bad_in.any(axis=1) | bad_out.any(axis=1))[0])
+        fields = b" ".join(tokens[2 * row : 2 * row + 2]).decode("ascii", "replace")
+        msg = f"read_pla: {name} row {row} ({fields!r}) holds a character other than 0/1 (inputs) or 0/1/- (outputs)"
         raise PLAError(msg)
-    ins, outs = ins[care], outs[care] - ord("0")
-    return IOTable(
-        _codes(ins, in_widths),
-        _codes(outs, [out_width] * (n_out // out_width)),
-        input_domains=input_domains,
-        output_domain=output_domain,
-    )
+    care = (outs != ord("-")).all(axis=1)
+    if ((outs == ord("-")).any(axis=1) & care).any():
+        row = int(np.flatnonzero((outs == ord("-")).any(axis=1) & care)[0])
+        msg = f"read_pla: {name} row {row} has partly unspecified outputs; expected all '-' or none"
+        raise PLAError(msg)
+    ins, outs = ins[care] - ord("0"), outs[care] - ord("0")
+    try:
+        return IOTable(
+            _codes(ins, in_widths),
+            _codes(outs, [out_width] * (n_out // out_width)),
+            input_domains=domains,
+            output_domain=output_domain,
+        )
+    except IOTableError as exc:
+        msg = f"read_pla: {name} does not hold a table of the given domains: {exc}"
+        raise PLAError(msg) from None
 
 
 def _codes(bits: np.ndarray, widths: Sequence[int]) -> np.ndarray:

@@ -14,6 +14,7 @@ from ._fastpath import recognize
 from ._modelcheck import warn_training
 from ._probe import check_decomposition
 from ._progress import QUIET, Progress, progress_bar
+from ._store import check_cache_dir
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
 from .errors import SpecError
@@ -196,6 +197,16 @@ def precompute(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             msg = f"precompute: {option} must be a positive integer, received {value!r}"
             raise SpecError(msg)
+    for option, value in (("check", check), ("fast_path", fast_path), ("reuse", reuse), ("progress", progress)):
+        if not isinstance(value, bool) and not (option == "progress" and value is None):
+            accepted = "True, False or None" if option == "progress" else "True or False"
+            msg = f"precompute: {option} must be {accepted}, received {type(value).__name__} {value!r}"
+            raise SpecError(msg)
+    if name is not None and (not isinstance(name, str) or not name):
+        msg = f"precompute: name must be a non-empty string (the layer's name in tables and bundles), received {name!r}"
+        raise SpecError(msg)
+    if cache_dir is not None:
+        check_cache_dir(cache_dir)  # a bad cache_dir is refused before any work
     warn_training(module, "precompute")
     options = {
         "max_rows": max_rows,

@@ -636,9 +636,11 @@ class InputEncoder:
         if not isinstance(x, torch.Tensor):
             msg = f"{what}: expected a tensor or array of shape {batch}, received {type(x).__name__}"
             raise _input_error(msg)
-        if x.is_complex() or x.device.type == "meta":
+        if x.is_complex() or x.device.type == "meta" or x.is_quantized:
             msg = f"{what}: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
             raise _input_error(msg)
+        if x.layout != torch.strided:  # a sparse batch holds the same values as its dense form
+            x = x.to_dense()
         x = x.cpu()
         given = x.dtype
         if not x.is_floating_point():

@@ -332,10 +332,40 @@ class IOTable:
         return self._output_domain.decode(self._outputs)
 
     def unpack(self, addresses: Any) -> np.ndarray:
-        """Input codes of packed ``addresses``, shape ``(M, fan_in)``."""
-        addr = np.asarray(addresses, dtype=np.int64).reshape(-1, 1)
+        """Input codes of packed ``addresses`` (integers from 0 to the address space), shape ``(M, fan_in)``.
+
+        Example:
+            >>> t = IOTable.dense([[0.0]] * 6, input_domains=[Domain.uniform(1), Domain.values([0, 1, 2])])
+            >>> t.unpack([0, 5]).tolist()
+            [[0, 0], [1, 2]]
+        """
+        addr = self._addresses_in_range(addresses).reshape(-1, 1)
         digits = (addr // self.address_weights[None, :]) % np.asarray(self.radices, dtype=np.int64)[None, :]
         return digits.astype(code_dtype(max(self.radices)))
+
+    def _addresses_in_range(self, addresses: Any) -> np.ndarray:
+        """``addresses`` as int64, each an integer from 0 to the address space (no wrap, no truncation)."""
+        space = math.prod(self.radices)
+        try:
+            array = np.asarray(addresses)
+        except (TypeError, ValueError) as exc:
+            msg = f"IOTable.unpack: expected integer addresses, received {type(addresses).__name__} ({exc})"
+            raise TableError(msg) from None
+        if array.dtype == object and array.size:  # Python integers beyond 64 bits
+            bad = next(v for v in array.reshape(-1) if not (isinstance(v, int) and 0 <= v < space))
+            msg = f"IOTable.unpack: address {bad!r} is outside 0..{space - 1}; expected integers in the address space"
+            raise TableError(msg)
+        if array.size and array.dtype.kind not in "iu":
+            msg = (
+                f"IOTable.unpack: expected integer addresses 0..{space - 1}, received dtype {array.dtype} "
+                f"(e.g. {array.reshape(-1)[0].item()!r}); a fractional or boolean address names no row"
+            )
+            raise TableError(msg)
+        if array.size and (int(array.min()) < 0 or int(array.max()) >= space):
+            bad = int(array.min()) if int(array.min()) < 0 else int(array.max())
+            msg = f"IOTable.unpack: address {bad} is outside 0..{space - 1}; expected integers in the address space"
+            raise TableError(msg)
+        return array.astype(np.int64)
 
     def address(self, codes: Any) -> np.ndarray:
         """Packed address of each row of ``codes`` (shape ``(M, fan_in)`` or ``(fan_in,)``), validated."""
@@ -371,9 +401,13 @@ class IOTable:
         if self._addresses is None:
             result = self._outputs[addresses]
         else:
-            pos = np.minimum(np.searchsorted(self._addresses, addresses), max(len(self) - 1, 0))
-            found = self._addresses[pos] == addresses if len(self) else np.zeros(len(addresses), bool)
-            result = self._outputs[pos]
+            if len(self):
+                pos = np.minimum(np.searchsorted(self._addresses, addresses), len(self) - 1)
+                found = self._addresses[pos] == addresses
+                result = self._outputs[pos]
+            else:  # a partial table of no rows: every lookup is a don't-care
+                found = np.zeros(len(addresses), dtype=bool)
+                result = np.zeros((len(addresses), self.fan_out), dtype=self._outputs.dtype)
             if not found.all():
                 fill = self._dont_care if default is None else self._fill_value(default, "default")
                 if fill is None:
