@@ -563,3 +563,22 @@ def test_per_channel_arithmetic_in_a_channels_last_layer_is_refused():
     """A per-channel tensor read channels-first cannot serve a channels-last layer: refused, not mis-tabulated."""
     with pytest.raises(ModelError, match=r"mul: x mul scale with a per-channel tensor in a NWC layer"):
         precompute(ChannelsLastScaled().eval(), input_domain=Domain.uniform(2), example_input=torch.zeros(1, 3, 3))
+
+
+def test_the_probe_allows_float_rounding_of_raw_outputs():
+    """A raw-output masked Linear whose kernel rounds a row differently when a zero-weight input changes (MKL
+    does on small matrices) passes the probe; a real leak of a small weight is still found."""
+    torch.manual_seed(1)
+    layer = nn.Linear(5, 4)
+    mask = torch.zeros(4, 5)
+    mask[:, [0, 2, 3]] = 1
+    prune.custom_from_mask(layer, "weight", mask)
+    domain = Domain.uniform(1, scale=0.25)
+    decompose(layer, fan_in=[[0, 2, 3]], fan_out=[[0, 1, 2, 3]])
+    result = precompute(layer, input_domain=domain, fast_path=False)
+    assert result.plan.units[0].in_channels == (0, 2, 3)
+    with torch.no_grad():
+        layer.weight_orig[2, 4] = 1e-3  # a leak of a thousandth of the other weights
+        layer.weight_mask[2, 4] = 1
+    with pytest.raises(iotable.SpecMismatchError, match=r"unit 0 \(output 2\) changed when input 4 changed"):
+        precompute(layer, input_domain=domain, fast_path=False)
