@@ -190,6 +190,19 @@ def test_probe_treats_nan_that_stays_nan_as_unchanged():
     check_decomposition(module, plan(module, input_domain=D2, example_input=torch.zeros(1, 4)))
 
 
+def test_nan_in_one_output_does_not_hide_a_leak_in_another():
+    """A NaN output widens no tolerance: a raw float leak beside it is still found."""
+
+    class NanBesideLeak(nn.Module):
+        def forward(self, x):
+            return torch.cat([x[:, :1] / x[:, :1], x[:, 1:] + 0.5 * x[:, :1]], dim=1)
+
+    module = decompose(NanBesideLeak(), fan_in=[[k] for k in range(4)])
+    layer = plan(module, input_domain=D2, example_input=torch.zeros(1, 4))
+    with pytest.raises(SpecMismatchError, match=r"changed when input 0 changed"):
+        check_decomposition(module, layer)
+
+
 @pytest.mark.parametrize("memory_budget", [1, 2**28])
 def test_probe_finds_a_leak_whatever_the_chunking(memory_budget):
     """A leak into one far input is found with one probed element per forward and with all of them at once."""

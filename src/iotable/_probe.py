@@ -88,12 +88,13 @@ def _changed(out: torch.Tensor, before: torch.Tensor, *, raw: bool, terms: int) 
     of the sum's magnitude without depending on that input. Such moves stay within ``gamma(terms + 1)``
     times the sum of the magnitudes of its terms, which the outputs' own magnitudes stand in for; a real
     dependence moves an output by its weight times a step of the input's domain. NaN where it was NaN is
-    no change.
+    no change, and neither NaN nor infinity widens the tolerance of other outputs.
     """
     if raw and out.is_floating_point():
-        scale = out.abs() + before.abs() + out.abs().mean(dim=(0, 1), keepdim=True)
+        size, size_before = (torch.nan_to_num(t.abs(), nan=0.0, posinf=0.0) for t in (out, before))
+        scale = size + size_before + size.mean(dim=(0, 1), keepdim=True)
         tolerance = 4 * (terms + 2) * torch.finfo(out.dtype).eps * scale
-        differ = ~((out - before).abs() <= tolerance)
+        differ = (out != before) & ~((out - before).abs() <= tolerance)
     else:
         differ = out != before
     return differ & ~(torch.isnan(out) & torch.isnan(before))
