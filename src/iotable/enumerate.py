@@ -268,7 +268,7 @@ def _enumerate(
     cached = tuple(sorted(outputs))
     pending = [u for u in layer.units if u.index not in outputs]
     if fast is None and fast_path and pending:
-        fast = recognize(module, layer)
+        fast = recognize(module, layer, memory_budget=memory_budget)
     method, near_ties = ("black box" if pending else "cache"), 0
     todo: list[_Class] = []
     if fast is not None and pending:

@@ -173,7 +173,7 @@ def tabulate(
 ) -> LayerTables:
     """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options)."""
     del max_rows  # sizes were checked when the layer was planned
-    fast = recognize(module, layer) if fast_path else None
+    fast = recognize(module, layer, memory_budget=memory_budget) if fast_path else None
     if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
         check_decomposition(module, layer, memory_budget=memory_budget)
     done = _enumerate(
