@@ -115,6 +115,7 @@ class _Group:
     frame_outputs: np.ndarray  # (K,) each column's output in a frame output (first slot)
     pairs: np.ndarray  # (K, channels per unit) each column's (output, input) pairs among the layer's read pairs
     unit_starts: np.ndarray  # (units + 1,) first column of each unit, then the group's width
+    whole: bool  # the columns are the layer's output channels in order
 
     @classmethod
     def of(cls, layer: LayerPlan, units: list[Unit]) -> list[_Group]:
@@ -141,6 +142,7 @@ class _Group:
                     frame_outputs=layer.output_indices(channels)[0],
                     pairs=np.searchsorted(_read_index(layer), channels[:, None] * layer.in_channels + reads),
                     unit_starts=np.cumsum([0] + [len(u.out_channels) for u in members], dtype=np.int64),
+                    whole=len(channels) == layer.out_channels and bool((channels == np.arange(len(channels))).all()),
                 )
             )
         return found
@@ -545,6 +547,12 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
     """Codes of a block of segments through one fixed-point kernel (row segments into sinks for a unit
     larger than the block); segments whose kernel cannot be built go alone, then to the both-ends path."""
     batch = _Batch.of(segments)
+    dtype = segments[0][0].job.layer.output_domain.code_dtype
+    if batch.width * batch.rows <= _DIRECT_ENTRIES:
+        codes = np.empty((batch.width, batch.rows), dtype=dtype)
+        _direct_codes(batch, codes, memory_budget=memory_budget)
+        _hand_out(segments, batch, codes)
+        return
     kernel = _AffineKernel.build(batch)
     if kernel is None:
         for part, c0, c1 in segments:
@@ -553,8 +561,6 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
             else:
                 _two_ends_blocks(part, memory_budget=memory_budget, columns=(c0, c1))
         return
-    layer = segments[0][0].job.layer
-    dtype = layer.output_domain.code_dtype
     buffer_dtype = np.uint8 if dtype == np.uint8 else np.int32  # torch narrows int32 into uint8 directly
     n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
     width = batch.width
@@ -572,11 +578,74 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
         return
     out = np.empty((width, batch.rows), dtype=buffer_dtype)
     kernel.codes((0, width), (0, n_p), out, memory_budget=memory_budget)
-    codes = out.astype(dtype, copy=False)
-    for (part, c0, c1), s in zip(segments, batch.starts[:-1]):
+    _hand_out(segments, batch, out.astype(dtype, copy=False))
+
+
+def _hand_out(segments: list[_Segment], batch: _Batch, codes: np.ndarray) -> None:
+    """Give each segment's layer its rows of a block's ``codes`` as a :class:`CodeBlock` (a view)."""
+    for (part, c0, c1), s in zip(segments, batch.starts[:-1].tolist()):
         starts = part.group.unit_starts
         u0, u1 = (int(np.searchsorted(starts, c)) for c in (c0, c1))
         part.job.blocks.append(CodeBlock(codes[s : s + c1 - c0], part.group.units[u0:u1]))
+
+
+# Blocks of at most this many codes are computed directly in float64 (every row settled with its own bounds):
+# fewer operations than the fixed-point kernel, whose per-call costs dominate small blocks.
+_DIRECT_ENTRIES = 2**16
+
+
+def _direct_codes(batch: _Batch, out: np.ndarray, *, memory_budget: int) -> None:
+    """Codes ``(K, rows)`` of a small batch: every row decided as a flagged one (:func:`_decide`)."""
+    terms = batch.terms()
+    width = batch.width
+    z = _outer_sums(terms, width)
+    z += batch.bias[:, None]
+    size = _outer_sums([np.abs(t) for t in terms], width)
+    size += np.abs(batch.bias)[:, None]
+    error = batch.error(size, (slice(None), None))
+    _decide(batch, out, z, error, (slice(None), None), memory_budget=memory_budget)
+
+
+def _decide(
+    batch: _Batch,
+    out: np.ndarray,
+    z: np.ndarray,
+    error: np.ndarray,
+    columns: Any,
+    entries: tuple[np.ndarray, np.ndarray] | None = None,
+    *,
+    memory_budget: int,
+) -> None:
+    """Codes of entries whose pre-activation ``z`` (float64) lies within ``error`` of every float32 evaluation:
+    all of ``out`` (``columns`` indexes the batch's per-column arrays so that they broadcast against ``z``), or
+    the ``entries`` (positions in ``out``; ``columns`` their batch columns).
+
+    The tail at each row's own size bounds its float32 arithmetic; the entries still within their margin of
+    a boundary lie within float rounding of it and are computed by their layers' operations
+    (:meth:`_Batch.tie_codes`).
+    """
+    tail = batch.tail
+    gain = tail.gain[columns]
+    phi = gain * z + tail.offset[columns]
+    low, high = tail.low[columns], tail.high[columns]
+    nearest = np.round(phi)
+    # Only integers low + 1 .. high are boundaries between codes; the clip settles the others.
+    boundary = (nearest > low) & (nearest <= high)
+    own = tail.error0[columns] + tail.error1[columns] * (np.abs(z) + error)
+    margin = np.abs(gain) * error + own + 1e-9 * (1 + np.abs(phi))
+    tie = boundary & (np.abs(phi - nearest) <= margin)
+    codes = np.minimum(np.maximum(np.floor(phi), low), high)
+    if entries is None:
+        out[...] = codes
+        found = np.nonzero(tie)
+        at, which, rows = found, found[0], found[1]
+    else:
+        out[entries[:2]] = codes
+        found = np.flatnonzero(tie)
+        at, which = (entries[0][found], entries[1][found]), columns[found]
+        rows = None if not len(found) else entries[2][found]
+    if len(which):
+        out[at] = batch.tie_codes(which, rows, memory_budget=memory_budget)
 
 
 @dataclass(frozen=True)
@@ -619,9 +688,12 @@ def _frame_channels(layer: LayerPlan) -> np.ndarray:
     return flat // (elements // layer.in_channels)
 
 
-def _row_values(group: _Group, rows: np.ndarray) -> np.ndarray:
-    """Input values ``(n, f)`` (float32) of table rows: the leading and trailing digits' values from two
-    small tables of every combination of each (about the square root of the rows each)."""
+def _row_values(group: _Group, rows: np.ndarray, dtype: Any = np.float32) -> np.ndarray:
+    """Input values ``(n, f)`` of table rows: the leading and trailing digits' values from two small tables of
+    every combination of each (about the square root of the rows each), or digit by digit for a few rows."""
+    if len(rows) <= 256:
+        digits = rows[:, None] // group.place % group.radices
+        return np.stack([v[digits[:, j]] for j, v in enumerate(group.values)], axis=1).astype(dtype, copy=False)
     radices = group.radices.tolist()
     cut = min(range(len(radices) + 1), key=lambda m: math.prod(radices[:m]) + math.prod(radices[m:]))
     low_rows = math.prod(radices[cut:])
@@ -631,7 +703,7 @@ def _row_values(group: _Group, rows: np.ndarray) -> np.ndarray:
         place = place_values([radices[j] for j in inputs])
         index = np.arange(count)
         columns = [group.values[j][index // q % radices[j]] for j, q in zip(inputs, place.tolist())]
-        tables.append(np.stack(columns, axis=1).astype(np.float32) if columns else np.zeros((count, 0), np.float32))
+        tables.append(np.stack(columns, axis=1).astype(dtype) if columns else np.zeros((count, 0), dtype))
     high, low = np.divmod(rows, low_rows)
     return np.concatenate([tables[0][high], tables[1][low]], axis=1)
 
@@ -640,7 +712,7 @@ def _outer_sums(terms: list[np.ndarray], width: int, dtype: Any = np.float64) ->
     """``(width, prod n_j)``: one term per input summed over every code tuple, in lexicographic row order."""
     total = np.zeros((width, 1), dtype=dtype)
     for term in terms:
-        total = (total[:, :, None] + term[:, None, :].astype(dtype)).reshape(width, -1)
+        total = (total[:, :, None] + term[:, None, :].astype(dtype, copy=False)).reshape(width, -1)
     return total
 
 
@@ -712,9 +784,15 @@ def _analyse_tails(parts: list[_Part], *, memory_budget: int) -> None:
         if key is not None:
             batches.setdefault(key, []).append(part)
     for members in batches.values():
-        tail = _affine_tail(members)
+        modules = members[0].job.fast.tail
+        norms = {
+            k: _norm_parameters(members, k)
+            for k, m in enumerate(modules)
+            if isinstance(m, nn.modules.batchnorm._BatchNorm)
+        }
+        tail = _affine_tail(members, norms)
         magnitude = np.concatenate([p.magnitude() for p in members])
-        if tail is not None and _tail_agrees(members, tail, magnitude, memory_budget=memory_budget):
+        if tail is not None and _tail_agrees(members, tail, magnitude, norms, memory_budget=memory_budget):
             start = 0
             for part in members:
                 part.tail = tail[start : start + part.width]
@@ -730,23 +808,20 @@ def _norm_parameters(parts: list[_Part], position: int) -> np.ndarray:
     found = []
     for part in parts:
         m = part.job.fast.tail[position]
-        ones = torch.ones_like(m.running_mean)
-        weight = ones if m.weight is None else m.weight
-        bias = 0 * ones if m.bias is None else m.bias
-        both = torch.stack([m.running_mean, m.running_var, weight, bias]).detach().numpy()
-        channels = part.group.channels
-        whole = len(channels) == both.shape[1] and bool((channels == np.arange(len(channels))).all())
-        found.append(both if whole else both[:, channels])
-    return np.concatenate(found, axis=1).astype(np.float64) if len(found) > 1 else found[0].astype(np.float64)
+        stats = [m.running_mean, m.running_var, m.weight, m.bias]
+        ones = np.ones(len(stats[0]), dtype=np.float32)
+        both = np.stack([v if t is None else t.detach().numpy() for t, v in zip(stats, (0, 0, ones, 0 * ones))])
+        found.append(both if part.group.whole else both[:, part.group.channels])
+    return np.concatenate(found, axis=1, dtype=np.float64)
 
 
-def _affine_tail(parts: list[_Part]) -> _AffineTail | None:
+def _affine_tail(parts: list[_Part], norms: dict[int, np.ndarray]) -> _AffineTail | None:
     """The parts' tails (equal keys) as an affine map between clamps, with float32 error bounds, or ``None``.
 
     Each module maps ``v = clip(A z + B, L, H)`` to another such map: batch norm (eval, running statistics)
     is affine per channel, ReLU / ReLU6 / hardtanh clamp, identity and dropout (eval) pass. For
     ``|z| <= Z``, ``|v| <= bound0 + bound1 * Z`` and the float32 value lies within ``err0 + err1 * Z`` of
-    the exact one.
+    the exact one. ``norms``: :func:`_norm_parameters` of each batch norm, by position.
     """
     tail = parts[0].job.fast.tail
     n = sum(p.width for p in parts)
@@ -755,7 +830,7 @@ def _affine_tail(parts: list[_Part]) -> _AffineTail | None:
     bound0, bound1, err0, err1 = np.zeros(n), np.ones(n), np.zeros(n), np.zeros(n)
     for position, m in enumerate(tail[:-1]):
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            mean, var, w, c = _norm_parameters(parts, position)
+            mean, var, w, c = norms[position]
             alpha = w / np.sqrt(var + float(np.float32(m.eps)))
             beta = c - mean * alpha
             # float32 alpha = w / sqrt(var + eps) (3.5 roundings relative), beta = b - mean * alpha, then
@@ -766,11 +841,13 @@ def _affine_tail(parts: list[_Part]) -> _AffineTail | None:
             bound0, bound1 = size * bound0 + np.abs(beta), size * bound1
             a, b = alpha * a, alpha * b + beta
             with np.errstate(invalid="ignore"):  # 0 * inf: a zero gain maps everything to beta
-                ends = np.where(alpha == 0, beta, alpha * np.stack([low, high]) + beta)
-            low, high = ends.min(axis=0), ends.max(axis=0)
+                ends = alpha * low + beta, alpha * high + beta
+            if not alpha.all():
+                ends = tuple(np.where(alpha == 0, beta, e) for e in ends)
+            low, high = np.minimum(*ends), np.maximum(*ends)
         elif type(m) in _CLAMPS:
             lo, hi = _CLAMPS[type(m)](m)
-            low, high = np.clip(low, lo, hi), np.clip(high, lo, hi)
+            low, high = np.minimum(np.maximum(low, lo), hi), np.minimum(np.maximum(high, lo), hi)
             bound0 = bound0 + max(lo, 0.0) + max(-hi, 0.0)  # a clamp away from 0 can lift small values
         elif not isinstance(m, _IDENTITIES):
             return None
@@ -781,8 +858,8 @@ def _affine_tail(parts: list[_Part]) -> _AffineTail | None:
     # Quantize: x / scale + zero_point, each rounded once (2u |x| / scale + u |zero_point|), clamp, round.
     err0 = err0 / scale + 3 * _U32 * (bound0 / scale + abs(zero) + 1)
     err1 = err1 / scale + 3 * _U32 * bound1 / scale
-    low_q = np.clip(low / scale + zero, q.qmin, q.qmax)
-    high_q = np.clip(high / scale + zero, q.qmin, q.qmax)
+    low_q = np.minimum(np.maximum(low / scale + zero, q.qmin), q.qmax)
+    high_q = np.minimum(np.maximum(high / scale + zero, q.qmin), q.qmax)
     # A saturated value within rounding of a half step: leave the layer to the modules.
     saturated = np.concatenate([low_q, high_q])
     if (np.abs(saturated - np.floor(saturated) - 0.5) <= np.concatenate([err0, err0]) + 1e-9).any():
@@ -797,7 +874,9 @@ def _affine_tail(parts: list[_Part]) -> _AffineTail | None:
     )
 
 
-def _tail_agrees(parts: list[_Part], tail: _AffineTail, zmax: np.ndarray, *, memory_budget: int) -> bool:
+def _tail_agrees(
+    parts: list[_Part], tail: _AffineTail, zmax: np.ndarray, norms: dict[int, np.ndarray], *, memory_budget: int
+) -> bool:
     """Whether the analytic tail gives the modules' own codes on both sides of every boundary and at the ends.
 
     Pre-activations just outside each boundary's margin, and at ``+-zmax``, run through the tail modules
@@ -811,18 +890,17 @@ def _tail_agrees(parts: list[_Part], tail: _AffineTail, zmax: np.ndarray, *, mem
         crossing = (tail.low + steps - tail.offset) / tail.gain  # (steps, K): where phi crosses each integer
         delta = 3 * margin / np.abs(tail.gain)
         points = np.concatenate([-zmax[None], zmax[None], crossing - delta, crossing + delta])
-    points = np.clip(np.nan_to_num(points, nan=0.0, posinf=0.0, neginf=0.0), -zmax, zmax).astype(np.float32)
+    if not tail.gain.all():
+        points = np.nan_to_num(points, nan=0.0, posinf=0.0, neginf=0.0)
+    points = np.minimum(np.maximum(points, -zmax), zmax).astype(np.float32)
     phi = tail.gain * points.astype(np.float64) + tail.offset
     sure = np.abs(phi - np.round(phi)) > margin
-    expected = np.clip(np.floor(phi), tail.low, tail.high).astype(np.int64)
+    expected = np.minimum(np.maximum(np.floor(phi), tail.low), tail.high).astype(np.int64)
     first = parts[0].job
     rank = first.layer.geometry.rank
     values = first.layer.output_domain.values.astype(np.float32)
     # Each batch norm's statistics, column by column (the parts' channels, in batch order).
-    stats = {}
-    for position, m in enumerate(first.fast.tail):
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            stats[position] = torch.from_numpy(_norm_parameters(parts, position).astype(np.float32))
+    stats = {position: torch.from_numpy(norm.astype(np.float32)) for position, norm in norms.items()}
     width = points.shape[1]
     step = max(1, (memory_budget // 4) // (12 * len(points)))
     for k0 in range(0, width, step):
@@ -1061,24 +1139,22 @@ class _AffineKernel:
         layers' operations (:meth:`_Batch.tie_codes`).
         """
         batch = self.batch
-        tail = batch.tail
-        z_prefix, z_suffix, size_prefix, size_suffix = self.sums
-        z = z_prefix[which, prefix] + z_suffix[which, suffix]
-        error = batch.error(size_prefix[which, prefix] + size_suffix[which, suffix], which)
-        rows = prefix * self.suffix.shape[1] + suffix
-        gain = tail.gain[which]
-        phi = gain * z + tail.offset[which]
-        low, high = tail.low[which], tail.high[which]
-        nearest = np.round(phi)
-        # Only integers low + 1 .. high are boundaries between codes; the clip settles the others.
-        boundary = (nearest > low) & (nearest <= high)
-        own = tail.error0[which] + tail.error1[which] * (np.abs(z) + error)
-        margin = np.abs(gain) * error + own + 1e-9 * (1 + np.abs(phi))
-        tie = np.flatnonzero(boundary & (np.abs(phi - nearest) <= margin))
-        at = (which - origin[0], rows - origin[1])
-        out[at] = np.clip(np.floor(phi), low, high)
-        if len(tie):
-            out[at[0][tie], at[1][tie]] = batch.tie_codes(which[tie], rows[tie], memory_budget=memory_budget)
+        n_s = self.suffix.shape[1]
+        rows = prefix * n_s + suffix
+        if "sums" in self.__dict__ or len(which) * len(batch.weight[0]) > batch.width * (self.prefix.shape[1] + n_s):
+            z_prefix, z_suffix, size_prefix, size_suffix = self.sums
+            z = z_prefix[which, prefix] + z_suffix[which, suffix]
+            size = size_prefix[which, prefix] + size_suffix[which, suffix]
+        else:  # a few entries: their terms one input at a time
+            values = _row_values(batch.group, rows, dtype=np.float64)
+            z, size = batch.bias[which].copy(), np.abs(batch.bias[which])
+            for j in range(values.shape[1]):
+                term = batch.weight[which, j] * values[:, j]
+                z += term
+                size += np.abs(term)
+        error = batch.error(size, which)
+        entries = (which - origin[0], rows - origin[1], rows)
+        _decide(batch, out, z, error, which, entries, memory_budget=memory_budget)
 
 
 # -- other monotone tails: both ends of the rounding interval ----------------------------------------------

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from ._design import Field, finite_field, pack
-from ._fastpath import CodeBlock, FastPath, recognize
+from ._fastpath import CodeBlock, FastPath, _Job, build_tables, recognize
 from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
@@ -313,6 +313,25 @@ def _enumerate(
                 outputs[index] = s.finish()
 
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
+
+
+def _enumerate_fast(found: list[tuple[LayerPlan, FastPath]], *, memory_budget: int) -> list[Enumerated]:
+    """:func:`_enumerate` of layers the fast path recognized, all at once (no cache): their analysis and
+    kernels are shared where the layers allow (see :func:`iotable._fastpath.build_tables`)."""
+    jobs = []
+    for layer, fast in found:
+        dtype = layer.output_domain.code_dtype
+
+        def sink(unit: Unit, dtype: np.dtype = dtype) -> MemorySink | FileSink:
+            if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
+                return temporary_sink(unit.rows, unit.fan_out, dtype)
+            return MemorySink(unit.rows, unit.fan_out, dtype)
+
+        jobs.append(_Job(fast, layer, list(layer.units), sink))
+    build_tables(jobs, memory_budget=memory_budget)
+    return [
+        Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs
+    ]
 
 
 def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:

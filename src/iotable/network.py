@@ -17,7 +17,7 @@ from .graph import Edge, Graph, Node, NodeKind, window_buffer_depth
 from .nn import domain_of
 from .plan import LayerPlan, module_dtype, run_module
 from .plan import plan as plan_layer
-from .precompute import LayerTables, tabulate
+from .precompute import LayerTables, tabulate_layers
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, Spec, decompose, spec_of
 from .table import IOTable
@@ -596,7 +596,7 @@ def build_network(
             builder.add(step)
         skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
         remember(model, key, skeleton)
-    layers = {name: tabulate(module, plan, **options) for name, (module, plan) in skeleton.planned.items()}
+    layers = tabulate_layers(skeleton.planned, **options)
     return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
 
 

@@ -12,7 +12,7 @@ from torch import nn
 from ._fastpath import recognize
 from ._probe import check_decomposition
 from .domain import Domain
-from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
+from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
 from .errors import SpecError
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
 from .spec import _declared, has_spec
@@ -186,3 +186,36 @@ def tabulate(
         fast=fast,
     )
     return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)
+
+
+def tabulate_layers(
+    planned: dict[str, tuple[nn.Module, LayerPlan]],
+    *,
+    check: bool = True,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    max_rows: int | None = None,
+) -> dict[str, LayerTables]:
+    """:func:`tabulate` for every planned layer of a model, by name, in order.
+
+    Without a cache, the layers the fast path recognizes are built together: their tails are analysed and
+    their kernels run in batches across layers, which spares small networks a fixed cost per layer.
+    """
+    found = {}
+    if fast_path and cache_dir is None:
+        for name, (module, layer) in planned.items():
+            fast = recognize(module, layer, memory_budget=memory_budget)
+            if fast is not None:
+                found[name] = (layer, fast)
+    built = dict(zip(found, _enumerate_fast(list(found.values()), memory_budget=memory_budget)))
+    options = {"check": check, "memory_budget": memory_budget, "progress": progress, "cache_dir": cache_dir}
+    result = {}
+    for name, (module, layer) in planned.items():
+        done = built.get(name)
+        if done is None:
+            result[name] = tabulate(module, layer, fast_path=fast_path, max_rows=max_rows, **options)
+        else:
+            result[name] = LayerTables(plan=layer, tables=done.tables, method=done.method, near_ties=done.near_ties)
+    return result
