@@ -40,6 +40,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.modules import module as torch_module
 from torch.nn.utils import prune
 
 from .errors import EnumerationError
@@ -86,8 +87,6 @@ def _ieee_float32() -> bool:
 
 def _hooked(modules: list[nn.Module]) -> bool:
     """Whether a forward hook (other than torch's pruning) could change what the modules compute."""
-    from torch.nn.modules import module as torch_module
-
     if torch_module._global_forward_hooks or torch_module._global_forward_pre_hooks:
         return True
     for m in modules:
@@ -548,7 +547,8 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
     larger than the block); segments whose kernel cannot be built go alone, then to the both-ends path."""
     batch = _Batch.of(segments)
     dtype = segments[0][0].job.layer.output_domain.code_dtype
-    if batch.width * batch.rows <= _DIRECT_ENTRIES:
+    streamed = batch.width * batch.rows * dtype.itemsize > memory_budget // 2  # one unit larger than a block
+    if batch.width * batch.rows <= _DIRECT_ENTRIES and not streamed:
         codes = np.empty((batch.width, batch.rows), dtype=dtype)
         _direct_codes(batch, codes, memory_budget=memory_budget)
         _hand_out(segments, batch, codes)
@@ -564,7 +564,7 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
     buffer_dtype = np.uint8 if dtype == np.uint8 else np.int32  # torch narrows int32 into uint8 directly
     n_p, n_s = kernel.prefix.shape[1], kernel.suffix.shape[1]
     width = batch.width
-    if width * batch.rows * dtype.itemsize > memory_budget // 2:  # one unit larger than a block: row segments
+    if streamed:  # row segments into the unit's sink
         part, c0, _ = segments[0]
         unit = part.group.units[int(np.searchsorted(part.group.unit_starts, c0))]
         step = max(1, (memory_budget // 4) // (n_s * width * dtype.itemsize))
@@ -598,52 +598,62 @@ def _direct_codes(batch: _Batch, out: np.ndarray, *, memory_budget: int) -> None
     """Codes ``(K, rows)`` of a small batch: every row decided as a flagged one (:func:`_decide`)."""
     terms = batch.terms()
     width = batch.width
-    z = _outer_sums(terms, width)
-    z += batch.bias[:, None]
-    size = _outer_sums([np.abs(t) for t in terms], width)
-    size += np.abs(batch.bias)[:, None]
-    error = batch.error(size, (slice(None), None))
-    _decide(batch, out, z, error, (slice(None), None), memory_budget=memory_budget)
+    # z and sum |w x| of every row in one outer sum: the first K rows hold z, the last K the sizes.
+    both = _outer_sums([np.concatenate([t, np.abs(t)]) for t in terms], 2 * width)
+    both[:width] += batch.bias[:, None]
+    both[width:] += np.abs(batch.bias)[:, None]
+    _decide(batch, out, both[:width], both[width:], (slice(None), None), memory_budget=memory_budget)
 
 
 def _decide(
     batch: _Batch,
     out: np.ndarray,
     z: np.ndarray,
-    error: np.ndarray,
+    size: np.ndarray,
     columns: Any,
-    entries: tuple[np.ndarray, np.ndarray] | None = None,
+    entries: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
     *,
     memory_budget: int,
 ) -> None:
-    """Codes of entries whose pre-activation ``z`` (float64) lies within ``error`` of every float32 evaluation:
+    """Codes of entries whose pre-activation is ``z`` (float64) and ``sum |w x|`` (with ``|b|``) is ``size``:
     all of ``out`` (``columns`` indexes the batch's per-column arrays so that they broadcast against ``z``), or
-    the ``entries`` (positions in ``out``; ``columns`` their batch columns).
+    the ``entries`` (positions in ``out`` and table rows; ``columns`` their batch columns).
 
-    The tail at each row's own size bounds its float32 arithmetic; the entries still within their margin of
-    a boundary lie within float rounding of it and are computed by their layers' operations
+    Every float32 evaluation of the layer lies within ``error = factor (f + 2) u size`` of ``z``; the tail at
+    the row's own size adds ``error0 + error1 (|z| + error)`` (code units). The entries within that margin
+    of a boundary lie within float rounding of it and are computed by their layers' operations
     (:meth:`_Batch.tie_codes`).
     """
     tail = batch.tail
     gain = tail.gain[columns]
-    phi = gain * z + tail.offset[columns]
-    low, high = tail.low[columns], tail.high[columns]
+    phi = gain * z
+    phi += tail.offset[columns]
     nearest = np.round(phi)
-    # Only integers low + 1 .. high are boundaries between codes; the clip settles the others.
-    boundary = (nearest > low) & (nearest <= high)
-    own = tail.error0[columns] + tail.error1[columns] * (np.abs(z) + error)
-    margin = np.abs(gain) * error + own + 1e-9 * (1 + np.abs(phi))
-    tie = boundary & (np.abs(phi - nearest) <= margin)
-    codes = np.minimum(np.maximum(np.floor(phi), low), high)
+    # The margin |gain| error + error0 + error1 (|z| + error) + 1e-9 (1 + |phi|), with the per-column
+    # factors gathered: (|gain| + error1) f_u size + error1 |z| + error0 + 1e-9 (1 + |phi|).
+    unit = batch.factor[columns] * ((len(batch.group.domains) + 2) * _U32)
+    slope = (np.abs(gain) + tail.error1[columns]) * unit
+    gap = np.abs(phi - nearest)
+    gap -= slope * size
+    gap -= tail.error1[columns] * np.abs(z)
+    gap -= 1e-9 * np.abs(phi)
+    gap -= tail.error0[columns] + 1e-9
+    near = gap <= 0
+    codes = np.floor(phi)
+    np.maximum(codes, tail.low[columns], out=codes)
+    np.minimum(codes, tail.high[columns], out=codes)
     if entries is None:
         out[...] = codes
-        found = np.nonzero(tie)
+    else:
+        out[entries[0], entries[1]] = codes
+    if not near.any():
+        return
+    # Only integers low + 1 .. high are boundaries between codes; the clip settles the others.
+    found = np.nonzero(near & (nearest > tail.low[columns]) & (nearest <= tail.high[columns]))
+    if entries is None:
         at, which, rows = found, found[0], found[1]
     else:
-        out[entries[:2]] = codes
-        found = np.flatnonzero(tie)
-        at, which = (entries[0][found], entries[1][found]), columns[found]
-        rows = None if not len(found) else entries[2][found]
+        at, which, rows = (entries[0][found], entries[1][found]), columns[found], entries[2][found]
     if len(which):
         out[at] = batch.tie_codes(which, rows, memory_budget=memory_budget)
 
@@ -805,14 +815,16 @@ def _analyse_tails(parts: list[_Part], *, memory_budget: int) -> None:
 def _norm_parameters(parts: list[_Part], position: int) -> np.ndarray:
     """``(4, K)`` float64 of the parts' columns: running mean and variance, weight and bias of the batch norm
     at ``position`` of each part's tail."""
-    found = []
+    rows: list[list[torch.Tensor]] = [[], [], [], []]
     for part in parts:
         m = part.job.fast.tail[position]
-        stats = [m.running_mean, m.running_var, m.weight, m.bias]
-        ones = np.ones(len(stats[0]), dtype=np.float32)
-        both = np.stack([v if t is None else t.detach().numpy() for t, v in zip(stats, (0, 0, ones, 0 * ones))])
-        found.append(both if part.group.whole else both[:, part.group.channels])
-    return np.concatenate(found, axis=1, dtype=np.float64)
+        stats = (m.running_mean, m.running_var, m.weight, m.bias)
+        if not part.group.whole:
+            index = torch.from_numpy(part.group.channels)
+            stats = tuple(None if t is None else t[index] for t in stats)
+        for k, t in enumerate(stats):
+            rows[k].append(torch.full((part.width,), float(k == 2)) if t is None else t.detach())
+    return torch.stack([torch.cat(r) if len(r) > 1 else r[0] for r in rows]).numpy().astype(np.float64)
 
 
 def _affine_tail(parts: list[_Part], norms: dict[int, np.ndarray]) -> _AffineTail | None:
@@ -940,17 +952,17 @@ class _Batch:
     @classmethod
     def of(cls, segments: list[_Segment]) -> _Batch:
         widths = [c1 - c0 for _, c0, c1 in segments]
+        tails = [p.tail if c1 - c0 == p.width else p.tail[c0:c1] for p, c0, c1 in segments]
         if len(segments) == 1:
             part, c0, c1 = segments[0]
             weight, bias = part.weight[c0:c1], part.bias[c0:c1]
             factor = np.full(c1 - c0, part.factor)
-            tail = part.tail[c0:c1]
         else:
             weight = np.concatenate([p.weight[c0:c1] for p, c0, c1 in segments])
             bias = np.concatenate([p.bias[c0:c1] for p, c0, c1 in segments])
             factor = np.repeat([p.factor for p, _, _ in segments], widths)
-            tail = _AffineTail.concat([p.tail[c0:c1] for p, c0, c1 in segments])
-        starts = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        tail = _AffineTail.concat(tails)
+        starts = np.asarray([0, *itertools.accumulate(widths)], dtype=np.int64)
         return cls(tuple(segments), starts, weight, bias, factor, tail, segments[0][0].group)
 
     @property
@@ -1152,9 +1164,8 @@ class _AffineKernel:
                 term = batch.weight[which, j] * values[:, j]
                 z += term
                 size += np.abs(term)
-        error = batch.error(size, which)
         entries = (which - origin[0], rows - origin[1], rows)
-        _decide(batch, out, z, error, which, entries, memory_budget=memory_budget)
+        _decide(batch, out, z, size, which, entries, memory_budget=memory_budget)
 
 
 # -- other monotone tails: both ends of the rounding interval ----------------------------------------------
@@ -1231,7 +1242,9 @@ def _tail_columns(fast: FastPath, layer: LayerPlan, pre: np.ndarray, channels: n
     return layer.output_domain.encode(fast.run_tail(layer, x, channels).reshape(len(pre), -1).numpy())
 
 
-def recognize(module: nn.Module, layer: LayerPlan, *, memory_budget: int = 256 * 2**20) -> FastPath | None:
+def recognize(
+    module: nn.Module, layer: LayerPlan, *, memory_budget: int = 256 * 2**20, ieee: bool | None = None
+) -> FastPath | None:
     """The fast path for ``module`` if its structure proves the decomposition and the tables, else ``None``.
 
     Needs: one ``nn.Linear`` (pruned or not; a non-spatial layer) or ``nn.Conv1d``/``nn.Conv2d`` (channels
@@ -1239,6 +1252,7 @@ def recognize(module: nn.Module, layer: LayerPlan, *, memory_budget: int = 256 *
     types ending in :class:`iotable.nn.Quantize`; float32 on the CPU with IEEE float32 products; no forward
     hooks other than pruning; batch norm on running statistics; every weight outside a unit's declared
     inputs exactly zero. Such a layer's units are independent by construction, so it needs no probe.
+    ``ieee``: :func:`_ieee_float32` when the caller has just read it (for many layers at once).
     """
     structure = _structure(module, layer)
     if structure is None or structure.tail[-1].domain != layer.output_domain:
@@ -1246,7 +1260,7 @@ def recognize(module: nn.Module, layer: LayerPlan, *, memory_budget: int = 256 *
     parts = (structure.head, *structure.tail)
     if any(isinstance(m, nn.modules.batchnorm._BatchNorm) and m.running_mean is None for m in parts):
         return None  # batch statistics even in eval: outputs would depend on the whole batch
-    if not _ieee_float32() or _hooked(list(module.modules())):
+    if not (_ieee_float32() if ieee is None else ieee) or _hooked(list(module.modules())):
         return None
     for m in parts:
         for t in (*m._parameters.values(), *m._buffers.values()):

@@ -15,7 +15,7 @@ from torch import nn
 
 from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
-from .plan import LayerPlan, module_dtype, run_module
+from .plan import LayerPlan, eval_mode, module_dtype, run_module
 
 __all__ = ["check_decomposition"]
 
@@ -79,7 +79,6 @@ def check_decomposition(
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     radices = frame.radices.numpy()
     n_in = len(radices)
-    n_out = math.prod(layer.frame_out)
     # A one-value element cannot be perturbed, and nothing can depend on it.
     candidates = np.flatnonzero(radices > 1)
     if max_elements is None:
@@ -94,7 +93,24 @@ def check_decomposition(
     base_x = frame.values_of(torch.as_tensor(base)).reshape(samples, n_in)
     index = (torch.as_tensor(moved) + frame.offsets[elements]).to(frame.values.device)
     moved_x = frame.values[index]  # (samples, elements) the perturbed values
-    base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name).reshape(samples, -1)
+    with eval_mode(module):
+        _probe(module, layer, base_x, moved_x, elements, samples=samples, memory_budget=memory_budget)
+
+
+def _probe(
+    module: nn.Module,
+    layer: LayerPlan,
+    base_x: torch.Tensor,
+    moved_x: torch.Tensor,
+    elements: np.ndarray,
+    *,
+    samples: int,
+    memory_budget: int,
+) -> None:
+    """:func:`check_decomposition` once the inputs are drawn, with ``module`` in eval mode."""
+    n_in, n_out = base_x.shape[1], math.prod(layer.frame_out)
+    base_out = run_module(module, base_x.reshape(samples, *layer.frame_in), layer.name, switched=True)
+    base_out = base_out.reshape(samples, -1)
     nan = bool(torch.isnan(base_out).any())
     reads = layer.reads.T
     # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
@@ -106,7 +122,8 @@ def check_decomposition(
         x = base_x[:, None, :].repeat(1, len(part), 1)  # (samples, part, n_in)
         rows = torch.arange(len(part), device=x.device)
         x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
-        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part), -1)
+        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name, switched=True)
+        out = out.reshape(samples, len(part), -1)
         before = base_out[:, None, :]
         differ = out != before
         if nan:  # NaN where it was NaN is no change

@@ -35,7 +35,7 @@ from ._progress import progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
 from .errors import DomainError, EnumerationError
-from .plan import LayerPlan, Unit, module_dtype, run_module
+from .plan import LayerPlan, Unit, eval_mode, module_dtype, run_module
 from .table import IOTable, TableList, place_values
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
@@ -54,7 +54,7 @@ _CACHE_BYTES = 2**20
 _MIN_CHUNK = 64
 
 # Packed forward passes (see _passes) pay off from this many rows per table.
-_PACK_MIN_ROWS = 1024
+_PACK_MIN_ROWS = 64
 
 # Rows of the table of trailing-digit values in row-order passes (see _Inputs).
 _LOW_ROWS = 4096
@@ -117,19 +117,34 @@ class FrameValues:
 
 
 def _classes(layer: LayerPlan) -> list[_Class]:
-    by_inputs: dict[tuple[int, ...], list[Unit]] = {}
-    for unit in layer.units:
-        by_inputs.setdefault(unit.in_channels, []).append(unit)
-    return [
-        _Class(
-            units=tuple(units),
-            input_index=layer.input_index(units[0]),
-            output_index=np.concatenate([layer.output_index(u) for u in units], axis=1),
-            rows=units[0].rows,
-            domains=layer.unit_domains(units[0]),
-        )
-        for units in by_inputs.values()
-    ]
+    """Units grouped by the input channels they read, with their frame indices (kept on the plan)."""
+    memo = layer.memo
+    if "classes" not in memo:
+        by_inputs: dict[tuple[int, ...], list[Unit]] = {}
+        for unit in layer.units:
+            by_inputs.setdefault(unit.in_channels, []).append(unit)
+        groups = list(by_inputs.values())
+        # Frame indices of every class at once, classes of one width together; outputs of every channel once.
+        inputs: list[np.ndarray | None] = [None] * len(groups)
+        by_width: dict[int, list[int]] = {}
+        for k, units in enumerate(groups):
+            by_width.setdefault(len(units[0].in_channels), []).append(k)
+        for members in by_width.values():
+            channels = np.asarray([groups[k][0].in_channels for k in members], dtype=np.int64)
+            for k, index in zip(members, layer.input_indices(channels)):
+                inputs[k] = index
+        outputs = layer.output_indices(np.arange(layer.out_channels))  # (slots, out channels)
+        memo["classes"] = [
+            _Class(
+                units=tuple(units),
+                input_index=inputs[k],
+                output_index=outputs[:, [c for u in units for c in u.out_channels]],
+                rows=units[0].rows,
+                domains=layer.unit_domains(units[0]),
+            )
+            for k, units in enumerate(groups)
+        ]
+    return memo["classes"]
 
 
 def _dsatur(neighbours: list[set[int]]) -> list[int]:
@@ -287,7 +302,13 @@ def _enumerate(
     if pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     dtype, device = module_dtype(module)
-    passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
+    if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
+        key = ("passes", memory_budget, out_dtype.itemsize)
+        if key not in layer.memo:
+            layer.memo[key] = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
+        passes = layer.memo[key]
+    else:
+        passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     chunk = _chunk_samples(layer, memory_budget, dtype)
@@ -295,7 +316,7 @@ def _enumerate(
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
     total = sum(run.samples(p) for p in passes)
-    with progress_bar(total=total, desc=layer.name, enabled=progress, unit="sample") as bar:
+    with progress_bar(total=total, desc=layer.name, enabled=progress, unit="sample") as bar, eval_mode(module):
         for forward_pass in passes:
             members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
             sinks = {u.index: sink(u) for c in members for u in c.units}
@@ -329,9 +350,7 @@ def _enumerate_fast(found: list[tuple[LayerPlan, FastPath]], *, memory_budget: i
 
         jobs.append(_Job(fast, layer, list(layer.units), sink))
     build_tables(jobs, memory_budget=memory_budget)
-    return [
-        Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs
-    ]
+    return [Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs]
 
 
 def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:
@@ -455,7 +474,7 @@ class _Run:
         tensor = torch.from_numpy(x).reshape(len(x), *self.frame.shape)
         if tensor.dtype != self.dtype or tensor.device != self.device:
             tensor = tensor.to(device=self.device, dtype=self.dtype)
-        out = run_module(self.module, tensor, self.layer.name)
+        out = run_module(self.module, tensor, self.layer.name, switched=True)  # in eval_mode for the enumeration
         return out.detach().reshape(len(x), -1).cpu().numpy()
 
 
@@ -611,7 +630,9 @@ def _field_codes(gf: Field, forms: np.ndarray, samples: np.ndarray) -> np.ndarra
     place = ((q ** np.arange(fan_in - 1, -1, -1))[:, None] * (p ** np.arange(k))[None, :]).reshape(-1)
     digits = samples[:, None] // place % p  # (samples, fan_in * k): digit l of base-q digit f
     matrix = gf.times[forms].transpose(1, 3, 0, 2).reshape(fan_in * k, n_in * k)
-    return ((digits @ matrix) % p).reshape(len(samples), n_in, k) @ p ** np.arange(k)
+    # A float product is exact here (sums of at most 64 * 6 terms below 64 each) and runs in BLAS.
+    sums = (digits.astype(np.float64) @ matrix.astype(np.float64)).astype(np.int64)
+    return (sums % p).reshape(len(samples), n_in, k) @ p ** np.arange(k)
 
 
 def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileSink], *, bar: Any) -> None:
@@ -689,17 +710,18 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
         gathered[:, z0:z1] = coded.T
         bar.update(batch)
 
+    # Every permuted column to row order at once: column j of class c puts sample z at row rows[c][z].
     order = np.full(len(packed.classes), -1)
     order[permuted] = np.arange(len(permuted))
+    moved = np.flatnonzero(order[owner] >= 0)
+    if len(moved):
+        in_order = gathered.copy()
+        in_order[moved[:, None], rows.numpy()[order[owner[moved]]]] = gathered[moved]
+        gathered = in_order
     column = 0
-    for c, cls in enumerate(packed.classes):
+    for cls in packed.classes:
         for unit in cls.units:
-            outputs = gathered[column : column + unit.fan_out].T
-            if order[c] >= 0:
-                in_rows = np.empty_like(outputs)
-                in_rows[rows[order[c]].numpy()] = outputs
-                outputs = in_rows
-            sinks[unit.index].write(0, outputs)
+            sinks[unit.index].write(0, gathered[column : column + unit.fan_out].T)
             column += unit.fan_out
 
 

@@ -13,7 +13,8 @@ kernel positions and then the channel. Non-spatial layers (``"NC"``) read single
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -27,7 +28,7 @@ from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeErro
 from .nn import domain_of
 from .spec import Layout, Spec, _channel_counts, spec_of
 
-__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
+__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "eval_mode", "plan"]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
@@ -368,21 +369,35 @@ def module_dtype(module: nn.Module) -> tuple[torch.dtype, torch.device]:
     return torch.float32, torch.device("cpu")
 
 
-def run_module(module: nn.Module, x: torch.Tensor, name: str) -> torch.Tensor:
-    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards."""
+@contextmanager
+def eval_mode(module: nn.Module) -> Iterator[None]:
+    """Put ``module`` (every submodule) in eval mode for the block, then restore each training flag.
+
+    Around many forward passes of one enumeration (with ``run_module(..., switched=True)``), this saves and
+    restores the flags once instead of on every call.
+    """
     flags = [(m, m.training) for m in module.modules()]
     try:
         module.eval()
-        with torch.inference_mode():
+        yield
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
+def run_module(module: nn.Module, x: torch.Tensor, name: str, *, switched: bool = False) -> torch.Tensor:
+    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards.
+
+    ``switched``: the caller holds :func:`eval_mode` around this call; the flags are left alone.
+    """
+    try:
+        with nullcontext() if switched else eval_mode(module), torch.inference_mode():
             out = module(x)
     except IOTableError:
         raise
     except Exception as exc:  # the module is a black box: any failure is reported with context
         msg = f"{name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
         raise EnumerationError(msg) from exc
-    finally:
-        for m, training in flags:
-            m.training = training
     if not isinstance(out, torch.Tensor):
         msg = f"{name}: expected forward to return one tensor, received {type(out).__name__}"
         raise EnumerationError(msg)

@@ -9,7 +9,7 @@ from typing import Any
 
 from torch import nn
 
-from ._fastpath import recognize
+from ._fastpath import _ieee_float32, recognize
 from ._probe import check_decomposition
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
@@ -205,8 +205,9 @@ def tabulate_layers(
     """
     found = {}
     if fast_path and cache_dir is None:
+        ieee = _ieee_float32()
         for name, (module, layer) in planned.items():
-            fast = recognize(module, layer, memory_budget=memory_budget)
+            fast = recognize(module, layer, memory_budget=memory_budget, ieee=ieee)
             if fast is not None:
                 found[name] = (layer, fast)
     built = dict(zip(found, _enumerate_fast(list(found.values()), memory_budget=memory_budget)))

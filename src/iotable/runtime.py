@@ -117,7 +117,8 @@ class Runtime:
         self._input = InputEncoder(graph.nodes[0])
         self._output_values = channel_values(graph.nodes[-1])
         self._feature_major: dict[str, bool] = {}
-        self._steps = self._schedule()
+        self._steps = self._schedule(fuse=True)
+        self._unfused: list[_Step] | None = None  # every node's own step, for runs that capture every node
         self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
         self._per_sample = self._sample_bytes()
 
@@ -159,7 +160,12 @@ class Runtime:
 
     def _evaluate(self, codes: torch.Tensor, *, capture: bool) -> dict[Key, torch.Tensor]:
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
-        for step in self._steps:
+        steps = self._steps
+        if capture:  # fused steps skip the window nodes they read through: capture every node's own output
+            if self._unfused is None:
+                self._unfused = self._schedule(fuse=False)
+            steps = self._unfused
+        for step in steps:
             env[step.output] = step.kernel([env[k] for k in step.inputs])
             if not capture:
                 for key in step.release:
@@ -205,8 +211,30 @@ class Runtime:
 
     # -- compilation --------------------------------------------------------------------------------------
 
-    def _schedule(self) -> list[_Step]:
-        """Kernel calls in graph order, with layout switches where a node reads the other layout."""
+    def _schedule(self, *, fuse: bool) -> list[_Step]:
+        """Kernel calls in graph order, with layout switches where a node reads the other layout.
+
+        ``fuse``: a spatial table that is the only reader of its window node reads the window's input instead
+        and forms its addresses as one convolution (:meth:`TableKernel.convolve`); the window is not run.
+        """
+        readers: dict[str, int] = {}
+        for node in self.graph.nodes:
+            for p in node.inputs:
+                readers[p] = readers.get(p, 0) + 1
+        fused: dict[str, str] = {}  # table -> the window it reads through
+        if fuse:
+            for node in self.graph.nodes:
+                compiled = self._kernels[node.name]
+                window = self.graph[node.inputs[0]] if node.inputs else None
+                if (
+                    isinstance(compiled, TableKernel)
+                    and window is not None
+                    and window.kind is NodeKind.WINDOW
+                    and readers[window.name] == 1
+                    and compiled.fuse(window)
+                ):
+                    fused[node.name] = window.name
+        skipped = set(fused.values())
         calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
         switched: set[Key] = set()
         for node in self.graph.nodes:
@@ -215,6 +243,12 @@ class Runtime:
                 continue
             mode = self._layout_of(node)
             self._feature_major[node.name] = mode
+            if node.name in skipped:
+                continue
+            if node.name in fused:
+                source = self.graph[fused[node.name]].inputs[0]
+                calls.append((self._kernels[node.name].convolve, ((source, False),), (node.name, False)))
+                continue
             keys = []
             for p in node.inputs:
                 if self._feature_major[p] != mode and (p, mode) not in switched:
@@ -438,6 +472,64 @@ class TableKernel:
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
         self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
 
+    # -- windows fused into addresses ---------------------------------------------------------------------
+
+    def fuse(self, window: Node) -> bool:
+        """Prepare :meth:`convolve` for a table that reads ``window``: ``False`` where it does not apply.
+
+        The packed address of a unit at an output position is a linear function of the input codes under its
+        window: a convolution of the window's input codes with the unit's place values (the table's offset as
+        its bias). Every partial sum is an integer of the table's address range, so the float convolution is
+        exact (float32 below 2**24 rows, float64 beyond), whatever order its kernel adds the terms in.
+        Partial tables with a care mask keep the window (their errors name the window's input vector).
+        """
+        if not self.spatial or self.care is not None:
+            return False
+        kernel = tuple(window.meta["kernel"])
+        if len(kernel) not in (1, 2):
+            return False
+        channels, taps = int(window.meta["channels"]), math.prod(kernel)
+        rows = self._rows_dense.numpy()  # (address rows, channels * taps) in the window's element order
+        if window.meta["element_order"] == "channel-major":
+            weight = rows.reshape(len(rows), channels, taps)
+        else:
+            weight = rows.reshape(len(rows), taps, channels).transpose(0, 2, 1)
+        groups = _conv_groups(weight)
+        per_group = channels // groups
+        block = (np.arange(len(rows)) // (len(rows) // groups))[:, None] * per_group + np.arange(per_group)
+        weight = np.take_along_axis(weight, block[:, :, None], axis=1)  # each row's own group of channels
+        self._conv = {
+            "weight": torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel)),
+            "bias": self._rows_bias.reshape(-1),
+            "stride": tuple(window.meta["stride"]),
+            "dilation": tuple(window.meta["dilation"]),
+            "groups": groups,
+        }
+        self._conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
+        self._window_channels_last = window.meta["input_layout"].channels_last
+        return True
+
+    def convolve(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of the graph's layout from the window's input codes ``(N, C, *size)`` (channels-last:
+        ``(N, *size, C)``): the addresses as one convolution, then one gather."""
+        x = xs[0]
+        if self._window_channels_last:
+            x = torch.movedim(x, -1, 1)
+        conv = self._conv
+        x = x.to(conv["weight"].dtype)
+        addresses = self._conv_fn(
+            x, conv["weight"], conv["bias"], conv["stride"], 0, conv["dilation"], conv["groups"]
+        )  # (N, address rows, *positions)
+        rows = self._integer(addresses)
+        if self.fan_out == 1:
+            out = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).view(rows.shape)
+        else:
+            shape = rows.shape
+            flat = rows.reshape(shape[0], shape[1], 1, -1) + self._column_base.reshape(1, 1, -1, 1)
+            out = torch.index_select(self._flat_columns, 0, flat.reshape(-1)).view(shape[0], -1, *shape[2:])
+            out = out if self._rows_sources is None else out[:, self._rows_sources]
+        return out.movedim(1, -1).contiguous() if self.channels_last else out
+
     # -- observation helpers (the graph's layout) ---------------------------------------------------------
 
     def vectors(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, ...]]:
@@ -540,6 +632,21 @@ class TableKernel:
             "default (net.restrict(..., default=...)) to map them, or observe more data"
         )
         raise MissingRowError(msg)
+
+
+def _conv_groups(weight: np.ndarray) -> int:
+    """The most groups a convolution with ``weight`` ``(rows, channels, taps)`` splits into: row blocks that
+    read only their own block of channels (a depthwise table layer is as many groups as channels)."""
+    rows, channels = weight.shape[:2]
+    reads = (weight != 0).any(axis=2)  # (rows, channels)
+    for groups in range(math.gcd(rows, channels), 1, -1):
+        if rows % groups or channels % groups:
+            continue
+        row_block = np.arange(rows) // (rows // groups)
+        channel_block = np.arange(channels) // (channels // groups)
+        if not (reads & (row_block[:, None] != channel_block[None, :])).any():
+            return groups
+    return 1
 
 
 def _input_error(msg: str) -> Exception:
