@@ -23,6 +23,8 @@ node of the graph on one chunk before the next; host modules always see the whol
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ import torch.nn.functional as F
 from .domain import Domain
 from .errors import DomainError, MissingRowError
 from .graph import Graph, Node, NodeKind
-from .plan import run_module
+from .plan import eval_mode, run_module
 
 __all__ = ["Runtime", "channel_values"]
 
@@ -52,6 +54,11 @@ _RUN_BUDGET = 128 * 2**20
 # small. Measured: 2-4 MiB lose to that overhead on the MLP benchmarks and 8 MiB on the CNN (large samples,
 # few per chunk); 128 MiB loses on an MLP batch of 65536 once memory is handed back between runs.
 _CHUNK_BUDGET = 16 * 2**20
+
+# A fused table's addresses may form as one dense product over its whole frame up to this many matrix entries
+# (1 MiB of float32), for batches of at most _SMALL_BATCH samples at least.
+_DENSE_ENTRIES = 2**18
+_SMALL_BATCH = 64
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
@@ -79,13 +86,16 @@ def decode(codes: torch.Tensor, node: Node, table: tuple[torch.Tensor, torch.Ten
     if table is None:
         return codes
     values, offsets = table
-    codes = codes.to(torch.int64)  # narrow codes index, never mask (a uint8 index would select by truth)
     if len(offsets) > 1:
+        codes = codes.to(torch.int64)  # narrow codes index, never mask (a uint8 index would select by truth)
         shape = [1] * codes.dim()
         axis = codes.dim() - 1 if node.layout is not None and node.layout.channels_last else 1
         shape[axis] = -1
         codes = codes + offsets.reshape(shape)
-    return values[codes]
+        return values[codes]
+    # One domain: one gather by int32 index (half the bytes of int64; codes of one domain fit).
+    index = codes.to(torch.int32 if len(values) < 2**31 else torch.int64).reshape(-1)
+    return torch.index_select(values, 0, index).view(codes.shape)
 
 
 def _codes_dtype(low: int, high: int) -> torch.dtype:
@@ -136,6 +146,12 @@ class Runtime:
         Output codes are int64 (``values=True``: float32 values of a quantized output, decoded chunk by
         chunk), raw outputs as the last node gives them; captured codes are int64 in the graph's layout.
         """
+        with contextlib.ExitStack() as stack:  # host modules in eval mode once for the run, not once per call
+            for node in self.graph.nodes_of(NodeKind.HOST) if self._host else ():
+                stack.enter_context(eval_mode(node.meta["module"]))
+            return self._run(codes, capture=capture, values=values)
+
+    def _run(self, codes: torch.Tensor, *, capture: bool, values: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         n = codes.shape[0]
         chunk = n if capture or self._host or n == 0 else self._chunk(n)
         if chunk >= n:
@@ -221,20 +237,45 @@ class Runtime:
         for node in self.graph.nodes:
             for p in node.inputs:
                 readers[p] = readers.get(p, 0) + 1
-        fused: dict[str, str] = {}  # table -> the window it reads through
+        fused: dict[str, tuple[str, ...]] = {}  # table -> the window (and pad) it reads through
         if fuse:
             for node in self.graph.nodes:
                 compiled = self._kernels[node.name]
                 window = self.graph[node.inputs[0]] if node.inputs else None
-                if (
-                    isinstance(compiled, TableKernel)
-                    and window is not None
-                    and window.kind is NodeKind.WINDOW
-                    and readers[window.name] == 1
-                    and compiled.fuse(window)
-                ):
-                    fused[node.name] = window.name
-        skipped = set(fused.values())
+                if not (isinstance(compiled, TableKernel) and window is not None and window.kind is NodeKind.WINDOW):
+                    continue
+                pad = self.graph[window.inputs[0]]
+                if pad.kind is not NodeKind.PAD or readers[pad.name] != 1 or not _constant_pad(pad):
+                    pad = None
+                if readers[window.name] == 1 and compiled.fuse(window, pad):
+                    fused[node.name] = (window.name,) if pad is None else (window.name, pad.name)
+        skipped = {name for through in fused.values() for name in through}
+        # A host that reads one table's codes (through reshapes no one else reads) gets that table's values: the
+        # table looks up values instead of codes, and the host decodes nothing.
+        valued: dict[str, str] = {}  # host -> table
+        if fuse:
+            for node in self.graph.nodes:
+                if node.kind is not NodeKind.HOST:
+                    continue
+                source = self.graph[node.inputs[0]]
+                while source.kind is NodeKind.RESHAPE and readers[source.name] == 1:
+                    source = self.graph[source.inputs[0]]
+                compiled = self._kernels[source.name]
+                if isinstance(compiled, TableKernel) and readers[source.name] == 1 and compiled.can_emit_values():
+                    valued[node.name] = source.name
+        # A fused table whose every reader is another fused table hands it channels innermost (the layout its
+        # convolution reads fastest); others hand out channels first (what flattens and hosts read).
+        through = {through[-1]: table for table, through in fused.items()}  # window's input -> fused table
+        for table in fused:
+            consumers = [n for n in self.graph.nodes if table in n.inputs]
+            compiled = self._kernels[table]
+            compiled.channels_inner = bool(consumers) and all(
+                n.kind in (NodeKind.WINDOW, NodeKind.PAD) and n.name in through for n in consumers
+            )
+        kernels = dict(self._kernels)
+        for host, table in valued.items():
+            kernels[table] = self._kernels[table].emitting_values()
+            kernels[host] = self._host_kernel(self.graph[host], decoded=True)
         calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
         switched: set[Key] = set()
         for node in self.graph.nodes:
@@ -246,8 +287,8 @@ class Runtime:
             if node.name in skipped:
                 continue
             if node.name in fused:
-                source = self.graph[fused[node.name]].inputs[0]
-                calls.append((self._kernels[node.name].convolve, ((source, False),), (node.name, False)))
+                source = self.graph[fused[node.name][-1]].inputs[0]
+                calls.append((kernels[node.name].convolve, ((source, False),), (node.name, False)))
                 continue
             keys = []
             for p in node.inputs:
@@ -255,7 +296,7 @@ class Runtime:
                     calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
                     switched.add((p, mode))
                 keys.append((p, mode))
-            calls.append((self._kernel(node, mode), tuple(keys), (node.name, mode)))
+            calls.append((self._kernel(node, mode, kernels[node.name]), tuple(keys), (node.name, mode)))
         last_use: dict[Key, int] = {}
         for i, (_, inputs, _) in enumerate(calls):
             for key in inputs:
@@ -281,8 +322,7 @@ class Runtime:
         shape = node.shape
         return lambda xs: xs[0].t().reshape(xs[0].shape[1], *shape)
 
-    def _kernel(self, node: Node, feature_major: bool) -> Kernel:
-        compiled = self._kernels[node.name]
+    def _kernel(self, node: Node, feature_major: bool, compiled: Any) -> Kernel:
         if isinstance(compiled, TableKernel):
             return compiled.columns if feature_major else compiled
         if feature_major and node.kind is NodeKind.RESHAPE:  # feature-major tensors are already flat
@@ -368,6 +408,31 @@ class Runtime:
         pool = node.meta["module"]
         fn = F.max_pool1d if node.meta["rank"] == 1 else F.max_pool2d
         args = {k: getattr(pool, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode")}
+        rank = node.meta["rank"]
+        size = _tuple(args["kernel_size"], rank)
+        if (
+            size == _tuple(args["stride"] or args["kernel_size"], rank)
+            and set(_tuple(args["padding"], rank)) == {0}
+            and set(_tuple(args["dilation"], rank)) == {1}
+            and not (node.layout is not None and node.layout.channels_last)
+        ):
+            out = node.shape[1:]
+
+            def tiles(xs: list[torch.Tensor]) -> torch.Tensor:
+                # Windows that tile the input: the maximum of the strided views of each tap, in the codes' own
+                # dtype (codes ascend with values, so the max of codes is the code of the max).
+                x = xs[0]
+                x = x[(Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))]
+                if rank == 1:
+                    taps = [x[..., j :: size[0]] for j in range(size[0])]
+                else:
+                    taps = [x[..., i :: size[0], j :: size[1]] for i in range(size[0]) for j in range(size[1])]
+                result = taps[0]
+                for tap in taps[1:]:
+                    result = torch.maximum(result, tap)
+                return result.contiguous()
+
+            return tiles
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             # Codes ascend with values, so the max of codes is the code of the max (exact below 2**24).
@@ -375,13 +440,15 @@ class Runtime:
 
         return kernel
 
-    def _host_kernel(self, node: Node) -> Kernel:
+    def _host_kernel(self, node: Node, *, decoded: bool = False) -> Kernel:
+        """A host node's module on its input's values (``decoded``: the input already holds them)."""
         module = node.meta["module"]
         producer = self.graph[node.inputs[0]]
         table = channel_values(producer)
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
-            return run_module(module, decode(xs[0], producer, table), node.name)
+            values = xs[0] if decoded else decode(xs[0], producer, table)
+            return run_module(module, values, node.name, switched=True)  # in eval_mode for the run
 
         return kernel
 
@@ -472,15 +539,31 @@ class TableKernel:
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
         self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
 
+    def can_emit_values(self) -> bool:
+        """Whether :meth:`emitting_values` applies: quantized outputs of one domain, no don't-care checks."""
+        domain = self.node.domain
+        return isinstance(domain, Domain) and self.care is None
+
+    def emitting_values(self) -> TableKernel:
+        """This kernel looking up the float32 values of its outputs instead of their codes (a copy)."""
+        values = torch.tensor(self.node.domain.values, dtype=torch.float32)
+        valued = copy.copy(self)
+        valued._flat_columns = torch.index_select(values, 0, self._flat_columns.to(torch.int64))
+        valued._in_place = False  # float addresses must not receive values in place of codes
+        return valued
+
     # -- windows fused into addresses ---------------------------------------------------------------------
 
-    def fuse(self, window: Node) -> bool:
-        """Prepare :meth:`convolve` for a table that reads ``window``: ``False`` where it does not apply.
+    def fuse(self, window: Node, pad: Node | None = None) -> bool:
+        """Prepare :meth:`convolve` for a table that reads ``window`` (which reads ``pad``, a constant pad, when
+        given): ``False`` where it does not apply.
 
         The packed address of a unit at an output position is a linear function of the input codes under its
         window: a convolution of the window's input codes with the unit's place values (the table's offset as
         its bias). Every partial sum is an integer of the table's address range, so the float convolution is
-        exact (float32 below 2**24 rows, float64 beyond), whatever order its kernel adds the terms in.
+        exact (float32 below 2**24 rows, float64 beyond), whatever order its kernel adds the terms in. A pad
+        of constant codes is the convolution's zero padding plus, at each output position, the pad codes times
+        the place values of the taps that fall on the border: a fixed integer map added with the offsets.
         Partial tables with a care mask keep the window (their errors name the window's input vector).
         """
         if not self.spatial or self.care is not None:
@@ -498,37 +581,120 @@ class TableKernel:
         per_group = channels // groups
         block = (np.arange(len(rows)) // (len(rows) // groups))[:, None] * per_group + np.arange(per_group)
         weight = np.take_along_axis(weight, block[:, :, None], axis=1)  # each row's own group of channels
+        weight_t = torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel))
+        conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
+        stride, dilation = tuple(window.meta["stride"]), tuple(window.meta["dilation"])
+        bias: torch.Tensor = self._rows_bias.reshape(-1)
+        padding: tuple[int, ...] = (0,) * len(kernel)
+        shape = (pad or window).meta["input_shapes"][0]
+        channels_last = window.meta["input_layout"].channels_last
+        size = tuple(shape[:-1] if channels_last else shape[1:])
+        if pad is not None:
+            padding = tuple(int(p) for p in pad.meta["padding"])
+        if pad is not None and any(pad.meta["pad_codes"]):
+            # The border's codes through the same convolution: zeros inside, each channel's pad code outside.
+            inside = torch.zeros((1, channels, *size), dtype=weight_t.dtype)
+            border = F.pad(inside, [p for p in reversed(padding) for _ in range(2)], value=1.0)
+            codes = torch.as_tensor(np.asarray(pad.meta["pad_codes"], dtype=np.float64)).to(weight_t.dtype)
+            border = border * codes.reshape(1, -1, *([1] * len(kernel)))
+            ones = (1,) * len(kernel)
+            bias = conv_fn(border, weight_t, None, stride, 0, dilation, groups)[0] + bias.reshape(-1, *ones)
         self._conv = {
-            "weight": torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel)),
-            "bias": self._rows_bias.reshape(-1),
-            "stride": tuple(window.meta["stride"]),
-            "dilation": tuple(window.meta["dilation"]),
+            "weight": weight_t,
+            "bias": bias,
+            "stride": stride,
+            "padding": padding,
+            "dilation": dilation,
             "groups": groups,
         }
-        self._conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
-        self._window_channels_last = window.meta["input_layout"].channels_last
+        self._conv_fn = conv_fn
+        self._window_channels_last = channels_last
+        self.channels_inner = True  # the schedule says where the outputs go (see Runtime._schedule)
+        # How the addresses are formed (all exact, each where it is fastest on small tensors): a product over
+        # the channels for 1x1 windows, one dense product over the whole frame where the frame is small and
+        # the windows cover a good part of it (a few thousand weights), else the convolution.
+        elements = channels * math.prod(size)
+        positions = math.prod(self.node.shape[1:] if not self.channels_last else self.node.shape[:-1])
+        self._method = "conv"
+        if set(kernel) == {1} and set(padding) == {0}:
+            dense = np.zeros((channels, len(rows)), dtype=weight.dtype)
+            np.put_along_axis(dense, block.T, weight[:, :, 0].T, axis=0)  # grouped weights as one matrix
+            self._method, self._matrix = "pointwise", torch.as_tensor(dense).to(weight_t.dtype)
+            self._matrix_bias = self._rows_bias.reshape(-1)
+        elif elements * len(rows) * positions <= _DENSE_ENTRIES:
+            identity = torch.eye(elements, dtype=weight_t.dtype).reshape(elements, channels, *size)
+            images = conv_fn(identity, weight_t, None, stride, padding, dilation, groups)  # (elements, rows, *P)
+            self._matrix = images.reshape(elements, -1)
+            self._matrix_bias = (bias.reshape(len(rows), -1) * torch.ones(1, positions, dtype=bias.dtype)).reshape(-1)
+            # Dense where the windows cover much of the frame; else only for small batches, where a
+            # convolution's fixed cost is larger than the product's extra work.
+            self._method = "dense" if elements <= 8 * per_group * taps else "dense for small batches"
         return True
 
     def convolve(self, xs: list[torch.Tensor]) -> torch.Tensor:
         """Outputs of the graph's layout from the window's input codes ``(N, C, *size)`` (channels-last:
-        ``(N, *size, C)``): the addresses as one convolution, then one gather."""
+        ``(N, *size, C)``): the addresses as one product or convolution, then one gather."""
         x = xs[0]
+        n = x.shape[0]
+        conv = self._conv
+        dtype = conv["weight"].dtype
+        if self._method == "pointwise":
+            x = x if self._window_channels_last else torch.movedim(x, 1, -1)  # (N, *size, C)
+            x = x[(slice(None), *(slice(None, None, s) for s in conv["stride"]))]
+            shape = tuple(x.shape[1:-1])
+            if self.channels_inner or self.channels_last:
+                flat = x.reshape(-1, x.shape[-1]).to(dtype)
+                rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N * positions, rows)
+                return self._looked(rows, shape, rows_last=True)
+            flat = x.reshape(n, -1, x.shape[-1]).to(dtype)  # (N, positions, C)
+            addresses = torch.einsum("cr,npc->nrp", self._matrix, flat).add_(self._matrix_bias[:, None])
+            return self._looked(self._integer(addresses), shape, rows_last=False)
         if self._window_channels_last:
             x = torch.movedim(x, -1, 1)
-        conv = self._conv
-        x = x.to(conv["weight"].dtype)
-        addresses = self._conv_fn(
-            x, conv["weight"], conv["bias"], conv["stride"], 0, conv["dilation"], conv["groups"]
-        )  # (N, address rows, *positions)
-        rows = self._integer(addresses)
-        if self.fan_out == 1:
-            out = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).view(rows.shape)
+        if self._method == "dense" or (self._method == "dense for small batches" and n <= _SMALL_BATCH):
+            flat = x.reshape(n, -1).to(dtype)
+            rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N, rows * positions)
+            return self._looked(rows.view(n, len(self._conv["weight"]), -1), self.node_positions, rows_last=False)
+        planar = x.dim() == 4  # 2-D: channels innermost in memory, which oneDNN's convolutions run fastest on
+        x = x.to(dtype, memory_format=torch.channels_last if planar else torch.preserve_format)
+        bias = conv["bias"]
+        if bias.dim() == 1:  # no border codes: the offsets are the convolution's bias
+            addresses = self._conv_fn(
+                x, conv["weight"], bias, conv["stride"], conv["padding"], conv["dilation"], conv["groups"]
+            )
         else:
-            shape = rows.shape
-            flat = rows.reshape(shape[0], shape[1], 1, -1) + self._column_base.reshape(1, 1, -1, 1)
-            out = torch.index_select(self._flat_columns, 0, flat.reshape(-1)).view(shape[0], -1, *shape[2:])
+            addresses = self._conv_fn(
+                x, conv["weight"], None, conv["stride"], conv["padding"], conv["dilation"], conv["groups"]
+            ).add_(bias)
+        rows = self._integer(addresses)  # (N, address rows, *positions)
+        if planar and rows.is_contiguous(memory_format=torch.channels_last):
+            # Gather in memory order (positions, then rows) and keep that order: the next convolution reads it.
+            inner = rows.permute(0, 2, 3, 1)
+            return self._looked(inner.reshape(-1, inner.shape[-1]), tuple(inner.shape[1:-1]), rows_last=True)
+        return self._looked(rows.reshape(n, rows.shape[1], -1), rows.shape[2:], rows_last=False)
+
+    @property
+    def node_positions(self) -> tuple[int, ...]:
+        return tuple(self.node.shape[:-1] if self.channels_last else self.node.shape[1:])
+
+    def _looked(self, rows: torch.Tensor, positions: tuple[int, ...], *, rows_last: bool) -> torch.Tensor:
+        """The table outputs of integer addresses ``rows`` (``rows_last``: ``(N * positions, address rows)``,
+        else ``(N, address rows, positions)``), in the graph's layout (a view where the order allows)."""
+        if self.fan_out == 1:  # address rows are output channels, in order
+            out = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).view(rows.shape)
+        elif rows_last:  # (M, units) -> (M, units * fan_out) -> output channels
+            index = rows.unsqueeze(-1) + self._column_base.reshape(1, 1, -1)
+            out = torch.index_select(self._flat_columns, 0, index.reshape(-1)).view(rows.shape[0], -1)
             out = out if self._rows_sources is None else out[:, self._rows_sources]
-        return out.movedim(1, -1).contiguous() if self.channels_last else out
+        else:  # (N, units, P) -> (N, units * fan_out, P) -> output channels
+            index = rows.unsqueeze(2) + self._column_base.reshape(1, 1, -1, 1)
+            out = torch.index_select(self._flat_columns, 0, index.reshape(-1)).view(rows.shape[0], -1, rows.shape[-1])
+            out = out if self._rows_sources is None else out[:, self._rows_sources]
+        if rows_last:  # (N * positions, channels)
+            out = out.view(-1, *positions, out.shape[-1])
+            return out if self.channels_last else torch.movedim(out, -1, 1)
+        out = out.view(out.shape[0], out.shape[1], *positions)  # (N, channels, *positions)
+        return torch.movedim(out, 1, -1).contiguous() if self.channels_last else out
 
     # -- observation helpers (the graph's layout) ---------------------------------------------------------
 
@@ -632,6 +798,16 @@ class TableKernel:
             "default (net.restrict(..., default=...)) to map them, or observe more data"
         )
         raise MissingRowError(msg)
+
+
+def _tuple(value: Any, rank: int) -> tuple[int, ...]:
+    """A pool's setting as one int per axis."""
+    return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+
+
+def _constant_pad(pad: Node) -> bool:
+    """Whether a pad node pads with its channels' constant codes (the graph's own padding)."""
+    return pad.meta.get("mode", "constant") in ("constant", "zeros") and "pad_codes" in pad.meta
 
 
 def _conv_groups(weight: np.ndarray) -> int:
