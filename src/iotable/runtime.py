@@ -60,6 +60,12 @@ _CHUNK_BUDGET = 16 * 2**20
 _DENSE_ENTRIES = 2**18
 _SMALL_BATCH = 64
 
+# Batches of at most this many samples run non-spatial tables through numpy (see Runtime._schedule): below it,
+# the fixed cost of each torch call is most of the work.
+_SMALL_RUN = 16
+# ... and spatial tables through numpy up to this many (their gathered windows grow with the batch).
+_SMALL_SPATIAL = 2
+
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
 
@@ -126,9 +132,9 @@ class Runtime:
         self._kernels: dict[str, Any] = {node.name: self._compile(node) for node in graph.nodes}
         self._input = InputEncoder(graph.nodes[0])
         self._output_values = channel_values(graph.nodes[-1])
-        self._feature_major: dict[str, bool] = {}
-        self._steps = self._schedule(fuse=True)
-        self._unfused: list[_Step] | None = None  # every node's own step, for runs that capture every node
+        self._steps, self._feature_major = self._schedule(fuse=True)
+        self._unfused: tuple[list[_Step], dict[str, bool]] | None = None  # every node's own step, for capture
+        self._small: tuple[list[_Step], dict[str, bool]] | None = None  # for small batches (see _SMALL_RUN)
         self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
         self._per_sample = self._sample_bytes()
 
@@ -154,33 +160,38 @@ class Runtime:
     def _run(self, codes: torch.Tensor, *, capture: bool, values: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         n = codes.shape[0]
         chunk = n if capture or self._host or n == 0 else self._chunk(n)
+        plan = (self._steps, self._feature_major)
+        if capture:  # fused steps skip the window nodes they read through: capture every node's own output
+            if self._unfused is None:
+                self._unfused = self._schedule(fuse=True, fused=False)
+            plan = self._unfused
+        elif n <= _SMALL_RUN:
+            if self._small is None:
+                self._small = self._schedule(fuse=True, small=True)
+            plan = self._small
         if chunk >= n:
-            env = self._evaluate(codes, capture=capture)
-            return self._output(env, n, values=values), (self._captured(env, n) if capture else {})
+            env = self._evaluate(codes, plan[0], capture=capture)
+            return self._output(env, n, plan, values=values), (self._captured(env, n, plan) if capture else {})
         out: torch.Tensor | None = None
         try:
             for start in range(0, n, chunk):
                 part = codes[start : start + chunk]
-                result = self._output(self._evaluate(part, capture=False), part.shape[0], values=values)
+                env = self._evaluate(part, plan[0], capture=False)
+                result = self._output(env, part.shape[0], plan, values=values)
                 if out is None:
                     out = torch.empty((n, *result.shape[1:]), dtype=result.dtype)
                 out[start : start + part.shape[0]] = result
         except MissingRowError:
             # Report the missing row a whole-batch run meets first (layer by layer), not the first chunk's.
-            self._evaluate(codes, capture=False)
+            self._evaluate(codes, plan[0], capture=False)
             raise
         assert out is not None  # n > chunk >= 1
         return out, {}
 
     # -- evaluation ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, codes: torch.Tensor, *, capture: bool) -> dict[Key, torch.Tensor]:
+    def _evaluate(self, codes: torch.Tensor, steps: list[_Step], *, capture: bool) -> dict[Key, torch.Tensor]:
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
-        steps = self._steps
-        if capture:  # fused steps skip the window nodes they read through: capture every node's own output
-            if self._unfused is None:
-                self._unfused = self._schedule(fuse=False)
-            steps = self._unfused
         for step in steps:
             env[step.output] = step.kernel([env[k] for k in step.inputs])
             if not capture:
@@ -194,25 +205,28 @@ class Runtime:
         parts = -(-n // chunk)
         return -(-n // parts)
 
-    def _output(self, env: dict[Key, torch.Tensor], n: int, *, values: bool) -> torch.Tensor:
+    def _output(self, env: dict[Key, torch.Tensor], n: int, plan: Any, *, values: bool) -> torch.Tensor:
         """The output node's codes as int64 (or ``values``: decoded) in the graph's layout, contiguous."""
         node = self.graph.nodes[-1]
+        steps, feature_major = plan
         if values and node.domain is not None:
-            x = env[self._steps[-1].output]
-            x = x.t().reshape(n, *node.shape) if self._feature_major[node.name] else x
+            x = _as_tensor(env[steps[-1].output])
+            x = x.t().reshape(n, *node.shape) if feature_major[node.name] else x
             return decode(x, node, self._output_values)
-        return self._graph_layout(node, env[self._steps[-1].output], n)
+        return self._graph_layout(node, env[steps[-1].output], n, feature_major)
 
-    def _graph_layout(self, node: Node, x: torch.Tensor, n: int) -> torch.Tensor:
+    def _graph_layout(self, node: Node, x: torch.Tensor, n: int, feature_major: dict[str, bool]) -> torch.Tensor:
         """A node's output in the graph's layout, contiguous; codes as int64."""
-        if self._feature_major[node.name]:
+        x = _as_tensor(x)
+        if feature_major[node.name]:
             x = x.t().reshape(n, *node.shape)
         dtype = torch.int64 if node.domain is not None else x.dtype
         return x.to(dtype, memory_format=torch.contiguous_format).contiguous()  # `to` keeps a same-dtype view
 
-    def _captured(self, env: dict[Key, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
+    def _captured(self, env: dict[Key, torch.Tensor], n: int, plan: Any) -> dict[str, torch.Tensor]:
+        feature_major = plan[1]
         return {
-            node.name: self._graph_layout(node, env[(node.name, self._feature_major[node.name])], n)
+            node.name: self._graph_layout(node, env[(node.name, feature_major[node.name])], n, feature_major)
             for node in self.graph.nodes
         }
 
@@ -227,12 +241,17 @@ class Runtime:
 
     # -- compilation --------------------------------------------------------------------------------------
 
-    def _schedule(self, *, fuse: bool) -> list[_Step]:
-        """Kernel calls in graph order, with layout switches where a node reads the other layout.
+    def _schedule(self, *, fuse: bool, fused: bool = True, small: bool = False) -> tuple[list[_Step], dict[str, bool]]:
+        """Kernel calls in graph order, with layout switches where a node reads the other layout, and whether
+        each node's output is feature-major.
 
-        ``fuse``: a spatial table that is the only reader of its window node reads the window's input instead
+        ``fused``: a spatial table that is the only reader of its window node reads the window's input instead
         and forms its addresses as one convolution (:meth:`TableKernel.convolve`); the window is not run.
+        ``small``: for a few samples, every node in the graph's layout and non-spatial tables by
+        :meth:`TableKernel.small` (a few numpy calls, where each torch call's fixed cost dominates).
         """
+        fuse = fuse and fused
+        feature_major: dict[str, bool] = {}
         readers: dict[str, int] = {}
         for node in self.graph.nodes:
             for p in node.inputs:
@@ -280,19 +299,30 @@ class Runtime:
         switched: set[Key] = set()
         for node in self.graph.nodes:
             if node.kind is NodeKind.INPUT:
-                self._feature_major[node.name] = False
+                feature_major[node.name] = False
                 continue
-            mode = self._layout_of(node)
-            self._feature_major[node.name] = mode
+            mode = False if small else self._layout_of(node, feature_major)
+            feature_major[node.name] = mode
             if node.name in skipped:
                 continue
+            compiled = kernels[node.name]
             if node.name in fused:
                 source = self.graph[fused[node.name][-1]].inputs[0]
-                calls.append((kernels[node.name].convolve, ((source, False),), (node.name, False)))
+                kernel = compiled.small_convolve if small else compiled.convolve
+                calls.append((kernel, ((source, False),), (node.name, False)))
+                continue
+            if small:  # numpy between small tables; torch (a view of the same memory) for every other kernel
+                if isinstance(compiled, TableKernel) and not compiled.spatial and compiled.care is None:
+                    kernel = compiled.small
+                elif node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
+                    kernel = compiled
+                else:
+                    kernel = _torch_inputs(compiled)
+                calls.append((kernel, tuple((p, False) for p in node.inputs), (node.name, False)))
                 continue
             keys = []
             for p in node.inputs:
-                if self._feature_major[p] != mode and (p, mode) not in switched:
+                if feature_major[p] != mode and (p, mode) not in switched:
                     calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
                     switched.add((p, mode))
                 keys.append((p, mode))
@@ -301,17 +331,19 @@ class Runtime:
         for i, (_, inputs, _) in enumerate(calls):
             for key in inputs:
                 last_use[key] = i
-        return [
+        steps = [
             _Step(kernel, inputs, output, tuple(k for k in dict.fromkeys(inputs) if last_use[k] == i))
             for i, (kernel, inputs, output) in enumerate(calls)
         ]
+        return steps, feature_major
 
-    def _layout_of(self, node: Node) -> bool:
+    @staticmethod
+    def _layout_of(node: Node, feature_major: dict[str, bool]) -> bool:
         """Whether ``node`` runs feature-major: non-spatial tables do; pass-through nodes follow their input."""
         if node.kind is NodeKind.TABLE:
             return not node.meta.get("spatial")
         if node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
-            return self._feature_major[node.inputs[0]]
+            return feature_major[node.inputs[0]]
         return False
 
     @staticmethod
@@ -447,7 +479,8 @@ class Runtime:
         table = channel_values(producer)
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
-            values = xs[0] if decoded else decode(xs[0], producer, table)
+            # Contiguous, as the model hands its tensors on: a kernel may sum in another order on other strides.
+            values = (xs[0] if decoded else decode(xs[0], producer, table)).contiguous()
             return run_module(module, values, node.name, switched=True)  # in eval_mode for the run
 
         return kernel
@@ -538,6 +571,30 @@ class TableKernel:
         positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
         self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
+        self._small_matrix: np.ndarray | None = None  # made on the first small batch (see small)
+        self._small_bias: np.ndarray | None = None
+        self._small_flat: np.ndarray | None = None
+        self._small_index: Any = None  # see _flat_index
+
+    def small(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of a non-spatial table in the graph's layout for a few samples, by numpy: the addresses as
+        one float64 product (exact: integers below 2**53), then one lookup per address row."""
+        x = xs[0]
+        codes = x if isinstance(x, np.ndarray) else x.numpy()
+        n = len(codes)
+        if self._small_matrix is None:
+            self._small_matrix = self._rows_dense.numpy().T.astype(np.float64)
+            self._small_bias = self._rows_bias.numpy().reshape(-1).astype(np.float64)
+            self._small_flat = self._flat_columns.numpy()
+        rows = codes.reshape(n, -1) @ self._small_matrix
+        rows += self._small_bias
+        rows = rows.astype(np.intp)  # (N, address rows)
+        if self.fan_out == 1:
+            out = self._small_flat[rows]
+        else:
+            out = self._small_flat[rows[:, :, None] + self._column_base.numpy().reshape(1, 1, -1)].reshape(n, -1)
+            out = out if self._rows_sources is None else out[:, self._rows_sources.numpy()]
+        return out if len(self.node.shape) == 1 else out.reshape(n, *self.node.shape)  # type: ignore[return-value]
 
     def can_emit_values(self) -> bool:
         """Whether :meth:`emitting_values` applies: quantized outputs of one domain, no don't-care checks."""
@@ -610,6 +667,8 @@ class TableKernel:
         self._conv_fn = conv_fn
         self._window_channels_last = channels_last
         self.channels_inner = True  # the schedule says where the outputs go (see Runtime._schedule)
+        codes = pad.meta["pad_codes"] if pad is not None else [0] * channels
+        self._frame = (channels, size, np.asarray(codes, dtype=np.float64))
         # How the addresses are formed (all exact, each where it is fastest on small tensors): a product over
         # the channels for 1x1 windows, one dense product over the whole frame where the frame is small and
         # the windows cover a good part of it (a few thousand weights), else the convolution.
@@ -672,6 +731,72 @@ class TableKernel:
             inner = rows.permute(0, 2, 3, 1)
             return self._looked(inner.reshape(-1, inner.shape[-1]), tuple(inner.shape[1:-1]), rows_last=True)
         return self._looked(rows.reshape(n, rows.shape[1], -1), rows.shape[2:], rows_last=False)
+
+    def small_convolve(self, xs: list[Any]) -> np.ndarray:
+        """:meth:`convolve` for a few samples, by numpy: each address a sum over its unit's window of codes
+        times place values, the codes gathered by precomputed flat indices (the pad's codes from one extra
+        element per channel), where those indices stay small; else the convolution."""
+        if len(xs[0]) > _SMALL_SPATIAL:
+            return _torch_inputs(self.convolve)(xs)
+        if self._small_index is None:
+            self._small_index = self._flat_index()
+        if self._small_index is False:
+            return _torch_inputs(self.convolve)(xs)
+        index, place, bias = self._small_index
+        x = xs[0]
+        codes = x if isinstance(x, np.ndarray) else x.numpy()
+        if self._window_channels_last:
+            codes = np.moveaxis(codes, -1, 1)
+        n = len(codes)
+        pads = self._frame[2]
+        frame = np.concatenate([codes.reshape(n, -1), np.broadcast_to(pads, (n, len(pads)))], axis=1)
+        rows = (np.take(frame, index, axis=1) * place).sum(axis=-1)  # (N, address rows * positions)
+        rows += bias
+        rows = rows.astype(np.intp).reshape(n, -1, math.prod(self.node_positions))
+        flat = self._flat_columns.numpy()
+        if self.fan_out == 1:
+            out = flat[rows]
+        else:
+            index = rows[:, :, None, :] + self._column_base.numpy().reshape(1, 1, -1, 1)
+            out = flat[index].reshape(n, -1, rows.shape[-1])
+            out = out if self._rows_sources is None else out[:, self._rows_sources.numpy()]
+        out = out.reshape(n, -1, *self.node_positions)
+        return np.moveaxis(out, 1, -1) if self.channels_last else out
+
+    def _flat_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | bool:
+        """``(index, place, bias)`` of :meth:`small_convolve`: each address's input elements ``(rows *
+        positions, inputs)`` in the frame (its padded places point past the frame, at their channel's pad
+        code), their place values and the row's offset; ``False`` when the indices would be large."""
+        conv = self._conv
+        weight = conv["weight"].numpy().astype(np.float64)  # (rows, channels per group, *kernel)
+        rows, per_group = weight.shape[:2]
+        kernel = weight.shape[2:]
+        channels, size, _ = self._frame
+        positions = self.node_positions
+        taps = math.prod(kernel)
+        if rows * math.prod(positions) * per_group * taps > 2**20:
+            return False
+
+        def grid(extent: tuple[int, ...]) -> np.ndarray:
+            axes = np.meshgrid(*[np.arange(e) for e in extent], indexing="ij")
+            return np.stack(axes, -1).reshape(-1, len(extent))
+
+        origin = grid(positions) * np.asarray(conv["stride"]) - np.asarray(conv["padding"])  # (P, rank)
+        coords = origin[:, None, :] + grid(kernel)[None, :, :] * np.asarray(conv["dilation"])  # (P, taps, rank)
+        inside = ((coords >= 0) & (coords < np.asarray(size))).all(axis=-1)
+        spatial = np.ravel_multi_index(tuple(np.clip(coords, 0, np.asarray(size) - 1).transpose(2, 0, 1)), size)
+        group = np.arange(rows) // (rows // conv["groups"])
+        channel = group[:, None] * per_group + np.arange(per_group)  # (rows, channels per group)
+        elements = channels * math.prod(size)
+        index = np.where(
+            inside[None, :, None, :],
+            channel[:, None, :, None] * math.prod(size) + spatial[None, :, None, :],
+            elements + channel[:, None, :, None],
+        )  # (rows, P, channels per group, taps)
+        place = np.broadcast_to(weight.reshape(rows, 1, per_group, taps), index.shape)
+        bias = np.repeat(self._rows_bias.numpy().reshape(-1).astype(np.float64), len(origin))
+        width = per_group * taps
+        return index.reshape(-1, width), np.ascontiguousarray(place.reshape(-1, width)), bias
 
     @property
     def node_positions(self) -> tuple[int, ...]:
@@ -798,6 +923,16 @@ class TableKernel:
             "default (net.restrict(..., default=...)) to map them, or observe more data"
         )
         raise MissingRowError(msg)
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    """A tensor of ``x`` (a numpy array from the small-batch kernels: the same memory)."""
+    return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+
+
+def _torch_inputs(kernel: Kernel) -> Kernel:
+    """``kernel`` reading numpy inputs as tensors (small-batch schedules hand numpy arrays between tables)."""
+    return lambda xs: kernel([_as_tensor(x) for x in xs])
 
 
 def _tuple(value: Any, rank: int) -> tuple[int, ...]:
