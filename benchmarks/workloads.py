@@ -597,6 +597,66 @@ def _single_table_workload() -> Workload:
     )  # the peer patterns apply: one Linear unit over all 12 inputs
 
 
+#: Inputs of the wide sparse layers (the previous layer's width).
+WIDE_INPUTS = 256
+
+
+def build_wide_layer(units: int, *, seed: int = 0) -> nn.Sequential:
+    """One LogicNets-style sparse layer of ``units`` neurons, fan-in 6 x 2 bits over 256 inputs (4,096 rows each):
+    a pruned ``Linear``, batch norm, ReLU and a 2-bit quantizer, calibrated on 256 random inputs."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    # Each neuron's 6 inputs: the first 6 of a random permutation, drawn for all neurons at once.
+    fan_in = torch.argsort(torch.rand(units, WIDE_INPUTS, generator=gen), dim=1)[:, :6].sort(dim=1).values
+    model = nn.Sequential(
+        _sparse_linear(WIDE_INPUTS, fan_in.tolist()),
+        nn.BatchNorm1d(units),
+        nn.ReLU(),
+        _quantizer(hidden_domain(2)),
+    )
+    return _calibrate_(model, _random_values(signed_domain(2), (256, WIDE_INPUTS), gen), gen)
+
+
+def _wide_workload(units: int) -> Workload:
+    model = build_wide_layer(units)
+    domain = signed_domain(2)
+    return Workload(
+        name=f"wide-{units // 1000}k",
+        description=f"one sparse layer of {units:,} units, fan-in 6 x 2 bits over {WIDE_INPUTS} inputs",
+        model=model,
+        input_domain=domain,
+        example_input=torch.zeros(1, WIDE_INPUTS),
+        layers=[],  # read only by the generation section, which does not run these
+        total_rows=units * 4096,
+        peers=False,
+    )
+
+
+def build_tie_table(*, seed: int = 0) -> nn.Sequential:
+    """One unit of 2**24 rows whose sums are exact and land on rounding boundaries: ``Linear(12, 1)`` with
+    weights in steps of 1/8 and no bias over 2-bit signed inputs (steps of 1/2), then a signed 4-bit
+    quantizer of step 1/8, so about a quarter of the rows (4.3M) are near ties the modules decide."""
+    gen = torch.Generator().manual_seed(seed)
+    linear = nn.Linear(12, 1)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randint(-8, 9, (1, 12), generator=gen) / 8)
+        linear.bias.zero_()
+    return iotable.decompose(nn.Sequential(linear, Quantize(4, signed=True, scale=0.125)))
+
+
+def _tie_table_workload() -> Workload:
+    return Workload(
+        name="ties-2^24",
+        description="one unit of 2^24 rows, weights in steps of 1/8: 4.3M rows on rounding boundaries",
+        model=build_tie_table(),
+        input_domain=signed_domain(2),
+        example_input=torch.zeros(1, 12),
+        layers=[],
+        total_rows=2**24,
+        peers=False,
+    )
+
+
 #: Workload builders by name, in the order the runner measures them.
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "jsc-s": lambda: _mlp_workload("jsc-s"),
@@ -606,6 +666,9 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
     "cnn": _cnn_workload,
     "table-2^24": _single_table_workload,
     "tiny": lambda: _mlp_workload("tiny"),
+    "wide-1k": lambda: _wide_workload(1000),
+    "wide-100k": lambda: _wide_workload(100_000),
+    "ties-2^24": _tie_table_workload,
 }
 
 
