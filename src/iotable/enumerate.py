@@ -22,7 +22,8 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,6 +92,14 @@ class FrameValues:
 
     @classmethod
     def build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
+        """The plan's frame values in ``dtype`` on ``device`` (kept on the plan)."""
+        key = ("frame values", dtype, device)
+        if key not in layer.memo:
+            layer.memo[key] = cls._build(layer, dtype=dtype, device=device)
+        return layer.memo[key]
+
+    @classmethod
+    def _build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
         sizes = np.asarray([len(d) for d in layer.input_domains], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         n_elements = math.prod(layer.frame_in)
@@ -398,6 +407,7 @@ class _Packed:
     forms: np.ndarray  # (inputs, fan_in) each input's coefficient vector: its code is ``forms[e] . z``
     positions: np.ndarray  # (classes, fan_in) each class's inputs, as indices into ``elements``
     identity: np.ndarray  # (classes,) bool: the class's rows come in sample order
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)  # see _packed_inputs
 
     @property
     def rows(self) -> int:
@@ -642,9 +652,66 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     (over the field) each block's high-digit codes to one table of low-digit codes computed once; in
     characteristic 2 that addition is a XOR, and so is each class's row number, whose base-q digits are its
     inputs' codes. Rows arrive out of order: outputs are kept in sample order and put in row order when the
-    pass ends.
+    pass ends. Everything but the forward passes depends on the plan alone and is kept on the pass
+    (:func:`_packed_inputs`), inputs and row orders included when the pass is one chunk.
     """
-    layer, gf = run.layer, packed.gf
+    layer = run.layer
+    prep = _packed_inputs(run, packed)
+    rows_total = packed.rows
+    out_dtype = layer.output_domain.code_dtype if layer.output_domain is not None else _numpy_dtype(run.dtype)
+    gathered = np.empty((len(prep.out_index), rows_total), dtype=out_dtype)  # outputs in sample order
+    rows = prep.rows if prep.rows is not None else torch.empty((len(prep.permuted), rows_total), dtype=prep.dtype)
+    for z0 in range(0, rows_total, prep.per_chunk):
+        z1 = min(rows_total, z0 + prep.per_chunk)
+        batch = z1 - z0
+        if prep.inputs is not None:  # one chunk: its inputs are the plan's (a copy: a module may write to them)
+            x = prep.inputs.copy()
+        else:
+            x, chunk_rows = prep.chunk(z0, z1)
+            if chunk_rows is not None:
+                rows[:, z0:z1] = chunk_rows
+        result = run.forward(x)[:, prep.out_index]
+        coded = run.encoder(result) if run.encoder is not None else result
+        if coded is None:
+            samples = np.arange(z0, z1)
+            coded = _encode_packed(result, layer, packed, prep.owner, samples, rows[:, z0:z1].numpy())
+        gathered[:, z0:z1] = coded.T
+        bar.update(batch)
+
+    # Every permuted column to row order at once: column j of class c puts sample z at row rows[c][z].
+    if len(prep.moved):
+        in_order = gathered.copy()
+        in_order[prep.moved[:, None], rows.numpy()[prep.order[prep.owner[prep.moved]]]] = gathered[prep.moved]
+        gathered = in_order
+    column = 0
+    for cls in packed.classes:
+        for unit in cls.units:
+            sinks[unit.index].write(0, gathered[column : column + unit.fan_out].T)
+            column += unit.fan_out
+
+
+@dataclass
+class _PackedInputs:
+    """What a packed pass's forward passes read, made once per pass (see :func:`_packed_inputs`)."""
+
+    per_chunk: int
+    dtype: torch.dtype  # of indices and rows
+    out_index: np.ndarray  # every class's output columns
+    owner: np.ndarray  # class of each output column
+    permuted: np.ndarray  # classes whose rows are not in sample order
+    order: np.ndarray  # (classes,) each class's place among the permuted ones, -1 for the others
+    moved: np.ndarray  # output columns of permuted classes
+    chunk: Callable[[int, int], tuple[np.ndarray, torch.Tensor | None]]  # inputs and rows of samples z0:z1
+    inputs: np.ndarray | None  # the one chunk's inputs, when the pass is one chunk
+    rows: torch.Tensor | None  # (permuted classes, rows) every permuted class's row of each sample, then
+
+
+def _packed_inputs(run: _Run, packed: _Packed) -> _PackedInputs:
+    """The structural part of :func:`_fill_packed`, kept on the pass (per dtype and chunk size)."""
+    key = (run.dtype, run.chunk)
+    if key in packed.memo:
+        return packed.memo[key]
+    gf = packed.gf
     q = gf.q
     fan_in = packed.forms.shape[1]
     rows_total = packed.rows
@@ -674,17 +741,8 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     place = torch.as_tensor(q ** np.arange(fan_in - 1, -1, -1)).to(index_dtype)
     positions = torch.as_tensor(packed.positions[permuted])  # (permuted classes, fan_in) into ``elements``
     low_rows = (low[:, elements][:, positions] * place).sum(-1)  # (block, permuted classes)
-    rows = torch.empty((len(permuted), rows_total), dtype=index_dtype)
 
-    widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
-    out_index = np.concatenate([c.output_index[0] for c in packed.classes])
-    owner = np.repeat(np.arange(len(packed.classes)), widths)  # class of each output column
-    out_dtype = layer.output_domain.code_dtype if layer.output_domain is not None else buffer_dtype
-    gathered = np.empty((len(out_index), rows_total), dtype=out_dtype)  # outputs in sample order
-
-    buffer = torch.from_numpy(np.empty((min(per_chunk, rows_total), n_frame), dtype=buffer_dtype))
-    for z0 in range(0, rows_total, per_chunk):
-        z1 = min(rows_total, z0 + per_chunk)
+    def chunk(z0: int, z1: int) -> tuple[np.ndarray, torch.Tensor | None]:
         batch, blocks = z1 - z0, (z1 - z0) // block
         high = torch.zeros((blocks, 1, n_frame), dtype=index_dtype)
         high_codes = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(z0, z1, block, dtype=np.int64)))
@@ -694,35 +752,40 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
             index = low_index ^ high
         else:
             index = add[low * q + high] + base
-        x = buffer[:batch]
-        torch.index_select(values, 0, index.reshape(-1), out=x.view(-1))
-        result = run.forward(x.numpy())[:, out_index]
-        coded = run.encoder(result) if run.encoder is not None else result
+        x = np.empty((batch, n_frame), dtype=buffer_dtype)
+        torch.index_select(values, 0, index.reshape(-1), out=torch.from_numpy(x).view(-1))
+        chunk_rows = None
         if len(permuted):
             if gf.p == 2:  # the digits of a row are disjoint bit fields: XOR them all at once
                 chunk_rows = low_rows[None] ^ (high_codes[:, positions] * place).sum(-1)[:, None]
             else:
                 codes = (index - base).reshape(batch, n_frame)[:, elements]
                 chunk_rows = (codes[:, positions] * place).sum(-1)
-            rows[:, z0:z1] = chunk_rows.reshape(batch, -1).T
-        if coded is None:
-            coded = _encode_packed(result, layer, packed, owner, np.arange(z0, z1), rows[:, z0:z1].numpy())
-        gathered[:, z0:z1] = coded.T
-        bar.update(batch)
+            chunk_rows = chunk_rows.reshape(batch, -1).T
+        return x, chunk_rows
 
-    # Every permuted column to row order at once: column j of class c puts sample z at row rows[c][z].
+    widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
+    owner = np.repeat(np.arange(len(packed.classes)), widths)  # class of each output column
     order = np.full(len(packed.classes), -1)
     order[permuted] = np.arange(len(permuted))
-    moved = np.flatnonzero(order[owner] >= 0)
-    if len(moved):
-        in_order = gathered.copy()
-        in_order[moved[:, None], rows.numpy()[order[owner[moved]]]] = gathered[moved]
-        gathered = in_order
-    column = 0
-    for cls in packed.classes:
-        for unit in cls.units:
-            sinks[unit.index].write(0, gathered[column : column + unit.fan_out].T)
-            column += unit.fan_out
+    inputs, rows = None, None
+    if per_chunk >= rows_total:
+        inputs, chunk_rows = chunk(0, rows_total)
+        rows = chunk_rows if chunk_rows is not None else torch.empty((0, rows_total), dtype=index_dtype)
+    found = _PackedInputs(
+        per_chunk=per_chunk,
+        dtype=index_dtype,
+        out_index=np.concatenate([c.output_index[0] for c in packed.classes]),
+        owner=owner,
+        permuted=permuted,
+        order=order,
+        moved=np.flatnonzero(order[owner] >= 0),
+        chunk=chunk,
+        inputs=inputs,
+        rows=rows,
+    )
+    packed.memo[key] = found
+    return found
 
 
 def _encode_packed(

@@ -11,6 +11,7 @@ from torch import nn
 
 from ._fastpath import _ieee_float32, recognize
 from ._probe import check_decomposition
+from ._reuse import remember, remembered, structure_key
 from .domain import Domain
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
 from .errors import SpecError
@@ -117,9 +118,10 @@ def precompute(
             and ``Quantize``) with a structured path instead of the black box; it gives the same tables
             (rows within float rounding of a quantization boundary are computed through the module and
             counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
-        reuse: whole models only: reuse the tracing, planning and graph of an earlier call on the same model
-            when its structure (modules, metadata, shapes, hyper-parameters, domains) and these arguments
-            are unchanged; the tables are always built from the current weights. ``False`` plans anew.
+        reuse: reuse the planning of an earlier call on the same layer or block (for whole models, the
+            tracing, planning and graph) when its structure (modules, metadata, shapes, hyper-parameters,
+            domains) and these arguments are unchanged; the tables are always built from the current weights,
+            and a black-box layer is probed again. ``False`` plans anew.
 
     Returns:
         :class:`LayerTables` for a layer (``.tables`` in unit order), or a
@@ -156,7 +158,16 @@ def precompute(
             reuse=reuse,
             **options,
         )
-    layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+    layer = None
+    if reuse:  # the plan depends on the module's structure and these arguments, not on its weights
+        shape = None if example_input is None else tuple(getattr(example_input, "shape", ())[1:])
+        domains = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
+        key = structure_key(module, input_domain=domains, example=shape, max_rows=max_rows, name=name)
+        layer = remembered(module, key)
+    if layer is None:
+        layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+        if reuse:
+            remember(module, key, layer)
     return tabulate(module, layer, **options)
 
 
