@@ -119,8 +119,12 @@ class _Group:
     @classmethod
     def of(cls, layer: LayerPlan, units: list[Unit]) -> list[_Group]:
         groups: dict[tuple[Any, ...], list[Unit]] = {}
+        by_channels: dict[tuple[int, ...], tuple[Any, ...]] = {}  # units reading the same channels: one lookup
         for unit in units:
-            groups.setdefault(layer.unit_domains(unit), []).append(unit)
+            domains = by_channels.get(unit.in_channels)
+            if domains is None:
+                domains = by_channels[unit.in_channels] = layer.unit_domains(unit)
+            groups.setdefault(domains, []).append(unit)
         found = []
         for domains, members in groups.items():
             channels = np.asarray([c for u in members for c in u.out_channels], dtype=np.int64)

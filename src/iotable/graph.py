@@ -265,23 +265,28 @@ class Graph:
             msg = f"graph: {where} must map the inputs of {len(units)} unit(s); index_map has shape {got}"
             raise GraphError(msg)
         vector = edge.shape[-1] if table.meta.get("spatial") else math.prod(edge.shape)
-        for u, unit in enumerate(units):
-            row = index_map[u]
-            driven = row[: unit.fan_in]
-            if (driven < 0).any():
-                j = int(np.flatnonzero(driven < 0)[0])
-                msg = f"graph: table {table.name!r} unit {u} input {j} is not driven (index -1 on {where})"
-                raise GraphError(msg)
-            if (driven >= vector).any():
-                j = int(np.flatnonzero(driven >= vector)[0])
-                msg = (
-                    f"graph: table {table.name!r} unit {u} input {j} reads element {int(driven[j])}, but {where} "
-                    f"carries {vector} element(s) per position"
-                )
-                raise GraphError(msg)
-            if (row[unit.fan_in :] != -1).any():
-                msg = f"graph: table {table.name!r} unit {u} has {unit.fan_in} inputs but more are driven on {where}"
-                raise GraphError(msg)
+        # Every unit at once: its first fan_in entries drive existing elements, the rest are -1.
+        fan_in = np.asarray([unit.fan_in for unit in units], dtype=np.int64)
+        driving = np.arange(index_map.shape[1])[None, :] < fan_in[:, None]
+        bad = (driving & ((index_map < 0) | (index_map >= vector))) | (~driving & (index_map != -1))
+        if not bad.any():
+            return
+        u = int(np.flatnonzero(bad.any(axis=1))[0])
+        unit, row = units[u], index_map[u]
+        driven = row[: unit.fan_in]
+        if (driven < 0).any():
+            j = int(np.flatnonzero(driven < 0)[0])
+            msg = f"graph: table {table.name!r} unit {u} input {j} is not driven (index -1 on {where})"
+            raise GraphError(msg)
+        if (driven >= vector).any():
+            j = int(np.flatnonzero(driven >= vector)[0])
+            msg = (
+                f"graph: table {table.name!r} unit {u} input {j} reads element {int(driven[j])}, but {where} "
+                f"carries {vector} element(s) per position"
+            )
+            raise GraphError(msg)
+        msg = f"graph: table {table.name!r} unit {u} has {unit.fan_in} inputs but more are driven on {where}"
+        raise GraphError(msg)
 
     # -- display ------------------------------------------------------------------------------------------
 

@@ -430,6 +430,21 @@ def plan(
         >>> [(u.fan_in, u.rows) for u in p.units]
         [(3, 64), (3, 64), (3, 64)]
     """
+    return _plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+
+
+def _plan(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    name: str | None = None,
+    frame_out: tuple[int, ...] | None = None,
+) -> LayerPlan:
+    """:func:`plan`; ``frame_out``: the module's output shape (per sample) for ``example_input``'s shape,
+    when the caller has just run the module on an input of that shape (a traced model): the plan then runs
+    no forward pass of its own."""
     name = name or type(module).__name__
     if not isinstance(module, nn.Module):
         msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
@@ -519,16 +534,17 @@ def plan(
     slots = _slots(geometry, size, name) if geometry.rank else [()]
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
-    fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
-    fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
-    dtype, device = module_dtype(module)
-    probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
-    out = run_module(module, probe, name)
-    frame_out = tuple(int(s) for s in out.shape[1:])
+    if frame_out is None or example_shape != tuple(frame_in):
+        fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
+        fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
+        dtype, device = module_dtype(module)
+        probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
+        frame_out = tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+    frame_out = tuple(frame_out)
     if len(frame_out) != len(frame_in):
         msg = (
             f"{name}: expected an output of rank {len(frame_in) + 1} in layout {layout.value}, received shape "
-            f"{tuple(out.shape)} for an input of shape {tuple(probe.shape)}"
+            f"(N, {', '.join(map(str, frame_out))}) for an input of shape (N, {', '.join(map(str, frame_in))})"
         )
         raise SpecError(msg)
     c_out = frame_out[-1] if layout.channels_last else frame_out[0]
