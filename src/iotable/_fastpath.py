@@ -119,11 +119,14 @@ class _Group:
     @classmethod
     def of(cls, layer: LayerPlan, units: list[Unit]) -> list[_Group]:
         groups: dict[tuple[Any, ...], list[Unit]] = {}
-        by_channels: dict[tuple[int, ...], tuple[Any, ...]] = {}  # units reading the same channels: one lookup
+        # Units with the same domains: by fan-in where every input shares one domain, else by channels read.
+        shared = layer.input_domain
+        known: dict[Any, tuple[Any, ...]] = {}
         for unit in units:
-            domains = by_channels.get(unit.in_channels)
+            key = unit.fan_in if shared is not None else unit.in_channels
+            domains = known.get(key)
             if domains is None:
-                domains = by_channels[unit.in_channels] = layer.unit_domains(unit)
+                domains = known[key] = layer.unit_domains(unit)
             groups.setdefault(domains, []).append(unit)
         found = []
         for domains, members in groups.items():
@@ -926,10 +929,10 @@ def _tail_agrees(
             with torch.inference_mode():
                 for position, m in enumerate(first.fast.tail):
                     if position in stats:
-                        mean, var, w, c = stats[position][:, k0:k1]
+                        mean, var, w, c = stats[position] if k1 - k0 == width else stats[position][:, k0:k1]
                         x = F.batch_norm(x, mean, var, w, c, False, 0.0, m.eps)
                     elif not isinstance(m, nn.Dropout):
-                        x = m(x)
+                        x = m.forward(x)  # no hooks on a recognized layer's modules: its forward is its call
         except Exception as exc:  # the modules' own failure, reported as the black box would
             msg = f"{first.layer.name}: forward failed on an input of shape {tuple(x.shape)}: {exc}"
             raise EnumerationError(msg) from exc
