@@ -507,6 +507,7 @@ class TableKernel:
         for u, table in enumerate(tables):
             weights[u, : table.fan_in] = table.address_weights
         sizes = [math.prod(t.radices) for t in tables]
+        self._sizes = np.asarray(sizes, dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         total = sum(sizes)
         raw = layer.plan.output_domain is None
@@ -575,6 +576,8 @@ class TableKernel:
         self._small_bias: np.ndarray | None = None
         self._small_flat: np.ndarray | None = None
         self._small_index: Any = None  # see _flat_index
+        self._shared: dict[str, Any] | None = None  # see _share_lookups (fused windows only)
+        self._values: torch.Tensor | None = None  # see emitting_values
 
     def small(self, xs: list[torch.Tensor]) -> torch.Tensor:
         """Outputs of a non-spatial table in the graph's layout for a few samples, by numpy: the addresses as
@@ -606,6 +609,8 @@ class TableKernel:
         values = torch.tensor(self.node.domain.values, dtype=torch.float32)
         valued = copy.copy(self)
         valued._flat_columns = torch.index_select(values, 0, self._flat_columns.to(torch.int64))
+        valued._values = values  # shared lookups unpack codes, then read their values
+        valued._small_index = None  # its numpy tables are the values
         valued._in_place = False  # float addresses must not receive values in place of codes
         return valued
 
@@ -630,6 +635,9 @@ class TableKernel:
             return False
         channels, taps = int(window.meta["channels"]), math.prod(kernel)
         rows = self._rows_dense.numpy()  # (address rows, channels * taps) in the window's element order
+        self._shared = self._share_lookups(rows)
+        if self._shared is not None:  # one address row per group of channels reading the same inputs
+            rows = self._shared["rows"]
         if window.meta["element_order"] == "channel-major":
             weight = rows.reshape(len(rows), channels, taps)
         else:
@@ -641,7 +649,7 @@ class TableKernel:
         weight_t = torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel))
         conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
         stride, dilation = tuple(window.meta["stride"]), tuple(window.meta["dilation"])
-        bias: torch.Tensor = self._rows_bias.reshape(-1)
+        bias: torch.Tensor = self._address_bias
         padding: tuple[int, ...] = (0,) * len(kernel)
         shape = (pad or window).meta["input_shapes"][0]
         channels_last = window.meta["input_layout"].channels_last
@@ -679,7 +687,7 @@ class TableKernel:
             dense = np.zeros((channels, len(rows)), dtype=weight.dtype)
             np.put_along_axis(dense, block.T, weight[:, :, 0].T, axis=0)  # grouped weights as one matrix
             self._method, self._matrix = "pointwise", torch.as_tensor(dense).to(weight_t.dtype)
-            self._matrix_bias = self._rows_bias.reshape(-1)
+            self._matrix_bias = self._address_bias
         elif elements * len(rows) * positions <= _DENSE_ENTRIES:
             identity = torch.eye(elements, dtype=weight_t.dtype).reshape(elements, channels, *size)
             images = conv_fn(identity, weight_t, None, stride, padding, dilation, groups)  # (elements, rows, *P)
@@ -689,6 +697,71 @@ class TableKernel:
             # convolution's fixed cost is larger than the product's extra work.
             self._method = "dense" if elements <= 8 * per_group * taps else "dense for small batches"
         return True
+
+    @property
+    def _address_bias(self) -> torch.Tensor:
+        """Each address row's offset: in the flat tables, or in the shared tables (see :meth:`_share_lookups`)."""
+        return self._shared["bias"] if self._shared is not None else self._rows_bias.reshape(-1)
+
+    def _share_lookups(self, rows: np.ndarray) -> dict[str, Any] | None:
+        """One lookup for every group of output channels whose units read the same inputs with the same place
+        values (a convolution without groups: all of them), or ``None``.
+
+        Such units have one address at every position, so one table holds all of their codes, each row
+        packing the group's codes side by side in the bits of one integer; a lookup then reads them all, and
+        shifts and masks take them apart. A layer of 8 units with 2**18 rows reads one table of 512 KiB (16
+        bits a row), which stays in cache, instead of 8 tables of 2 MiB in all, and looks up 8 times fewer
+        rows. Codes are unchanged: only their storage differs.
+        """
+        if self.fan_out != 1 or len(rows) < 2:
+            return None
+        unique, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        counts = np.bincount(inverse)
+        if self.flat.dtype.is_floating_point or not self.flat.numel() or int(self.flat.min()) < 0:
+            return None  # raw outputs, or codes of a signed dtype: no bits to pack
+        bits = max(1, int(self.flat.max()).bit_length())
+        if len(unique) == len(rows) or (counts != counts[0]).any() or bits * counts[0] > 62:
+            return None
+        order = np.argsort(first)  # groups in the order of their first channel
+        members = np.stack([np.flatnonzero(inverse == g) for g in order])  # (groups, channels each)
+        per = int(counts[0])
+        codes = self._flat_columns.numpy().astype(np.int64)
+        bias = self._rows_bias.numpy().reshape(-1).astype(np.int64)
+        sizes = self._sizes[self._row_units][members[:, 0]]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        table = np.zeros(int(sizes.sum()), dtype=np.int64)
+        for g, channels in enumerate(members):  # one group of channels at a time: a few per layer
+            size = int(sizes[g])
+            block = np.stack([codes[bias[c] : bias[c] + size] for c in channels])  # (channels, rows)
+            table[starts[g] : starts[g] + size] = (block << (bits * np.arange(per))[:, None]).sum(axis=0)
+        dtype = torch.int32 if bits * per <= 31 else torch.int64
+        channel_of = members.reshape(-1)  # unpacked position -> output channel
+        identity = bool((channel_of == np.arange(len(channel_of))).all())
+        return {
+            "rows": rows[members[:, 0]],
+            "bias": torch.as_tensor(starts.astype(self._rows_bias.numpy().dtype)),
+            "table": torch.as_tensor(table).to(dtype),
+            "shifts": torch.as_tensor(bits * np.arange(per)).to(dtype),
+            "mask": (1 << bits) - 1,
+            "order": None if identity else torch.as_tensor(np.argsort(channel_of)),  # output channel -> position
+        }
+
+    def _unpack(self, packed: torch.Tensor, *, rows_last: bool) -> torch.Tensor:
+        """Codes of every channel from shared lookups ``packed`` (``(M, groups)`` or ``(N, groups, P)``), as
+        ``(M, channels)`` or ``(N, channels, P)`` in channel order, in the table's code dtype (or values)."""
+        shared = self._shared
+        axis = -1 if rows_last else 2
+        shifts = shared["shifts"].reshape(-1) if rows_last else shared["shifts"].reshape(1, 1, -1, 1)
+        codes = torch.bitwise_right_shift(packed.unsqueeze(axis), shifts).bitwise_and_(shared["mask"])
+        codes = (
+            codes.reshape(packed.shape[0], -1) if rows_last else codes.reshape(packed.shape[0], -1, packed.shape[-1])
+        )
+        if shared["order"] is not None:
+            codes = torch.index_select(codes, 1, shared["order"])
+        if self._values is not None:
+            return torch.index_select(self._values, 0, codes.reshape(-1).to(torch.int32)).view(codes.shape)
+        return codes.to(self.flat.dtype)
 
     def convolve(self, xs: list[torch.Tensor]) -> torch.Tensor:
         """Outputs of the graph's layout from the window's input codes ``(N, C, *size)`` (channels-last:
@@ -742,31 +815,36 @@ class TableKernel:
             self._small_index = self._flat_index()
         if self._small_index is False:
             return _torch_inputs(self.convolve)(xs)
-        index, place, bias = self._small_index
+        prep = self._small_index
         x = xs[0]
         codes = x if isinstance(x, np.ndarray) else x.numpy()
         if self._window_channels_last:
             codes = np.moveaxis(codes, -1, 1)
         n = len(codes)
-        pads = self._frame[2]
-        frame = np.concatenate([codes.reshape(n, -1), np.broadcast_to(pads, (n, len(pads)))], axis=1)
-        rows = (np.take(frame, index, axis=1) * place).sum(axis=-1)  # (N, address rows * positions)
-        rows += bias
-        rows = rows.astype(np.intp).reshape(n, -1, math.prod(self.node_positions))
-        flat = self._flat_columns.numpy()
-        if self.fan_out == 1:
-            out = flat[rows]
+        frame = np.empty((n, prep["elements"] + len(prep["pads"])), dtype=np.float64)
+        frame[:, : prep["elements"]] = codes.reshape(n, -1)
+        frame[:, prep["elements"] :] = prep["pads"]
+        rows = np.einsum("npf,pf->np", np.take(frame, prep["index"], axis=1), prep["place"])
+        rows += prep["bias"]
+        rows = rows.astype(np.intp).reshape(n, -1, prep["positions"])
+        if "packed" in prep:  # shared lookups (numpy throughout: a torch call costs more than this batch)
+            out = (prep["packed"][rows][:, :, None, :] >> prep["shifts"]) & prep["mask"]
+            out = out.reshape(n, -1, rows.shape[-1])
+            if prep["order"] is not None:
+                out = out[:, prep["order"]]
+            out = prep["values"][out] if prep["values"] is not None else out.astype(prep["dtype"])
+        elif self.fan_out == 1:
+            out = prep["flat"][rows]
         else:
-            index = rows[:, :, None, :] + self._column_base.numpy().reshape(1, 1, -1, 1)
-            out = flat[index].reshape(n, -1, rows.shape[-1])
-            out = out if self._rows_sources is None else out[:, self._rows_sources.numpy()]
+            out = prep["flat"][rows[:, :, None, :] + prep["columns"]].reshape(n, -1, rows.shape[-1])
+            out = out if prep["sources"] is None else out[:, prep["sources"]]
         out = out.reshape(n, -1, *self.node_positions)
         return np.moveaxis(out, 1, -1) if self.channels_last else out
 
-    def _flat_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | bool:
-        """``(index, place, bias)`` of :meth:`small_convolve`: each address's input elements ``(rows *
-        positions, inputs)`` in the frame (its padded places point past the frame, at their channel's pad
-        code), their place values and the row's offset; ``False`` when the indices would be large."""
+    def _flat_index(self) -> dict[str, Any] | bool:
+        """What :meth:`small_convolve` reads: each address's input elements ``(rows * positions, inputs)`` in
+        the frame (its padded places point past the frame, at their channel's pad code), their place values
+        and the row's offset, and the tables as numpy arrays; ``False`` when the indices would be large."""
         conv = self._conv
         weight = conv["weight"].numpy().astype(np.float64)  # (rows, channels per group, *kernel)
         rows, per_group = weight.shape[:2]
@@ -794,9 +872,28 @@ class TableKernel:
             elements + channel[:, None, :, None],
         )  # (rows, P, channels per group, taps)
         place = np.broadcast_to(weight.reshape(rows, 1, per_group, taps), index.shape)
-        bias = np.repeat(self._rows_bias.numpy().reshape(-1).astype(np.float64), len(origin))
+        bias = np.repeat(self._address_bias.numpy().astype(np.float64), len(origin))
         width = per_group * taps
-        return index.reshape(-1, width), np.ascontiguousarray(place.reshape(-1, width)), bias
+        prep: dict[str, Any] = {
+            "index": index.reshape(-1, width),
+            "place": np.ascontiguousarray(place.reshape(-1, width)),
+            "bias": bias,
+            "elements": elements,
+            "pads": self._frame[2],
+            "positions": math.prod(positions),
+            "flat": self._flat_columns.numpy(),
+            "columns": self._column_base.numpy().reshape(1, 1, -1, 1),
+            "sources": None if self._rows_sources is None else self._rows_sources.numpy(),
+        }
+        if self._shared is not None:
+            shared = self._shared
+            prep["packed"] = shared["table"].numpy()
+            prep["shifts"] = shared["shifts"].numpy().reshape(1, 1, -1, 1)
+            prep["mask"] = shared["mask"]
+            prep["order"] = None if shared["order"] is None else shared["order"].numpy()
+            prep["values"] = None if self._values is None else self._values.numpy()
+            prep["dtype"] = self.flat.numpy().dtype
+        return prep
 
     @property
     def node_positions(self) -> tuple[int, ...]:
@@ -805,7 +902,10 @@ class TableKernel:
     def _looked(self, rows: torch.Tensor, positions: tuple[int, ...], *, rows_last: bool) -> torch.Tensor:
         """The table outputs of integer addresses ``rows`` (``rows_last``: ``(N * positions, address rows)``,
         else ``(N, address rows, positions)``), in the graph's layout (a view where the order allows)."""
-        if self.fan_out == 1:  # address rows are output channels, in order
+        if self._shared is not None:  # one lookup per group of channels, then each channel's bits
+            packed = torch.index_select(self._shared["table"], 0, rows.reshape(-1)).view(rows.shape)
+            out = self._unpack(packed, rows_last=rows_last)
+        elif self.fan_out == 1:  # address rows are output channels, in order
             out = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).view(rows.shape)
         elif rows_last:  # (M, units) -> (M, units * fan_out) -> output channels
             index = rows.unsqueeze(-1) + self._column_base.reshape(1, 1, -1)
@@ -925,6 +1025,16 @@ class TableKernel:
         raise MissingRowError(msg)
 
 
+class _Shape:
+    """A batch's expected shape, written ``(N, ...)`` when an error message formats it."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __format__(self, spec: str) -> str:
+        return f"(N, {', '.join(map(str, self.shape))})"
+
+
 def _as_tensor(x: Any) -> torch.Tensor:
     """A tensor of ``x`` (a numpy array from the small-batch kernels: the same memory)."""
     return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
@@ -986,7 +1096,7 @@ class InputEncoder:
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...]) -> torch.Tensor:
-        batch = f"(N, {', '.join(map(str, input_shape))})"
+        batch = _Shape(input_shape)  # formatted only into an error message
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf":
                 msg = f"net.run: expected a numeric array of shape {batch}, received dtype {x.dtype}"
@@ -1000,7 +1110,7 @@ class InputEncoder:
             raise _input_error(msg)
         x = x.cpu()
         given = x.dtype
-        if not x.is_floating_point():
+        if not x.is_floating_point() and given != torch.int64:
             x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
         if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
             msg = f"net.run: expected a batch of shape {batch}, received {tuple(x.shape)}"
