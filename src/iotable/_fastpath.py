@@ -351,7 +351,7 @@ class FastPath:
                             stats = [None if t is None else t[index] for t in stats]
                         x = F.batch_norm(x, stats[0], stats[1], stats[2], stats[3], False, 0.0, m.eps)
                     elif not isinstance(m, nn.Dropout):
-                        x = m(x)
+                        x = m.forward(x)  # no hooks on a recognized layer's modules: its forward is its call
         except Exception as exc:  # the modules' own failure, reported as the black box would
             msg = f"{layer.name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
             raise EnumerationError(msg) from exc
@@ -410,9 +410,13 @@ class FastPath:
         try:
             with torch.inference_mode():
                 if self.kind == "linear":
-                    computed = needed
-                    bias = None if head.bias is None else head.bias[torch.from_numpy(computed)]
-                    z = F.linear(x, self.head_weight(computed), bias)
+                    if layer.out_channels <= _TIE_CHANNELS:  # a narrow layer: all of it, no slicing
+                        computed = np.arange(layer.out_channels)
+                        z = F.linear(x, self.head_weight(computed), head.bias)
+                    else:
+                        computed = needed
+                        bias = None if head.bias is None else head.bias[torch.from_numpy(computed)]
+                        z = F.linear(x, self.head_weight(computed), bias)
                 else:
                     # A grouped convolution's output channel reads its group's inputs: keep whole groups.
                     out_per, in_per = layer.out_channels // head.groups, layer.in_channels // head.groups
