@@ -695,7 +695,7 @@ class TableKernel:
             self._matrix_bias = (bias.reshape(len(rows), -1) * torch.ones(1, positions, dtype=bias.dtype)).reshape(-1)
             # Dense where the windows cover much of the frame; else only for small batches, where a
             # convolution's fixed cost is larger than the product's extra work.
-            self._method = "dense" if elements <= 8 * per_group * taps else "dense for small batches"
+            self._method = "dense" if elements <= 16 * per_group * taps else "dense for small batches"
         return True
 
     @property
@@ -787,8 +787,10 @@ class TableKernel:
             flat = x.reshape(n, -1).to(dtype)
             rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N, rows * positions)
             return self._looked(rows.view(n, len(self._conv["weight"]), -1), self.node_positions, rows_last=False)
-        planar = x.dim() == 4  # 2-D: channels innermost in memory, which oneDNN's convolutions run fastest on
-        x = x.to(dtype, memory_format=torch.channels_last if planar else torch.preserve_format)
+        # In the input's own memory order: a previous table hands on channels innermost (what oneDNN's
+        # convolutions run fastest on), the input encoder channels first (converting it costs more than it saves).
+        planar = x.dim() == 4
+        x = x.to(dtype)
         bias = conv["bias"]
         if bias.dim() == 1:  # no border codes: the offsets are the convolution's bias
             addresses = self._conv_fn(
@@ -1226,9 +1228,11 @@ class _Grid:
         else:
             q = torch.sub(x, first).mul_(scale)
             codes = q.clamp(0, top).round_()
-        # The largest excess over the accepted distance decides (a reduction to one float is cheaper than a
-        # boolean mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input)
-        # fails the comparison, so such a batch falls to the exact path, which names the value.
-        if not float(q.sub_(codes).abs_().sub_(accept).max()) <= 0:
-            return None
-        return codes
+        # The largest distance from a code decides (one pass for both extremes is cheaper than a boolean
+        # mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input) fails the
+        # comparison, so such a batch falls to the exact path, which names the value.
+        q.sub_(codes)
+        if isinstance(accept, torch.Tensor):  # per-channel tolerances: the excess over each channel's
+            return codes if float(q.abs_().sub_(accept).max()) <= 0 else None
+        low, high = torch.aminmax(q)
+        return codes if float(high) <= accept and float(low) >= -accept else None
