@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import DomainError, MissingRowError
+from .errors import DomainError, EnumerationError, IOTableError, MissingRowError
 from .graph import Graph, Node, NodeKind
 from .plan import eval_mode, run_module
 
@@ -62,9 +62,10 @@ _SMALL_BATCH = 64
 
 # Batches of at most this many samples run non-spatial tables through numpy (see Runtime._schedule): below it,
 # the fixed cost of each torch call is most of the work.
-_SMALL_RUN = 16
-# ... and spatial tables through numpy up to this many (their gathered windows grow with the batch).
-_SMALL_SPATIAL = 2
+_SMALL_RUN = 64
+# ... and a spatial table through numpy while its gathered window codes (samples x addresses x inputs) are at
+# most this many: beyond, its convolution is faster (measured: the crossover lies near 1e5 on both CNNs).
+_SMALL_GATHER = 2**17
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
@@ -155,6 +156,8 @@ class Runtime:
         with contextlib.ExitStack() as stack:  # host modules in eval mode once for the run, not once per call
             for node in self.graph.nodes_of(NodeKind.HOST) if self._host else ():
                 stack.enter_context(eval_mode(node.meta["module"]))
+            if self._host:
+                stack.enter_context(torch.inference_mode())
             return self._run(codes, capture=capture, values=values)
 
     def _run(self, codes: torch.Tensor, *, capture: bool, values: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -316,6 +319,8 @@ class Runtime:
                     kernel = compiled.small
                 elif node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
                     kernel = compiled
+                elif node.kind is NodeKind.HOST:
+                    kernel = self._small_host_kernel(node, decoded=node.name in valued)
                 else:
                     kernel = _torch_inputs(compiled)
                 calls.append((kernel, tuple((p, False) for p in node.inputs), (node.name, False)))
@@ -482,6 +487,33 @@ class Runtime:
             # Contiguous, as the model hands its tensors on: a kernel may sum in another order on other strides.
             values = (xs[0] if decoded else decode(xs[0], producer, table)).contiguous()
             return run_module(module, values, node.name, switched=True)  # in eval_mode for the run
+
+        return kernel
+
+    def _small_host_kernel(self, node: Node, *, decoded: bool) -> Kernel:
+        """:meth:`_host_kernel` for a few samples: numpy codes decoded by numpy, the module called directly
+        (the run holds eval and inference mode, see :meth:`run`)."""
+        module = node.meta["module"]
+        producer = self.graph[node.inputs[0]]
+        full = self._host_kernel(node, decoded=decoded)
+        table = channel_values(producer)
+        values = None if table is None or len(table[1]) > 1 else table[0].numpy()
+
+        def kernel(xs: list[Any]) -> torch.Tensor:
+            x = xs[0]
+            if not isinstance(x, np.ndarray) or (values is None and not decoded):
+                return full([_as_tensor(x)])
+            inputs = x if decoded else values[x]
+            try:
+                out = module(torch.from_numpy(np.ascontiguousarray(inputs)))
+            except IOTableError:
+                raise
+            except Exception as exc:  # the host is a black box: its failure reported with context, as run_module
+                msg = f"{node.name}: forward failed on an input of shape {inputs.shape}: {type(exc).__name__}: {exc}"
+                raise EnumerationError(msg) from exc
+            if not isinstance(out, torch.Tensor):
+                return full([_as_tensor(x)])  # run_module reports it
+            return out
 
         return kernel
 
@@ -787,10 +819,11 @@ class TableKernel:
             flat = x.reshape(n, -1).to(dtype)
             rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N, rows * positions)
             return self._looked(rows.view(n, len(self._conv["weight"]), -1), self.node_positions, rows_last=False)
-        # In the input's own memory order: a previous table hands on channels innermost (what oneDNN's
-        # convolutions run fastest on), the input encoder channels first (converting it costs more than it saves).
+        # Channels innermost (what oneDNN's convolutions run fastest on) where codes must become floats anyway
+        # (a previous table's), in the same pass; float codes (the input encoder's) stay as they are:
+        # reordering them costs more than it saves.
         planar = x.dim() == 4
-        x = x.to(dtype)
+        x = x.to(dtype, memory_format=torch.channels_last if planar and x.dtype != dtype else torch.preserve_format)
         bias = conv["bias"]
         if bias.dim() == 1:  # no border codes: the offsets are the convolution's bias
             addresses = self._conv_fn(
@@ -811,11 +844,9 @@ class TableKernel:
         """:meth:`convolve` for a few samples, by numpy: each address a sum over its unit's window of codes
         times place values, the codes gathered by precomputed flat indices (the pad's codes from one extra
         element per channel), where those indices stay small; else the convolution."""
-        if len(xs[0]) > _SMALL_SPATIAL:
-            return _torch_inputs(self.convolve)(xs)
         if self._small_index is None:
             self._small_index = self._flat_index()
-        if self._small_index is False:
+        if self._small_index is False or len(xs[0]) * self._small_index["index"].size > _SMALL_GATHER:
             return _torch_inputs(self.convolve)(xs)
         prep = self._small_index
         x = xs[0]
