@@ -162,6 +162,8 @@ class Runtime:
 
     def _run(self, codes: torch.Tensor, *, capture: bool, values: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         n = codes.shape[0]
+        if self._host and not capture and n > _SMALL_RUN and self._chunk(n) < n:
+            return self._run_to_hosts(codes, values=values), {}
         chunk = n if capture or self._host or n == 0 else self._chunk(n)
         plan = (self._steps, self._feature_major)
         if capture:  # fused steps skip the window nodes they read through: capture every node's own output
@@ -191,15 +193,45 @@ class Runtime:
         assert out is not None  # n > chunk >= 1
         return out, {}
 
+    def _run_to_hosts(self, codes: torch.Tensor, *, values: bool) -> torch.Tensor:
+        """A large batch through a graph with host nodes: the tables before the first host in chunks (cache-sized
+        intermediates), the host nodes and what follows them on the whole batch, as the model runs them."""
+        steps, feature_major = self._steps, self._feature_major
+        first = next(i for i, step in enumerate(steps) if self.graph[step.output[0]].kind is NodeKind.HOST)
+        before, after = steps[:first], steps[first:]
+        made = {(self.graph.nodes[0].name, False)} | {step.output for step in before}
+        needed = list(dict.fromkeys(k for step in after for k in step.inputs if k in made))
+        n, chunk = codes.shape[0], self._chunk(codes.shape[0])
+        parts: dict[Key, list[torch.Tensor]] = {k: [] for k in needed}
+        try:
+            for start in range(0, n, chunk):
+                env = self._evaluate(codes[start : start + chunk], before, capture=False, keep=needed)
+                for k in needed:
+                    parts[k].append(_as_tensor(env[k]))
+        except MissingRowError:
+            # Report the missing row a whole-batch run meets first (layer by layer), not the first chunk's.
+            self._evaluate(codes, before, capture=False, keep=needed)
+            raise
+        env = {k: torch.cat(v, dim=1 if k[1] else 0) for k, v in parts.items()}  # feature-major: samples last
+        for step in after:
+            env[step.output] = step.kernel([env[k] for k in step.inputs])
+            for key in step.release:
+                del env[key]
+        return self._output(env, n, (steps, feature_major), values=values)
+
     # -- evaluation ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, codes: torch.Tensor, steps: list[_Step], *, capture: bool) -> dict[Key, torch.Tensor]:
+    def _evaluate(
+        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: list[Key] = ()
+    ) -> dict[Key, torch.Tensor]:
+        """Run ``steps`` on ``codes``; intermediates go when their last reader has run (``keep``: not these)."""
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
         for step in steps:
             env[step.output] = step.kernel([env[k] for k in step.inputs])
             if not capture:
                 for key in step.release:
-                    del env[key]
+                    if key not in keep:
+                        del env[key]
         return env
 
     def _chunk(self, n: int) -> int:
