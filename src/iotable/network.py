@@ -72,6 +72,9 @@ def _window_domain(domain: Any, channels_last: bool, kernel: int) -> Any:
 
 def _unit_bits(plan: LayerPlan) -> list[int]:
     """Address bits of each unit (units reading the same channels have the same)."""
+    shared = plan.shared_domain  # one domain for every input: bits by fan-in, no walk over the domains
+    if shared is not None:
+        return [u.fan_in * shared.bits for u in plan.units]
     bits: dict[tuple[int, ...], int] = {}
     for u in plan.units:
         if u.in_channels not in bits:

@@ -114,13 +114,14 @@ class LayerPlan:
 
     def unit_domains(self, unit: Unit) -> tuple[Domain, ...]:
         """The domain of each of ``unit``'s inputs, in its input order."""
-        shared = self._shared_domain
+        shared = self.shared_domain
         if shared is not None:
             return (shared,) * unit.fan_in
         return _unit_domains(self.input_domains, unit.in_channels, self.geometry.window, self.layout)
 
     @cached_property
-    def _shared_domain(self) -> Domain | None:
+    def shared_domain(self) -> Domain | None:
+        """The one domain of all the layer's inputs, or ``None`` when they differ."""
         return _shared(self.input_domains)
 
     @property
