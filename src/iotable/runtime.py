@@ -66,6 +66,9 @@ _SMALL_RUN = 64
 # ... and a spatial table through numpy while its gathered window codes (samples x addresses x inputs) are at
 # most this many: beyond, its convolution is faster (measured: the crossover lies near 1e5 on both CNNs).
 _SMALL_GATHER = 2**17
+# Batches of more than this many input codes in all take the usual kernels whatever their samples: a
+# 32x32x3 image gives them enough work per torch call from about 10 samples (measured on both CNNs).
+_SMALL_CODES = 2**15
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
@@ -170,7 +173,7 @@ class Runtime:
             if self._unfused is None:
                 self._unfused = self._schedule(fuse=True, fused=False)
             plan = self._unfused
-        elif n <= _SMALL_RUN:
+        elif n <= _SMALL_RUN and codes.numel() <= _SMALL_CODES:
             if self._small is None:
                 self._small = self._schedule(fuse=True, small=True)
             plan = self._small
