@@ -395,6 +395,32 @@ def test_units_of_several_outputs_in_fused_windows():
         assert torch.equal(net.run(x), model(x).detach())
 
 
+@pytest.mark.parametrize(
+    ("channels", "bits", "dtype"),
+    [(16, 2, torch.int32), (10, 3, torch.int32), (12, 3, torch.int64)],
+    ids=["32-bits-int32", "30-bits-int32", "36-bits-int64"],
+)
+def test_shared_lookups_pack_codes_up_to_every_bit(channels, bits, dtype):
+    """Output channels reading the same inputs share one lookup of packed codes: 32 bits in an int32 (the top
+    code in its sign bit), more in an int64; the codes are the model's at every batch."""
+    conv = nn.Conv2d(3, channels, 1)
+    model = random_stats_(nn.Sequential(Quantize(2, signed=True), conv, nn.BatchNorm2d(channels), Quantize(bits)))
+    with torch.no_grad():  # the last channel spans every code, so its top bit is set in some rows
+        conv.weight[-1], conv.bias[-1] = 4.0, 0.0
+        bn = model[2]
+        bn.weight[-1], bn.bias[-1], bn.running_mean[-1], bn.running_var[-1] = 1.0, 0.0, 0.0, 1.0
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 3, 4, 4))
+    for n in (1, 16, 17, 100):
+        x = random_inputs(S2, (3, 4, 4), n=n, seed=n)
+        fused, unfused = run_both_ways(net, net.encode_input(x))
+        assert torch.equal(fused, unfused), n
+        assert torch.equal(net.run(x), model(x).detach()), n
+    shared = [k._shared for k in net.runtime._kernels.values() if getattr(k, "_shared", None) is not None]
+    assert [s["table"].dtype for s in shared] == [dtype]
+    top = (shared[0]["table"].to(torch.int64) >> (bits * (channels - 1))) & ((1 << bits) - 1)
+    assert int(top.max()) == 2**bits - 1
+
+
 @pytest.mark.parametrize("host_head", [False, True], ids=["table-head", "host-head"])
 def test_pools_and_heads_at_every_batch(host_head):
     """A max-pool on codes and a float head reading a table's values: the model's outputs for 1 to 100 samples."""

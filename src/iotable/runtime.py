@@ -802,7 +802,13 @@ class TableKernel:
             size = int(sizes[g])
             block = np.stack([codes[bias[c] : bias[c] + size] for c in channels])  # (channels, rows)
             table[starts[g] : starts[g] + size] = (block << (bits * np.arange(per))[:, None]).sum(axis=0)
-        dtype = torch.int32 if bits * per <= 31 else torch.int64
+        # Up to 32 bits a row fit int32, read as the same bit pattern: an arithmetic shift by s <= 32 - bits
+        # then the mask keep bits s .. s + bits - 1 as stored (the sign only fills bits above 31), and int32
+        # lookups and shifts cost about a third of int64 ones.
+        narrow = bits * per <= 32
+        if narrow:
+            table = table.astype(np.uint32).view(np.int32)
+        dtype = torch.int32 if narrow else torch.int64
         channel_of = members.reshape(-1)  # unpacked position -> output channel
         identity = bool((channel_of == np.arange(len(channel_of))).all())
         return {
