@@ -30,13 +30,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+import iotable
 from iotable import Domain
+from iotable.nn import Quantize
+from iotable.table import place_values
 
 from .workloads import AffineLayer, affine_layers
 
 __all__ = [
     "BUDGET",
     "CHUNK_BYTES",
+    "NaiveGather",
     "Partial",
     "combination_block",
     "hand_vectorized",
@@ -315,6 +319,84 @@ def polylut_pattern(
                 break
         result.record(layer, tables, rows=rows, seconds=time.perf_counter() - start)
     return result
+
+
+class NaiveGather:
+    """Table inference as a plain per-layer gather, written for these models (the bar for small batches).
+
+    Per table layer: each unit's input codes gathered (for a convolution, padded with the code of real 0 and
+    unfolded into window vectors first), their packed addresses as a sum of codes times place values plus the
+    unit's offset in the layer's flat tables, and one lookup; max-pools run on codes (which ascend with
+    values), flattens reshape, and a float head runs on the decoded values.
+    """
+
+    def __init__(self, model: torch.nn.Module, tables: Sequence[np.ndarray], input_domain: Domain) -> None:
+        modules = [m for m in model.modules() if not isinstance(m, torch.nn.Sequential)]
+        tables = list(tables)
+        self.steps: list = []
+        domain = input_domain
+        k = 0
+        while k < len(modules):
+            m = modules[k]
+            quantized = next((j for j in range(k, len(modules)) if isinstance(modules[j], Quantize)), None)
+            if isinstance(m, (torch.nn.Linear, torch.nn.Conv2d)) and quantized is not None and tables:
+                self.steps.append(self._table(m, np.asarray(tables.pop(0)), domain))
+                domain = modules[quantized].domain
+                k = quantized + 1
+            elif isinstance(m, torch.nn.MaxPool2d):
+                self.steps.append(lambda x, m=m: F.max_pool2d(x.float(), m.kernel_size, m.stride).long())
+                k += 1
+            elif isinstance(m, torch.nn.Flatten):
+                self.steps.append(lambda x: x.reshape(x.shape[0], -1))
+                k += 1
+            elif isinstance(m, torch.nn.Linear):  # the float head, on values
+                values = torch.tensor(domain.values, dtype=torch.float32)
+                self.steps.append(lambda x, m=m, values=values: m(values[x]))
+                k += 1
+            else:
+                raise TypeError(f"NaiveGather: unexpected {type(m).__name__} at module {k}")
+
+    @staticmethod
+    def _table(layer: torch.nn.Module, table: np.ndarray, domain: Domain):
+        units, rows = table.shape
+        flat = torch.as_tensor(table.reshape(-1).astype(np.int64))
+        offsets = torch.arange(units) * rows
+        if isinstance(layer, torch.nn.Linear):
+            spec = iotable.spec_of(layer)
+            inputs = torch.as_tensor(spec.fan_in or [list(range(layer.in_features))] * layer.out_features)
+            place = torch.as_tensor(place_values([len(domain)] * inputs.shape[1]))
+
+            def linear(x: torch.Tensor) -> torch.Tensor:
+                return flat[(x[:, inputs] * place).sum(-1) + offsets]
+
+            return linear
+        kernel, window = layer.kernel_size, layer.kernel_size[0] * layer.kernel_size[1]
+        per_in, per_out = layer.in_channels // layer.groups, layer.out_channels // layer.groups
+        first = (torch.arange(units) // per_out) * per_in  # each unit's group's first input channel
+        channels = first[:, None] + torch.arange(per_in)[None, :]
+        elements = (channels[:, :, None] * window + torch.arange(window)).reshape(units, -1)  # channel-major
+        place = torch.as_tensor(place_values([len(domain)] * elements.shape[1]))[None, :, None]
+        pad = [p for p in reversed(layer.padding) for _ in range(2)]
+        fill = float(domain.zero_code or 0)
+
+        def conv(x: torch.Tensor) -> torch.Tensor:
+            padded = F.pad(x.float(), pad, value=fill)
+            vectors = F.unfold(padded, kernel, dilation=layer.dilation, stride=layer.stride).long()
+            out = flat[(vectors[:, elements] * place).sum(2) + offsets[:, None]]  # (N, units, positions)
+            size = [
+                (n + 2 * p - d * (k - 1) - 1) // s + 1
+                for n, p, d, k, s in zip(x.shape[2:], layer.padding, layer.dilation, kernel, layer.stride)
+            ]
+            return out.reshape(x.shape[0], units, *size)
+
+        return conv
+
+    def __call__(self, codes: torch.Tensor) -> torch.Tensor:
+        x = codes
+        with torch.inference_mode():
+            for step in self.steps:
+                x = step(x)
+        return x
 
 
 def onehot_lookup(

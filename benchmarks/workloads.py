@@ -29,13 +29,17 @@ from iotable.nn import Quantize
 
 __all__ = [
     "MLP_CONFIGS",
+    "NEURONS",
     "WORKLOADS",
     "AffineLayer",
     "MLPConfig",
+    "MLPNeurons",
     "MaskedLinearBlock",
+    "PolyNeurons",
     "Workload",
     "affine_layers",
     "build",
+    "build_neuron_blocks",
 ]
 
 
@@ -199,6 +203,122 @@ def build_custom_blocks(model: nn.Sequential, input_domain: Domain) -> list[tupl
     return blocks
 
 
+class _QuantizedNeurons(nn.Module):
+    """What the PolyLUT- and NeuraLUT-style layers share: each neuron's fan-in, a per-neuron affine (a folded
+    batch norm) and the activation quantizer, applied inside ``forward``; subclasses give the neurons'
+    pre-activations, for all neurons (``forward``) or for one (:meth:`neuron`, what their generators call)."""
+
+    def __init__(self, fan_in: list[list[int]], output_domain: Domain) -> None:
+        super().__init__()
+        self.register_buffer("inputs", torch.tensor(fan_in, dtype=torch.int64))  # (neurons, fan-in)
+        self.register_buffer("gain", torch.ones(len(fan_in)))
+        self.register_buffer("shift", torch.zeros(len(fan_in)))
+        p = output_domain.params
+        qmin, qmax = Domain.integer_range(p["bits"], signed=p["signed"], narrow=False)
+        self.signed, self.step, self.qmin, self.qmax = p["signed"], p["scale"], float(qmin), float(qmax)
+        self.output_domain = output_domain
+
+    def preactivation(self, g: torch.Tensor, units: Any) -> torch.Tensor:
+        """Pre-activations ``(batch, n)`` of the ``n`` neurons ``units`` from their inputs ``g`` ``(batch, n, F)``."""
+        raise NotImplementedError
+
+    def activation(self, y: torch.Tensor, units: Any) -> torch.Tensor:
+        y = y * self.gain[units] + self.shift[units]
+        if not self.signed:
+            y = torch.relu(y)
+        return torch.clamp(torch.round(y / self.step), self.qmin, self.qmax) * self.step
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        every = slice(None)
+        return self.activation(self.preactivation(x[:, self.inputs], every), every)
+
+    def neuron(self, unit: int, g: torch.Tensor) -> torch.Tensor:
+        """Neuron ``unit``'s outputs for its own inputs ``g`` ``(rows, F)``: its sub-network alone."""
+        units = slice(unit, unit + 1)
+        return self.activation(self.preactivation(g[:, None, :], units), units)[:, 0]
+
+    def calibrate_(self, x: torch.Tensor) -> None:
+        """Spread each neuron's pre-activations over the quantizer's range (as training would), from ``x``."""
+        with torch.no_grad():
+            y = self.preactivation(x[:, self.inputs], slice(None))
+            std, mean = torch.std_mean(y, dim=0)
+            span = (self.qmax - self.qmin + 1) * self.step
+            self.gain.copy_(span / 4 / (std + 1e-6))
+            self.shift.copy_(-mean * self.gain + (span / 2 if not self.signed else 0.0))
+
+
+class PolyNeurons(_QuantizedNeurons):
+    """A layer of PolyLUT-style neurons, written from the paper's description (Andronic and Constantinides,
+    "PolyLUT", FPT 2023): each neuron expands its fan-in inputs into every monomial of degree at most 2 (the
+    constant, the inputs, every product of two of them, squares included), maps the monomials to one
+    pre-activation with its own weights, and quantizes (a folded batch norm, the activation quantizer)."""
+
+    def __init__(self, fan_in: list[list[int]], output_domain: Domain, gen: torch.Generator) -> None:
+        super().__init__(fan_in, output_domain)
+        f = len(fan_in[0])
+        left, right = torch.triu_indices(f, f)
+        self.register_buffer("left", left)
+        self.register_buffer("right", right)
+        monomials = 1 + f + len(left)
+        self.weight = nn.Parameter(torch.randn(len(fan_in), monomials, generator=gen) / monomials**0.5)
+
+    def preactivation(self, g: torch.Tensor, units: Any) -> torch.Tensor:
+        features = torch.cat([torch.ones_like(g[..., :1]), g, g[..., self.left] * g[..., self.right]], dim=-1)
+        return (features * self.weight[units]).sum(dim=-1)
+
+
+class MLPNeurons(_QuantizedNeurons):
+    """A layer of NeuraLUT-style neurons, written from the paper's description (Andronic and Constantinides,
+    "NeuraLUT", FPL 2024): each neuron is a small MLP over its fan-in inputs (two hidden layers of ``hidden``
+    ReLU units) whose output adds a linear skip connection from the inputs, then the quantizer (a folded
+    batch norm, the activation quantizer); the whole sub-network is hidden in the neuron's table."""
+
+    def __init__(
+        self, fan_in: list[list[int]], output_domain: Domain, gen: torch.Generator, *, hidden: int = 16
+    ) -> None:
+        super().__init__(fan_in, output_domain)
+        n, f = len(fan_in), len(fan_in[0])
+
+        def param(*shape: int, fan: int) -> nn.Parameter:
+            return nn.Parameter(torch.randn(*shape, generator=gen) / fan**0.5)
+
+        self.w1, self.b1 = param(n, f, hidden, fan=f), param(n, hidden, fan=f)
+        self.w2, self.b2 = param(n, hidden, hidden, fan=hidden), param(n, hidden, fan=hidden)
+        self.w3, self.b3 = param(n, hidden, fan=hidden), param(n, fan=hidden)
+        self.skip = param(n, f, fan=f)
+
+    def preactivation(self, g: torch.Tensor, units: Any) -> torch.Tensor:
+        h = torch.relu(torch.einsum("bnf,nfh->bnh", g, self.w1[units]) + self.b1[units])
+        h = torch.relu(torch.einsum("bnh,nhk->bnk", h, self.w2[units]) + self.b2[units])
+        return (h * self.w3[units]).sum(dim=-1) + self.b3[units] + (g * self.skip[units]).sum(dim=-1)
+
+
+#: The neuron modules of the black-box benchmarks, by the peer whose neurons they follow.
+NEURONS: dict[str, type[_QuantizedNeurons]] = {"polylut": PolyNeurons, "neuralut": MLPNeurons}
+
+
+def build_neuron_blocks(kind: str, config: MLPConfig, *, seed: int = 0) -> list[tuple[_QuantizedNeurons, Domain]]:
+    """A network of ``config``'s shape made of :data:`NEURONS` ``kind`` layers, each decorated with its fan-in
+    and output domain for iotable's black box; returns each block with its input domain."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    domain = input_domain_of(config)
+    x = _random_values(domain, (1024, config.inputs), gen)
+    blocks = []
+    n_in = config.inputs
+    last = len(config.widths) - 1
+    for k, (width, fan_in) in enumerate(zip(config.widths, config.fan_in)):
+        out_domain = hidden_domain(config.bits[k + 1]) if k < last else signed_domain(config.output_bits)
+        block = NEURONS[kind](_random_fan_in(n_in, width, fan_in, gen), out_domain, gen)
+        block.calibrate_(x)
+        block.eval()
+        blocks.append((iotable.decompose(block, fan_in=block.inputs.tolist(), output_domain=out_domain), domain))
+        with torch.no_grad():
+            x = block(x)
+        domain, n_in = out_domain, width
+    return blocks
+
+
 def build_cnn(*, seed: int = 0) -> nn.Sequential:
     """Depthwise-separable convolutions on a 32x32x3 input: 3x3 depthwise (2**18 rows per unit) and 1x1."""
     gen = torch.Generator().manual_seed(seed)
@@ -215,6 +335,54 @@ def build_cnn(*, seed: int = 0) -> nn.Sequential:
         *block(nn.Conv2d(16, 32, 1, groups=4)),  # grouped pointwise: 32 units of 4 x 2 bits
     )
     return _calibrate_(model, _random_values(signed_domain(2), (64, 3, 32, 32), gen), gen)
+
+
+#: The input domain of the digits CNN (as the digits examples quantize their images).
+DIGITS_DOMAIN = Domain.uniform(2, scale=1 / 3)
+
+
+def build_digits_cnn(*, seed: int = 0) -> nn.Sequential:
+    """The digits example's CNN (examples/digits_cnn.py), with calibrated random weights: (N, 1, 8, 8) 2-bit
+    images; a 3x3 stride-2 conv to 8 channels, a depthwise 3x3, a pointwise to 16, each with batch norm, ReLU
+    and a 2-bit quantizer; a float ``Linear(256, 10)`` head (a host node)."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    two = Domain.uniform(2, scale=0.5)
+
+    def block(conv: nn.Conv2d) -> list[nn.Module]:
+        return [conv, nn.BatchNorm2d(conv.out_channels), nn.ReLU(), _quantizer(two)]
+
+    model = nn.Sequential(
+        *block(nn.Conv2d(1, 8, 3, stride=2, padding=1)),  # 8x8 -> 4x4: 8 units of 9 x 2 bits
+        *block(nn.Conv2d(8, 8, 3, padding=1, groups=8)),  # depthwise: 8 units of 9 x 2 bits
+        *block(nn.Conv2d(8, 16, 1)),  # pointwise: 16 units of 8 x 2 bits
+        nn.Flatten(),
+        nn.Linear(16 * 4 * 4, 10),
+    )
+    return _calibrate_(model, _random_values(DIGITS_DOMAIN, (512, 1, 8, 8), gen), gen)
+
+
+def build_cnn_classifier(*, seed: int = 0) -> nn.Sequential:
+    """A 32x32 image classifier of depthwise-separable table layers: (N, 3, 32, 32) 2-bit inputs; depthwise
+    3x3 stride 2 (3 channels), pointwise 3->8, depthwise 3x3 stride 2 (8 channels), pointwise 8->16, each with
+    batch norm, ReLU and a 2-bit quantizer; a 2x2 max-pool, then a float ``Linear(256, 10)`` head (host)."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    two = hidden_domain(2)
+
+    def block(conv: nn.Conv2d) -> list[nn.Module]:
+        return [conv, nn.BatchNorm2d(conv.out_channels), nn.ReLU(), _quantizer(two)]
+
+    model = nn.Sequential(
+        *block(nn.Conv2d(3, 3, 3, stride=2, padding=1, groups=3)),  # 32x32 -> 16x16, 9 x 2 bits per unit
+        *block(nn.Conv2d(3, 8, 1)),  # 3 x 2 bits
+        *block(nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)),  # 16x16 -> 8x8, 9 x 2 bits
+        *block(nn.Conv2d(8, 16, 1)),  # 8 x 2 bits
+        nn.MaxPool2d(2),  # 8x8 -> 4x4
+        nn.Flatten(),
+        nn.Linear(16 * 4 * 4, 10),
+    )
+    return _calibrate_(model, _random_values(signed_domain(2), (256, 3, 32, 32), gen), gen)
 
 
 def build_single_table(*, seed: int = 0) -> nn.Sequential:
@@ -429,6 +597,66 @@ def _single_table_workload() -> Workload:
     )  # the peer patterns apply: one Linear unit over all 12 inputs
 
 
+#: Inputs of the wide sparse layers (the previous layer's width).
+WIDE_INPUTS = 256
+
+
+def build_wide_layer(units: int, *, seed: int = 0) -> nn.Sequential:
+    """One LogicNets-style sparse layer of ``units`` neurons, fan-in 6 x 2 bits over 256 inputs (4,096 rows each):
+    a pruned ``Linear``, batch norm, ReLU and a 2-bit quantizer, calibrated on 256 random inputs."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    # Each neuron's 6 inputs: the first 6 of a random permutation, drawn for all neurons at once.
+    fan_in = torch.argsort(torch.rand(units, WIDE_INPUTS, generator=gen), dim=1)[:, :6].sort(dim=1).values
+    model = nn.Sequential(
+        _sparse_linear(WIDE_INPUTS, fan_in.tolist()),
+        nn.BatchNorm1d(units),
+        nn.ReLU(),
+        _quantizer(hidden_domain(2)),
+    )
+    return _calibrate_(model, _random_values(signed_domain(2), (256, WIDE_INPUTS), gen), gen)
+
+
+def _wide_workload(units: int) -> Workload:
+    model = build_wide_layer(units)
+    domain = signed_domain(2)
+    return Workload(
+        name=f"wide-{units // 1000}k",
+        description=f"one sparse layer of {units:,} units, fan-in 6 x 2 bits over {WIDE_INPUTS} inputs",
+        model=model,
+        input_domain=domain,
+        example_input=torch.zeros(1, WIDE_INPUTS),
+        layers=[],  # read only by the generation section, which does not run these
+        total_rows=units * 4096,
+        peers=False,
+    )
+
+
+def build_tie_table(*, seed: int = 0) -> nn.Sequential:
+    """One unit of 2**24 rows whose sums are exact and land on rounding boundaries: ``Linear(12, 1)`` with
+    weights in steps of 1/8 and no bias over 2-bit signed inputs (steps of 1/2), then a signed 4-bit
+    quantizer of step 1/8, so about a quarter of the rows (4.3M) are near ties the modules decide."""
+    gen = torch.Generator().manual_seed(seed)
+    linear = nn.Linear(12, 1)
+    with torch.no_grad():
+        linear.weight.copy_(torch.randint(-8, 9, (1, 12), generator=gen) / 8)
+        linear.bias.zero_()
+    return iotable.decompose(nn.Sequential(linear, Quantize(4, signed=True, scale=0.125)))
+
+
+def _tie_table_workload() -> Workload:
+    return Workload(
+        name="ties-2^24",
+        description="one unit of 2^24 rows, weights in steps of 1/8: 4.3M rows on rounding boundaries",
+        model=build_tie_table(),
+        input_domain=signed_domain(2),
+        example_input=torch.zeros(1, 12),
+        layers=[],
+        total_rows=2**24,
+        peers=False,
+    )
+
+
 #: Workload builders by name, in the order the runner measures them.
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "jsc-s": lambda: _mlp_workload("jsc-s"),
@@ -438,6 +666,9 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
     "cnn": _cnn_workload,
     "table-2^24": _single_table_workload,
     "tiny": lambda: _mlp_workload("tiny"),
+    "wide-1k": lambda: _wide_workload(1000),
+    "wide-100k": lambda: _wide_workload(100_000),
+    "ties-2^24": _tie_table_workload,
 }
 
 

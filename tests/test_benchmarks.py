@@ -147,3 +147,81 @@ def test_unknown_benchmark_is_an_error():
     """A name that is neither a workload nor a section is rejected with the accepted names."""
     with pytest.raises(ValueError, match="unknown benchmark.*jsc-m"):
         run.run(only=["jsc-xl"], echo=False)
+
+
+def test_naive_gather_equals_net_run(tiny):
+    """The naive per-layer gather reads the same tables as net.run and gives its outputs, MLP and CNNs alike."""
+    net = tiny.precompute()
+    naive = baselines.NaiveGather(tiny.model, run.iotable_codes(net), tiny.input_domain)
+    codes = torch.randint(0, len(tiny.input_domain), (9, 6), generator=torch.Generator().manual_seed(4))
+    assert torch.equal(naive(codes), net.run(codes, codes=True, return_codes=True))
+    for name in run.CNN_MODELS:
+        model, cnn, domain, shape = run.table_network(name)
+        naive = baselines.NaiveGather(model, run.iotable_codes(cnn), domain)
+        codes = torch.randint(0, len(domain), (3, *shape), generator=torch.Generator().manual_seed(5))
+        x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+        with torch.inference_mode():
+            assert torch.equal(naive(codes), cnn.run(codes, codes=True)) and torch.equal(cnn.run(x), model(x))
+
+
+@pytest.mark.parametrize("kind", sorted(workloads.NEURONS))
+def test_own_generation_equals_iotable(kind):
+    """PolyLUT's and NeuraLUT's own generation (each neuron's sub-network alone) gives iotable's black-box tables."""
+    blocks = workloads.build_neuron_blocks(kind, workloads.MLP_CONFIGS["tiny"])
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():  # steps of 1/8 (and dyadic affine maps): every sum exact, whatever its order
+        for block, _ in blocks:
+            for p in block.parameters():
+                p.copy_(torch.randint(-8, 9, p.shape, generator=gen) / 8)
+            block.gain.copy_(torch.randint(1, 9, block.gain.shape, generator=gen) / 4)
+            block.shift.copy_(torch.randint(-4, 5, block.shift.shape, generator=gen) / 8)
+    widths = [6, *workloads.MLP_CONFIGS["tiny"].widths]
+    mine = run.iotable_codes_of(run._precompute_blocks(blocks, widths))
+    theirs = run.own_generation(blocks)
+    assert len(mine) == len(theirs) == 2
+    for a, b in zip(mine, theirs):
+        np.testing.assert_array_equal(a, b)
+    assert len({c for t in mine for c in np.unique(t)}) > 2  # the tables are not trivial
+
+
+def test_new_targets_read_their_rows():
+    """The CNN sweep, small-batch, black-box and scale targets pass or fail on the figures they are given."""
+    rows = []
+    for batch, mine in ((16, 1.0), (65536, 1.2)):
+        rows += [
+            run.Result("cnn-runtime", f"digits-cnn @{batch}", "iotable net.run", batch, mine),
+            run.Result("cnn-runtime", f"digits-cnn @{batch}", "torch forward", batch, 1.5),
+        ]
+    rows += [
+        run.Result("small-batch", "jsc-m @1", "iotable net.run", 1, 1.0),
+        run.Result("small-batch", "jsc-m @1", "naive per-layer gather", 1, 2.0),
+        run.Result("blackbox", "polylut", "iotable (black box)", 10, 1.2),
+        run.Result("blackbox", "polylut", "forward passes", 10, 1.0),
+        run.Result("blackbox", "polylut", "own batched generation", 10, 1.1),
+    ]
+    scale = [
+        {
+            "workload": "wide-1k",
+            "seconds": 1.0,
+            "rows": 1000 * 4096,
+            "peak_bytes": 1,
+            "table_bytes": 1,
+            "memory_budget": 1,
+        },
+        {
+            "workload": "wide-100k",
+            "seconds": 140.0,
+            "rows": 10**5 * 4096,
+            "peak_bytes": 3,
+            "table_bytes": 1,
+            "memory_budget": 1,
+        },
+    ]
+    status = {t.target: t.status for t in run.targets(rows, [], scale)}
+    assert status["digits-cnn: net.run >= 1x torch forward at every batch from 16 to 65,536"] == "PASS"
+    assert status["cnn-32x32: net.run >= 1x torch forward at every batch from 16 to 65,536"] == "SKIP"
+    assert status["jsc-m: net.run >= 1x a naive per-layer gather at batch 1"] == "PASS"
+    assert status["polylut-style neurons: black box <= 1.3x the forward passes it makes"] == "PASS"
+    assert status["polylut-style neurons: black box <= 1x their own batched generation"] == "FAIL"
+    assert status["100k-unit sparse layer: time per unit <= 1.5x the 1k-unit layer's"] == "PASS"
+    assert status["100k-unit sparse layer: peak memory <= tables' bytes + memory_budget"] == "FAIL"

@@ -40,7 +40,7 @@ def test_no_field_for_other_orders(q):
     assert finite_field(q) is None
 
 
-@pytest.mark.parametrize("q", [2, 3, 4])
+@pytest.mark.parametrize("q", [2, 3, 4, 8, 9])
 def test_independence_matches_brute_force(q):
     """Field.independent agrees with counting the span of every small set of vectors."""
     gf = finite_field(q)
@@ -50,9 +50,22 @@ def test_independence_matches_brute_force(q):
             tuple(int(gf.add[gf.mul[a, u], gf.mul[b, w]]) for u, w in zip(*pair))
             for a, b in itertools.product(range(q), repeat=2)
         }
-        # GF(2) vectors are bit masks (bit j: coefficient j).
-        as_given = [sum(bit << j for j, bit in enumerate(v)) for v in pair] if q == 2 else list(pair)
-        assert gf.independent(as_given) == (len(span) == q * q)
+        assert gf.independent([gf.vector(v) for v in pair]) == (len(span) == q * q)
+
+
+@pytest.mark.parametrize("q", [4, 8, 16])
+def test_bit_mask_independence_of_three_vectors(q):
+    """In characteristic 2, bit-mask vectors of three coefficients are independent exactly when they span q**3."""
+    gf = finite_field(q)
+    rng = np.random.default_rng(q)
+    for _ in range(200):
+        triple = rng.integers(0, q, (3, 3))
+        triple[rng.integers(0, 3), :] = rng.integers(0, 2, 3)  # small coefficients: dependent sets now and then
+        span = set()
+        for a, b, c in itertools.product(range(q), repeat=3):
+            terms = [gf.mul[a, triple[0]], gf.mul[b, triple[1]], gf.mul[c, triple[2]]]
+            span.add(tuple(gf.add[gf.add[terms[0], terms[1]], terms[2]].tolist()))
+        assert gf.independent([gf.vector(tuple(v)) for v in triple]) == (len(span) == q**3)
 
 
 def assert_valid_packs(fan_ins, q, passes, sizes, capacity):

@@ -123,3 +123,40 @@ def test_the_remembered_plan_goes_with_the_model():
     gc.collect()
     assert alive() is None
     assert len(reuse._SKELETONS) == before - 1
+
+
+class Block(nn.Module):
+    """A user's own layer iotable can only run as a black box: a masked product and an inline quantizer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        gen = torch.Generator().manual_seed(0)
+        self.weight = nn.Parameter(torch.randint(-8, 9, (3, 6), generator=gen) / 8)
+        self.register_buffer("mask", torch.tensor([[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp(torch.round(x @ (self.weight * self.mask).T / 0.5), 0, 3) * 0.5
+
+
+def test_a_layer_reuses_its_plan_and_follows_its_weights():
+    """A single decorated layer keeps its plan between calls, probes and tabulates its current weights."""
+    block = decompose(Block(), fan_in=[[0, 1], [2, 3], [4, 5]], output_domain=Domain.uniform(2, scale=0.5))
+    first = precompute(block, input_domain=D2, example_input=torch.zeros(1, 6))
+    with torch.no_grad():
+        block.weight.mul_(-1)
+    second = precompute(block, input_domain=D2, example_input=torch.zeros(1, 6))
+    assert second.plan is first.plan and second.method == "black box"
+    assert second.tables != first.tables
+    assert second.tables == precompute(block, input_domain=D2, example_input=torch.zeros(1, 6), reuse=False).tables
+    decompose(block, fan_in=[[0, 1, 2], [2, 3], [4, 5]], output_domain=Domain.uniform(2, scale=0.5))
+    third = precompute(block, input_domain=D2, example_input=torch.zeros(1, 6))  # new metadata: a new plan
+    assert third.plan is not first.plan and third.plan.units[0].fan_in == 3
+    with torch.no_grad():
+        block.mask[0, 4] = 1  # now reads an undeclared input: the probe, run on every call, objects
+        block.weight[0, 4] = 1.0
+    try:
+        precompute(block, input_domain=D2, example_input=torch.zeros(1, 6))
+    except iotable.SpecMismatchError:
+        pass
+    else:
+        raise AssertionError("the probe did not run on a reused plan")

@@ -16,7 +16,7 @@ from torch.nn.utils import prune
 
 import iotable
 import iotable.runtime as runtime_module
-from iotable import Domain, DomainError, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute
+from iotable import Domain, DomainError, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute, verify
 from iotable.graph import Node
 from iotable.nn import Quantize
 from iotable.runtime import InputEncoder, Runtime, _Grid
@@ -346,3 +346,101 @@ def test_value_encoding_of_an_uneven_domain_searches_its_values():
     assert got.tolist() == [[2, 1]]
     with pytest.raises(DomainError, match=r"input values must belong to the input domain: value 0\.3"):
         encoder(torch.tensor([[0.3, 0.1]]), codes=False, input_shape=(2,))
+
+
+# -- fused windows, small batches ------------------------------------------------------------------------------
+
+
+def run_both_ways(net: TableNetwork, codes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output codes of a run with fused windows (and, for a few samples, the small-batch kernels), and of a
+    run of every node's own kernel (what a capturing run uses)."""
+    quantized = net.output_node.domain is not None
+    fused = net.run(codes, codes=True, return_codes=quantized)
+    out, _ = net.runtime.run(net.encode_input(codes, codes=True), capture=True, values=not quantized)
+    return fused, out
+
+
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["channels-first", "channels-last"])
+@pytest.mark.parametrize(
+    ("stride", "dilation", "padding", "groups"),
+    [(1, 1, 0, 4), (2, 1, 1, 2), (1, 2, 1, 4), (2, 2, 0, 2)],
+    ids=["depthwise", "stride2-pad1-groups", "dilation2-pad1-depthwise", "stride2-dilation2-groups"],
+)
+def test_fused_windows_equal_every_node_run_at_every_batch(rank, channels_last, stride, dilation, padding, groups):
+    """Addresses as convolutions, products or gathered windows, for 1 to 70 samples: the unfused run's codes."""
+    model = conv_model(
+        rank, channels_last=channels_last, stride=stride, dilation=dilation, padding=padding, groups=groups
+    )
+    size = (9,) if rank == 1 else (7, 6)
+    shape = (*size, 4) if channels_last else (4, *size)
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, *shape))
+    for n in (1, 2, 3, 16, 17, 70):
+        x = random_inputs(S2, shape, n=n, seed=n)
+        fused, unfused = run_both_ways(net, net.encode_input(x))
+        assert torch.equal(fused, unfused), n
+        assert torch.equal(net.run(x), model(x).detach()), n
+
+
+def test_units_of_several_outputs_in_fused_windows():
+    """Spatial units that write two channels each (a grouped convolution declared by its groups) stay exact."""
+    conv = decompose(nn.Conv2d(4, 4, 2, groups=2, padding=1), groups=2)  # 2 units of 2 outputs each
+    model = random_stats_(nn.Sequential(Quantize(2, signed=True), conv, nn.BatchNorm2d(4), Quantize(2, scale=0.5)))
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 4, 5, 5))
+    assert 2 in {t.fan_out for t in net.tables}
+    for n in (1, 2, 16, 40):
+        x = random_inputs(S2, (4, 5, 5), n=n, seed=n)
+        fused, unfused = run_both_ways(net, net.encode_input(x))
+        assert torch.equal(fused, unfused)
+        assert torch.equal(net.run(x), model(x).detach())
+
+
+@pytest.mark.parametrize(
+    ("channels", "bits", "dtype"),
+    [(16, 2, torch.int32), (10, 3, torch.int32), (12, 3, torch.int64)],
+    ids=["32-bits-int32", "30-bits-int32", "36-bits-int64"],
+)
+def test_shared_lookups_pack_codes_up_to_every_bit(channels, bits, dtype):
+    """Output channels reading the same inputs share one lookup of packed codes: 32 bits in an int32 (the top
+    code in its sign bit), more in an int64; the codes are the model's at every batch."""
+    conv = nn.Conv2d(3, channels, 1)
+    model = random_stats_(nn.Sequential(Quantize(2, signed=True), conv, nn.BatchNorm2d(channels), Quantize(bits)))
+    with torch.no_grad():  # the last channel spans every code, so its top bit is set in some rows
+        conv.weight[-1], conv.bias[-1] = 4.0, 0.0
+        bn = model[2]
+        bn.weight[-1], bn.bias[-1], bn.running_mean[-1], bn.running_var[-1] = 1.0, 0.0, 0.0, 1.0
+    net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 3, 4, 4))
+    for n in (1, 16, 17, 100):
+        x = random_inputs(S2, (3, 4, 4), n=n, seed=n)
+        fused, unfused = run_both_ways(net, net.encode_input(x))
+        assert torch.equal(fused, unfused), n
+        assert torch.equal(net.run(x), model(x).detach()), n
+    shared = [k._shared for k in net.runtime._kernels.values() if getattr(k, "_shared", None) is not None]
+    assert [s["table"].dtype for s in shared] == [dtype]
+    top = (shared[0]["table"].to(torch.int64) >> (bits * (channels - 1))) & ((1 << bits) - 1)
+    assert int(top.max()) == 2**bits - 1
+
+
+@pytest.mark.parametrize("host_head", [False, True], ids=["table-head", "host-head"])
+def test_pools_and_heads_at_every_batch(host_head):
+    """A max-pool on codes and a float head reading a table's values: the model's outputs for 1 to 100 samples."""
+    model = random_stats_(PoolFlattenHead(host_head=host_head))
+    hosts = [model.fc] if host_head else []
+    net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 1, 6, 6), host=hosts)
+    for n in (1, 2, 5, 16, 100):
+        x = random_inputs(U2, (1, 6, 6), n=n, seed=n)
+        with torch.no_grad():
+            assert torch.equal(net.run(x), model(x)), n
+        assert verify(model, net, x).ok
+
+
+@given(layer=sparse_layers(6), n=st.integers(1, 40))
+@FAST
+def test_small_batches_of_mlps_equal_the_reference(layer, n):
+    """The small-batch kernels of non-spatial tables (numpy products and lookups) give the reference's codes."""
+    fan_in, fan_out = layer
+    model = nn.Sequential(Quantize(2), masked_linear(6, fan_in, fan_out, seed=n), Quantize(2, signed=True))
+    net = precompute(model, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 6))
+    codes = torch.randint(0, 4, (n, 6), generator=torch.Generator().manual_seed(n))
+    expected = reference_codes(net, codes.numpy())
+    assert np.array_equal(net.run(codes, codes=True, return_codes=True).numpy(), expected)

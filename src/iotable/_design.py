@@ -45,35 +45,51 @@ class Field:
     inv: np.ndarray  # (q,) inverse of each non-zero element (0 for 0)
     neg: np.ndarray  # (q,)
     times: np.ndarray  # (q, k, k) multiplication by a as a matrix over GF(p), acting on base-p digits
+    modulus: int = 0  # p == 2: the reduction of t**k, as the bits of a polynomial of degree < k
 
     @property
     def q(self) -> int:
         """Number of elements."""
         return self.p**self.k
 
-    # Vectors are tuples of coefficients, or for GF(2) bit masks (bit j: coefficient j), where elimination is
-    # a few integer XORs.
+    # Vectors are tuples of coefficients, or in characteristic 2 bit masks (coefficient j in bits k j .. k j +
+    # k - 1), where elimination is a few integer XORs: vectors over GF(2**k) are independent exactly when their
+    # multiples by 1, t, .., t**(k-1) are, over GF(2) (the two spans are one set).
 
     def random(self, rng: random.Random, n: int) -> Vector:
         """A uniformly random vector of length ``n``."""
-        if self.q == 2:
-            return rng.getrandbits(n)
+        if self.p == 2:
+            return rng.getrandbits(self.k * n)
         return tuple(rng.randrange(self.q) for _ in range(n))
 
     def unit(self, j: int, n: int) -> Vector:
         """The ``j``-th unit vector of length ``n``."""
-        return 1 << j if self.q == 2 else tuple(int(j == f) for f in range(n))
+        return 1 << (self.k * j) if self.p == 2 else tuple(int(j == f) for f in range(n))
+
+    def vector(self, coefficients: tuple[int, ...]) -> Vector:
+        """The vector of these coefficients (elements ``0..q-1``)."""
+        if self.p == 2:
+            return sum(int(c) << (self.k * j) for j, c in enumerate(coefficients))
+        return tuple(int(c) for c in coefficients)
 
     def coefficients(self, vector: Vector, n: int) -> tuple[int, ...]:
         """The coefficients of ``vector`` (of length ``n``)."""
         if isinstance(vector, int):
-            return tuple((vector >> j) & 1 for j in range(n))
+            return tuple((vector >> (self.k * j)) & (self.q - 1) for j in range(n))
         return vector
 
     def independent(self, vectors: list[Vector]) -> bool:
         """Whether ``vectors`` are linearly independent (Gaussian elimination)."""
-        if self.q == 2:
-            return _independent_bits(vectors)  # type: ignore[arg-type]
+        if self.p == 2:
+            if self.k == 1:
+                return _independent_bits(vectors)  # type: ignore[arg-type]
+            top, modulus, shift = self._top, self.modulus, self.k - 1
+            expanded = []
+            for v in vectors:
+                for _ in range(self.k):  # v, t v, t**2 v, ...: each coefficient times t, reduced by the modulus
+                    expanded.append(v)
+                    v = ((v & ~top) << 1) ^ (((v & top) >> shift) * modulus)  # type: ignore[operator]
+            return _independent_bits(expanded)
         add, mul, inv, neg = self._tables
         rows = [list(v) for v in vectors]  # type: ignore[arg-type]
         for rank in range(len(rows)):
@@ -88,6 +104,11 @@ class Field:
                 if factor:
                     other[:] = [add[x][mul[factor][y]] for x, y in zip(other, pivot)]
         return True
+
+    @functools.cached_property
+    def _top(self) -> int:
+        """The top bit of every coefficient of a bit-mask vector (up to 64 coefficients)."""
+        return sum(1 << (self.k * j + self.k - 1) for j in range(64))
 
     @functools.cached_property
     def _tables(self) -> tuple[list[list[int]], list[list[int]], list[int], list[int]]:
@@ -155,7 +176,8 @@ def finite_field(q: int) -> Field | None:
     neg = ((-digits) % p) @ p ** np.arange(k)
     # Column i of ``times[a]``: the digits of a * t**i, i.e. of a * p**i as an element.
     times = np.transpose(digits[mul[:, p ** np.arange(k)]], (0, 2, 1))
-    return Field(p=p, k=k, add=add, mul=mul, inv=inv, neg=neg, times=np.ascontiguousarray(times))
+    reduction = int(((-modulus) % p) @ p ** np.arange(k)) if p == 2 else 0  # t**k = -modulus . t**i
+    return Field(p=p, k=k, add=add, mul=mul, inv=inv, neg=neg, times=np.ascontiguousarray(times), modulus=reduction)
 
 
 @dataclass(frozen=True)

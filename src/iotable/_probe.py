@@ -21,7 +21,7 @@ from torch import nn
 from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
 from .graph import pad_index_map
-from .plan import LayerPlan, _frame_strides, module_dtype, own_window, run_module
+from .plan import LayerPlan, _frame_strides, eval_mode, module_dtype, own_window, run_module
 
 __all__ = ["check_decomposition"]
 
@@ -120,7 +120,6 @@ def check_decomposition(
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     radices = frame.radices.numpy()
     n_in = len(radices)
-    n_out = math.prod(layer.frame_out)
     # A one-value element cannot be perturbed, and nothing can depend on it.
     candidates = np.flatnonzero(radices > 1)
     if max_elements is None:
@@ -135,6 +134,23 @@ def check_decomposition(
     base_x = frame.values_of(torch.as_tensor(base)).reshape(samples, n_in)
     index = (torch.as_tensor(moved) + frame.offsets[elements]).to(frame.values.device)
     moved_x = frame.values[index]  # (samples, elements) the perturbed values
+    with eval_mode(module):
+        _probe(module, layer, base_x, moved_x, elements, samples=samples, memory_budget=memory_budget)
+        _check_padding(module, layer, frame, rng, memory_budget=memory_budget)
+
+
+def _probe(
+    module: nn.Module,
+    layer: LayerPlan,
+    base_x: torch.Tensor,
+    moved_x: torch.Tensor,
+    elements: np.ndarray,
+    *,
+    samples: int,
+    memory_budget: int,
+) -> None:
+    """:func:`check_decomposition` once the inputs are drawn, with ``module`` in eval mode."""
+    n_in, n_out = base_x.shape[1], math.prod(layer.frame_out)
     reads = layer.reads.T
     # Chunks of elements: within the memory budget, and cache-sized (the module's temporaries stay in cache).
     itemsize = base_x.element_size()
@@ -148,7 +164,8 @@ def check_decomposition(
         x = base_x[:, None, :].repeat(1, len(part) + 1, 1)  # (samples, 1 + part, n_in)
         rows = torch.arange(1, len(part) + 1, device=x.device)
         x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
-        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name).reshape(samples, len(part) + 1, -1)
+        out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name, switched=True)
+        out = out.reshape(samples, len(part) + 1, -1)
         before, out = out[:, :1, :], out[:, 1:, :]
         differ = _changed(out, before, raw=layer.output_domain is None, terms=n_in)
         changed = differ.any(dim=0).cpu().numpy()  # (part, outputs)
@@ -171,7 +188,6 @@ def check_decomposition(
                 "widen the unit's fan_in=/groups=/kernel_size= so that it includes every input it reads"
             )
             raise SpecMismatchError(msg)
-    _check_padding(module, layer, frame, rng, memory_budget=memory_budget)
 
 
 def _check_padding(
@@ -226,7 +242,7 @@ def _check_padding(
     rows = torch.as_tensor(j // n_slots)[:, None].expand(source.shape)
     filled[:, rows, torch.as_tensor(slots[j % n_slots])] = windows
     batch = torch.cat([base_x, filled.reshape(-1, n_in)]).reshape(-1, *layer.frame_in)
-    out = run_module(module, batch, layer.name).reshape(batch.shape[0], -1)
+    out = run_module(module, batch, layer.name, switched=True).reshape(batch.shape[0], -1)
     c_out = layer.out_channels
     out_ch_stride, out_pos_stride = _frame_strides(layer.frame_out, layer.layout)
     at_edge = (edges @ out_pos_stride)[:, None] + np.arange(c_out)[None, :] * out_ch_stride  # (edges, c_out)

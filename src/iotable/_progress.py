@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -59,6 +59,16 @@ class Progress:
         """Count ``rows`` more rows as done."""
         if self.bar is not None and rows:
             self.bar.update(rows)
+
+    def counter(self, name: str) -> Callable[[int], None]:
+        """:meth:`update` for layer ``name``'s rows, naming it in the description as it counts them (layers
+        built together report their rows interleaved)."""
+
+        def count(rows: int) -> None:
+            self.layer(name)
+            self.update(rows)
+
+        return count
 
 
 #: A progress that shows nothing.

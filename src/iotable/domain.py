@@ -288,6 +288,8 @@ class Domain:
     # -- identity -----------------------------------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
         if not isinstance(other, Domain):
             return NotImplemented
         return self._hash == other._hash and np.array_equal(self._values, other._values)

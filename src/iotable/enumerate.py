@@ -22,7 +22,8 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,12 +31,12 @@ import torch
 from torch import nn
 
 from ._design import Field, finite_field, pack
-from ._fastpath import CodeBlock, FastPath, recognize
+from ._fastpath import CodeBlock, FastPath, _Job, build_tables, recognize
 from ._progress import QUIET, Progress, progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
 from .errors import DomainError, EnumerationError
-from .plan import LayerPlan, Unit, module_dtype, run_module
+from .plan import LayerPlan, Unit, eval_mode, module_dtype, run_module
 from .table import IOTable, TableList, place_values
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
@@ -54,7 +55,7 @@ _CACHE_BYTES = 2**20
 _MIN_CHUNK = 64
 
 # Packed forward passes (see _passes) pay off from this many rows per table.
-_PACK_MIN_ROWS = 1024
+_PACK_MIN_ROWS = 64
 
 # Rows of the table of trailing-digit values in row-order passes (see _Inputs).
 _LOW_ROWS = 4096
@@ -91,6 +92,14 @@ class FrameValues:
 
     @classmethod
     def build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
+        """The plan's frame values in ``dtype`` on ``device`` (kept on the plan)."""
+        key = ("frame values", dtype, device)
+        if key not in layer.memo:
+            layer.memo[key] = cls._build(layer, dtype=dtype, device=device)
+        return layer.memo[key]
+
+    @classmethod
+    def _build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
         sizes = np.asarray([len(d) for d in layer.input_domains], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         n_elements = math.prod(layer.frame_in)
@@ -117,19 +126,34 @@ class FrameValues:
 
 
 def _classes(layer: LayerPlan) -> list[_Class]:
-    by_inputs: dict[tuple[int, ...], list[Unit]] = {}
-    for unit in layer.units:
-        by_inputs.setdefault(unit.in_channels, []).append(unit)
-    return [
-        _Class(
-            units=tuple(units),
-            input_index=layer.input_index(units[0]),
-            output_index=np.concatenate([layer.output_index(u) for u in units], axis=1),
-            rows=units[0].rows,
-            domains=layer.unit_domains(units[0]),
-        )
-        for units in by_inputs.values()
-    ]
+    """Units grouped by the input channels they read, with their frame indices (kept on the plan)."""
+    memo = layer.memo
+    if "classes" not in memo:
+        by_inputs: dict[tuple[int, ...], list[Unit]] = {}
+        for unit in layer.units:
+            by_inputs.setdefault(unit.in_channels, []).append(unit)
+        groups = list(by_inputs.values())
+        # Frame indices of every class at once, classes of one width together; outputs of every channel once.
+        inputs: list[np.ndarray | None] = [None] * len(groups)
+        by_width: dict[int, list[int]] = {}
+        for k, units in enumerate(groups):
+            by_width.setdefault(len(units[0].in_channels), []).append(k)
+        for members in by_width.values():
+            channels = np.asarray([groups[k][0].in_channels for k in members], dtype=np.int64)
+            for k, index in zip(members, layer.input_indices(channels)):
+                inputs[k] = index
+        outputs = layer.output_indices(np.arange(layer.out_channels))  # (slots, out channels)
+        memo["classes"] = [
+            _Class(
+                units=tuple(units),
+                input_index=inputs[k],
+                output_index=outputs[:, [c for u in units for c in u.out_channels]],
+                rows=units[0].rows,
+                domains=layer.unit_domains(units[0]),
+            )
+            for k, units in enumerate(groups)
+        ]
+    return memo["classes"]
 
 
 def _dsatur(neighbours: list[set[int]]) -> list[int]:
@@ -273,7 +297,7 @@ def _enumerate(
     bar.update(sum(layer.units[i].rows for i in cached))
     pending = [u for u in layer.units if u.index not in outputs]
     if fast is None and fast_path and pending:
-        fast = recognize(module, layer)
+        fast = recognize(module, layer, memory_budget=memory_budget)
     method, near_ties = ("black box" if pending else "cache"), 0
     todo: list[_Class] = []
     if fast is not None and pending:
@@ -294,30 +318,57 @@ def _enumerate(
     if pending:  # classes index the frame, which only the black box needs
         todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     dtype, device = module_dtype(module)
-    passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
+    if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
+        key = ("passes", memory_budget, out_dtype.itemsize)
+        if key not in layer.memo:
+            layer.memo[key] = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
+        passes = layer.memo[key]
+    else:
+        passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     chunk = _chunk_samples(layer, memory_budget, dtype)
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
-    for forward_pass in passes:
-        members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
-        sinks = {u.index: sink(u) for c in members for u in c.units}
-        try:
-            if isinstance(forward_pass, _Packed):
-                _fill_packed(run, forward_pass, sinks, bar=bar)
-            else:
-                _fill(run, forward_pass, sinks, bar=bar)
-        except BaseException:
-            for s in sinks.values():
-                if isinstance(s, FileSink):
-                    s.abandon()
-            raise
-        for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
-            outputs[index] = s.finish()
+    with eval_mode(module):
+        for forward_pass in passes:
+            members = forward_pass.classes if isinstance(forward_pass, _Packed) else forward_pass
+            sinks = {u.index: sink(u) for c in members for u in c.units}
+            try:
+                if isinstance(forward_pass, _Packed):
+                    _fill_packed(run, forward_pass, sinks, bar=bar)
+                else:
+                    _fill(run, forward_pass, sinks, bar=bar)
+            except BaseException:
+                for s in sinks.values():
+                    if isinstance(s, FileSink):
+                        s.abandon()
+                raise
+            for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
+                outputs[index] = s.finish()
 
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
+
+
+def _enumerate_fast(
+    found: list[tuple[LayerPlan, FastPath]], *, memory_budget: int, bar: Progress = QUIET
+) -> list[Enumerated]:
+    """:func:`_enumerate` of layers the fast path recognized, all at once (no cache): their analysis and
+    kernels are shared where the layers allow (see :func:`iotable._fastpath.build_tables`); ``bar`` counts
+    their rows."""
+    jobs = []
+    for layer, fast in found:
+        dtype = layer.output_domain.code_dtype
+
+        def sink(unit: Unit, dtype: np.dtype = dtype) -> MemorySink | FileSink:
+            if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
+                return temporary_sink(unit.rows, unit.fan_out, dtype)
+            return MemorySink(unit.rows, unit.fan_out, dtype)
+
+        jobs.append(_Job(fast, layer, list(layer.units), sink, bar.counter(layer.name)))
+    build_tables(jobs, memory_budget=memory_budget)
+    return [Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs]
 
 
 def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:
@@ -365,6 +416,7 @@ class _Packed:
     forms: np.ndarray  # (inputs, fan_in) each input's coefficient vector: its code is ``forms[e] . z``
     positions: np.ndarray  # (classes, fan_in) each class's inputs, as indices into ``elements``
     identity: np.ndarray  # (classes,) bool: the class's rows come in sample order
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)  # see _packed_inputs
 
     @property
     def rows(self) -> int:
@@ -441,7 +493,7 @@ class _Run:
         tensor = torch.from_numpy(x).reshape(len(x), *self.frame.shape)
         if tensor.dtype != self.dtype or tensor.device != self.device:
             tensor = tensor.to(device=self.device, dtype=self.dtype)
-        out = run_module(self.module, tensor, self.layer.name)
+        out = run_module(self.module, tensor, self.layer.name, switched=True)  # in eval_mode for the enumeration
         return out.detach().reshape(len(x), -1).cpu().numpy()
 
 
@@ -597,7 +649,9 @@ def _field_codes(gf: Field, forms: np.ndarray, samples: np.ndarray) -> np.ndarra
     place = ((q ** np.arange(fan_in - 1, -1, -1))[:, None] * (p ** np.arange(k))[None, :]).reshape(-1)
     digits = samples[:, None] // place % p  # (samples, fan_in * k): digit l of base-q digit f
     matrix = gf.times[forms].transpose(1, 3, 0, 2).reshape(fan_in * k, n_in * k)
-    return ((digits @ matrix) % p).reshape(len(samples), n_in, k) @ p ** np.arange(k)
+    # A float product is exact here (sums of at most 64 * 6 terms below 64 each) and runs in BLAS.
+    sums = (digits.astype(np.float64) @ matrix.astype(np.float64)).astype(np.int64)
+    return (sums % p).reshape(len(samples), n_in, k) @ p ** np.arange(k)
 
 
 def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileSink], *, bar: Any) -> None:
@@ -607,9 +661,66 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     (over the field) each block's high-digit codes to one table of low-digit codes computed once; in
     characteristic 2 that addition is a XOR, and so is each class's row number, whose base-q digits are its
     inputs' codes. Rows arrive out of order: outputs are kept in sample order and put in row order when the
-    pass ends.
+    pass ends. Everything but the forward passes depends on the plan alone and is kept on the pass
+    (:func:`_packed_inputs`), inputs and row orders included when the pass is one chunk.
     """
-    layer, gf = run.layer, packed.gf
+    layer = run.layer
+    prep = _packed_inputs(run, packed)
+    rows_total = packed.rows
+    out_dtype = layer.output_domain.code_dtype if layer.output_domain is not None else _numpy_dtype(run.dtype)
+    gathered = np.empty((len(prep.out_index), rows_total), dtype=out_dtype)  # outputs in sample order
+    rows = prep.rows if prep.rows is not None else torch.empty((len(prep.permuted), rows_total), dtype=prep.dtype)
+    for z0 in range(0, rows_total, prep.per_chunk):
+        z1 = min(rows_total, z0 + prep.per_chunk)
+        batch = z1 - z0
+        if prep.inputs is not None:  # one chunk: its inputs are the plan's (a copy: a module may write to them)
+            x = prep.inputs.copy()
+        else:
+            x, chunk_rows = prep.chunk(z0, z1)
+            if chunk_rows is not None:
+                rows[:, z0:z1] = chunk_rows
+        result = run.forward(x)[:, prep.out_index]
+        coded = run.encoder(result) if run.encoder is not None else result
+        if coded is None:
+            samples = np.arange(z0, z1)
+            coded = _encode_packed(result, layer, packed, prep.owner, samples, rows[:, z0:z1].numpy())
+        gathered[:, z0:z1] = coded.T
+        bar.update(batch * sum(len(c.units) for c in packed.classes))  # a sample is a row of every unit
+
+    # Every permuted column to row order at once: column j of class c puts sample z at row rows[c][z].
+    if len(prep.moved):
+        in_order = gathered.copy()
+        in_order[prep.moved[:, None], rows.numpy()[prep.order[prep.owner[prep.moved]]]] = gathered[prep.moved]
+        gathered = in_order
+    column = 0
+    for cls in packed.classes:
+        for unit in cls.units:
+            sinks[unit.index].write(0, gathered[column : column + unit.fan_out].T)
+            column += unit.fan_out
+
+
+@dataclass
+class _PackedInputs:
+    """What a packed pass's forward passes read, made once per pass (see :func:`_packed_inputs`)."""
+
+    per_chunk: int
+    dtype: torch.dtype  # of indices and rows
+    out_index: np.ndarray  # every class's output columns
+    owner: np.ndarray  # class of each output column
+    permuted: np.ndarray  # classes whose rows are not in sample order
+    order: np.ndarray  # (classes,) each class's place among the permuted ones, -1 for the others
+    moved: np.ndarray  # output columns of permuted classes
+    chunk: Callable[[int, int], tuple[np.ndarray, torch.Tensor | None]]  # inputs and rows of samples z0:z1
+    inputs: np.ndarray | None  # the one chunk's inputs, when the pass is one chunk
+    rows: torch.Tensor | None  # (permuted classes, rows) every permuted class's row of each sample, then
+
+
+def _packed_inputs(run: _Run, packed: _Packed) -> _PackedInputs:
+    """The structural part of :func:`_fill_packed`, kept on the pass (per dtype and chunk size)."""
+    key = (run.dtype, run.chunk)
+    if key in packed.memo:
+        return packed.memo[key]
+    gf = packed.gf
     q = gf.q
     fan_in = packed.forms.shape[1]
     rows_total = packed.rows
@@ -639,17 +750,8 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
     place = torch.as_tensor(q ** np.arange(fan_in - 1, -1, -1)).to(index_dtype)
     positions = torch.as_tensor(packed.positions[permuted])  # (permuted classes, fan_in) into ``elements``
     low_rows = (low[:, elements][:, positions] * place).sum(-1)  # (block, permuted classes)
-    rows = torch.empty((len(permuted), rows_total), dtype=index_dtype)
 
-    widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
-    out_index = np.concatenate([c.output_index[0] for c in packed.classes])
-    owner = np.repeat(np.arange(len(packed.classes)), widths)  # class of each output column
-    out_dtype = layer.output_domain.code_dtype if layer.output_domain is not None else buffer_dtype
-    gathered = np.empty((len(out_index), rows_total), dtype=out_dtype)  # outputs in sample order
-
-    buffer = torch.from_numpy(np.empty((min(per_chunk, rows_total), n_frame), dtype=buffer_dtype))
-    for z0 in range(0, rows_total, per_chunk):
-        z1 = min(rows_total, z0 + per_chunk)
+    def chunk(z0: int, z1: int) -> tuple[np.ndarray, torch.Tensor | None]:
         batch, blocks = z1 - z0, (z1 - z0) // block
         high = torch.zeros((blocks, 1, n_frame), dtype=index_dtype)
         high_codes = torch.as_tensor(_field_codes(gf, packed.forms, np.arange(z0, z1, block, dtype=np.int64)))
@@ -659,34 +761,40 @@ def _fill_packed(run: _Run, packed: _Packed, sinks: dict[int, MemorySink | FileS
             index = low_index ^ high
         else:
             index = add[low * q + high] + base
-        x = buffer[:batch]
-        torch.index_select(values, 0, index.reshape(-1), out=x.view(-1))
-        result = run.forward(x.numpy())[:, out_index]
-        coded = run.encoder(result) if run.encoder is not None else result
+        x = np.empty((batch, n_frame), dtype=buffer_dtype)
+        torch.index_select(values, 0, index.reshape(-1), out=torch.from_numpy(x).view(-1))
+        chunk_rows = None
         if len(permuted):
             if gf.p == 2:  # the digits of a row are disjoint bit fields: XOR them all at once
                 chunk_rows = low_rows[None] ^ (high_codes[:, positions] * place).sum(-1)[:, None]
             else:
                 codes = (index - base).reshape(batch, n_frame)[:, elements]
                 chunk_rows = (codes[:, positions] * place).sum(-1)
-            rows[:, z0:z1] = chunk_rows.reshape(batch, -1).T
-        if coded is None:
-            coded = _encode_packed(result, layer, packed, owner, np.arange(z0, z1), rows[:, z0:z1].numpy())
-        gathered[:, z0:z1] = coded.T
-        bar.update(batch * sum(len(c.units) for c in packed.classes))  # a sample is a row of every unit
+            chunk_rows = chunk_rows.reshape(batch, -1).T
+        return x, chunk_rows
 
+    widths = [sum(u.fan_out for u in c.units) for c in packed.classes]
+    owner = np.repeat(np.arange(len(packed.classes)), widths)  # class of each output column
     order = np.full(len(packed.classes), -1)
     order[permuted] = np.arange(len(permuted))
-    column = 0
-    for c, cls in enumerate(packed.classes):
-        for unit in cls.units:
-            outputs = gathered[column : column + unit.fan_out].T
-            if order[c] >= 0:
-                in_rows = np.empty_like(outputs)
-                in_rows[rows[order[c]].numpy()] = outputs
-                outputs = in_rows
-            sinks[unit.index].write(0, outputs)
-            column += unit.fan_out
+    inputs, rows = None, None
+    if per_chunk >= rows_total:
+        inputs, chunk_rows = chunk(0, rows_total)
+        rows = chunk_rows if chunk_rows is not None else torch.empty((0, rows_total), dtype=index_dtype)
+    found = _PackedInputs(
+        per_chunk=per_chunk,
+        dtype=index_dtype,
+        out_index=np.concatenate([c.output_index[0] for c in packed.classes]),
+        owner=owner,
+        permuted=permuted,
+        order=order,
+        moved=np.flatnonzero(order[owner] >= 0),
+        chunk=chunk,
+        inputs=inputs,
+        rows=rows,
+    )
+    packed.memo[key] = found
+    return found
 
 
 def _encode_packed(

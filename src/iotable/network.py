@@ -18,9 +18,8 @@ from .domain import Domain
 from .errors import IOTableError, SpecError, TableTooLargeError
 from .graph import Edge, Graph, Node, NodeKind, pad_index_map, window_buffer_depth
 from .nn import domain_of
-from .plan import LayerPlan, module_dtype, run_module
-from .plan import plan as plan_layer
-from .precompute import LayerTables, tabulate
+from .plan import LayerPlan, _plan, module_dtype, run_module
+from .precompute import LayerTables, tabulate_layers
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
@@ -77,21 +76,36 @@ def _window_domain(domain: Any, channels_last: bool, kernel: int) -> Any:
     return tuple(domain) * kernel if channels_last else tuple(d for d in domain for _ in range(kernel))
 
 
+def _unit_bits(plan: LayerPlan) -> list[int]:
+    """Address bits of each unit (units reading the same channels have the same)."""
+    shared = plan.shared_domain  # one domain for every input: bits by fan-in, no walk over the domains
+    if shared is not None:
+        return [u.fan_in * shared.bits for u in plan.units]
+    bits: dict[tuple[int, ...], int] = {}
+    for u in plan.units:
+        if u.in_channels not in bits:
+            bits[u.in_channels] = sum(d.bits for d in plan.unit_domains(u))
+    return [bits[u.in_channels] for u in plan.units]
+
+
 def _unit_index_map(plan: LayerPlan) -> np.ndarray:
     """Index of each unit input in the vector a table reads (features, or one window in element order)."""
     window = plan.geometry.window
     width = max(u.fan_in for u in plan.units)
     index_map = np.full((len(plan.units), width), -1, dtype=np.int64)
+    taps = np.arange(window, dtype=np.int64)
+    by_width: dict[int, list[int]] = {}  # units reading as many channels, filled at once
     for u, unit in enumerate(plan.units):
-        channels = np.asarray(unit.in_channels, dtype=np.int64)
-        taps = np.arange(window, dtype=np.int64)
+        by_width.setdefault(len(unit.in_channels), []).append(u)
+    for members in by_width.values():
+        channels = np.asarray([plan.units[u].in_channels for u in members], dtype=np.int64)  # (units, channels)
         if plan.geometry.rank == 0:
-            row = channels
+            rows = channels
         elif plan.layout.channels_last:
-            row = (taps[:, None] * plan.in_channels + channels[None, :]).reshape(-1)
+            rows = (taps[None, :, None] * plan.in_channels + channels[:, None, :]).reshape(len(members), -1)
         else:
-            row = (channels[:, None] * window + taps[None, :]).reshape(-1)
-        index_map[u, : len(row)] = row
+            rows = (channels[:, :, None] * window + taps[None, None, :]).reshape(len(members), -1)
+        index_map[members, : rows.shape[1]] = rows
     return index_map
 
 
@@ -256,12 +270,13 @@ class _Builder:
                 spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
             module.__dict__[_ATTR] = spec
         try:
-            layer_plan = plan_layer(
+            layer_plan = _plan(
                 module,
                 input_domain=_domain_for_layer(src),
                 example_input=torch.zeros(1, *src.shape),
                 name=step.name,
                 max_rows=self.options["max_rows"],
+                frame_out=tuple(step.shape),  # the traced model ran these modules on an input of this shape
             )
         except TableTooLargeError as exc:
             layer_name = step.mixing or step.name
@@ -293,7 +308,7 @@ class _Builder:
         meta: dict[str, Any] = {
             "layer": step.name,
             "units": plan.units,
-            "unit_bits": [sum(d.bits for d in plan.unit_domains(u)) for u in plan.units],
+            "unit_bits": _unit_bits(plan),
             "modules": step.module_names,
             "spatial": g.rank > 0,
         }
@@ -674,7 +689,7 @@ def build_network(
     if skeleton is None:
         dtype, device = module_dtype(model)
         example = example_input[:1].to(dtype=dtype, device=device)
-        traced = trace(model, host=hosts, example_input=example)
+        traced = trace(model, host=hosts, example_input=example, lean=True)
         steps = segment(traced, host=hosts)
         builder = _Builder(input_domain=input_domain, input_layout=layout, options=options)
         for step in steps:  # plans every layer (all sizes checked) before any table is built
@@ -683,7 +698,7 @@ def build_network(
         remember(model, key, skeleton)
     total = sum(plan.total_rows for _, plan in skeleton.planned.values())
     with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
-        layers = {name: tabulate(module, plan, bar=bar, **options) for name, (module, plan) in skeleton.planned.items()}
+        layers = tabulate_layers(skeleton.planned, bar=bar, **options)
     return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
 
 

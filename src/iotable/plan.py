@@ -13,7 +13,8 @@ kernel positions and then the channel. Non-spatial layers (``"NC"``) read single
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -29,7 +30,7 @@ from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeErro
 from .nn import domain_of
 from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
 
-__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "plan"]
+__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "eval_mode", "plan"]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
@@ -162,13 +163,14 @@ class LayerPlan:
 
     def unit_domains(self, unit: Unit) -> tuple[Domain, ...]:
         """The domain of each of ``unit``'s inputs, in its input order."""
-        shared = self._shared_domain
+        shared = self.shared_domain
         if shared is not None:
             return (shared,) * unit.fan_in
         return _unit_domains(self.input_domains, unit.in_channels, self.geometry.window, self.layout)
 
     @cached_property
-    def _shared_domain(self) -> Domain | None:
+    def shared_domain(self) -> Domain | None:
+        """The one domain of all the layer's inputs, or ``None`` when they differ."""
         return _shared(self.input_domains)
 
     @property
@@ -482,21 +484,35 @@ def module_dtype(module: nn.Module) -> tuple[torch.dtype, torch.device]:
     return torch.float32, torch.device("cpu")
 
 
-def run_module(module: nn.Module, x: torch.Tensor, name: str) -> torch.Tensor:
-    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards."""
+@contextmanager
+def eval_mode(module: nn.Module) -> Iterator[None]:
+    """Put ``module`` (every submodule) in eval mode for the block, then restore each training flag.
+
+    Around many forward passes of one enumeration (with ``run_module(..., switched=True)``), this saves and
+    restores the flags once instead of on every call.
+    """
     flags = [(m, m.training) for m in module.modules()]
     try:
         module.eval()
-        with torch.inference_mode():
+        yield
+    finally:
+        for m, training in flags:
+            m.training = training
+
+
+def run_module(module: nn.Module, x: torch.Tensor, name: str, *, switched: bool = False) -> torch.Tensor:
+    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards.
+
+    ``switched``: the caller holds :func:`eval_mode` around this call; the flags are left alone.
+    """
+    try:
+        with nullcontext() if switched else eval_mode(module), torch.inference_mode():
             out = module(x)
     except IOTableError:
         raise
     except Exception as exc:  # the module is a black box: any failure is reported with context
         msg = f"{name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
         raise EnumerationError(msg) from exc
-    finally:
-        for m, training in flags:
-            m.training = training
     if not isinstance(out, torch.Tensor):
         msg = f"{name}: expected forward to return one tensor, received {type(out).__name__}"
         raise EnumerationError(msg)
@@ -529,6 +545,21 @@ def plan(
         >>> [(u.fan_in, u.rows) for u in p.units]
         [(3, 64), (3, 64), (3, 64)]
     """
+    return _plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+
+
+def _plan(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    name: str | None = None,
+    frame_out: tuple[int, ...] | None = None,
+) -> LayerPlan:
+    """:func:`plan`; ``frame_out``: the module's output shape (per sample) for ``example_input``'s shape,
+    when the caller has just run the module on an input of that shape (a traced model): the plan then runs
+    no forward pass of its own."""
     name = name or type(module).__name__
     if not isinstance(module, nn.Module):
         msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
@@ -631,16 +662,17 @@ def plan(
         raise SpecError(msg) from None
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
-    fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
-    fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
-    dtype, device = module_dtype(module)
-    probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
-    out = run_module(module, probe, name)
-    frame_out = tuple(int(s) for s in out.shape[1:])
+    if frame_out is None or example_shape != tuple(frame_in):
+        fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
+        fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
+        dtype, device = module_dtype(module)
+        probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
+        frame_out = tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+    frame_out = tuple(frame_out)
     if len(frame_out) != len(frame_in):
         msg = (
             f"{name}: expected an output of rank {len(frame_in) + 1} in layout {layout.value}, received shape "
-            f"{tuple(out.shape)} for an input of shape {tuple(probe.shape)}"
+            f"(N, {', '.join(map(str, frame_out))}) for an input of shape (N, {', '.join(map(str, frame_in))})"
         )
         raise SpecError(msg)
     c_out = frame_out[-1] if layout.channels_last else frame_out[0]

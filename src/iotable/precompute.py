@@ -10,13 +10,14 @@ from typing import Any
 from torch import nn
 
 from . import _display
-from ._fastpath import recognize
+from ._fastpath import _ieee_float32, recognize
 from ._modelcheck import warn_training
 from ._probe import check_decomposition
 from ._progress import QUIET, Progress, progress_bar
+from ._reuse import remember, remembered, structure_key
 from ._store import check_cache_dir
 from .domain import Domain
-from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate
+from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
 from .errors import SpecError
 from .plan import DEFAULT_MAX_ROWS, LayerPlan, plan
 from .plan import _short as _channels
@@ -178,9 +179,10 @@ def precompute(
             and ``Quantize``) with a structured path instead of the black box; it gives the same tables
             (rows within float rounding of a quantization boundary are computed through the module and
             counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
-        reuse: whole models only: reuse the tracing, planning and graph of an earlier call on the same model
-            when its structure (modules, metadata, shapes, hyper-parameters, domains) and these arguments
-            are unchanged; the tables are always built from the current weights. ``False`` plans anew.
+        reuse: reuse the planning of an earlier call on the same layer or block (for whole models, the
+            tracing, planning and graph) when its structure (modules, metadata, shapes, hyper-parameters,
+            domains) and these arguments are unchanged; the tables are always built from the current weights,
+            and a black-box layer is probed again. ``False`` plans anew.
 
     Returns:
         :class:`LayerTables` for a layer (``.tables`` in unit order), or a
@@ -228,7 +230,16 @@ def precompute(
             reuse=reuse,
             **options,
         )
-    layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+    layer = None
+    if reuse:  # the plan depends on the module's structure and these arguments, not on its weights
+        shape = None if example_input is None else tuple(getattr(example_input, "shape", ())[1:])
+        domains = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
+        key = structure_key(module, input_domain=domains, example=shape, max_rows=max_rows, name=name)
+        layer = remembered(module, key)
+    if layer is None:
+        layer = plan(module, input_domain=input_domain, example_input=example_input, max_rows=max_rows, name=name)
+        if reuse:
+            remember(module, key, layer)
     with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
         return tabulate(module, layer, bar=bar, **options)
 
@@ -250,7 +261,7 @@ def tabulate(
     ``bar``: the caller's progress bar (the layer's own, or the whole model's), which counts the rows.
     """
     del max_rows, progress  # sizes were checked when the layer was planned; the caller made the bar
-    fast = recognize(module, layer) if fast_path else None
+    fast = recognize(module, layer, memory_budget=memory_budget) if fast_path else None
     if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
         check_decomposition(module, layer, memory_budget=memory_budget)
     done = _enumerate(
@@ -263,3 +274,39 @@ def tabulate(
         bar=bar,
     )
     return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)
+
+
+def tabulate_layers(
+    planned: dict[str, tuple[nn.Module, LayerPlan]],
+    *,
+    check: bool = True,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    progress: bool | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    max_rows: int | None = None,
+    bar: Progress = QUIET,
+) -> dict[str, LayerTables]:
+    """:func:`tabulate` for every planned layer of a model, by name, in order.
+
+    Without a cache, the layers the fast path recognizes are built together: their tails are analysed and
+    their kernels run in batches across layers, which spares small networks a fixed cost per layer.
+    ``bar``: the model's progress bar, which counts the rows.
+    """
+    found = {}
+    if fast_path and cache_dir is None:
+        ieee = _ieee_float32()
+        for name, (module, layer) in planned.items():
+            fast = recognize(module, layer, memory_budget=memory_budget, ieee=ieee)
+            if fast is not None:
+                found[name] = (layer, fast)
+    built = dict(zip(found, _enumerate_fast(list(found.values()), memory_budget=memory_budget, bar=bar)))
+    options = {"check": check, "memory_budget": memory_budget, "progress": progress, "cache_dir": cache_dir}
+    result = {}
+    for name, (module, layer) in planned.items():
+        done = built.get(name)
+        if done is None:
+            result[name] = tabulate(module, layer, fast_path=fast_path, max_rows=max_rows, bar=bar, **options)
+        else:
+            result[name] = LayerTables(plan=layer, tables=done.tables, method=done.method, near_ties=done.near_ties)
+    return result

@@ -23,6 +23,8 @@ node of the graph on one chunk before the next; host modules always see the whol
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,9 +35,9 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import DomainError, MissingRowError, OptionError, SpecError
+from .errors import DomainError, EnumerationError, IOTableError, MissingRowError, OptionError, SpecError
 from .graph import Graph, GraphError, Node, NodeKind, pad_index_map
-from .plan import run_module
+from .plan import eval_mode, run_module
 from .spec import PaddingMode
 
 __all__ = ["Runtime", "channel_values"]
@@ -53,6 +55,21 @@ _RUN_BUDGET = 128 * 2**20
 # small. Measured: 2-4 MiB lose to that overhead on the MLP benchmarks and 8 MiB on the CNN (large samples,
 # few per chunk); 128 MiB loses on an MLP batch of 65536 once memory is handed back between runs.
 _CHUNK_BUDGET = 16 * 2**20
+
+# A fused table's addresses may form as one dense product over its whole frame up to this many matrix entries
+# (1 MiB of float32), for batches of at most _SMALL_BATCH samples at least.
+_DENSE_ENTRIES = 2**18
+_SMALL_BATCH = 64
+
+# Batches of at most this many samples run non-spatial tables through numpy (see Runtime._schedule): below it,
+# the fixed cost of each torch call is most of the work.
+_SMALL_RUN = 64
+# ... and a spatial table through numpy while its gathered window codes (samples x addresses x inputs) are at
+# most this many: beyond, its convolution is faster (measured: the crossover lies near 1e5 on both CNNs).
+_SMALL_GATHER = 2**17
+# Batches of more than this many input codes in all take the usual kernels whatever their samples: a
+# 32x32x3 image gives them enough work per torch call from about 10 samples (measured on both CNNs).
+_SMALL_CODES = 2**15
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
 _FLOAT32_EXACT = 2**24
@@ -80,13 +97,16 @@ def decode(codes: torch.Tensor, node: Node, table: tuple[torch.Tensor, torch.Ten
     if table is None:
         return codes
     values, offsets = table
-    codes = codes.to(torch.int64)  # narrow codes index, never mask (a uint8 index would select by truth)
     if len(offsets) > 1:
+        codes = codes.to(torch.int64)  # narrow codes index, never mask (a uint8 index would select by truth)
         shape = [1] * codes.dim()
         axis = codes.dim() - 1 if node.layout is not None and node.layout.channels_last else 1
         shape[axis] = -1
         codes = codes + offsets.reshape(shape)
-    return values[codes]
+        return values[codes]
+    # One domain: one gather by int32 index (half the bytes of int64; codes of one domain fit).
+    index = codes.to(torch.int32 if len(values) < 2**31 else torch.int64).reshape(-1)
+    return torch.index_select(values, 0, index).view(codes.shape)
 
 
 def _codes_dtype(low: int, high: int) -> torch.dtype:
@@ -117,8 +137,9 @@ class Runtime:
         self._kernels: dict[str, Any] = {node.name: self._compile(node) for node in graph.nodes}
         self._input = InputEncoder(graph.nodes[0])
         self._output_values = channel_values(graph.nodes[-1])
-        self._feature_major: dict[str, bool] = {}
-        self._steps = self._schedule()
+        self._steps, self._feature_major = self._schedule(fuse=True)
+        self._unfused: tuple[list[_Step], dict[str, bool]] | None = None  # every node's own step, for capture
+        self._small: tuple[list[_Step], dict[str, bool]] | None = None  # for small batches (see _SMALL_RUN)
         self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
         self._per_sample = self._sample_bytes()
 
@@ -138,35 +159,85 @@ class Runtime:
         Output codes are int64 (``values=True``: float32 values of a quantized output, decoded chunk by
         chunk), raw outputs as the last node gives them; captured codes are int64 in the graph's layout.
         """
+        with contextlib.ExitStack() as stack:  # host modules in eval mode once for the run, not once per call
+            for node in self.graph.nodes_of(NodeKind.HOST) if self._host else ():
+                stack.enter_context(eval_mode(node.meta["module"]))
+            if self._host:
+                stack.enter_context(torch.inference_mode())
+            return self._run(codes, capture=capture, values=values)
+
+    def _run(self, codes: torch.Tensor, *, capture: bool, values: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         n = codes.shape[0]
+        if self._host and not capture and n > _SMALL_RUN and self._chunk(n) < n:
+            return self._run_to_hosts(codes, values=values), {}
         chunk = n if capture or self._host or n == 0 else self._chunk(n)
+        plan = (self._steps, self._feature_major)
+        if capture:  # fused steps skip the window nodes they read through: capture every node's own output
+            if self._unfused is None:
+                self._unfused = self._schedule(fuse=True, fused=False)
+            plan = self._unfused
+        elif n <= _SMALL_RUN and codes.numel() <= _SMALL_CODES:
+            if self._small is None:
+                self._small = self._schedule(fuse=True, small=True)
+            plan = self._small
         if chunk >= n:
-            env = self._evaluate(codes, capture=capture)
-            return self._output(env, n, values=values), (self._captured(env, n) if capture else {})
+            env = self._evaluate(codes, plan[0], capture=capture)
+            return self._output(env, n, plan, values=values), (self._captured(env, n, plan) if capture else {})
         out: torch.Tensor | None = None
         try:
             for start in range(0, n, chunk):
                 part = codes[start : start + chunk]
-                result = self._output(self._evaluate(part, capture=False), part.shape[0], values=values)
+                env = self._evaluate(part, plan[0], capture=False)
+                result = self._output(env, part.shape[0], plan, values=values)
                 if out is None:
                     out = torch.empty((n, *result.shape[1:]), dtype=result.dtype)
                 out[start : start + part.shape[0]] = result
         except MissingRowError:
             # Report the missing row a whole-batch run meets first (layer by layer), not the first chunk's.
-            self._evaluate(codes, capture=False)
+            self._evaluate(codes, plan[0], capture=False)
             raise
         assert out is not None  # n > chunk >= 1
         return out, {}
 
+    def _run_to_hosts(self, codes: torch.Tensor, *, values: bool) -> torch.Tensor:
+        """A large batch through a graph with host nodes: the tables before the first host in chunks (cache-sized
+        intermediates), the host nodes and what follows them on the whole batch, as the model runs them."""
+        steps, feature_major = self._steps, self._feature_major
+        first = next(i for i, step in enumerate(steps) if self.graph[step.output[0]].kind is NodeKind.HOST)
+        before, after = steps[:first], steps[first:]
+        made = {(self.graph.nodes[0].name, False)} | {step.output for step in before}
+        needed = list(dict.fromkeys(k for step in after for k in step.inputs if k in made))
+        n, chunk = codes.shape[0], self._chunk(codes.shape[0])
+        parts: dict[Key, list[torch.Tensor]] = {k: [] for k in needed}
+        try:
+            for start in range(0, n, chunk):
+                env = self._evaluate(codes[start : start + chunk], before, capture=False, keep=needed)
+                for k in needed:
+                    parts[k].append(_as_tensor(env[k]))
+        except MissingRowError:
+            # Report the missing row a whole-batch run meets first (layer by layer), not the first chunk's.
+            self._evaluate(codes, before, capture=False, keep=needed)
+            raise
+        env = {k: torch.cat(v, dim=1 if k[1] else 0) for k, v in parts.items()}  # feature-major: samples last
+        for step in after:
+            env[step.output] = step.kernel([env[k] for k in step.inputs])
+            for key in step.release:
+                del env[key]
+        return self._output(env, n, (steps, feature_major), values=values)
+
     # -- evaluation ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, codes: torch.Tensor, *, capture: bool) -> dict[Key, torch.Tensor]:
+    def _evaluate(
+        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: list[Key] = ()
+    ) -> dict[Key, torch.Tensor]:
+        """Run ``steps`` on ``codes``; intermediates go when their last reader has run (``keep``: not these)."""
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
-        for step in self._steps:
+        for step in steps:
             env[step.output] = step.kernel([env[k] for k in step.inputs])
             if not capture:
                 for key in step.release:
-                    del env[key]
+                    if key not in keep:
+                        del env[key]
         return env
 
     def _chunk(self, n: int) -> int:
@@ -175,25 +246,28 @@ class Runtime:
         parts = -(-n // chunk)
         return -(-n // parts)
 
-    def _output(self, env: dict[Key, torch.Tensor], n: int, *, values: bool) -> torch.Tensor:
+    def _output(self, env: dict[Key, torch.Tensor], n: int, plan: Any, *, values: bool) -> torch.Tensor:
         """The output node's codes as int64 (or ``values``: decoded) in the graph's layout, contiguous."""
         node = self.graph.nodes[-1]
+        steps, feature_major = plan
         if values and node.domain is not None:
-            x = env[self._steps[-1].output]
-            x = x.t().reshape(n, *node.shape) if self._feature_major[node.name] else x
+            x = _as_tensor(env[steps[-1].output])
+            x = x.t().reshape(n, *node.shape) if feature_major[node.name] else x
             return decode(x, node, self._output_values)
-        return self._graph_layout(node, env[self._steps[-1].output], n)
+        return self._graph_layout(node, env[steps[-1].output], n, feature_major)
 
-    def _graph_layout(self, node: Node, x: torch.Tensor, n: int) -> torch.Tensor:
+    def _graph_layout(self, node: Node, x: torch.Tensor, n: int, feature_major: dict[str, bool]) -> torch.Tensor:
         """A node's output in the graph's layout, contiguous; codes as int64."""
-        if self._feature_major[node.name]:
+        x = _as_tensor(x)
+        if feature_major[node.name]:
             x = x.t().reshape(n, *node.shape)
         dtype = torch.int64 if node.domain is not None else x.dtype
         return x.to(dtype, memory_format=torch.contiguous_format).contiguous()  # `to` keeps a same-dtype view
 
-    def _captured(self, env: dict[Key, torch.Tensor], n: int) -> dict[str, torch.Tensor]:
+    def _captured(self, env: dict[Key, torch.Tensor], n: int, plan: Any) -> dict[str, torch.Tensor]:
+        feature_major = plan[1]
         return {
-            node.name: self._graph_layout(node, env[(node.name, self._feature_major[node.name])], n)
+            node.name: self._graph_layout(node, env[(node.name, feature_major[node.name])], n, feature_major)
             for node in self.graph.nodes
         }
 
@@ -208,38 +282,111 @@ class Runtime:
 
     # -- compilation --------------------------------------------------------------------------------------
 
-    def _schedule(self) -> list[_Step]:
-        """Kernel calls in graph order, with layout switches where a node reads the other layout."""
+    def _schedule(self, *, fuse: bool, fused: bool = True, small: bool = False) -> tuple[list[_Step], dict[str, bool]]:
+        """Kernel calls in graph order, with layout switches where a node reads the other layout, and whether
+        each node's output is feature-major.
+
+        ``fused``: a spatial table that is the only reader of its window node reads the window's input instead
+        and forms its addresses as one convolution (:meth:`TableKernel.convolve`); the window is not run.
+        ``small``: for a few samples, every node in the graph's layout and non-spatial tables by
+        :meth:`TableKernel.small` (a few numpy calls, where each torch call's fixed cost dominates).
+        """
+        fuse = fuse and fused
+        feature_major: dict[str, bool] = {}
+        readers: dict[str, int] = {}
+        for node in self.graph.nodes:
+            for p in node.inputs:
+                readers[p] = readers.get(p, 0) + 1
+        fused: dict[str, tuple[str, ...]] = {}  # table -> the window (and pad) it reads through
+        if fuse:
+            for node in self.graph.nodes:
+                compiled = self._kernels[node.name]
+                window = self.graph[node.inputs[0]] if node.inputs else None
+                if not (isinstance(compiled, TableKernel) and window is not None and window.kind is NodeKind.WINDOW):
+                    continue
+                pad = self.graph[window.inputs[0]]
+                if pad.kind is not NodeKind.PAD or readers[pad.name] != 1 or not _constant_pad(pad):
+                    pad = None
+                if readers[window.name] == 1 and compiled.fuse(window, pad):
+                    fused[node.name] = (window.name,) if pad is None else (window.name, pad.name)
+        skipped = {name for through in fused.values() for name in through}
+        # A host that reads one table's codes (through reshapes no one else reads) gets that table's values: the
+        # table looks up values instead of codes, and the host decodes nothing.
+        valued: dict[str, str] = {}  # host -> table
+        if fuse:
+            for node in self.graph.nodes:
+                if node.kind is not NodeKind.HOST:
+                    continue
+                source = self.graph[node.inputs[0]]
+                while source.kind is NodeKind.RESHAPE and readers[source.name] == 1:
+                    source = self.graph[source.inputs[0]]
+                compiled = self._kernels[source.name]
+                if isinstance(compiled, TableKernel) and readers[source.name] == 1 and compiled.can_emit_values():
+                    valued[node.name] = source.name
+        # A fused table whose every reader is another fused table hands it channels innermost (the layout its
+        # convolution reads fastest); others hand out channels first (what flattens and hosts read).
+        through = {through[-1]: table for table, through in fused.items()}  # window's input -> fused table
+        for table in fused:
+            consumers = [n for n in self.graph.nodes if table in n.inputs]
+            compiled = self._kernels[table]
+            compiled.channels_inner = bool(consumers) and all(
+                n.kind in (NodeKind.WINDOW, NodeKind.PAD) and n.name in through for n in consumers
+            )
+        kernels = dict(self._kernels)
+        for host, table in valued.items():
+            kernels[table] = self._kernels[table].emitting_values()
+            kernels[host] = self._host_kernel(self.graph[host], decoded=True)
         calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
         switched: set[Key] = set()
         for node in self.graph.nodes:
             if node.kind is NodeKind.INPUT:
-                self._feature_major[node.name] = False
+                feature_major[node.name] = False
                 continue
-            mode = self._layout_of(node)
-            self._feature_major[node.name] = mode
+            mode = False if small else self._layout_of(node, feature_major)
+            feature_major[node.name] = mode
+            if node.name in skipped:
+                continue
+            compiled = kernels[node.name]
+            if node.name in fused:
+                source = self.graph[fused[node.name][-1]].inputs[0]
+                kernel = compiled.small_convolve if small else compiled.convolve
+                calls.append((kernel, ((source, False),), (node.name, False)))
+                continue
+            if small:  # numpy between small tables; torch (a view of the same memory) for every other kernel
+                if isinstance(compiled, TableKernel) and not compiled.spatial and compiled.care is None:
+                    kernel = compiled.small
+                elif node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
+                    kernel = compiled
+                elif node.kind is NodeKind.HOST:
+                    kernel = self._small_host_kernel(node, decoded=node.name in valued)
+                else:
+                    kernel = _torch_inputs(compiled)
+                calls.append((kernel, tuple((p, False) for p in node.inputs), (node.name, False)))
+                continue
             keys = []
             for p in node.inputs:
-                if self._feature_major[p] != mode and (p, mode) not in switched:
+                if feature_major[p] != mode and (p, mode) not in switched:
                     calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
                     switched.add((p, mode))
                 keys.append((p, mode))
-            calls.append((self._kernel(node, mode), tuple(keys), (node.name, mode)))
+            calls.append((self._kernel(node, mode, kernels[node.name]), tuple(keys), (node.name, mode)))
         last_use: dict[Key, int] = {}
         for i, (_, inputs, _) in enumerate(calls):
             for key in inputs:
                 last_use[key] = i
-        return [
+        steps = [
             _Step(kernel, inputs, output, tuple(k for k in dict.fromkeys(inputs) if last_use[k] == i))
             for i, (kernel, inputs, output) in enumerate(calls)
         ]
+        return steps, feature_major
 
-    def _layout_of(self, node: Node) -> bool:
+    @staticmethod
+    def _layout_of(node: Node, feature_major: dict[str, bool]) -> bool:
         """Whether ``node`` runs feature-major: non-spatial tables do; pass-through nodes follow their input."""
         if node.kind is NodeKind.TABLE:
             return not node.meta.get("spatial")
         if node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
-            return self._feature_major[node.inputs[0]]
+            return feature_major[node.inputs[0]]
         return False
 
     @staticmethod
@@ -250,8 +397,7 @@ class Runtime:
         shape = node.shape
         return lambda xs: xs[0].t().reshape(xs[0].shape[1], *shape)
 
-    def _kernel(self, node: Node, feature_major: bool) -> Kernel:
-        compiled = self._kernels[node.name]
+    def _kernel(self, node: Node, feature_major: bool, compiled: Any) -> Kernel:
         if isinstance(compiled, TableKernel):
             return compiled.columns if feature_major else compiled
         if feature_major and node.kind is NodeKind.RESHAPE:  # feature-major tensors are already flat
@@ -393,6 +539,31 @@ class Runtime:
         pool = node.meta["module"]
         fn = F.max_pool1d if node.meta["rank"] == 1 else F.max_pool2d
         args = {k: getattr(pool, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode")}
+        rank = node.meta["rank"]
+        size = _tuple(args["kernel_size"], rank)
+        if (
+            size == _tuple(args["stride"] or args["kernel_size"], rank)
+            and set(_tuple(args["padding"], rank)) == {0}
+            and set(_tuple(args["dilation"], rank)) == {1}
+            and not (node.layout is not None and node.layout.channels_last)
+        ):
+            out = node.shape[1:]
+
+            def tiles(xs: list[torch.Tensor]) -> torch.Tensor:
+                # Windows that tile the input: the maximum of the strided views of each tap, in the codes' own
+                # dtype (codes ascend with values, so the max of codes is the code of the max).
+                x = xs[0]
+                x = x[(Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))]
+                if rank == 1:
+                    taps = [x[..., j :: size[0]] for j in range(size[0])]
+                else:
+                    taps = [x[..., i :: size[0], j :: size[1]] for i in range(size[0]) for j in range(size[1])]
+                result = taps[0]
+                for tap in taps[1:]:
+                    result = torch.maximum(result, tap)
+                return result.contiguous()
+
+            return tiles
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
             # Codes ascend with values, so the max of codes is the code of the max (exact below 2**24).
@@ -400,13 +571,43 @@ class Runtime:
 
         return kernel
 
-    def _host_kernel(self, node: Node) -> Kernel:
+    def _host_kernel(self, node: Node, *, decoded: bool = False) -> Kernel:
+        """A host node's module on its input's values (``decoded``: the input already holds them)."""
         module = node.meta["module"]
         producer = self.graph[node.inputs[0]]
         table = channel_values(producer)
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
-            return run_module(module, decode(xs[0], producer, table), node.name)
+            # Contiguous, as the model hands its tensors on: a kernel may sum in another order on other strides.
+            values = (xs[0] if decoded else decode(xs[0], producer, table)).contiguous()
+            return run_module(module, values, node.name, switched=True)  # in eval_mode for the run
+
+        return kernel
+
+    def _small_host_kernel(self, node: Node, *, decoded: bool) -> Kernel:
+        """:meth:`_host_kernel` for a few samples: numpy codes decoded by numpy, the module called directly
+        (the run holds eval and inference mode, see :meth:`run`)."""
+        module = node.meta["module"]
+        producer = self.graph[node.inputs[0]]
+        full = self._host_kernel(node, decoded=decoded)
+        table = channel_values(producer)
+        values = None if table is None or len(table[1]) > 1 else table[0].numpy()
+
+        def kernel(xs: list[Any]) -> torch.Tensor:
+            x = xs[0]
+            if not isinstance(x, np.ndarray) or (values is None and not decoded):
+                return full([_as_tensor(x)])
+            inputs = x if decoded else values[x]
+            try:
+                out = module(torch.from_numpy(np.ascontiguousarray(inputs)))
+            except IOTableError:
+                raise
+            except Exception as exc:  # the host is a black box: its failure reported with context, as run_module
+                msg = f"{node.name}: forward failed on an input of shape {inputs.shape}: {type(exc).__name__}: {exc}"
+                raise EnumerationError(msg) from exc
+            if not isinstance(out, torch.Tensor):
+                return full([_as_tensor(x)])  # run_module reports it
+            return out
 
         return kernel
 
@@ -432,6 +633,7 @@ class TableKernel:
         for u, table in enumerate(tables):
             weights[u, : table.fan_in] = table.address_weights
         sizes = [math.prod(t.radices) for t in tables]
+        self._sizes = np.asarray(sizes, dtype=np.int64)
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         total = sum(sizes)
         raw = layer.plan.output_domain is None
@@ -496,6 +698,361 @@ class TableKernel:
         positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
         self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
+        self._small_matrix: np.ndarray | None = None  # made on the first small batch (see small)
+        self._small_bias: np.ndarray | None = None
+        self._small_flat: np.ndarray | None = None
+        self._small_index: Any = None  # see _flat_index
+        self._shared: dict[str, Any] | None = None  # see _share_lookups (fused windows only)
+        self._values: torch.Tensor | None = None  # see emitting_values
+
+    def small(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of a non-spatial table in the graph's layout for a few samples, by numpy: the addresses as
+        one float64 product (exact: integers below 2**53), then one lookup per address row."""
+        x = xs[0]
+        codes = x if isinstance(x, np.ndarray) else x.numpy()
+        n = len(codes)
+        if self._small_matrix is None:
+            self._small_matrix = self._rows_dense.numpy().T.astype(np.float64)
+            self._small_bias = self._rows_bias.numpy().reshape(-1).astype(np.float64)
+            self._small_flat = self._flat_columns.numpy()
+        rows = codes.reshape(n, -1) @ self._small_matrix
+        rows += self._small_bias
+        rows = rows.astype(np.intp)  # (N, address rows)
+        if self.fan_out == 1:
+            out = self._small_flat[rows]
+        else:
+            out = self._small_flat[rows[:, :, None] + self._column_base.numpy().reshape(1, 1, -1)].reshape(n, -1)
+            out = out if self._rows_sources is None else out[:, self._rows_sources.numpy()]
+        return out if len(self.node.shape) == 1 else out.reshape(n, *self.node.shape)  # type: ignore[return-value]
+
+    def can_emit_values(self) -> bool:
+        """Whether :meth:`emitting_values` applies: quantized outputs of one domain, no don't-care checks."""
+        domain = self.node.domain
+        return isinstance(domain, Domain) and self.care is None
+
+    def emitting_values(self) -> TableKernel:
+        """This kernel looking up the float32 values of its outputs instead of their codes (a copy)."""
+        values = torch.tensor(self.node.domain.values, dtype=torch.float32)
+        valued = copy.copy(self)
+        valued._flat_columns = torch.index_select(values, 0, self._flat_columns.to(torch.int64))
+        valued._values = values  # shared lookups unpack codes, then read their values
+        valued._small_index = None  # its numpy tables are the values
+        valued._in_place = False  # float addresses must not receive values in place of codes
+        return valued
+
+    # -- windows fused into addresses ---------------------------------------------------------------------
+
+    def fuse(self, window: Node, pad: Node | None = None) -> bool:
+        """Prepare :meth:`convolve` for a table that reads ``window`` (which reads ``pad``, a constant pad, when
+        given): ``False`` where it does not apply.
+
+        The packed address of a unit at an output position is a linear function of the input codes under its
+        window: a convolution of the window's input codes with the unit's place values (the table's offset as
+        its bias). Every partial sum is an integer of the table's address range, so the float convolution is
+        exact (float32 below 2**24 rows, float64 beyond), whatever order its kernel adds the terms in. A pad
+        of constant codes is the convolution's zero padding plus, at each output position, the pad codes times
+        the place values of the taps that fall on the border: a fixed integer map added with the offsets.
+        Partial tables with a care mask keep the window (their errors name the window's input vector).
+        """
+        if not self.spatial or self.care is not None:
+            return False
+        kernel = tuple(window.meta["kernel"])
+        if len(kernel) not in (1, 2):
+            return False
+        channels, taps = int(window.meta["channels"]), math.prod(kernel)
+        rows = self._rows_dense.numpy()  # (address rows, channels * taps) in the window's element order
+        self._shared = self._share_lookups(rows)
+        if self._shared is not None:  # one address row per group of channels reading the same inputs
+            rows = self._shared["rows"]
+        if window.meta["element_order"] == "channel-major":
+            weight = rows.reshape(len(rows), channels, taps)
+        else:
+            weight = rows.reshape(len(rows), taps, channels).transpose(0, 2, 1)
+        groups = _conv_groups(weight)
+        per_group = channels // groups
+        block = (np.arange(len(rows)) // (len(rows) // groups))[:, None] * per_group + np.arange(per_group)
+        weight = np.take_along_axis(weight, block[:, :, None], axis=1)  # each row's own group of channels
+        weight_t = torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel))
+        conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
+        stride, dilation = tuple(window.meta["stride"]), tuple(window.meta["dilation"])
+        bias: torch.Tensor = self._address_bias
+        padding: tuple[int, ...] = (0,) * len(kernel)
+        shape = (pad or window).meta["input_shapes"][0]
+        channels_last = window.meta["input_layout"].channels_last
+        size = tuple(shape[:-1] if channels_last else shape[1:])
+        if pad is not None:
+            padding = tuple(int(before) for before, _ in pad.meta["padding"])  # as wide after (see _constant_pad)
+        if pad is not None and any(pad.meta["pad_codes"]):
+            # The border's codes through the same convolution: zeros inside, each channel's pad code outside.
+            inside = torch.zeros((1, channels, *size), dtype=weight_t.dtype)
+            border = F.pad(inside, [p for p in reversed(padding) for _ in range(2)], value=1.0)
+            codes = torch.as_tensor(np.asarray(pad.meta["pad_codes"], dtype=np.float64)).to(weight_t.dtype)
+            border = border * codes.reshape(1, -1, *([1] * len(kernel)))
+            ones = (1,) * len(kernel)
+            bias = conv_fn(border, weight_t, None, stride, 0, dilation, groups)[0] + bias.reshape(-1, *ones)
+        self._conv = {
+            "weight": weight_t,
+            "bias": bias,
+            "stride": stride,
+            "padding": padding,
+            "dilation": dilation,
+            "groups": groups,
+        }
+        self._conv_fn = conv_fn
+        self._window_channels_last = channels_last
+        self.channels_inner = True  # the schedule says where the outputs go (see Runtime._schedule)
+        codes = pad.meta["pad_codes"] if pad is not None else [0] * channels
+        self._frame = (channels, size, np.asarray(codes, dtype=np.float64))
+        # How the addresses are formed (all exact, each where it is fastest on small tensors): a product over
+        # the channels for 1x1 windows, one dense product over the whole frame where the frame is small and
+        # the windows cover a good part of it (a few thousand weights), else the convolution.
+        elements = channels * math.prod(size)
+        positions = math.prod(self.node.shape[1:] if not self.channels_last else self.node.shape[:-1])
+        self._method = "conv"
+        if set(kernel) == {1} and set(padding) == {0}:
+            dense = np.zeros((channels, len(rows)), dtype=weight.dtype)
+            np.put_along_axis(dense, block.T, weight[:, :, 0].T, axis=0)  # grouped weights as one matrix
+            self._method, self._matrix = "pointwise", torch.as_tensor(dense).to(weight_t.dtype)
+            self._matrix_bias = self._address_bias
+        elif elements * len(rows) * positions <= _DENSE_ENTRIES:
+            identity = torch.eye(elements, dtype=weight_t.dtype).reshape(elements, channels, *size)
+            images = conv_fn(identity, weight_t, None, stride, padding, dilation, groups)  # (elements, rows, *P)
+            self._matrix = images.reshape(elements, -1)
+            self._matrix_bias = (bias.reshape(len(rows), -1) * torch.ones(1, positions, dtype=bias.dtype)).reshape(-1)
+            # Dense where the windows cover much of the frame; else only for small batches, where a
+            # convolution's fixed cost is larger than the product's extra work.
+            self._method = "dense" if elements <= 16 * per_group * taps else "dense for small batches"
+        return True
+
+    @property
+    def _address_bias(self) -> torch.Tensor:
+        """Each address row's offset: in the flat tables, or in the shared tables (see :meth:`_share_lookups`)."""
+        return self._shared["bias"] if self._shared is not None else self._rows_bias.reshape(-1)
+
+    def _share_lookups(self, rows: np.ndarray) -> dict[str, Any] | None:
+        """One lookup for every group of output channels whose units read the same inputs with the same place
+        values (a convolution without groups: all of them), or ``None``.
+
+        Such units have one address at every position, so one table holds all of their codes, each row
+        packing the group's codes side by side in the bits of one integer; a lookup then reads them all, and
+        shifts and masks take them apart. A layer of 8 units with 2**18 rows reads one table of 512 KiB (16
+        bits a row), which stays in cache, instead of 8 tables of 2 MiB in all, and looks up 8 times fewer
+        rows. Codes are unchanged: only their storage differs.
+        """
+        if self.fan_out != 1 or len(rows) < 2:
+            return None
+        unique, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        counts = np.bincount(inverse)
+        if self.flat.dtype.is_floating_point or not self.flat.numel() or int(self.flat.min()) < 0:
+            return None  # raw outputs, or codes of a signed dtype: no bits to pack
+        bits = max(1, int(self.flat.max()).bit_length())
+        if len(unique) == len(rows) or (counts != counts[0]).any() or bits * counts[0] > 62:
+            return None
+        order = np.argsort(first)  # groups in the order of their first channel
+        members = np.stack([np.flatnonzero(inverse == g) for g in order])  # (groups, channels each)
+        per = int(counts[0])
+        codes = self._flat_columns.numpy().astype(np.int64)
+        bias = self._rows_bias.numpy().reshape(-1).astype(np.int64)
+        sizes = self._sizes[self._row_units][members[:, 0]]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        table = np.zeros(int(sizes.sum()), dtype=np.int64)
+        for g, channels in enumerate(members):  # one group of channels at a time: a few per layer
+            size = int(sizes[g])
+            block = np.stack([codes[bias[c] : bias[c] + size] for c in channels])  # (channels, rows)
+            table[starts[g] : starts[g] + size] = (block << (bits * np.arange(per))[:, None]).sum(axis=0)
+        # Up to 32 bits a row fit int32, read as the same bit pattern: an arithmetic shift by s <= 32 - bits
+        # then the mask keep bits s .. s + bits - 1 as stored (the sign only fills bits above 31), and int32
+        # lookups and shifts cost about a third of int64 ones.
+        narrow = bits * per <= 32
+        if narrow:
+            table = table.astype(np.uint32).view(np.int32)
+        dtype = torch.int32 if narrow else torch.int64
+        channel_of = members.reshape(-1)  # unpacked position -> output channel
+        identity = bool((channel_of == np.arange(len(channel_of))).all())
+        return {
+            "rows": rows[members[:, 0]],
+            "bias": torch.as_tensor(starts.astype(self._rows_bias.numpy().dtype)),
+            "table": torch.as_tensor(table).to(dtype),
+            "shifts": torch.as_tensor(bits * np.arange(per)).to(dtype),
+            "mask": (1 << bits) - 1,
+            "order": None if identity else torch.as_tensor(np.argsort(channel_of)),  # output channel -> position
+        }
+
+    def _unpack(self, packed: torch.Tensor, *, rows_last: bool) -> torch.Tensor:
+        """Codes of every channel from shared lookups ``packed`` (``(M, groups)`` or ``(N, groups, P)``), as
+        ``(M, channels)`` or ``(N, channels, P)`` in channel order, in the table's code dtype (or values)."""
+        shared = self._shared
+        axis = -1 if rows_last else 2
+        shifts = shared["shifts"].reshape(-1) if rows_last else shared["shifts"].reshape(1, 1, -1, 1)
+        codes = torch.bitwise_right_shift(packed.unsqueeze(axis), shifts).bitwise_and_(shared["mask"])
+        codes = (
+            codes.reshape(packed.shape[0], -1) if rows_last else codes.reshape(packed.shape[0], -1, packed.shape[-1])
+        )
+        if shared["order"] is not None:
+            codes = torch.index_select(codes, 1, shared["order"])
+        if self._values is not None:
+            return torch.index_select(self._values, 0, codes.reshape(-1).to(torch.int32)).view(codes.shape)
+        return codes.to(self.flat.dtype)
+
+    def convolve(self, xs: list[torch.Tensor]) -> torch.Tensor:
+        """Outputs of the graph's layout from the window's input codes ``(N, C, *size)`` (channels-last:
+        ``(N, *size, C)``): the addresses as one product or convolution, then one gather."""
+        x = xs[0]
+        n = x.shape[0]
+        conv = self._conv
+        dtype = conv["weight"].dtype
+        if self._method == "pointwise":
+            x = x if self._window_channels_last else torch.movedim(x, 1, -1)  # (N, *size, C)
+            x = x[(slice(None), *(slice(None, None, s) for s in conv["stride"]))]
+            shape = tuple(x.shape[1:-1])
+            if self.channels_inner or self.channels_last:
+                flat = x.reshape(-1, x.shape[-1]).to(dtype)
+                rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N * positions, rows)
+                return self._looked(rows, shape, rows_last=True)
+            flat = x.reshape(n, -1, x.shape[-1]).to(dtype)  # (N, positions, C)
+            addresses = torch.einsum("cr,npc->nrp", self._matrix, flat).add_(self._matrix_bias[:, None])
+            return self._looked(self._integer(addresses), shape, rows_last=False)
+        if self._window_channels_last:
+            x = torch.movedim(x, -1, 1)
+        if self._method == "dense" or (self._method == "dense for small batches" and n <= _SMALL_BATCH):
+            flat = x.reshape(n, -1).to(dtype)
+            rows = self._integer(torch.addmm(self._matrix_bias, flat, self._matrix))  # (N, rows * positions)
+            return self._looked(rows.view(n, len(self._conv["weight"]), -1), self.node_positions, rows_last=False)
+        # Channels innermost (what oneDNN's convolutions run fastest on) where codes must become floats anyway
+        # (a previous table's), in the same pass; float codes (the input encoder's) stay as they are:
+        # reordering them costs more than it saves.
+        planar = x.dim() == 4
+        x = x.to(dtype, memory_format=torch.channels_last if planar and x.dtype != dtype else torch.preserve_format)
+        bias = conv["bias"]
+        if bias.dim() == 1:  # no border codes: the offsets are the convolution's bias
+            addresses = self._conv_fn(
+                x, conv["weight"], bias, conv["stride"], conv["padding"], conv["dilation"], conv["groups"]
+            )
+        else:
+            addresses = self._conv_fn(
+                x, conv["weight"], None, conv["stride"], conv["padding"], conv["dilation"], conv["groups"]
+            ).add_(bias)
+        rows = self._integer(addresses)  # (N, address rows, *positions)
+        if planar and rows.is_contiguous(memory_format=torch.channels_last):
+            # Gather in memory order (positions, then rows) and keep that order: the next convolution reads it.
+            inner = rows.permute(0, 2, 3, 1)
+            return self._looked(inner.reshape(-1, inner.shape[-1]), tuple(inner.shape[1:-1]), rows_last=True)
+        return self._looked(rows.reshape(n, rows.shape[1], -1), rows.shape[2:], rows_last=False)
+
+    def small_convolve(self, xs: list[Any]) -> np.ndarray:
+        """:meth:`convolve` for a few samples, by numpy: each address a sum over its unit's window of codes
+        times place values, the codes gathered by precomputed flat indices (the pad's codes from one extra
+        element per channel), where those indices stay small; else the convolution."""
+        if self._small_index is None:
+            self._small_index = self._flat_index()
+        if self._small_index is False or len(xs[0]) * self._small_index["index"].size > _SMALL_GATHER:
+            return _torch_inputs(self.convolve)(xs)
+        prep = self._small_index
+        x = xs[0]
+        codes = x if isinstance(x, np.ndarray) else x.numpy()
+        if self._window_channels_last:
+            codes = np.moveaxis(codes, -1, 1)
+        n = len(codes)
+        frame = np.empty((n, prep["elements"] + len(prep["pads"])), dtype=np.float64)
+        frame[:, : prep["elements"]] = codes.reshape(n, -1)
+        frame[:, prep["elements"] :] = prep["pads"]
+        rows = np.einsum("npf,pf->np", np.take(frame, prep["index"], axis=1), prep["place"])
+        rows += prep["bias"]
+        rows = rows.astype(np.intp).reshape(n, -1, prep["positions"])
+        if "packed" in prep:  # shared lookups (numpy throughout: a torch call costs more than this batch)
+            out = (prep["packed"][rows][:, :, None, :] >> prep["shifts"]) & prep["mask"]
+            out = out.reshape(n, -1, rows.shape[-1])
+            if prep["order"] is not None:
+                out = out[:, prep["order"]]
+            out = prep["values"][out] if prep["values"] is not None else out.astype(prep["dtype"])
+        elif self.fan_out == 1:
+            out = prep["flat"][rows]
+        else:
+            out = prep["flat"][rows[:, :, None, :] + prep["columns"]].reshape(n, -1, rows.shape[-1])
+            out = out if prep["sources"] is None else out[:, prep["sources"]]
+        out = out.reshape(n, -1, *self.node_positions)
+        return np.moveaxis(out, 1, -1) if self.channels_last else out
+
+    def _flat_index(self) -> dict[str, Any] | bool:
+        """What :meth:`small_convolve` reads: each address's input elements ``(rows * positions, inputs)`` in
+        the frame (its padded places point past the frame, at their channel's pad code), their place values
+        and the row's offset, and the tables as numpy arrays; ``False`` when the indices would be large."""
+        conv = self._conv
+        weight = conv["weight"].numpy().astype(np.float64)  # (rows, channels per group, *kernel)
+        rows, per_group = weight.shape[:2]
+        kernel = weight.shape[2:]
+        channels, size, _ = self._frame
+        positions = self.node_positions
+        taps = math.prod(kernel)
+        if rows * math.prod(positions) * per_group * taps > 2**20:
+            return False
+
+        def grid(extent: tuple[int, ...]) -> np.ndarray:
+            axes = np.meshgrid(*[np.arange(e) for e in extent], indexing="ij")
+            return np.stack(axes, -1).reshape(-1, len(extent))
+
+        origin = grid(positions) * np.asarray(conv["stride"]) - np.asarray(conv["padding"])  # (P, rank)
+        coords = origin[:, None, :] + grid(kernel)[None, :, :] * np.asarray(conv["dilation"])  # (P, taps, rank)
+        inside = ((coords >= 0) & (coords < np.asarray(size))).all(axis=-1)
+        spatial = np.ravel_multi_index(tuple(np.clip(coords, 0, np.asarray(size) - 1).transpose(2, 0, 1)), size)
+        group = np.arange(rows) // (rows // conv["groups"])
+        channel = group[:, None] * per_group + np.arange(per_group)  # (rows, channels per group)
+        elements = channels * math.prod(size)
+        index = np.where(
+            inside[None, :, None, :],
+            channel[:, None, :, None] * math.prod(size) + spatial[None, :, None, :],
+            elements + channel[:, None, :, None],
+        )  # (rows, P, channels per group, taps)
+        place = np.broadcast_to(weight.reshape(rows, 1, per_group, taps), index.shape)
+        bias = np.repeat(self._address_bias.numpy().astype(np.float64), len(origin))
+        width = per_group * taps
+        prep: dict[str, Any] = {
+            "index": index.reshape(-1, width),
+            "place": np.ascontiguousarray(place.reshape(-1, width)),
+            "bias": bias,
+            "elements": elements,
+            "pads": self._frame[2],
+            "positions": math.prod(positions),
+            "flat": self._flat_columns.numpy(),
+            "columns": self._column_base.numpy().reshape(1, 1, -1, 1),
+            "sources": None if self._rows_sources is None else self._rows_sources.numpy(),
+        }
+        if self._shared is not None:
+            shared = self._shared
+            prep["packed"] = shared["table"].numpy()
+            prep["shifts"] = shared["shifts"].numpy().reshape(1, 1, -1, 1)
+            prep["mask"] = shared["mask"]
+            prep["order"] = None if shared["order"] is None else shared["order"].numpy()
+            prep["values"] = None if self._values is None else self._values.numpy()
+            prep["dtype"] = self.flat.numpy().dtype
+        return prep
+
+    @property
+    def node_positions(self) -> tuple[int, ...]:
+        return tuple(self.node.shape[:-1] if self.channels_last else self.node.shape[1:])
+
+    def _looked(self, rows: torch.Tensor, positions: tuple[int, ...], *, rows_last: bool) -> torch.Tensor:
+        """The table outputs of integer addresses ``rows`` (``rows_last``: ``(N * positions, address rows)``,
+        else ``(N, address rows, positions)``), in the graph's layout (a view where the order allows)."""
+        if self._shared is not None:  # one lookup per group of channels, then each channel's bits
+            packed = torch.index_select(self._shared["table"], 0, rows.reshape(-1)).view(rows.shape)
+            out = self._unpack(packed, rows_last=rows_last)
+        elif self.fan_out == 1:  # address rows are output channels, in order
+            out = torch.index_select(self._flat_columns, 0, rows.reshape(-1)).view(rows.shape)
+        elif rows_last:  # (M, units) -> (M, units * fan_out) -> output channels
+            index = rows.unsqueeze(-1) + self._column_base.reshape(1, 1, -1)
+            out = torch.index_select(self._flat_columns, 0, index.reshape(-1)).view(rows.shape[0], -1)
+            out = out if self._rows_sources is None else out[:, self._rows_sources]
+        else:  # (N, units, P) -> (N, units * fan_out, P) -> output channels
+            index = rows.unsqueeze(2) + self._column_base.reshape(1, 1, -1, 1)
+            out = torch.index_select(self._flat_columns, 0, index.reshape(-1)).view(rows.shape[0], -1, rows.shape[-1])
+            out = out if self._rows_sources is None else out[:, self._rows_sources]
+        if rows_last:  # (N * positions, channels)
+            out = out.view(-1, *positions, out.shape[-1])
+            return out if self.channels_last else torch.movedim(out, -1, 1)
+        out = out.view(out.shape[0], out.shape[1], *positions)  # (N, channels, *positions)
+        return torch.movedim(out, 1, -1).contiguous() if self.channels_last else out
 
     # -- observation helpers (the graph's layout) ---------------------------------------------------------
 
@@ -601,6 +1158,53 @@ class TableKernel:
         raise MissingRowError(msg)
 
 
+class _Shape:
+    """A batch's expected shape, written ``(N, ...)`` when an error message formats it."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.shape = shape
+
+    def __format__(self, spec: str) -> str:
+        return f"(N, {', '.join(map(str, self.shape))})"
+
+
+def _as_tensor(x: Any) -> torch.Tensor:
+    """A tensor of ``x`` (a numpy array from the small-batch kernels: the same memory)."""
+    return torch.from_numpy(x) if isinstance(x, np.ndarray) else x
+
+
+def _torch_inputs(kernel: Kernel) -> Kernel:
+    """``kernel`` reading numpy inputs as tensors (small-batch schedules hand numpy arrays between tables)."""
+    return lambda xs: kernel([_as_tensor(x) for x in xs])
+
+
+def _tuple(value: Any, rank: int) -> tuple[int, ...]:
+    """A pool's setting as one int per axis."""
+    return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+
+
+def _constant_pad(pad: Node) -> bool:
+    """Whether a pad node pads with its channels' constant codes as wide before as after each axis: what a
+    convolution's own padding (plus a fixed border term) does, so that it fuses into the convolution."""
+    zeros = PaddingMode.parse(pad.meta["mode"]) is PaddingMode.ZEROS
+    return zeros and "pad_codes" in pad.meta and all(before == after for before, after in pad.meta["padding"])
+
+
+def _conv_groups(weight: np.ndarray) -> int:
+    """The most groups a convolution with ``weight`` ``(rows, channels, taps)`` splits into: row blocks that
+    read only their own block of channels (a depthwise table layer is as many groups as channels)."""
+    rows, channels = weight.shape[:2]
+    reads = (weight != 0).any(axis=2)  # (rows, channels)
+    for groups in range(math.gcd(rows, channels), 1, -1):
+        if rows % groups or channels % groups:
+            continue
+        row_block = np.arange(rows) // (rows // groups)
+        channel_block = np.arange(channels) // (channels // groups)
+        if not (reads & (row_block[:, None] != channel_block[None, :])).any():
+            return groups
+    return 1
+
+
 def _input_error(msg: str) -> Exception:
     from .network import InputError  # defined beside TableNetwork, which imports this module
 
@@ -627,7 +1231,7 @@ class InputEncoder:
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
-        batch = f"(N, {', '.join(map(str, input_shape))})"
+        batch = _Shape(input_shape)  # formatted only into an error message
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf":
                 msg = f"{what}: expected a numeric array of shape {batch}, received dtype {x.dtype}"
@@ -643,7 +1247,7 @@ class InputEncoder:
             x = x.to_dense()
         x = x.cpu()
         given = x.dtype
-        if not x.is_floating_point():
+        if not x.is_floating_point() and given != torch.int64:
             x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
         if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
             msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
@@ -759,9 +1363,11 @@ class _Grid:
         else:
             q = torch.sub(x, first).mul_(scale)
             codes = q.clamp(0, top).round_()
-        # The largest excess over the accepted distance decides (a reduction to one float is cheaper than a
-        # boolean mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input)
-        # fails the comparison, so such a batch falls to the exact path, which names the value.
-        if not float(q.sub_(codes).abs_().sub_(accept).max()) <= 0:
-            return None
-        return codes
+        # The largest distance from a code decides (one pass for both extremes is cheaper than a boolean
+        # mask); float subtraction keeps its sign exactly, and NaN (from a NaN or infinite input) fails the
+        # comparison, so such a batch falls to the exact path, which names the value.
+        q.sub_(codes)
+        if isinstance(accept, torch.Tensor):  # per-channel tolerances: the excess over each channel's
+            return codes if float(q.abs_().sub_(accept).max()) <= 0 else None
+        low, high = torch.aminmax(q)
+        return codes if float(high) <= accept and float(low) >= -accept else None

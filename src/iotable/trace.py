@@ -24,7 +24,7 @@ from .errors import IOTableError
 from .nn import _is_brevitas, domain_of
 from .spec import ELEMENTWISE, _declared
 
-__all__ = ["Arithmetic", "LeafTracer", "ModelError", "Step", "segment", "trace"]
+__all__ = ["Arithmetic", "Chain", "LeafTracer", "ModelError", "Step", "segment", "trace"]
 
 
 class ModelError(IOTableError, ValueError):
@@ -201,9 +201,74 @@ class LeafTracer(fx.Tracer):
         return type(m).__module__.startswith(("torch.nn", "brevitas.nn"))
 
 
-def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor) -> fx.GraphModule:
-    """Trace ``model`` with the leaf tracer and record every node's output shape (``meta["shape"]``)."""
+@dataclass(frozen=True)
+class Chain:
+    """A chain of leaf modules read straight from an ``nn.Sequential``: the graph torch.fx's leaf tracer would
+    record for it (the same node names), without tracing or generating code (see :func:`trace`)."""
+
+    graph: fx.Graph
+    root: nn.Module
+
+    def get_submodule(self, target: str) -> nn.Module:
+        return self.root.get_submodule(target)
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """As a traced module's: the model, whose tensors glue would read (a chain has no glue)."""
+        return {"root": self.root}
+
+
+def _leaves(module: nn.Module, prefix: str, tracer: LeafTracer) -> list[tuple[str, nn.Module]] | None:
+    """The leaf modules a plain ``nn.Sequential`` calls in order, with their qualified names; ``None`` when
+    the model is anything else (an override, a hook, a module torch.fx would trace into)."""
+    found: list[tuple[str, nn.Module]] = []
+    for name, child in module._modules.items():
+        qualified = f"{prefix}{name}"
+        if child is None:
+            continue
+        if tracer.is_leaf_module(child, qualified):
+            found.append((qualified, child))
+        elif type(child) is nn.Sequential and not _overridden(child):
+            inner = _leaves(child, f"{qualified}.", tracer)
+            if inner is None:
+                return None
+            found += inner
+        else:
+            return None
+    return found
+
+
+def _overridden(module: nn.Module) -> bool:
+    return "forward" in module.__dict__ or bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+def _chain(model: nn.Module, host: frozenset[str]) -> Chain | None:
+    """:class:`Chain` of a plain ``nn.Sequential`` of torch (not brevitas) leaves, else ``None``."""
+    if type(model) is not nn.Sequential or _overridden(model):
+        return None
+    leaves = _leaves(model, "", LeafTracer(host))
+    if not leaves or any(_is_brevitas(m) for _, m in leaves):
+        return None
+    graph = fx.Graph()
+    x = graph.placeholder("input")  # nn.Sequential.forward's argument, as the tracer names it
+    for name, _ in leaves:
+        x = graph.call_module(name, (x,))
+    graph.output(x)
+    return Chain(graph, model)
+
+
+def trace(
+    model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor, lean: bool = False
+) -> fx.GraphModule | Chain:
+    """Trace ``model`` with the leaf tracer and record every node's output shape (``meta["shape"]``).
+
+    ``lean``: a plain ``nn.Sequential`` of leaf modules gives a :class:`Chain` (its graph without a
+    GraphModule), what :func:`segment` reads; anything else is traced.
+    """
     name = type(model).__name__
+    chain = _chain(model, host) if lean else None
+    if chain is not None:
+        return _record_shapes(model, chain, example_input)
     try:
         graph = LeafTracer(host).trace(model)
     except IOTableError:
@@ -220,22 +285,35 @@ def trace(model: nn.Module, *, host: frozenset[str], example_input: torch.Tensor
         from .brevitas import check_leaves  # the optional integration: imported for brevitas models only
 
         check_leaves(module, host)
+    module.meta["root"] = model  # get_attr glue reads its tensors from their owners in the model
+    return _record_shapes(model, module, example_input)
+
+
+def _refuse_fake_quantize(module: fx.GraphModule | Chain) -> None:
+    """Raise for a torch.ao fake quantizer iotable cannot read (still observing, per channel, ...), by name."""
     for node in module.graph.nodes:
         if node.op == "call_module" and is_fake_quantize(module.get_submodule(node.target)):
             fake_quantize_domain(module.get_submodule(node.target), node.target)  # refused by name, with the fix
-    module.meta["root"] = model  # get_attr glue reads its tensors from their owners in the model
+
+
+def _record_shapes(model: nn.Module, module: Any, example_input: torch.Tensor) -> Any:
+    """Run ``module``'s graph on ``example_input`` (the model in eval mode) and record every node's shape."""
+    _refuse_fake_quantize(module)
+    name = type(model).__name__
     flags = [(m, m.training) for m in model.modules()]
     shapes: dict[str, Any] = {}
     try:
         model.eval()
         with torch.inference_mode():
             env: dict[fx.Node, Any] = {}
-            interpreter = fx.Interpreter(module)
+            interpreter = fx.Interpreter(module) if isinstance(module, fx.GraphModule) else None
             for node in module.graph.nodes:
                 args = fx.node.map_arg(node.args, lambda n: env[n])
                 kwargs = fx.node.map_arg(node.kwargs, lambda n: env[n])
                 if node.op == "placeholder":
                     env[node] = example_input
+                elif interpreter is None:  # a chain: call modules, return the output
+                    env[node] = module.get_submodule(node.target)(*args) if node.op == "call_module" else args[0]
                 else:
                     env[node] = getattr(interpreter, node.op)(node.target, args, kwargs)
                 if isinstance(env[node], torch.Tensor) and node.op != "get_attr":  # parameters have no batch axis
@@ -292,7 +370,7 @@ def _closes(m: nn.Module) -> bool:
     return domain_of(m) is not None
 
 
-def segment(module: fx.GraphModule, *, host: frozenset[str]) -> list[Step]:
+def segment(module: fx.GraphModule | Chain, *, host: frozenset[str]) -> list[Step]:
     """Cut a traced model into steps (see :class:`Step`); raise :class:`ModelError` where it cannot."""
     steps: dict[str, Step] = {}
     value: dict[str, str] = {}  # fx node name -> step name producing it
