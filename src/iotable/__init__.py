@@ -26,34 +26,39 @@ from __future__ import annotations
 
 from . import nn
 from ._probe import check_decomposition
-from ._store import CacheError
-from .bundle import BundleError, load, save
+from .bundle import load, save
 from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
+    BrevitasNotInstalledError,
+    BundleError,
+    CacheError,
     DomainError,
     EnumerationError,
     IOTableError,
     IOTableWarning,
     MissingRowError,
+    ModelError,
     NotDecomposedError,
     OptionError,
+    PLAError,
     SpecError,
     SpecMismatchError,
     TableError,
     TableTooLargeError,
     UnsupportedFakeQuantizeError,
+    UnsupportedQuantizerError,
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
 from .observe import Observation, ObserveError, observe, restrict
-from .pla import PLAError, export_pla, read_pla, write_pla
+from .pla import export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
 from .precompute import LayerTables, precompute
 from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
 from .table import IOTable
-from .trace import LeafTracer, ModelError
+from .trace import LeafTracer
 
 __version__ = "0.1.0"
 
@@ -61,6 +66,7 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
+    "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
     "Diagram",
@@ -99,6 +105,7 @@ __all__ = [
     "TableTooLargeError",
     "Unit",
     "UnsupportedFakeQuantizeError",
+    "UnsupportedQuantizerError",
     "VerifyReport",
     "__version__",
     "check_decomposition",

@@ -37,7 +37,7 @@ import numpy as np
 from torch import nn
 
 from ._reuse import settings, stable_bytes
-from .errors import IOTableError
+from .errors import CacheError
 from .trace import Arithmetic
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
@@ -49,16 +49,6 @@ try:  # POSIX: a writer locks its .part file, so that a cleanup never removes a 
     import fcntl
 except ImportError:  # pragma: no cover - other systems refuse to delete open files instead
     fcntl = None  # type: ignore[assignment]
-
-
-class CacheError(IOTableError, OSError):
-    """A table file cannot be written or the cache directory cannot be used (``cache_dir``, a full disk, ...).
-
-    ``errno``, ``strerror`` and ``filename`` are the system's, when a disk operation failed.
-    """
-
-    def __str__(self) -> str:  # the message, not OSError's "[Errno n] ..." form
-        return str(self.args[0]) if self.args else ""
 
 
 def layer_fingerprint(module: nn.Module, plan: Any) -> hashlib._Hash:

@@ -29,9 +29,7 @@ import torch.fx as fx
 from torch import nn
 
 from .domain import Domain
-from .errors import DomainError, IOTableError
-from .nn import _is_brevitas
-from .trace import ModelError
+from .errors import BrevitasNotInstalledError, DomainError, ModelError, UnsupportedQuantizerError
 
 __all__ = ["MIN_VERSION", "BrevitasNotInstalledError", "UnsupportedQuantizerError", "quantizer_domain"]
 
@@ -45,12 +43,9 @@ _PER_TENSOR_FIX = (
 )
 
 
-class BrevitasNotInstalledError(IOTableError, ImportError):
-    """brevitas is not installed (or too old); the message names the extra to install."""
-
-
-class UnsupportedQuantizerError(ModelError):
-    """A brevitas quantizer whose outputs are not one fixed, finite set of values iotable can tabulate."""
+def is_brevitas(module: nn.Module) -> bool:
+    """Whether ``module`` is a brevitas module (or a subclass of one), without importing brevitas."""
+    return any(c.__module__.partition(".")[0] == "brevitas" for c in type(module).__mro__)
 
 
 def _brevitas() -> Any:
@@ -237,7 +232,7 @@ def quantizer_domain(module: nn.Module) -> Domain | None:
 
 
 def _domain(module: nn.Module, name: str) -> Domain | None:
-    if not _is_brevitas(module):
+    if not is_brevitas(module):
         return None
     proxy = _output_proxy(module)
     if proxy is None:
@@ -256,7 +251,7 @@ def check_leaves(traced: fx.GraphModule, host: Collection[str]) -> None:
     for node in traced.graph.nodes:
         if node.op == "call_module" and node.target not in host:
             module = traced.get_submodule(node.target)
-            if _is_brevitas(module):
+            if is_brevitas(module):
                 _check_leaf(module, node.target)
 
 

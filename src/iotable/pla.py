@@ -22,16 +22,12 @@ from typing import Any
 import numpy as np
 
 from .domain import Domain
-from .errors import IOTableError
+from .errors import IOTableError, PLAError
 from .table import IOTable
 
 __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
 
 _EXPLICIT_LIMIT = 2**16
-
-
-class PLAError(IOTableError, ValueError):
-    """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
 def _bits(codes: np.ndarray, widths: Sequence[int]) -> np.ndarray:

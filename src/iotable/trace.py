@@ -20,15 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._torchao import fake_quantize_domain, is_fake_quantize
-from .errors import IOTableError
-from .nn import _is_brevitas, domain_of
+from .brevitas import check_leaves, is_brevitas
+from .errors import IOTableError, ModelError
+from .nn import domain_of
 from .spec import ELEMENTWISE, _declared
 
 __all__ = ["Arithmetic", "Chain", "LeafTracer", "ModelError", "Step", "segment", "trace"]
-
-
-class ModelError(IOTableError, ValueError):
-    """A whole model cannot be turned into a table network as it stands (the message says what to change)."""
 
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -190,7 +187,7 @@ class LeafTracer(fx.Tracer):
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
-        if module_qualified_name in self.host or _is_brevitas(m):  # brevitas: checked after tracing
+        if module_qualified_name in self.host or is_brevitas(m):  # brevitas: checked after tracing
             return True
         if is_fake_quantize(m):  # checked after tracing, where its name is known
             return True
@@ -247,7 +244,7 @@ def _chain(model: nn.Module, host: frozenset[str]) -> Chain | None:
     if type(model) is not nn.Sequential or _overridden(model):
         return None
     leaves = _leaves(model, "", LeafTracer(host))
-    if not leaves or any(_is_brevitas(m) for _, m in leaves):
+    if not leaves or any(is_brevitas(m) for _, m in leaves):
         return None
     graph = fx.Graph()
     x = graph.placeholder("input")  # nn.Sequential.forward's argument, as the tracer names it
@@ -281,9 +278,7 @@ def trace(
         )
         raise ModelError(msg) from None
     module = fx.GraphModule(model, graph)
-    if any(_is_brevitas(m) for m in model.modules()):
-        from .brevitas import check_leaves  # the optional integration: imported for brevitas models only
-
+    if any(is_brevitas(m) for m in model.modules()):
         check_leaves(module, host)
     module.meta["root"] = model  # get_attr glue reads its tensors from their owners in the model
     return _record_shapes(model, module, example_input)
