@@ -36,6 +36,7 @@ from typing import Any, BinaryIO
 import numpy as np
 from torch import nn
 
+from ._files import commit, temporary_beside
 from ._reuse import settings, stable_bytes
 from .errors import CacheError
 from .trace import Arithmetic
@@ -178,14 +179,9 @@ class FileSink:
         self.written = 0
         self.digest = hashlib.sha256(f"{_TRAILER.decode()}{key}\n".encode()) if key is not None else None
         self.tmp: str | None = None
-        prefix = f".{path.name}." if key is not None else f"{path.name}."
         try:
-            fd, self.tmp = tempfile.mkstemp(prefix=prefix, suffix=".part", dir=path.parent)
-            self.file: BinaryIO = open(self.tmp, "r+b")  # closed in finish or abandon
-            os.close(fd)
+            self.file, self.tmp = temporary_beside(path, hidden=key is not None)  # closed in finish or abandon
         except OSError as exc:
-            if self.tmp is not None:
-                _unlink(self.tmp)
             raise disk_error("cannot create a table file in", path.parent, exc, fix=fix) from None
         self._cleanup = weakref.finalize(self, _discard, self.file, self.tmp)
         try:
@@ -242,12 +238,11 @@ class FileSink:
         try:
             if self.digest is not None:
                 self.file.write(_TRAILER + self.digest.digest())
-            self.file.flush()
-            os.fsync(self.file.fileno())
-            if self.key is None:
+            if self.key is None or self.tmp is None:  # a temporary table: mapped, never renamed
+                self.file.flush()
+                os.fsync(self.file.fileno())
                 return self._mapped_temporary()
-            self.file.close()
-            os.replace(self.tmp, self.path)  # type: ignore[arg-type]
+            commit(self.file, self.tmp, self.path)
         except OSError as exc:
             self.abandon()
             raise disk_error("cannot write", self.tmp or self.path.parent, exc, fix=self.fix) from None

@@ -76,4 +76,3 @@ def domain_of(module: torch.nn.Module) -> Domain | None:
     if is_brevitas(module):  # brevitas itself is imported only here, for brevitas modules
         return quantizer_domain(module)
     return None
-

@@ -14,18 +14,20 @@ from __future__ import annotations
 import errno
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._files import atomic_write
 from .domain import Domain
 from .errors import IOTableError, PLAError
 from .table import IOTable
 
 __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
+
+_atomic_write = atomic_write  # the name other modules of iotable imported before _files held it
 
 _EXPLICIT_LIMIT = 2**16
 
@@ -112,21 +114,6 @@ def _disk_error(what: str, path: Path, exc: OSError) -> PLAError:
     return PLAError(f"{what}: cannot write {str(path)!r}: {exc.strerror or exc}; {fix}")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _check_dont_cares(dont_cares: Any, what: str) -> None:
     if dont_cares not in ("auto", "explicit", "implicit"):
         msg = f"{what}: dont_cares must be 'auto', 'explicit' or 'implicit', received {dont_cares!r}"
@@ -156,7 +143,7 @@ def write_pla(table: IOTable, path: str | os.PathLike[str], *, dont_cares: str =
         raise PLAError(msg)
     text = pla_text(table, dont_cares=dont_cares)
     try:
-        _atomic_write(target, text)
+        atomic_write(target, text)
     except OSError as exc:
         raise _disk_error("write_pla", target, exc) from None
     return target
