@@ -28,6 +28,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ._modules import eval_mode
 from .domain import Domain
 from .errors import BrevitasNotInstalledError, DomainError, ModelError, UnsupportedQuantizerError
 
@@ -176,14 +177,8 @@ def _check_outputs(proxy: Any, domain: Domain, values: torch.Tensor, name: str) 
     count = min(4 * len(domain) + 25, 1 << 16)
     ramp = torch.linspace(low - 3 * step, high + 3 * step, count, dtype=values.dtype, device=values.device)
     ramp = torch.cat([ramp, values, -values])
-    flags = [(m, m.training) for m in proxy.modules()]
-    try:
-        proxy.eval()
-        with torch.no_grad():
-            out = proxy(ramp)
-    finally:
-        for m, training in flags:
-            m.training = training
+    with eval_mode(proxy), torch.no_grad():
+        out = proxy(ramp)
     out = getattr(out, "value", out)
     try:
         domain.encode(out)

@@ -32,11 +32,12 @@ from torch import nn
 
 from ._design import Field, finite_field, pack
 from ._fastpath import CodeBlock, FastPath, _Job, build_tables, recognize
+from ._modules import eval_mode, module_dtype, run_module
 from ._progress import QUIET, Progress, progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
 from .errors import DomainError, EnumerationError
-from .plan import LayerPlan, Unit, eval_mode, module_dtype, run_module
+from .plan import LayerPlan, Unit
 from .table import IOTable, TableList, place_values
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]

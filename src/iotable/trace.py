@@ -19,6 +19,7 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from ._modules import eval_mode
 from ._torchao import fake_quantize_domain, is_fake_quantize
 from .brevitas import check_leaves, is_brevitas
 from .errors import IOTableError, ModelError
@@ -295,11 +296,9 @@ def _record_shapes(model: nn.Module, module: Any, example_input: torch.Tensor) -
     """Run ``module``'s graph on ``example_input`` (the model in eval mode) and record every node's shape."""
     _refuse_fake_quantize(module)
     name = type(model).__name__
-    flags = [(m, m.training) for m in model.modules()]
     shapes: dict[str, Any] = {}
     try:
-        model.eval()
-        with torch.inference_mode():
+        with eval_mode(model), torch.inference_mode():
             env: dict[fx.Node, Any] = {}
             interpreter = fx.Interpreter(module) if isinstance(module, fx.GraphModule) else None
             for node in module.graph.nodes:
@@ -318,9 +317,6 @@ def _record_shapes(model: nn.Module, module: Any, example_input: torch.Tensor) -
     except Exception as exc:
         msg = f"{name}: running the traced model on example_input of shape {tuple(example_input.shape)} failed: {exc}"
         raise ModelError(msg) from exc
-    finally:
-        for m, training in flags:
-            m.training = training
     for node in module.graph.nodes:
         node.meta["shape"] = shapes.get(node.name)
     return module
