@@ -43,6 +43,7 @@ from torch import nn
 from torch.nn.modules import module as torch_module
 from torch.nn.utils import prune
 
+from ._order import frame_channels, unit_elements
 from .errors import EnumerationError
 from .nn import Quantize
 from .plan import LayerPlan, Unit, window_mismatch
@@ -313,7 +314,9 @@ class FastPath:
         groups = self.structure.groups if len(units) == len(layer.units) else _Group.of(layer, units)
         found = []
         for group in groups:
-            weight = self.pairs[group.pairs].reshape(len(group.channels), -1).astype(np.float64)
+            taps = self.pairs[group.pairs]  # (columns, channels per unit, window)
+            channel, position = unit_elements(taps.shape[1], taps.shape[2], channels_last=layer.layout.channels_last)
+            weight = taps[:, channel, position].astype(np.float64)  # one weight per input, in element order
             found.append(_Part(job, group, weight, self.bias[group.channels]))
         return found
 
@@ -714,11 +717,7 @@ def _scratch(count: int, size: int) -> list[torch.Tensor]:
 
 def _frame_channels(layer: LayerPlan) -> np.ndarray:
     """The input channel of every element of one enumeration frame."""
-    elements = math.prod(layer.frame_in)
-    flat = np.arange(elements)
-    if layer.layout.channels_last:
-        return flat % layer.in_channels
-    return flat // (elements // layer.in_channels)
+    return frame_channels(layer.frame_in, layer.in_channels, channels_last=layer.layout.channels_last)
 
 
 def _row_values(group: _Group, rows: np.ndarray, dtype: Any = np.float32) -> np.ndarray:

@@ -33,6 +33,7 @@ from torch import nn
 from ._design import Field, finite_field, pack
 from ._fastpath import CodeBlock, FastPath, _Job, build_tables, recognize
 from ._modules import eval_mode, module_dtype, run_module
+from ._order import frame_channels
 from ._progress import QUIET, Progress, progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
@@ -103,9 +104,7 @@ class FrameValues:
     def _build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
         sizes = np.asarray([len(d) for d in layer.input_domains], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        n_elements = math.prod(layer.frame_in)
-        flat = np.arange(n_elements)
-        channel = flat % layer.in_channels if layer.layout.channels_last else flat // (n_elements // layer.in_channels)
+        channel = frame_channels(layer.frame_in, layer.in_channels, channels_last=layer.layout.channels_last)
         values = np.concatenate([d.values for d in layer.input_domains])
         return cls(
             values=torch.tensor(values, dtype=dtype, device=device),

@@ -7,7 +7,8 @@ lie inside the frame and do not overlap, so that one forward pass fills several 
 
 Element order inside a unit (the order of a table's input columns): for channels-first layouts the input
 channel (ascending within the unit) and then the kernel positions row-major; for channels-last layouts the
-kernel positions and then the channel. Non-spatial layers (``"NC"``) read single features.
+kernel positions and then the channel. Non-spatial layers (``"NC"``) read single features. The convention
+lives in :mod:`iotable._order` (``unit_elements``, ``element_order``); everything else calls it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from torch.nn.modules.conv import _ConvNd
 
 from . import _display
 from ._modules import eval_mode, module_dtype, run_module
+from ._order import unit_elements
 from .domain import Domain
 from .errors import SpecError, TableTooLargeError
 from .nn import domain_of
@@ -194,11 +196,8 @@ class LayerPlan:
         positions = origin[:, None, :] + self.geometry.offsets()[None, :, :]  # (slots, window, rank)
         pos_flat = positions @ pos_stride if self.geometry.rank else np.zeros((len(self.slots), 1), np.int64)
         ch_flat = np.asarray(channels, dtype=np.int64) * ch_stride  # (units, channels)
-        if self.layout.channels_last:
-            index = pos_flat[None, :, :, None] + ch_flat[:, None, None, :]  # (units, slots, window, channels)
-        else:
-            index = ch_flat[:, None, :, None] + pos_flat[None, :, None, :]  # (units, slots, channels, window)
-        return index.reshape(len(ch_flat), len(self.slots), -1)
+        channel, position = unit_elements(ch_flat.shape[1], pos_flat.shape[1], channels_last=self.layout.channels_last)
+        return ch_flat[:, None, channel] + pos_flat[None, :, position]  # (units, slots, fan_in) in element order
 
     def output_index(self, unit: Unit) -> np.ndarray:
         """Flat indices into one frame output of ``unit``'s outputs, per slot: shape ``(slots, fan_out)``."""
@@ -257,10 +256,9 @@ class LayerPlan:
 def _unit_domains(
     domains: tuple[Domain, ...], channels: tuple[int, ...], window: int, layout: Layout
 ) -> tuple[Domain, ...]:
-    per_channel = [domains[c] for c in channels]
-    if layout.channels_last:
-        return tuple(per_channel) * window
-    return tuple(d for d in per_channel for _ in range(window))
+    """The domain of each of a unit's inputs, in element order (see :mod:`iotable._order`)."""
+    channel, _ = unit_elements(len(channels), window, channels_last=layout.channels_last)
+    return tuple(domains[channels[c]] for c in channel.tolist())
 
 
 def _shared(domains: tuple[Domain, ...]) -> Domain | None:

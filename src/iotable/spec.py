@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._order import element_order
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
@@ -70,6 +71,12 @@ class Layout(enum.Enum):
     def channels_last(self) -> bool:
         """Whether channels are the last axis (``NWC``, ``NHWC``)."""
         return self.spatial_rank > 0 and self.value.endswith("C")
+
+    @property
+    def element_order(self) -> str:
+        """The order of a unit's input elements in this layout: ``"kernel-major"`` for channels-last layouts,
+        ``"channel-major"`` otherwise (see :mod:`iotable._order`)."""
+        return element_order(channels_last=self.channels_last)
 
 
 class PaddingMode(enum.Enum):
