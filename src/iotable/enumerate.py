@@ -269,54 +269,111 @@ def _enumerate(
     """
     bar.layer(layer.name)
     cache = TableCache(cache_dir) if cache_dir is not None else None
-    out_domain = layer.output_domain
-    # Codes of the output domain, or raw outputs in the module's own float type.
-    if out_domain is not None:
-        out_dtype = out_domain.code_dtype
-    else:
-        out_dtype = torch.empty(0, dtype=module_dtype(module)[0]).numpy().dtype
-    outputs: dict[int, np.ndarray] = {}
+    out_dtype = _output_dtype(module, layer)
     keys: dict[int, str] = {}
+    outputs: dict[int, np.ndarray] = {}
     if cache is not None:
-        fingerprint = layer_fingerprint(module, layer)
-        for unit in layer.units:
-            keys[unit.index] = unit_key(fingerprint, layer, unit)
-            codes = len(out_domain) if out_domain is not None else None
-            found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype, codes=codes)
-            if found is not None:
-                outputs[unit.index] = found
-
-    def sink(unit: Unit) -> MemorySink | FileSink:
-        if cache is not None:
-            return cache.sink(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
-        if unit.rows * unit.fan_out * out_dtype.itemsize > memory_budget:
-            return temporary_sink(unit.rows, unit.fan_out, out_dtype)
-        return MemorySink(unit.rows, unit.fan_out, out_dtype)
-
+        keys, outputs = _cached_outputs(cache, module, layer, out_dtype)
+    sink = _sink_factory(cache, keys, memory_budget=memory_budget, dtype=out_dtype)
     cached = tuple(sorted(outputs))
     bar.update(sum(layer.units[i].rows for i in cached))
     pending = [u for u in layer.units if u.index not in outputs]
-    if fast is None and fast_path and pending:
+    if not pending:
+        return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="cache", near_ties=0)
+    if fast is None and fast_path:
         fast = recognize(module, layer, memory_budget=memory_budget)
-    method, near_ties = ("black box" if pending else "cache"), 0
-    todo: list[_Class] = []
-    if fast is not None and pending:
-        method = fast.method
-        blocks, streamed, near_ties = fast.tables(
-            layer, pending, memory_budget=memory_budget, sink=sink, progress=bar.update
+    if fast is not None:
+        blocks, near_ties = _fast_tables(
+            fast, layer, pending, outputs, sink, cached=cache is not None, memory_budget=memory_budget, bar=bar
         )
-        outputs.update(streamed)  # streamed units are in their files (the cache's too) already
-        if cache is not None:
-            for block in blocks:
-                for index, array in block.entries():
-                    s = sink(layer.units[index])
-                    s.write(0, array)
-                    outputs[index] = s.finish()
-            blocks = []
         tables = _as_tables(layer, outputs, blocks)
-        return Enumerated(tables=tables, cached=cached, method=method, near_ties=near_ties)
-    if pending:  # classes index the frame, which only the black box needs
-        todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+        return Enumerated(tables=tables, cached=cached, method=fast.method, near_ties=near_ties)
+    _black_box(module, layer, outputs, sink, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar)
+    return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="black box", near_ties=0)
+
+
+def _output_dtype(module: nn.Module, layer: LayerPlan) -> np.dtype:
+    """What the tables hold: codes of the output domain, or raw outputs in the module's own float type."""
+    if layer.output_domain is not None:
+        return layer.output_domain.code_dtype
+    return torch.empty(0, dtype=module_dtype(module)[0]).numpy().dtype
+
+
+def _cached_outputs(
+    cache: TableCache, module: nn.Module, layer: LayerPlan, dtype: np.dtype
+) -> tuple[dict[int, str], dict[int, np.ndarray]]:
+    """Every unit's cache key, and the outputs of the units the cache holds (checked as it loads them)."""
+    fingerprint = layer_fingerprint(module, layer)
+    codes = len(layer.output_domain) if layer.output_domain is not None else None
+    keys: dict[int, str] = {}
+    outputs: dict[int, np.ndarray] = {}
+    for unit in layer.units:
+        keys[unit.index] = unit_key(fingerprint, layer, unit)
+        found = cache.load(keys[unit.index], unit.rows, unit.fan_out, dtype, codes=codes)
+        if found is not None:
+            outputs[unit.index] = found
+    return keys, outputs
+
+
+def _sink_factory(
+    cache: TableCache | None, keys: dict[int, str], *, memory_budget: int, dtype: np.dtype
+) -> Callable[[Unit], MemorySink | FileSink]:
+    """Where a unit's rows go: its cache entry, a temporary file above ``memory_budget``, else memory."""
+
+    def sink(unit: Unit) -> MemorySink | FileSink:
+        if cache is not None:
+            return cache.sink(keys[unit.index], unit.rows, unit.fan_out, dtype)
+        if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
+            return temporary_sink(unit.rows, unit.fan_out, dtype)
+        return MemorySink(unit.rows, unit.fan_out, dtype)
+
+    return sink
+
+
+def _fast_tables(
+    fast: FastPath,
+    layer: LayerPlan,
+    pending: list[Unit],
+    outputs: dict[int, np.ndarray],
+    sink: Callable[[Unit], MemorySink | FileSink],
+    *,
+    cached: bool,
+    memory_budget: int,
+    bar: Progress,
+) -> tuple[list[CodeBlock], int]:
+    """The pending units' outputs by the fast path: streamed units into ``outputs``, the rest as blocks of
+    columns (a table is cut from them on first access); and the rows near a rounding boundary.
+
+    With a cache (``cached``), the blocks are written to their entries at once, so every output is a
+    finished sink's and no block is left.
+    """
+    blocks, streamed, near_ties = fast.tables(
+        layer, pending, memory_budget=memory_budget, sink=sink, progress=bar.update
+    )
+    outputs.update(streamed)  # streamed units are in their files (the cache's too) already
+    if not cached:
+        return blocks, near_ties
+    for block in blocks:
+        for index, array in block.entries():
+            s = sink(layer.units[index])
+            s.write(0, array)
+            outputs[index] = s.finish()
+    return [], near_ties
+
+
+def _black_box(
+    module: nn.Module,
+    layer: LayerPlan,
+    outputs: dict[int, np.ndarray],
+    sink: Callable[[Unit], MemorySink | FileSink],
+    *,
+    memory_budget: int,
+    out_dtype: np.dtype,
+    bar: Progress,
+) -> None:
+    """The missing units' outputs by running ``module`` on every input combination, pass by pass, into
+    ``outputs`` (the module in eval mode throughout)."""
+    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     dtype, device = module_dtype(module)
     if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
         key = ("passes", memory_budget, out_dtype.itemsize)
@@ -328,6 +385,7 @@ def _enumerate(
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     chunk = _chunk_samples(layer, memory_budget, dtype)
+    out_domain = layer.output_domain
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
@@ -347,8 +405,6 @@ def _enumerate(
                 raise
             for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
                 outputs[index] = s.finish()
-
-    return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
 
 
 def _enumerate_fast(
