@@ -249,6 +249,25 @@ def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], o
             f"multiple of {out_width} for the given domains"
         )
         raise PLAError(msg)
+    ins, outs = _care_rows(text, n_in, n_out, declared_rows, name)
+    try:
+        return IOTable(
+            _codes(ins, in_widths),
+            _codes(outs, [out_width] * (n_out // out_width)),
+            input_domains=domains,
+            output_domain=output_domain,
+        )
+    except IOTableError as exc:
+        msg = f"read_pla: {name} does not hold a table of the given domains: {exc}"
+        raise PLAError(msg) from None
+
+
+def _care_rows(
+    text: bytes, n_in: int, n_out: int, declared_rows: int | None, name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The input and output bits (0/1, one byte each) of the rows a PLA file specifies, checked: every row
+    has fields of ``n_in`` and ``n_out`` characters, ``.p`` (when given) counts them, inputs are ``0``/``1``
+    and outputs ``0``/``1``/``-``, and a row's outputs are all ``-`` (a don't-care, left out) or none."""
     lines = b"\n".join(ln for ln in text.split(b"\n") if ln.strip() and not ln.lstrip().startswith((b".", b"#")))
     tokens = lines.split()
     if len(tokens) % 2:
@@ -276,17 +295,7 @@ def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], o
         row = int(np.flatnonzero((outs == ord("-")).any(axis=1) & care)[0])
         msg = f"read_pla: {name} row {row} has partly unspecified outputs; expected all '-' or none"
         raise PLAError(msg)
-    ins, outs = ins[care] - ord("0"), outs[care] - ord("0")
-    try:
-        return IOTable(
-            _codes(ins, in_widths),
-            _codes(outs, [out_width] * (n_out // out_width)),
-            input_domains=domains,
-            output_domain=output_domain,
-        )
-    except IOTableError as exc:
-        msg = f"read_pla: {name} does not hold a table of the given domains: {exc}"
-        raise PLAError(msg) from None
+    return ins[care] - ord("0"), outs[care] - ord("0")
 
 
 def _codes(bits: np.ndarray, widths: Sequence[int]) -> np.ndarray:
