@@ -7,7 +7,8 @@ The pipeline:
 - **plan** — :func:`plan` resolves it against the input: units, fan-ins, domains, table sizes, validated
   before any work.
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
-  module as a black box and returns one :class:`IOTable` per unit.
+  module as a black box and returns one :class:`IOTable` per unit (:func:`precompute_layer` and
+  :func:`precompute_model` are its layer and whole-model paths, each with one return type).
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
   interlayer :class:`Graph` (index maps, padding, windows with their line buffers and strides).
@@ -55,7 +56,7 @@ from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport,
 from .observe import Observation, ObserveError, observe, restrict
 from .pla import export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
-from .precompute import LayerTables, precompute
+from .precompute import LayerTables, precompute, precompute_layer, precompute_model
 from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
 from .table import IOTable
 from .trace import LeafTracer
@@ -119,6 +120,8 @@ __all__ = [
     "observe",
     "plan",
     "precompute",
+    "precompute_layer",
+    "precompute_model",
     "read_pla",
     "restrict",
     "save",
