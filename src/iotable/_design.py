@@ -21,6 +21,7 @@ import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -81,17 +82,18 @@ class Field:
     def independent(self, vectors: list[Vector]) -> bool:
         """Whether ``vectors`` are linearly independent (Gaussian elimination)."""
         if self.p == 2:
+            masks = cast("list[int]", vectors)  # over GF(2^k) every vector is a bit mask
             if self.k == 1:
-                return _independent_bits(vectors)  # type: ignore[arg-type]
+                return _independent_bits(masks)
             top, modulus, shift = self._top, self.modulus, self.k - 1
-            expanded = []
-            for v in vectors:
+            expanded: list[int] = []
+            for v in masks:
                 for _ in range(self.k):  # v, t v, t**2 v, ...: each coefficient times t, reduced by the modulus
                     expanded.append(v)
-                    v = ((v & ~top) << 1) ^ (((v & top) >> shift) * modulus)  # type: ignore[operator]
+                    v = ((v & ~top) << 1) ^ (((v & top) >> shift) * modulus)
             return _independent_bits(expanded)
         add, mul, inv, neg = self._tables
-        rows = [list(v) for v in vectors]  # type: ignore[arg-type]
+        rows = [list(v) for v in cast("list[tuple[int, ...]]", vectors)]  # other fields: coefficient tuples
         for rank in range(len(rows)):
             row = rows[rank]
             column = next((c for c, x in enumerate(row) if x), None)

@@ -208,7 +208,7 @@ class FileSink:
         except OSError:  # systems that cannot unlink an open file: it goes when the sink finishes
             return
         self._cleanup.detach()
-        self._cleanup = weakref.finalize(self, self.file.close)
+        self._cleanup = weakref.finalize(self, _discard, self.file, None)
         self.tmp = None
 
     def _write_header(self, header: dict[str, Any]) -> None:

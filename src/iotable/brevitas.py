@@ -263,7 +263,8 @@ def _check_leaf(module: nn.Module, name: str) -> None:
     bias_quant = getattr(module, "bias_quant", None)
     input_quant = getattr(module, "input_quant", None)
     if (
-        getattr(bias_quant, "requires_input_scale", False)
+        bias_quant is not None
+        and getattr(bias_quant, "requires_input_scale", False)
         and bias_quant.is_quant_enabled
         and getattr(module, "bias", None) is not None
         and not (input_quant is not None and input_quant.is_quant_enabled)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +134,7 @@ def _classes(layer: LayerPlan) -> list[_Class]:
             by_inputs.setdefault(unit.in_channels, []).append(unit)
         groups = list(by_inputs.values())
         # Frame indices of every class at once, classes of one width together; outputs of every channel once.
-        inputs: list[np.ndarray | None] = [None] * len(groups)
+        inputs: dict[int, np.ndarray] = {}  # class -> its frame indices
         by_width: dict[int, list[int]] = {}
         for k, units in enumerate(groups):
             by_width.setdefault(len(units[0].in_channels), []).append(k)
@@ -216,7 +216,7 @@ def enumerate_tables(
     progress: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
-) -> list[IOTable]:
+) -> Sequence[IOTable]:
     """Build every unit's dense table of ``layer`` by running ``module`` on all input combinations.
 
     The module runs in ``eval()`` and ``torch.inference_mode()``; its training flags are restored. A table
@@ -234,7 +234,7 @@ def enumerate_tables(
             tables of the black-box path; see :mod:`iotable._fastpath`).
 
     Returns:
-        One :class:`IOTable` per unit, in unit order.
+        One :class:`IOTable` per unit, in unit order (each made on first access).
     """
     with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
         return _enumerate(
@@ -415,7 +415,7 @@ def _enumerate_fast(
     their rows."""
     jobs = []
     for layer, fast in found:
-        dtype = layer.output_domain.code_dtype
+        dtype = _output_dtype(fast.structure.head, layer)  # codes: a recognized layer ends in a quantizer
 
         def sink(unit: Unit, dtype: np.dtype = dtype) -> MemorySink | FileSink:
             if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
@@ -427,7 +427,7 @@ def _enumerate_fast(
     return [Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs]
 
 
-def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:
+def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: Sequence[CodeBlock] = ()) -> TableList:
     """One table per unit, in unit order, each made on first access from its unit's outputs.
 
     A unit's outputs are an array ``(rows, fan_out)`` in ``outputs``, or columns of one of the fast path's

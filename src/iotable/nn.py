@@ -33,6 +33,9 @@ class Quantize(torch.nn.Module):
         Domain.uniform(2, scale=0.5)
     """
 
+    scale: torch.Tensor  # buffers, registered in __init__
+    zero_point: torch.Tensor
+
     def __init__(
         self,
         bits: int,

@@ -157,11 +157,13 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     """
     folder = _path(directory, "export_pla")
     _check_dont_cares(dont_cares, "export_pla")
-    items = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
-    for table in items:  # validate everything before writing a byte
+    given = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
+    items: list[IOTable] = []
+    for table in given:  # validate everything before writing a byte
         if not isinstance(table, IOTable):
             msg = f"export_pla: expected a network, a layer or IOTables, received {type(table).__name__}"
             raise PLAError(msg)
+        items.append(table)
         if table.output_domain is None:
             msg = f"export_pla: {table!r} holds raw values; PLA needs code outputs (end the layer in a quantizer)"
             raise PLAError(msg)

@@ -181,7 +181,7 @@ class LayerPlan:
         return sum(u.rows for u in self.units)
 
     @cached_property
-    def _strides(self) -> tuple[np.ndarray, np.ndarray]:
+    def _strides(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
         return _frame_strides(self.frame_in, self.layout), _frame_strides(self.frame_out, self.layout)
 
     def input_index(self, unit: Unit) -> np.ndarray:

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
 from ._order import element_order
 from .domain import Domain
@@ -293,7 +294,7 @@ def _make_spec(
     padding: Any,
     padding_mode: str | PaddingMode | None,
     layout: str | Layout | None,
-    output_domain: Domain | None,
+    output_domain: Domain | str | None,
 ) -> Spec:
     """Validate ``decompose``'s arguments and normalize them into a :class:`Spec`."""
     fan_in_t, fan_out_t, fan_in_from = _unit_fields(groups, fan_in, fan_out)
@@ -544,7 +545,7 @@ def decompose(
     return attach if target is None else attach(target)
 
 
-def _normalize_padding(conv: nn.Module) -> tuple[tuple[int, int], ...]:
+def _normalize_padding(conv: _ConvNd) -> tuple[tuple[int, int], ...]:
     """A convolution's padding as one ``(before, after)`` pair per spatial axis."""
     padding = conv.padding
     if padding == "valid":

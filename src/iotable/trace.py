@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import operator
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,7 +61,12 @@ _ARITHMETIC: dict[Any, str] = {
     torch.div: "div",
 }
 _ARITHMETIC_METHODS = {"mul": "mul", "add": "add", "sub": "sub", "div": "div"}
-_OPERATORS = {"mul": torch.mul, "add": torch.add, "sub": torch.sub, "div": torch.div}
+_OPERATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "mul": torch.mul,
+    "add": torch.add,
+    "sub": torch.sub,
+    "div": torch.div,
+}
 
 
 class Arithmetic(nn.Module):
@@ -88,7 +94,7 @@ class Arithmetic(nn.Module):
         if owner is None:
             msg = f"{self.op} by {self.attribute!r}: the model that owned it no longer exists"
             raise ModelError(msg)
-        return getattr(owner, self.attribute)
+        return getattr(owner, str(self.attribute))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The tensors this module reads besides its input (for cache and reuse keys)."""
@@ -461,7 +467,7 @@ class _Segmenter:
         if self.steps:
             msg = f"{node.name}: models with more than one input are not supported; wrap them to take one tensor"
             raise ModelError(msg)
-        self.produce(node, self.add(Step("input", "input", [], node.meta.get("shape"), closed=True)))
+        self.produce(node, self.add(Step("input", "input", [], node.meta["shape"], closed=True)))
 
     def output(self, node: fx.Node) -> None:
         """The model's one output: it closes the step producing it (raw values when that has no quantizer)."""
