@@ -7,7 +7,8 @@ The pipeline:
 - **plan** — :func:`plan` resolves it against the input: units, fan-ins, domains, table sizes, validated
   before any work.
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
-  module as a black box and returns one :class:`IOTable` per unit.
+  module as a black box and returns one :class:`IOTable` per unit (:func:`precompute_layer` and
+  :func:`precompute_model` are its layer and whole-model paths, each with one return type).
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
   interlayer :class:`Graph` (index maps, padding, windows with their line buffers and strides).
@@ -26,34 +27,39 @@ from __future__ import annotations
 
 from . import nn
 from ._probe import check_decomposition
-from ._store import CacheError
-from .bundle import BundleError, load, save
+from .bundle import load, save
 from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
+    BrevitasNotInstalledError,
+    BundleError,
+    CacheError,
     DomainError,
     EnumerationError,
     IOTableError,
     IOTableWarning,
     MissingRowError,
+    ModelError,
     NotDecomposedError,
     OptionError,
+    PLAError,
     SpecError,
     SpecMismatchError,
     TableError,
     TableTooLargeError,
     UnsupportedFakeQuantizeError,
+    UnsupportedQuantizerError,
 )
 from .graph import Edge, Graph, GraphError, Node, NodeKind
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
 from .observe import Observation, ObserveError, observe, restrict
-from .pla import PLAError, export_pla, read_pla, write_pla
+from .pla import export_pla, read_pla, write_pla
 from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
-from .precompute import LayerTables, precompute
+from .precompute import LayerTables, precompute, precompute_layer, precompute_model
 from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
 from .table import IOTable
-from .trace import LeafTracer, ModelError
+from .trace import LeafTracer
 
 __version__ = "0.1.0"
 
@@ -61,6 +67,7 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
+    "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
     "Diagram",
@@ -99,6 +106,7 @@ __all__ = [
     "TableTooLargeError",
     "Unit",
     "UnsupportedFakeQuantizeError",
+    "UnsupportedQuantizerError",
     "VerifyReport",
     "__version__",
     "check_decomposition",
@@ -112,6 +120,8 @@ __all__ = [
     "observe",
     "plan",
     "precompute",
+    "precompute_layer",
+    "precompute_model",
     "read_pla",
     "restrict",
     "save",

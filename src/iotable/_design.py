@@ -21,6 +21,7 @@ import functools
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -81,17 +82,18 @@ class Field:
     def independent(self, vectors: list[Vector]) -> bool:
         """Whether ``vectors`` are linearly independent (Gaussian elimination)."""
         if self.p == 2:
+            masks = cast("list[int]", vectors)  # over GF(2^k) every vector is a bit mask
             if self.k == 1:
-                return _independent_bits(vectors)  # type: ignore[arg-type]
+                return _independent_bits(masks)
             top, modulus, shift = self._top, self.modulus, self.k - 1
-            expanded = []
-            for v in vectors:
+            expanded: list[int] = []
+            for v in masks:
                 for _ in range(self.k):  # v, t v, t**2 v, ...: each coefficient times t, reduced by the modulus
                     expanded.append(v)
-                    v = ((v & ~top) << 1) ^ (((v & top) >> shift) * modulus)  # type: ignore[operator]
+                    v = ((v & ~top) << 1) ^ (((v & top) >> shift) * modulus)
             return _independent_bits(expanded)
         add, mul, inv, neg = self._tables
-        rows = [list(v) for v in vectors]  # type: ignore[arg-type]
+        rows = [list(v) for v in cast("list[tuple[int, ...]]", vectors)]  # other fields: coefficient tuples
         for rank in range(len(rows)):
             row = rows[rank]
             column = next((c for c, x in enumerate(row) if x), None)
@@ -211,43 +213,16 @@ def pack(fan_ins: list[tuple[int, ...]], gf: Field, *, sizes: list[int], capacit
     readers = Counter(e for elements in fan_ins for e in elements)
     passes: list[_Open] = []
     for index, elements in enumerate(fan_ins):
-        width = len(elements)
-        alone = all(readers[e] == 1 for e in elements)  # unit vectors constrain no later unit
-        for p in passes:
-            if p.used + sizes[index] <= capacity and (
-                gf.independent([p.forms[e] for e in elements if e in p.forms]) or p.redraw(index, fan_ins, gf, rng)
-            ):
-                break
-        else:
+        size = sizes[index]
+        # The first pass that fits it (trying a re-draw where it does not), in order; else a new one.
+        p = next((p for p in passes if p.fits(index, fan_ins, gf, rng, size=size, capacity=capacity)), None)
+        if p is None:
             p = _Open()
             passes.append(p)
-        free = [e for e in elements if e not in p.forms]
-        identity = not p.members or alone
-        if identity:
-            for j, e in enumerate(elements):
-                p.forms[e] = gf.unit(j, width)
-            p.fixed.update(elements)
-        elif free:
-            # Random vectors for the unit's new elements: generic, so later units rarely depend on them.
-            while True:
-                trial = {e: gf.random(rng, width) for e in free}
-                if gf.independent([p.forms[e] if e in p.forms else trial[e] for e in elements]):
-                    p.forms.update(trial)
-                    break
-        p.members.append(index)
-        p.identity.append(identity)
-        for e in elements:
-            p.readers.setdefault(e, []).append(index)
-        p.used += sizes[index]
+        alone = all(readers[e] == 1 for e in elements)  # unit vectors constrain no later unit
+        p.admit(index, elements, gf, rng, alone=alone, size=size)
     width = len(fan_ins[0]) if fan_ins else 0
-    return [
-        Pass(
-            members=tuple(p.members),
-            forms={e: gf.coefficients(v, width) for e, v in p.forms.items()},
-            identity=tuple(p.identity),
-        )
-        for p in passes
-    ]
+    return [p.finished(gf, width) for p in passes]
 
 
 # Re-draws of one shared element's vector tried before a unit gives up on a pass, and units in a row that
@@ -267,6 +242,49 @@ class _Open:
     readers: dict[int, list[int]] = field(default_factory=dict)  # element -> members reading it
     used: int = 0
     failures: int = 0  # units in a row for which no re-draw worked
+
+    def fits(
+        self, index: int, fan_ins: list[tuple[int, ...]], gf: Field, rng: random.Random, *, size: int, capacity: int
+    ) -> bool:
+        """Whether unit ``index`` can join: room for ``size`` more, and its known vectors independent (or made
+        so by one re-draw)."""
+        if self.used + size > capacity:
+            return False
+        known = [self.forms[e] for e in fan_ins[index] if e in self.forms]
+        return gf.independent(known) or self.redraw(index, fan_ins, gf, rng)
+
+    def admit(
+        self, index: int, elements: tuple[int, ...], gf: Field, rng: random.Random, *, alone: bool, size: int
+    ) -> None:
+        """Add unit ``index``: unit vectors when it is the first member or reads what no other unit reads
+        (its rows then come in sample order), else random vectors for its new elements."""
+        width = len(elements)
+        free = [e for e in elements if e not in self.forms]
+        identity = not self.members or alone
+        if identity:
+            for j, e in enumerate(elements):
+                self.forms[e] = gf.unit(j, width)
+            self.fixed.update(elements)
+        elif free:
+            # Random vectors for the unit's new elements: generic, so later units rarely depend on them.
+            while True:
+                trial = {e: gf.random(rng, width) for e in free}
+                if gf.independent([self.forms[e] if e in self.forms else trial[e] for e in elements]):
+                    self.forms.update(trial)
+                    break
+        self.members.append(index)
+        self.identity.append(identity)
+        for e in elements:
+            self.readers.setdefault(e, []).append(index)
+        self.used += size
+
+    def finished(self, gf: Field, width: int) -> Pass:
+        """The pass as :func:`pack` returns it, each element's vector as its coefficients."""
+        return Pass(
+            members=tuple(self.members),
+            forms={e: gf.coefficients(v, width) for e, v in self.forms.items()},
+            identity=tuple(self.identity),
+        )
 
     def redraw(self, index: int, fan_ins: list[tuple[int, ...]], gf: Field, rng: random.Random) -> bool:
         """Give one of unit ``index``'s elements a new vector that keeps every member reading it independent

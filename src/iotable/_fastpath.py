@@ -34,15 +34,18 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.modules import module as torch_module
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils import prune
 
+from ._order import frame_channels, unit_elements
+from .domain import Domain
 from .errors import EnumerationError
 from .nn import Quantize
 from .plan import LayerPlan, Unit, window_mismatch
@@ -60,12 +63,29 @@ _CHUNK = 2**19
 _MAX_FRACTION_BITS = 16
 _MIN_FRACTION_BITS = 8
 # Modules of an affine tail: per-channel affine maps and clamps (their float32 error is bounded below).
-_CLAMPS: dict[type[nn.Module], Callable[[nn.Module], tuple[float, float]]] = {
+# Each entry reads a module of its key's class (hence ``Any``: nn.Module states no min_val).
+_CLAMPS: dict[type[nn.Module], Callable[[Any], tuple[float, float]]] = {
     nn.ReLU: lambda m: (0.0, math.inf),
     nn.ReLU6: lambda m: (0.0, 6.0),
     nn.Hardtanh: lambda m: (float(m.min_val), float(m.max_val)),
 }
 _IDENTITIES = (nn.Identity, nn.Dropout)
+# The layers a fast path reads the weights of (exactly these classes, not subclasses).
+_HEADS = (nn.Linear, nn.Conv1d, nn.Conv2d)
+_Head = nn.Linear | nn.Conv1d | nn.Conv2d
+
+
+def _groups(head: _Head) -> int:
+    """A convolution's groups; 1 for a linear layer."""
+    return 1 if isinstance(head, nn.Linear) else head.groups
+
+
+def _codes_domain(layer: LayerPlan) -> Domain:
+    """The output domain of a layer a fast path recognized (:func:`_read_structure` takes none without one)."""
+    domain = layer.output_domain
+    if domain is None:
+        raise AssertionError(f"{layer.name}: a fast-path layer without an output domain")
+    return domain
 
 
 def _parts(module: nn.Module) -> list[nn.Module]:
@@ -179,7 +199,7 @@ def _read_index(layer: LayerPlan) -> np.ndarray:
 class _Structure:
     """What makes a layer eligible, read once per plan: its modules and its column groups."""
 
-    head: nn.Module
+    head: _Head
     tail: tuple[nn.Module, ...]  # elementwise modules, the last one the quantizer
     kind: str  # "linear" or "conv"
     groups: list[_Group]  # of all the layer's units
@@ -201,7 +221,7 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
     if layer.output_domain is None or len(parts) < 2:
         return None
     head, tail = parts[0], tuple(parts[1:])
-    if type(head) not in (nn.Linear, nn.Conv1d, nn.Conv2d) or type(tail[-1]) is not Quantize:
+    if not isinstance(head, _HEADS) or type(head) not in _HEADS or type(tail[-1]) is not Quantize:
         return None
     # Every built-in elementwise module is monotone per channel; subclasses may override forward.
     if not all(type(m) in ELEMENTWISE for m in tail):
@@ -227,7 +247,7 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
     return _Structure(head, tail, kind, _Group.of(layer, list(layer.units)), read_index, frame)
 
 
-def _effective(head: nn.Module, channels: torch.Tensor | slice | None = None) -> torch.Tensor:
+def _effective(head: _Head, channels: torch.Tensor | slice | None = None) -> torch.Tensor:
     """The head's effective weight (of output ``channels``), as its forward uses it: with torch's pruning,
     ``weight_mask * weight_orig``, the product its hook computes (elementwise, so a block of rows of it is the
     same block of the whole)."""
@@ -313,7 +333,9 @@ class FastPath:
         groups = self.structure.groups if len(units) == len(layer.units) else _Group.of(layer, units)
         found = []
         for group in groups:
-            weight = self.pairs[group.pairs].reshape(len(group.channels), -1).astype(np.float64)
+            taps = self.pairs[group.pairs]  # (columns, channels per unit, window)
+            channel, position = unit_elements(taps.shape[1], taps.shape[2], channels_last=layer.layout.channels_last)
+            weight = taps[:, channel, position].astype(np.float64)  # one weight per input, in element order
             found.append(_Part(job, group, weight, self.bias[group.channels]))
         return found
 
@@ -380,7 +402,7 @@ class FastPath:
         chunks of at most ``_TIE_CHANNELS`` channels and a quarter of ``memory_budget``.
         """
         n = len(rows)
-        codes = np.empty(n, dtype=layer.output_domain.code_dtype)
+        codes = np.empty(n, dtype=_codes_domain(layer).code_dtype)
         if not n:
             return codes
         channels = group.channels[which]
@@ -388,7 +410,7 @@ class FastPath:
         ordered = channels[order]
         runs = np.concatenate([[0], np.flatnonzero(np.diff(ordered)) + 1, [n]])  # each channel's first entry
         head = self.structure.head
-        per_group = layer.out_channels // head.groups if self.kind == "conv" else 1
+        per_group = layer.out_channels // _groups(head) if self.kind == "conv" else 1
         per_position = math.prod(layer.frame_out) // layer.out_channels
         elements = math.prod(layer.frame_in)
         start = 0
@@ -418,13 +440,13 @@ class FastPath:
         head = self.structure.head
         try:
             with torch.inference_mode():
-                if self.kind == "linear":
+                if isinstance(head, nn.Linear):  # the linear fast path (exactly nn.Linear: see _HEADS)
                     if layer.out_channels <= _TIE_CHANNELS:  # a narrow layer: all of it, no slicing
                         computed = np.arange(layer.out_channels)
                         z = F.linear(x, self.head_weight(computed), head.bias)
                     else:
                         computed = needed
-                        bias = None if head.bias is None else head.bias[torch.from_numpy(computed)]
+                        bias: torch.Tensor | None = None if head.bias is None else head.bias[torch.from_numpy(computed)]
                         z = F.linear(x, self.head_weight(computed), bias)
                 else:
                     # A grouped convolution's output channel reads its group's inputs: keep whole groups.
@@ -443,7 +465,7 @@ class FastPath:
         # Each entry's output: its channel's place among the computed ones, at the first slot's position.
         stride = math.prod(layer.frame_out) // layer.out_channels
         flat = group.frame_outputs[which] + (np.searchsorted(computed, channels) - channels) * stride
-        return layer.output_domain.encode(out[np.arange(len(rows)), flat])
+        return _codes_domain(layer).encode(out[np.arange(len(rows)), flat])
 
 
 # Output channels one chunk of tie rows evaluates at most (their weight rows times every row of the chunk).
@@ -451,7 +473,7 @@ _TIE_CHANNELS = 64
 
 
 def _convolve(
-    head: nn.Module, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int
+    head: nn.Conv1d | nn.Conv2d, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, groups: int
 ) -> torch.Tensor:
     """``head``'s own convolution (its ``_conv_forward``) with ``weight``, ``bias`` and ``groups`` given."""
     conv = F.conv1d if isinstance(head, nn.Conv1d) else F.conv2d
@@ -490,6 +512,13 @@ class _Part:
         return len(self.group.channels)
 
     @property
+    def affine(self) -> _AffineTail:
+        """The analysed tail (batches are made of analysed parts only)."""
+        if self.tail is None:
+            raise AssertionError(f"{self.job.layer.name}: a part batched before its tail was analysed")
+        return self.tail
+
+    @property
     def factor(self) -> float:
         """The layer's float32 error bound in units of ``(f + 2) * u * magnitude``: convolutions get twice the
         bound of a plain sum, since their kernels block and vectorize the sums."""
@@ -515,7 +544,7 @@ def build_tables(jobs: list[_Job], *, memory_budget: int) -> None:
         if part.tail is None:
             _two_ends_blocks(part, memory_budget=memory_budget)
         else:
-            key = (part.group.domains, np.dtype(part.job.layer.output_domain.code_dtype).str)
+            key = (part.group.domains, np.dtype(_codes_domain(part.job.layer).code_dtype).str)
             batches.setdefault(key, []).append(part)
     for members in batches.values():
         for segments in _blocks(members, memory_budget=memory_budget):
@@ -531,7 +560,7 @@ def _blocks(parts: list[_Part], *, memory_budget: int) -> Iterator[list[_Segment
     kernel within a quarter; a unit larger than a block is a block alone (streamed in row segments)."""
     group = parts[0].group
     rows = group.rows
-    itemsize = parts[0].job.layer.output_domain.code_dtype.itemsize
+    itemsize = _codes_domain(parts[0].job.layer).code_dtype.itemsize
     n = int(group.radices.max())
     kernel_bytes = 48 * (rows // _suffix_rows(group) + _suffix_rows(group)) + 24 * len(group.radices) * n + 64
     limit = max(1, min((memory_budget // 2) // (rows * itemsize), (memory_budget // 4) // kernel_bytes))
@@ -567,7 +596,7 @@ def _affine_block(segments: list[_Segment], *, memory_budget: int) -> None:
     """Codes of a block of segments through one fixed-point kernel (row segments into sinks for a unit
     larger than the block); segments whose kernel cannot be built go alone, then to the both-ends path."""
     batch = _Batch.of(segments)
-    dtype = segments[0][0].job.layer.output_domain.code_dtype
+    dtype = _codes_domain(segments[0][0].job.layer).code_dtype
     streamed = batch.width * batch.rows * dtype.itemsize > memory_budget // 2  # one unit larger than a block
     if batch.width * batch.rows <= _DIRECT_ENTRIES and not streamed:
         codes = np.empty((batch.width, batch.rows), dtype=dtype)
@@ -714,11 +743,7 @@ def _scratch(count: int, size: int) -> list[torch.Tensor]:
 
 def _frame_channels(layer: LayerPlan) -> np.ndarray:
     """The input channel of every element of one enumeration frame."""
-    elements = math.prod(layer.frame_in)
-    flat = np.arange(elements)
-    if layer.layout.channels_last:
-        return flat % layer.in_channels
-    return flat // (elements // layer.in_channels)
+    return frame_channels(layer.frame_in, layer.in_channels, channels_last=layer.layout.channels_last)
 
 
 def _row_values(group: _Group, rows: np.ndarray, dtype: Any = np.float32) -> np.ndarray:
@@ -797,7 +822,7 @@ def _tail_key(tail: tuple[nn.Module, ...], rank: int) -> tuple[Any, ...] | None:
             key.append((t, *_CLAMPS[t](m)))
         elif isinstance(m, _IDENTITIES):
             key.append(t)
-        elif t is Quantize:
+        elif t is Quantize and isinstance(m, Quantize):
             key.append((t, float(m.scale), float(m.zero_point), m.qmin, m.qmax))
         else:
             return None
@@ -840,8 +865,8 @@ def _norm_parameters(parts: list[_Part], position: int) -> np.ndarray:
     at ``position`` of each part's tail."""
     rows: list[list[torch.Tensor]] = [[], [], [], []]
     for part in parts:
-        m = part.job.fast.tail[position]
-        stats = (m.running_mean, m.running_var, m.weight, m.bias)
+        m = cast(_BatchNorm, part.job.fast.tail[position])  # the caller found a batch norm there
+        stats: tuple[torch.Tensor | None, ...] = (m.running_mean, m.running_var, m.weight, m.bias)
         if not part.group.whole:
             index = torch.from_numpy(part.group.channels)
             stats = tuple(None if t is None else t[index] for t in stats)
@@ -886,7 +911,7 @@ def _affine_tail(parts: list[_Part], norms: dict[int, np.ndarray]) -> _AffineTai
             bound0 = bound0 + max(lo, 0.0) + max(-hi, 0.0)  # a clamp away from 0 can lift small values
         elif not isinstance(m, _IDENTITIES):
             return None
-    q = tail[-1]
+    q = cast(Quantize, tail[-1])  # _read_structure: every recognized tail ends in a Quantize
     scale, zero = float(q.scale), float(q.zero_point)
     if not (math.isfinite(scale) and scale > 0 and math.isfinite(zero)):
         return None
@@ -933,7 +958,7 @@ def _tail_agrees(
     expected = np.minimum(np.maximum(np.floor(phi), tail.low), tail.high).astype(np.int64)
     first = parts[0].job
     rank = first.layer.geometry.rank
-    values = first.layer.output_domain.values.astype(np.float32)
+    values = _codes_domain(first.layer).values.astype(np.float32)
     # Each batch norm's statistics, column by column (the parts' channels, in batch order).
     stats = {position: torch.from_numpy(norm.astype(np.float32)) for position, norm in norms.items()}
     width = points.shape[1]
@@ -946,7 +971,7 @@ def _tail_agrees(
                 for position, m in enumerate(first.fast.tail):
                     if position in stats:
                         mean, var, w, c = stats[position] if k1 - k0 == width else stats[position][:, k0:k1]
-                        x = F.batch_norm(x, mean, var, w, c, False, 0.0, m.eps)
+                        x = F.batch_norm(x, mean, var, w, c, False, 0.0, cast(_BatchNorm, m).eps)
                     elif not isinstance(m, nn.Dropout):
                         x = m.forward(x)  # no hooks on a recognized layer's modules: its forward is its call
         except Exception as exc:  # the modules' own failure, reported as the black box would
@@ -975,7 +1000,7 @@ class _Batch:
     @classmethod
     def of(cls, segments: list[_Segment]) -> _Batch:
         widths = [c1 - c0 for _, c0, c1 in segments]
-        tails = [p.tail if c1 - c0 == p.width else p.tail[c0:c1] for p, c0, c1 in segments]
+        tails = [p.affine if c1 - c0 == p.width else p.affine[c0:c1] for p, c0, c1 in segments]
         if len(segments) == 1:
             part, c0, c1 = segments[0]
             weight, bias = part.weight[c0:c1], part.bias[c0:c1]
@@ -1198,7 +1223,7 @@ def _two_ends_blocks(part: _Part, *, memory_budget: int, columns: tuple[int, int
     """Codes of a part's columns (``columns``: a range of whole units) by :func:`_two_ends`, in blocks of
     units within half of ``memory_budget``; a unit larger than that goes in row segments into its sink."""
     job, group = part.job, part.group
-    dtype = job.layer.output_domain.code_dtype
+    dtype = _codes_domain(job.layer).code_dtype
     starts = group.unit_starts
     u0, u1 = (0, len(group.units)) if columns is None else (int(np.searchsorted(starts, c)) for c in columns)
     limit = max(1, (memory_budget // 2) // (group.rows * dtype.itemsize))
@@ -1251,7 +1276,7 @@ def _two_ends(part: _Part, c0: int, c1: int, *, memory_budget: int) -> Iterator[
         bound = factor * (suffix_mag + offset_mag) + 4 * _EPS32 * np.abs(exact)
         low = _tail_columns(fast, layer, (exact - bound)[:, sort], channels[sort])
         high = _tail_columns(fast, layer, (exact + bound)[:, sort], channels[sort])
-        codes = np.empty((k, size), dtype=layer.output_domain.code_dtype)
+        codes = np.empty((k, size), dtype=_codes_domain(layer).code_dtype)
         codes[sort] = low.T
         rr, cc = np.nonzero(low != high)
         if len(rr):
@@ -1264,7 +1289,7 @@ def _two_ends(part: _Part, c0: int, c1: int, *, memory_budget: int) -> Iterator[
 def _tail_columns(fast: FastPath, layer: LayerPlan, pre: np.ndarray, channels: np.ndarray) -> np.ndarray:
     """Tail codes ``(n, K)`` of pre-activations ``pre`` ``(n, K)`` of output ``channels`` (ascending)."""
     x = torch.from_numpy(pre.astype(np.float32)).reshape((len(pre), len(channels)) + (1,) * layer.geometry.rank)
-    return layer.output_domain.encode(fast.run_tail(layer, x, channels).reshape(len(pre), -1).numpy())
+    return _codes_domain(layer).encode(fast.run_tail(layer, x, channels).reshape(len(pre), -1).numpy())
 
 
 def recognize(

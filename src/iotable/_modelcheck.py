@@ -15,8 +15,8 @@ import warnings
 import torch
 from torch import nn
 
+from .brevitas import is_brevitas
 from .errors import IOTableWarning
-from .nn import _is_brevitas
 
 __all__ = ["check_float32", "warn_training"]
 
@@ -42,7 +42,7 @@ def _difference(m: nn.Module) -> str | None:
         if m.track_running_stats:
             return "normalises with batch statistics (and updates its running ones) in training mode"
         return None
-    if _is_brevitas(m):
+    if is_brevitas(m):
         return "a brevitas layer: quantizers with statistics-based scaling collect statistics in training mode"
     forward = type(m).forward
     if not type(m).__module__.startswith("torch.") and forward is not nn.Module.forward:
@@ -63,7 +63,7 @@ def warn_training(model: nn.Module, what: str) -> None:
     for name, m in model.named_modules():
         if any(name.startswith(f"{outer}.") for outer in inside_brevitas):
             continue
-        if _is_brevitas(m):
+        if is_brevitas(m):
             inside_brevitas.add(name)
         if m.training:
             difference = _difference(m)

@@ -18,10 +18,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._modules import eval_mode, module_dtype, run_module
 from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
 from .errors import SpecMismatchError
 from .graph import pad_index_map
-from .plan import LayerPlan, _frame_strides, eval_mode, module_dtype, own_window, run_module
+from .plan import LayerPlan, _frame_strides, own_window
 
 __all__ = ["check_decomposition"]
 

@@ -20,7 +20,7 @@ import enum
 import hashlib
 import weakref
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -36,13 +36,18 @@ _SIMPLE = (bool, int, float, str, type(None), Domain, torch.dtype, torch.device)
 _SKELETONS: weakref.WeakKeyDictionary[nn.Module, tuple[Hashable, Any]] = weakref.WeakKeyDictionary()
 
 
+def _hashable(cls: type) -> Hashable:
+    """A class as a key part: classes hash by identity (mypy's ``type`` lacks the ``Hashable`` protocol)."""
+    return cast(Hashable, cls)
+
+
 def _plain(value: Any) -> Hashable:
     """``value`` when it is a plain hyper-parameter (or a tuple of them), else its type (present, not compared)."""
     if isinstance(value, _SIMPLE):
         return value
     if isinstance(value, (tuple, list)) and len(value) <= 16 and all(isinstance(v, _SIMPLE) for v in value):
         return tuple(value)
-    return type(value)
+    return _hashable(type(value))
 
 
 def _tensors(table: dict[str, torch.Tensor | None]) -> tuple[Hashable, ...]:
@@ -55,7 +60,7 @@ def _domain(m: nn.Module) -> Hashable:
     try:
         return domain_of(m)
     except IOTableError as exc:  # an unsupported quantizer: planning will raise this again, in context
-        return type(exc)
+        return _hashable(type(exc))
 
 
 def settings(m: nn.Module) -> tuple[Hashable, ...]:
@@ -70,7 +75,7 @@ def settings(m: nn.Module) -> tuple[Hashable, ...]:
         (k, _plain(v)) for k, v in m.__dict__.items() if not k.startswith("_") and k not in ("training", "forward")
     )
     return (
-        type(m),
+        _hashable(type(m)),
         m.__dict__.get("forward"),
         m.__dict__.get(_ATTR),
         getattr(type(m), _ATTR, None),

@@ -36,8 +36,9 @@ from typing import Any, BinaryIO
 import numpy as np
 from torch import nn
 
+from ._files import commit, temporary_beside
 from ._reuse import settings, stable_bytes
-from .errors import IOTableError
+from .errors import CacheError
 from .trace import Arithmetic
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
@@ -49,16 +50,6 @@ try:  # POSIX: a writer locks its .part file, so that a cleanup never removes a 
     import fcntl
 except ImportError:  # pragma: no cover - other systems refuse to delete open files instead
     fcntl = None  # type: ignore[assignment]
-
-
-class CacheError(IOTableError, OSError):
-    """A table file cannot be written or the cache directory cannot be used (``cache_dir``, a full disk, ...).
-
-    ``errno``, ``strerror`` and ``filename`` are the system's, when a disk operation failed.
-    """
-
-    def __str__(self) -> str:  # the message, not OSError's "[Errno n] ..." form
-        return str(self.args[0]) if self.args else ""
 
 
 def layer_fingerprint(module: nn.Module, plan: Any) -> hashlib._Hash:
@@ -188,14 +179,9 @@ class FileSink:
         self.written = 0
         self.digest = hashlib.sha256(f"{_TRAILER.decode()}{key}\n".encode()) if key is not None else None
         self.tmp: str | None = None
-        prefix = f".{path.name}." if key is not None else f"{path.name}."
         try:
-            fd, self.tmp = tempfile.mkstemp(prefix=prefix, suffix=".part", dir=path.parent)
-            self.file: BinaryIO = open(self.tmp, "r+b")  # closed in finish or abandon
-            os.close(fd)
+            self.file, self.tmp = temporary_beside(path, hidden=key is not None)  # closed in finish or abandon
         except OSError as exc:
-            if self.tmp is not None:
-                _unlink(self.tmp)
             raise disk_error("cannot create a table file in", path.parent, exc, fix=fix) from None
         self._cleanup = weakref.finalize(self, _discard, self.file, self.tmp)
         try:
@@ -222,7 +208,7 @@ class FileSink:
         except OSError:  # systems that cannot unlink an open file: it goes when the sink finishes
             return
         self._cleanup.detach()
-        self._cleanup = weakref.finalize(self, self.file.close)
+        self._cleanup = weakref.finalize(self, _discard, self.file, None)
         self.tmp = None
 
     def _write_header(self, header: dict[str, Any]) -> None:
@@ -252,12 +238,11 @@ class FileSink:
         try:
             if self.digest is not None:
                 self.file.write(_TRAILER + self.digest.digest())
-            self.file.flush()
-            os.fsync(self.file.fileno())
-            if self.key is None:
+            if self.key is None or self.tmp is None:  # a temporary table: mapped, never renamed
+                self.file.flush()
+                os.fsync(self.file.fileno())
                 return self._mapped_temporary()
-            self.file.close()
-            os.replace(self.tmp, self.path)  # type: ignore[arg-type]
+            commit(self.file, self.tmp, self.path)
         except OSError as exc:
             self.abandon()
             raise disk_error("cannot write", self.tmp or self.path.parent, exc, fix=self.fix) from None

@@ -10,6 +10,8 @@ with every batch), a per-channel one (one domain per channel of a *weight*-style
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import nn
 from torch.ao.quantization.fake_quantize import FakeQuantizeBase
@@ -75,7 +77,11 @@ def fake_quantize_domain(module: nn.Module, name: str | None = None) -> Domain:
             "or torch.per_tensor_symmetric"
         )
         raise UnsupportedFakeQuantizeError(msg)
-    qmin, qmax = int(module.quant_min), int(module.quant_max)
+    if not isinstance(zero_point, torch.Tensor):
+        msg = f"{name}: this {cls} has no zero_point tensor; expected a torch.ao fake quantizer with one"
+        raise UnsupportedFakeQuantizeError(msg)
+    # Plain ints on every torch.ao fake quantizer (nn.Module's attribute type says Tensor | Module).
+    qmin, qmax = int(cast(int, module.quant_min)), int(cast(int, module.quant_max))
     s, z = float(scale.reshape(())), int(zero_point.reshape(()))
     if not (s > 0 and qmax - qmin < 2**24 and qmin <= qmax):
         msg = (

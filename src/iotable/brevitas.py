@@ -28,10 +28,9 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from ._modules import eval_mode
 from .domain import Domain
-from .errors import DomainError, IOTableError
-from .nn import _is_brevitas
-from .trace import ModelError
+from .errors import BrevitasNotInstalledError, DomainError, ModelError, UnsupportedQuantizerError
 
 __all__ = ["MIN_VERSION", "BrevitasNotInstalledError", "UnsupportedQuantizerError", "quantizer_domain"]
 
@@ -45,12 +44,9 @@ _PER_TENSOR_FIX = (
 )
 
 
-class BrevitasNotInstalledError(IOTableError, ImportError):
-    """brevitas is not installed (or too old); the message names the extra to install."""
-
-
-class UnsupportedQuantizerError(ModelError):
-    """A brevitas quantizer whose outputs are not one fixed, finite set of values iotable can tabulate."""
+def is_brevitas(module: nn.Module) -> bool:
+    """Whether ``module`` is a brevitas module (or a subclass of one), without importing brevitas."""
+    return any(c.__module__.partition(".")[0] == "brevitas" for c in type(module).__mro__)
 
 
 def _brevitas() -> Any:
@@ -181,14 +177,8 @@ def _check_outputs(proxy: Any, domain: Domain, values: torch.Tensor, name: str) 
     count = min(4 * len(domain) + 25, 1 << 16)
     ramp = torch.linspace(low - 3 * step, high + 3 * step, count, dtype=values.dtype, device=values.device)
     ramp = torch.cat([ramp, values, -values])
-    flags = [(m, m.training) for m in proxy.modules()]
-    try:
-        proxy.eval()
-        with torch.no_grad():
-            out = proxy(ramp)
-    finally:
-        for m, training in flags:
-            m.training = training
+    with eval_mode(proxy), torch.no_grad():
+        out = proxy(ramp)
     out = getattr(out, "value", out)
     try:
         domain.encode(out)
@@ -237,7 +227,7 @@ def quantizer_domain(module: nn.Module) -> Domain | None:
 
 
 def _domain(module: nn.Module, name: str) -> Domain | None:
-    if not _is_brevitas(module):
+    if not is_brevitas(module):
         return None
     proxy = _output_proxy(module)
     if proxy is None:
@@ -256,7 +246,7 @@ def check_leaves(traced: fx.GraphModule, host: Collection[str]) -> None:
     for node in traced.graph.nodes:
         if node.op == "call_module" and node.target not in host:
             module = traced.get_submodule(node.target)
-            if _is_brevitas(module):
+            if is_brevitas(module):
                 _check_leaf(module, node.target)
 
 
@@ -273,7 +263,8 @@ def _check_leaf(module: nn.Module, name: str) -> None:
     bias_quant = getattr(module, "bias_quant", None)
     input_quant = getattr(module, "input_quant", None)
     if (
-        getattr(bias_quant, "requires_input_scale", False)
+        bias_quant is not None
+        and getattr(bias_quant, "requires_input_scale", False)
         and bias_quant.is_quant_enabled
         and getattr(module, "bias", None) is not None
         and not (input_quant is not None and input_quant.is_quant_enabled)

@@ -359,7 +359,7 @@ def _checked_params(params: Any, values: np.ndarray) -> dict[str, Any]:
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 1 <= bits <= 24:
         msg = f"Domain: params['bits'] must be an integer from 1 to 24, received {bits!r}; {fix}"
         raise DomainError(msg)
-    checked = {"bits": int(bits)}
+    checked: dict[str, Any] = {"bits": int(bits)}
     for key in ("signed", "narrow"):
         if not isinstance(params[key], (bool, np.bool_)):
             msg = f"Domain: params[{key!r}] must be True or False, received {params[key]!r}; {fix}"

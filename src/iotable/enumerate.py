@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,11 +32,13 @@ from torch import nn
 
 from ._design import Field, finite_field, pack
 from ._fastpath import CodeBlock, FastPath, _Job, build_tables, recognize
+from ._modules import eval_mode, module_dtype, run_module
+from ._order import frame_channels
 from ._progress import QUIET, Progress, progress_bar
 from ._store import FileSink, MemorySink, TableCache, layer_fingerprint, temporary_sink, unit_key
 from .domain import Domain
 from .errors import DomainError, EnumerationError
-from .plan import LayerPlan, Unit, eval_mode, module_dtype, run_module
+from .plan import LayerPlan, Unit
 from .table import IOTable, TableList, place_values
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
@@ -102,9 +104,7 @@ class FrameValues:
     def _build(cls, layer: LayerPlan, *, dtype: torch.dtype, device: torch.device) -> FrameValues:
         sizes = np.asarray([len(d) for d in layer.input_domains], dtype=np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        n_elements = math.prod(layer.frame_in)
-        flat = np.arange(n_elements)
-        channel = flat % layer.in_channels if layer.layout.channels_last else flat // (n_elements // layer.in_channels)
+        channel = frame_channels(layer.frame_in, layer.in_channels, channels_last=layer.layout.channels_last)
         values = np.concatenate([d.values for d in layer.input_domains])
         return cls(
             values=torch.tensor(values, dtype=dtype, device=device),
@@ -134,7 +134,7 @@ def _classes(layer: LayerPlan) -> list[_Class]:
             by_inputs.setdefault(unit.in_channels, []).append(unit)
         groups = list(by_inputs.values())
         # Frame indices of every class at once, classes of one width together; outputs of every channel once.
-        inputs: list[np.ndarray | None] = [None] * len(groups)
+        inputs: dict[int, np.ndarray] = {}  # class -> its frame indices
         by_width: dict[int, list[int]] = {}
         for k, units in enumerate(groups):
             by_width.setdefault(len(units[0].in_channels), []).append(k)
@@ -216,7 +216,7 @@ def enumerate_tables(
     progress: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
-) -> list[IOTable]:
+) -> Sequence[IOTable]:
     """Build every unit's dense table of ``layer`` by running ``module`` on all input combinations.
 
     The module runs in ``eval()`` and ``torch.inference_mode()``; its training flags are restored. A table
@@ -234,7 +234,7 @@ def enumerate_tables(
             tables of the black-box path; see :mod:`iotable._fastpath`).
 
     Returns:
-        One :class:`IOTable` per unit, in unit order.
+        One :class:`IOTable` per unit, in unit order (each made on first access).
     """
     with progress_bar(total=layer.total_rows, desc=layer.name, enabled=progress) as bar:
         return _enumerate(
@@ -269,54 +269,111 @@ def _enumerate(
     """
     bar.layer(layer.name)
     cache = TableCache(cache_dir) if cache_dir is not None else None
-    out_domain = layer.output_domain
-    # Codes of the output domain, or raw outputs in the module's own float type.
-    if out_domain is not None:
-        out_dtype = out_domain.code_dtype
-    else:
-        out_dtype = torch.empty(0, dtype=module_dtype(module)[0]).numpy().dtype
-    outputs: dict[int, np.ndarray] = {}
+    out_dtype = _output_dtype(module, layer)
     keys: dict[int, str] = {}
+    outputs: dict[int, np.ndarray] = {}
     if cache is not None:
-        fingerprint = layer_fingerprint(module, layer)
-        for unit in layer.units:
-            keys[unit.index] = unit_key(fingerprint, layer, unit)
-            codes = len(out_domain) if out_domain is not None else None
-            found = cache.load(keys[unit.index], unit.rows, unit.fan_out, out_dtype, codes=codes)
-            if found is not None:
-                outputs[unit.index] = found
-
-    def sink(unit: Unit) -> MemorySink | FileSink:
-        if cache is not None:
-            return cache.sink(keys[unit.index], unit.rows, unit.fan_out, out_dtype)
-        if unit.rows * unit.fan_out * out_dtype.itemsize > memory_budget:
-            return temporary_sink(unit.rows, unit.fan_out, out_dtype)
-        return MemorySink(unit.rows, unit.fan_out, out_dtype)
-
+        keys, outputs = _cached_outputs(cache, module, layer, out_dtype)
+    sink = _sink_factory(cache, keys, memory_budget=memory_budget, dtype=out_dtype)
     cached = tuple(sorted(outputs))
     bar.update(sum(layer.units[i].rows for i in cached))
     pending = [u for u in layer.units if u.index not in outputs]
-    if fast is None and fast_path and pending:
+    if not pending:
+        return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="cache", near_ties=0)
+    if fast is None and fast_path:
         fast = recognize(module, layer, memory_budget=memory_budget)
-    method, near_ties = ("black box" if pending else "cache"), 0
-    todo: list[_Class] = []
-    if fast is not None and pending:
-        method = fast.method
-        blocks, streamed, near_ties = fast.tables(
-            layer, pending, memory_budget=memory_budget, sink=sink, progress=bar.update
+    if fast is not None:
+        blocks, near_ties = _fast_tables(
+            fast, layer, pending, outputs, sink, cached=cache is not None, memory_budget=memory_budget, bar=bar
         )
-        outputs.update(streamed)  # streamed units are in their files (the cache's too) already
-        if cache is not None:
-            for block in blocks:
-                for index, array in block.entries():
-                    s = sink(layer.units[index])
-                    s.write(0, array)
-                    outputs[index] = s.finish()
-            blocks = []
         tables = _as_tables(layer, outputs, blocks)
-        return Enumerated(tables=tables, cached=cached, method=method, near_ties=near_ties)
-    if pending:  # classes index the frame, which only the black box needs
-        todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+        return Enumerated(tables=tables, cached=cached, method=fast.method, near_ties=near_ties)
+    _black_box(module, layer, outputs, sink, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar)
+    return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="black box", near_ties=0)
+
+
+def _output_dtype(module: nn.Module, layer: LayerPlan) -> np.dtype:
+    """What the tables hold: codes of the output domain, or raw outputs in the module's own float type."""
+    if layer.output_domain is not None:
+        return layer.output_domain.code_dtype
+    return torch.empty(0, dtype=module_dtype(module)[0]).numpy().dtype
+
+
+def _cached_outputs(
+    cache: TableCache, module: nn.Module, layer: LayerPlan, dtype: np.dtype
+) -> tuple[dict[int, str], dict[int, np.ndarray]]:
+    """Every unit's cache key, and the outputs of the units the cache holds (checked as it loads them)."""
+    fingerprint = layer_fingerprint(module, layer)
+    codes = len(layer.output_domain) if layer.output_domain is not None else None
+    keys: dict[int, str] = {}
+    outputs: dict[int, np.ndarray] = {}
+    for unit in layer.units:
+        keys[unit.index] = unit_key(fingerprint, layer, unit)
+        found = cache.load(keys[unit.index], unit.rows, unit.fan_out, dtype, codes=codes)
+        if found is not None:
+            outputs[unit.index] = found
+    return keys, outputs
+
+
+def _sink_factory(
+    cache: TableCache | None, keys: dict[int, str], *, memory_budget: int, dtype: np.dtype
+) -> Callable[[Unit], MemorySink | FileSink]:
+    """Where a unit's rows go: its cache entry, a temporary file above ``memory_budget``, else memory."""
+
+    def sink(unit: Unit) -> MemorySink | FileSink:
+        if cache is not None:
+            return cache.sink(keys[unit.index], unit.rows, unit.fan_out, dtype)
+        if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
+            return temporary_sink(unit.rows, unit.fan_out, dtype)
+        return MemorySink(unit.rows, unit.fan_out, dtype)
+
+    return sink
+
+
+def _fast_tables(
+    fast: FastPath,
+    layer: LayerPlan,
+    pending: list[Unit],
+    outputs: dict[int, np.ndarray],
+    sink: Callable[[Unit], MemorySink | FileSink],
+    *,
+    cached: bool,
+    memory_budget: int,
+    bar: Progress,
+) -> tuple[list[CodeBlock], int]:
+    """The pending units' outputs by the fast path: streamed units into ``outputs``, the rest as blocks of
+    columns (a table is cut from them on first access); and the rows near a rounding boundary.
+
+    With a cache (``cached``), the blocks are written to their entries at once, so every output is a
+    finished sink's and no block is left.
+    """
+    blocks, streamed, near_ties = fast.tables(
+        layer, pending, memory_budget=memory_budget, sink=sink, progress=bar.update
+    )
+    outputs.update(streamed)  # streamed units are in their files (the cache's too) already
+    if not cached:
+        return blocks, near_ties
+    for block in blocks:
+        for index, array in block.entries():
+            s = sink(layer.units[index])
+            s.write(0, array)
+            outputs[index] = s.finish()
+    return [], near_ties
+
+
+def _black_box(
+    module: nn.Module,
+    layer: LayerPlan,
+    outputs: dict[int, np.ndarray],
+    sink: Callable[[Unit], MemorySink | FileSink],
+    *,
+    memory_budget: int,
+    out_dtype: np.dtype,
+    bar: Progress,
+) -> None:
+    """The missing units' outputs by running ``module`` on every input combination, pass by pass, into
+    ``outputs`` (the module in eval mode throughout)."""
+    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
     dtype, device = module_dtype(module)
     if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
         key = ("passes", memory_budget, out_dtype.itemsize)
@@ -328,6 +385,7 @@ def _enumerate(
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     chunk = _chunk_samples(layer, memory_budget, dtype)
+    out_domain = layer.output_domain
     encoder = _Encoder(out_domain, _numpy_dtype(dtype)) if out_domain is not None else None
     run = _Run(module=module, layer=layer, frame=frame, chunk=chunk, device=device, dtype=dtype, encoder=encoder)
 
@@ -348,8 +406,6 @@ def _enumerate(
             for index, s in sinks.items():  # the pass is done: its tables are final (and cached)
                 outputs[index] = s.finish()
 
-    return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method=method, near_ties=near_ties)
-
 
 def _enumerate_fast(
     found: list[tuple[LayerPlan, FastPath]], *, memory_budget: int, bar: Progress = QUIET
@@ -359,7 +415,7 @@ def _enumerate_fast(
     their rows."""
     jobs = []
     for layer, fast in found:
-        dtype = layer.output_domain.code_dtype
+        dtype = _output_dtype(fast.structure.head, layer)  # codes: a recognized layer ends in a quantizer
 
         def sink(unit: Unit, dtype: np.dtype = dtype) -> MemorySink | FileSink:
             if unit.rows * unit.fan_out * dtype.itemsize > memory_budget:
@@ -371,7 +427,7 @@ def _enumerate_fast(
     return [Enumerated(_as_tables(job.layer, job.outputs, job.blocks), (), job.fast.method, job.near) for job in jobs]
 
 
-def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: list[CodeBlock] = ()) -> TableList:
+def _as_tables(layer: LayerPlan, outputs: dict[int, np.ndarray], blocks: Sequence[CodeBlock] = ()) -> TableList:
     """One table per unit, in unit order, each made on first access from its unit's outputs.
 
     A unit's outputs are an array ``(rows, fan_out)`` in ``outputs``, or columns of one of the fast path's

@@ -9,19 +9,24 @@ fix when one is known.
 from __future__ import annotations
 
 __all__ = [
+    "BrevitasNotInstalledError",
     "BundleError",
+    "CacheError",
     "DomainError",
     "EnumerationError",
     "IOTableError",
     "IOTableWarning",
     "MissingRowError",
+    "ModelError",
     "NotDecomposedError",
     "OptionError",
+    "PLAError",
     "SpecError",
     "SpecMismatchError",
     "TableError",
     "TableTooLargeError",
     "UnsupportedFakeQuantizeError",
+    "UnsupportedQuantizerError",
 ]
 
 
@@ -68,6 +73,32 @@ class MissingRowError(IOTableError, LookupError):
 class UnsupportedFakeQuantizeError(IOTableError, ValueError):
     """A torch.ao fake quantizer whose outputs are not one fixed set of values: still observing, disabled, or
     per channel (the message names it and the call that fixes it)."""
+
+
+class ModelError(IOTableError, ValueError):
+    """A whole model cannot be turned into a table network as it stands (the message says what to change)."""
+
+
+class UnsupportedQuantizerError(ModelError):
+    """A brevitas quantizer whose outputs are not one fixed, finite set of values iotable can tabulate."""
+
+
+class BrevitasNotInstalledError(IOTableError, ImportError):
+    """brevitas is not installed (or too old); the message names the extra to install."""
+
+
+class CacheError(IOTableError, OSError):
+    """A table file cannot be written or the cache directory cannot be used (``cache_dir``, a full disk, ...).
+
+    ``errno``, ``strerror`` and ``filename`` are the system's, when a disk operation failed.
+    """
+
+    def __str__(self) -> str:  # the message, not OSError's "[Errno n] ..." form
+        return str(self.args[0]) if self.args else ""
+
+
+class PLAError(IOTableError, ValueError):
+    """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
 class IOTableWarning(UserWarning):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from ._torchao import fake_quantize_domain, is_fake_quantize
+from .brevitas import is_brevitas, quantizer_domain
 from .domain import Domain
 
 __all__ = ["Quantize", "domain_of"]
@@ -31,6 +32,9 @@ class Quantize(torch.nn.Module):
         >>> q.domain
         Domain.uniform(2, scale=0.5)
     """
+
+    scale: torch.Tensor  # buffers, registered in __init__
+    zero_point: torch.Tensor
 
     def __init__(
         self,
@@ -72,13 +76,6 @@ def domain_of(module: torch.nn.Module) -> Domain | None:
         return module.domain
     if is_fake_quantize(module):
         return fake_quantize_domain(module)
-    if _is_brevitas(module):
-        from .brevitas import quantizer_domain  # the optional integration: imported for brevitas modules only
-
+    if is_brevitas(module):  # brevitas itself is imported only here, for brevitas modules
         return quantizer_domain(module)
     return None
-
-
-def _is_brevitas(module: torch.nn.Module) -> bool:
-    """Whether ``module`` is a brevitas module (or a subclass of one), without importing brevitas."""
-    return any(c.__module__.partition(".")[0] == "brevitas" for c in type(module).__mro__)

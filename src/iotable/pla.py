@@ -14,24 +14,22 @@ from __future__ import annotations
 import errno
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ._files import atomic_write
 from .domain import Domain
-from .errors import IOTableError
+from .errors import IOTableError, PLAError
 from .table import IOTable
 
 __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
 
+_atomic_write = atomic_write  # the name other modules of iotable imported before _files held it
+
 _EXPLICIT_LIMIT = 2**16
-
-
-class PLAError(IOTableError, ValueError):
-    """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
 def _bits(codes: np.ndarray, widths: Sequence[int]) -> np.ndarray:
@@ -116,21 +114,6 @@ def _disk_error(what: str, path: Path, exc: OSError) -> PLAError:
     return PLAError(f"{what}: cannot write {str(path)!r}: {exc.strerror or exc}; {fix}")
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _check_dont_cares(dont_cares: Any, what: str) -> None:
     if dont_cares not in ("auto", "explicit", "implicit"):
         msg = f"{what}: dont_cares must be 'auto', 'explicit' or 'implicit', received {dont_cares!r}"
@@ -160,7 +143,7 @@ def write_pla(table: IOTable, path: str | os.PathLike[str], *, dont_cares: str =
         raise PLAError(msg)
     text = pla_text(table, dont_cares=dont_cares)
     try:
-        _atomic_write(target, text)
+        atomic_write(target, text)
     except OSError as exc:
         raise _disk_error("write_pla", target, exc) from None
     return target
@@ -174,11 +157,13 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     """
     folder = _path(directory, "export_pla")
     _check_dont_cares(dont_cares, "export_pla")
-    items = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
-    for table in items:  # validate everything before writing a byte
+    given = list(getattr(tables, "tables", tables)) if not isinstance(tables, (str, bytes)) else [tables]
+    items: list[IOTable] = []
+    for table in given:  # validate everything before writing a byte
         if not isinstance(table, IOTable):
             msg = f"export_pla: expected a network, a layer or IOTables, received {type(table).__name__}"
             raise PLAError(msg)
+        items.append(table)
         if table.output_domain is None:
             msg = f"export_pla: {table!r} holds raw values; PLA needs code outputs (end the layer in a quantizer)"
             raise PLAError(msg)
@@ -266,6 +251,25 @@ def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], o
             f"multiple of {out_width} for the given domains"
         )
         raise PLAError(msg)
+    ins, outs = _care_rows(text, n_in, n_out, declared_rows, name)
+    try:
+        return IOTable(
+            _codes(ins, in_widths),
+            _codes(outs, [out_width] * (n_out // out_width)),
+            input_domains=domains,
+            output_domain=output_domain,
+        )
+    except IOTableError as exc:
+        msg = f"read_pla: {name} does not hold a table of the given domains: {exc}"
+        raise PLAError(msg) from None
+
+
+def _care_rows(
+    text: bytes, n_in: int, n_out: int, declared_rows: int | None, name: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """The input and output bits (0/1, one byte each) of the rows a PLA file specifies, checked: every row
+    has fields of ``n_in`` and ``n_out`` characters, ``.p`` (when given) counts them, inputs are ``0``/``1``
+    and outputs ``0``/``1``/``-``, and a row's outputs are all ``-`` (a don't-care, left out) or none."""
     lines = b"\n".join(ln for ln in text.split(b"\n") if ln.strip() and not ln.lstrip().startswith((b".", b"#")))
     tokens = lines.split()
     if len(tokens) % 2:
@@ -293,17 +297,7 @@ def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], o
         row = int(np.flatnonzero((outs == ord("-")).any(axis=1) & care)[0])
         msg = f"read_pla: {name} row {row} has partly unspecified outputs; expected all '-' or none"
         raise PLAError(msg)
-    ins, outs = ins[care] - ord("0"), outs[care] - ord("0")
-    try:
-        return IOTable(
-            _codes(ins, in_widths),
-            _codes(outs, [out_width] * (n_out // out_width)),
-            input_domains=domains,
-            output_domain=output_domain,
-        )
-    except IOTableError as exc:
-        msg = f"read_pla: {name} does not hold a table of the given domains: {exc}"
-        raise PLAError(msg) from None
+    return ins[care] - ord("0"), outs[care] - ord("0")
 
 
 def _codes(bits: np.ndarray, widths: Sequence[int]) -> np.ndarray:

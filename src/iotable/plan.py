@@ -7,14 +7,14 @@ lie inside the frame and do not overlap, so that one forward pass fills several 
 
 Element order inside a unit (the order of a table's input columns): for channels-first layouts the input
 channel (ascending within the unit) and then the kernel positions row-major; for channels-last layouts the
-kernel positions and then the channel. Non-spatial layers (``"NC"``) read single features.
+kernel positions and then the channel. Non-spatial layers (``"NC"``) read single features. The convention
+lives in :mod:`iotable._order` (``unit_elements``, ``element_order``); everything else calls it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -25,8 +25,10 @@ from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
 from . import _display
+from ._modules import eval_mode, module_dtype, run_module
+from ._order import unit_elements
 from .domain import Domain
-from .errors import EnumerationError, IOTableError, SpecError, TableTooLargeError
+from .errors import SpecError, TableTooLargeError
 from .nn import domain_of
 from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
 
@@ -179,7 +181,7 @@ class LayerPlan:
         return sum(u.rows for u in self.units)
 
     @cached_property
-    def _strides(self) -> tuple[np.ndarray, np.ndarray]:
+    def _strides(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
         return _frame_strides(self.frame_in, self.layout), _frame_strides(self.frame_out, self.layout)
 
     def input_index(self, unit: Unit) -> np.ndarray:
@@ -194,11 +196,8 @@ class LayerPlan:
         positions = origin[:, None, :] + self.geometry.offsets()[None, :, :]  # (slots, window, rank)
         pos_flat = positions @ pos_stride if self.geometry.rank else np.zeros((len(self.slots), 1), np.int64)
         ch_flat = np.asarray(channels, dtype=np.int64) * ch_stride  # (units, channels)
-        if self.layout.channels_last:
-            index = pos_flat[None, :, :, None] + ch_flat[:, None, None, :]  # (units, slots, window, channels)
-        else:
-            index = ch_flat[:, None, :, None] + pos_flat[None, :, None, :]  # (units, slots, channels, window)
-        return index.reshape(len(ch_flat), len(self.slots), -1)
+        channel, position = unit_elements(ch_flat.shape[1], pos_flat.shape[1], channels_last=self.layout.channels_last)
+        return ch_flat[:, None, channel] + pos_flat[None, :, position]  # (units, slots, fan_in) in element order
 
     def output_index(self, unit: Unit) -> np.ndarray:
         """Flat indices into one frame output of ``unit``'s outputs, per slot: shape ``(slots, fan_out)``."""
@@ -257,10 +256,9 @@ class LayerPlan:
 def _unit_domains(
     domains: tuple[Domain, ...], channels: tuple[int, ...], window: int, layout: Layout
 ) -> tuple[Domain, ...]:
-    per_channel = [domains[c] for c in channels]
-    if layout.channels_last:
-        return tuple(per_channel) * window
-    return tuple(d for d in per_channel for _ in range(window))
+    """The domain of each of a unit's inputs, in element order (see :mod:`iotable._order`)."""
+    channel, _ = unit_elements(len(channels), window, channels_last=layout.channels_last)
+    return tuple(domains[channels[c]] for c in channel.tolist())
 
 
 def _shared(domains: tuple[Domain, ...]) -> Domain | None:
@@ -476,49 +474,6 @@ def _frame_shape(layout: Layout, channels: int, size: tuple[int, ...]) -> tuple[
     return (*size, channels) if layout.channels_last else (channels, *size)
 
 
-def module_dtype(module: nn.Module) -> tuple[torch.dtype, torch.device]:
-    """Float dtype and device the module computes in (its first floating parameter or buffer)."""
-    for t in list(module.parameters()) + list(module.buffers()):
-        if t.is_floating_point():
-            return t.dtype, t.device
-    return torch.float32, torch.device("cpu")
-
-
-@contextmanager
-def eval_mode(module: nn.Module) -> Iterator[None]:
-    """Put ``module`` (every submodule) in eval mode for the block, then restore each training flag.
-
-    Around many forward passes of one enumeration (with ``run_module(..., switched=True)``), this saves and
-    restores the flags once instead of on every call.
-    """
-    flags = [(m, m.training) for m in module.modules()]
-    try:
-        module.eval()
-        yield
-    finally:
-        for m, training in flags:
-            m.training = training
-
-
-def run_module(module: nn.Module, x: torch.Tensor, name: str, *, switched: bool = False) -> torch.Tensor:
-    """Run ``module`` in eval and inference mode on ``x``, restoring its training flags afterwards.
-
-    ``switched``: the caller holds :func:`eval_mode` around this call; the flags are left alone.
-    """
-    try:
-        with nullcontext() if switched else eval_mode(module), torch.inference_mode():
-            out = module(x)
-    except IOTableError:
-        raise
-    except Exception as exc:  # the module is a black box: any failure is reported with context
-        msg = f"{name}: forward failed on an input of shape {tuple(x.shape)}: {type(exc).__name__}: {exc}"
-        raise EnumerationError(msg) from exc
-    if not isinstance(out, torch.Tensor):
-        msg = f"{name}: expected forward to return one tensor, received {type(out).__name__}"
-        raise EnumerationError(msg)
-    return out
-
-
 def plan(
     module: nn.Module,
     *,
@@ -561,99 +516,18 @@ def _plan(
     when the caller has just run the module on an input of that shape (a traced model): the plan then runs
     no forward pass of its own."""
     name = name or type(module).__name__
-    if not isinstance(module, nn.Module):
-        msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
-        raise SpecError(msg)
-    if not isinstance(input_domain, Domain) and not (
-        isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
-    ):
-        msg = (
-            f"{name}: input_domain must be an iotable.Domain or a sequence of them (one per input channel), "
-            f"received {type(input_domain).__name__}"
-        )
-        raise SpecError(msg)
-    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
-        msg = f"{name}: max_rows must be a positive integer, received {max_rows!r}"
-        raise SpecError(msg)
+    _check_arguments(module, input_domain, max_rows, name)
     spec = spec_of(module)
     example_shape = None if example_input is None else _per_sample_shape(example_input)
-
-    # Layout and geometry.
-    if spec.layout is not None:
-        layout = spec.layout
-    elif example_shape is not None:
-        layout = Layout.channels_first(len(example_shape) + 1)
-    elif spec.kernel_size is not None:
-        layout = Layout.channels_first(len(spec.kernel_size) + 2)
-    else:
-        layout = Layout.NC
-    if example_shape is not None and len(example_shape) != layout.spatial_rank + 1:
-        msg = (
-            f"{name}: layout {layout.value} expects inputs of rank {layout.spatial_rank + 2}, "
-            f"but example_input has shape (N, {', '.join(map(str, example_shape))})"
-        )
-        raise SpecError(msg)
-    geometry = _geometry(spec, layout.spatial_rank, name)
-    conv = own_window(module) if geometry.rank else None
-    mismatch = window_mismatch(conv, layout, geometry) if conv is not None else None
-    if mismatch is not None:
-        msg = (
-            f"{name}: the layer's window is its {type(conv).__name__}'s own, but the metadata ({spec.source}) declares "
-            f"{mismatch}; drop the window fields from decompose() (the convolution states them) or make them match"
-        )
-        raise SpecError(msg)
-
-    # Input channels.
-    if example_shape is not None:
-        c_in = example_shape[-1] if layout.channels_last else example_shape[0]
-    else:
-        c_in = _channel_counts(module)[0]
-        if c_in is None and isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
-            c_in = module.num_features
-        if c_in is None:
-            msg = f"{name}: cannot tell the input shape of {type(module).__name__}; pass example_input= (a batch)"
-            raise SpecError(msg)
-
-    if isinstance(input_domain, Domain):
-        domains = (input_domain,) * c_in
-    elif len(input_domain) != c_in:
-        msg = f"{name}: {len(input_domain)} input domain(s) for {c_in} input channel(s); expected one per channel"
-        raise SpecError(msg)
-    else:
-        domains = tuple(input_domain)
-
-    # Sizes, before any forward pass.
+    layout = _layout(spec, example_shape, name)
+    geometry = _checked_geometry(module, spec, layout, name)
+    c_in = _input_channels(module, layout, example_shape, name)
+    domains = _channel_domains(input_domain, c_in, name)
     in_groups = _input_groups(spec, c_in, name)
-    shared = _shared(domains)
-    rows_of: dict[tuple[int, ...], int] = {}
-    for k, channels in enumerate(in_groups):
-        if channels in rows_of:
-            continue
-        fan_in = len(channels) * geometry.window
-        if shared is not None:
-            rows = len(shared) ** fan_in
-        else:
-            rows = math.prod(len(d) for d in _unit_domains(domains, channels, geometry.window, layout))
-        rows_of[channels] = rows
-        if rows > max_rows:
-            unit_domains = _unit_domains(domains, channels, geometry.window, layout)
-            bits = sorted({d.bits for d in unit_domains})
-            msg = (
-                f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "
-                f"position(s)) of {'/'.join(map(str, bits))} bit(s) = {sum(d.bits for d in unit_domains)} bits, "
-                f"a table of {rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse "
-                "fan_in=, or fewer input bits"
-            )
-            raise TableTooLargeError(msg)
+    rows_of = _rows(in_groups, domains, geometry, layout, max_rows, name)  # sizes, before any forward pass
 
-    # The enumeration frame.
-    if geometry.rank == 0:
-        size: tuple[int, ...] = ()
-    elif example_shape is not None:
-        # The module may accept only this size; tiled slots keep it as cheap as a minimal frame.
-        size = example_shape[:-1] if layout.channels_last else example_shape[1:]
-    else:
-        size = _minimal_size(geometry)
+    # The enumeration frame, and the output the module gives for it.
+    size = _frame_size(geometry, layout, example_shape)
     slots = _slots(geometry, size, name) if geometry.rank else [()]
     try:
         geometry.sources(size)
@@ -663,30 +537,9 @@ def _plan(
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
     if frame_out is None or example_shape != tuple(frame_in):
-        fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
-        fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * len(size))), frame_in)
-        dtype, device = module_dtype(module)
-        probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
-        frame_out = tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+        frame_out = _run_frame(module, layout, domains, fill_codes, frame_in, name)
     frame_out = tuple(frame_out)
-    if len(frame_out) != len(frame_in):
-        msg = (
-            f"{name}: expected an output of rank {len(frame_in) + 1} in layout {layout.value}, received shape "
-            f"(N, {', '.join(map(str, frame_out))}) for an input of shape (N, {', '.join(map(str, frame_in))})"
-        )
-        raise SpecError(msg)
-    c_out = frame_out[-1] if layout.channels_last else frame_out[0]
-    out_size = frame_out[:-1] if layout.channels_last else frame_out[1:]
-    expected_size = geometry.output_size(size)
-    if tuple(out_size) != expected_size:
-        g = geometry
-        msg = (
-            f"{name}: the declared window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
-            f"{g.padding} as (before, after) per axis) gives outputs of spatial size {expected_size} for input size "
-            f"{size}, but the module's output has spatial size {tuple(out_size)}; check the receptive field given "
-            "to decompose()"
-        )
-        raise SpecError(msg)
+    c_out = _check_output(frame_out, frame_in, geometry, layout, size, name)
 
     # Output channels and units.
     out_groups = _output_groups(spec, len(in_groups), c_out, name)
@@ -718,3 +571,169 @@ def _plan(
         fill_codes=fill_codes,
         max_rows=max_rows,
     )
+
+
+def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -> None:
+    """Refuse a module that is not one, an input domain that is not a Domain (or one per channel), and a
+    ``max_rows`` that is not a positive integer."""
+    if not isinstance(module, nn.Module):
+        msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
+        raise SpecError(msg)
+    if not isinstance(input_domain, Domain) and not (
+        isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
+    ):
+        msg = (
+            f"{name}: input_domain must be an iotable.Domain or a sequence of them (one per input channel), "
+            f"received {type(input_domain).__name__}"
+        )
+        raise SpecError(msg)
+    if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
+        msg = f"{name}: max_rows must be a positive integer, received {max_rows!r}"
+        raise SpecError(msg)
+
+
+def _layout(spec: Spec, example_shape: tuple[int, ...] | None, name: str) -> Layout:
+    """The declared layout, else channels-first of the example's rank, else of the kernel's, else ``NC``;
+    checked against the example's rank."""
+    if spec.layout is not None:
+        layout = spec.layout
+    elif example_shape is not None:
+        layout = Layout.channels_first(len(example_shape) + 1)
+    elif spec.kernel_size is not None:
+        layout = Layout.channels_first(len(spec.kernel_size) + 2)
+    else:
+        layout = Layout.NC
+    if example_shape is not None and len(example_shape) != layout.spatial_rank + 1:
+        msg = (
+            f"{name}: layout {layout.value} expects inputs of rank {layout.spatial_rank + 2}, "
+            f"but example_input has shape (N, {', '.join(map(str, example_shape))})"
+        )
+        raise SpecError(msg)
+    return layout
+
+
+def _checked_geometry(module: nn.Module, spec: Spec, layout: Layout, name: str) -> Geometry:
+    """The declared window, refused where it differs from the layer's own convolution."""
+    geometry = _geometry(spec, layout.spatial_rank, name)
+    conv = own_window(module) if geometry.rank else None
+    mismatch = window_mismatch(conv, layout, geometry) if conv is not None else None
+    if mismatch is not None:
+        msg = (
+            f"{name}: the layer's window is its {type(conv).__name__}'s own, but the metadata ({spec.source}) declares "
+            f"{mismatch}; drop the window fields from decompose() (the convolution states them) or make them match"
+        )
+        raise SpecError(msg)
+    return geometry
+
+
+def _input_channels(module: nn.Module, layout: Layout, example_shape: tuple[int, ...] | None, name: str) -> int:
+    """The number of input channels: from the example input, else as the module states it."""
+    if example_shape is not None:
+        return example_shape[-1] if layout.channels_last else example_shape[0]
+    c_in = _channel_counts(module)[0]
+    if c_in is None and isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
+        c_in = module.num_features
+    if c_in is None:
+        msg = f"{name}: cannot tell the input shape of {type(module).__name__}; pass example_input= (a batch)"
+        raise SpecError(msg)
+    return c_in
+
+
+def _channel_domains(input_domain: Domain | Sequence[Domain], c_in: int, name: str) -> tuple[Domain, ...]:
+    """One domain per input channel."""
+    if isinstance(input_domain, Domain):
+        return (input_domain,) * c_in
+    if len(input_domain) != c_in:
+        msg = f"{name}: {len(input_domain)} input domain(s) for {c_in} input channel(s); expected one per channel"
+        raise SpecError(msg)
+    return tuple(input_domain)
+
+
+def _rows(
+    in_groups: list[tuple[int, ...]],
+    domains: tuple[Domain, ...],
+    geometry: Geometry,
+    layout: Layout,
+    max_rows: int,
+    name: str,
+) -> dict[tuple[int, ...], int]:
+    """The rows of the table of each distinct channel group; :class:`TableTooLargeError` above ``max_rows``."""
+    shared = _shared(domains)
+    rows_of: dict[tuple[int, ...], int] = {}
+    for k, channels in enumerate(in_groups):
+        if channels in rows_of:
+            continue
+        fan_in = len(channels) * geometry.window
+        if shared is not None:
+            rows = len(shared) ** fan_in
+        else:
+            rows = math.prod(len(d) for d in _unit_domains(domains, channels, geometry.window, layout))
+        rows_of[channels] = rows
+        if rows > max_rows:
+            unit_domains = _unit_domains(domains, channels, geometry.window, layout)
+            bits = sorted({d.bits for d in unit_domains})
+            msg = (
+                f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "
+                f"position(s)) of {'/'.join(map(str, bits))} bit(s) = {sum(d.bits for d in unit_domains)} bits, "
+                f"a table of {rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse "
+                "fan_in=, or fewer input bits"
+            )
+            raise TableTooLargeError(msg)
+    return rows_of
+
+
+def _frame_size(geometry: Geometry, layout: Layout, example_shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """The spatial size of the enumeration frame: the example's (the module may accept only that size; tiled
+    slots keep it as cheap as a minimal frame), else the smallest that holds a window."""
+    if geometry.rank == 0:
+        return ()
+    if example_shape is not None:
+        return example_shape[:-1] if layout.channels_last else example_shape[1:]
+    return _minimal_size(geometry)
+
+
+def _run_frame(
+    module: nn.Module,
+    layout: Layout,
+    domains: tuple[Domain, ...],
+    fill_codes: tuple[int, ...],
+    frame_in: tuple[int, ...],
+    name: str,
+) -> tuple[int, ...]:
+    """The module's output shape (per sample) for one frame of every channel's fill value."""
+    fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
+    spatial = len(frame_in) - 1
+    fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * spatial)), frame_in)
+    dtype, device = module_dtype(module)
+    probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
+    return tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+
+
+def _check_output(
+    frame_out: tuple[int, ...],
+    frame_in: tuple[int, ...],
+    geometry: Geometry,
+    layout: Layout,
+    size: tuple[int, ...],
+    name: str,
+) -> int:
+    """The number of output channels, once the output's rank and spatial size match the declared window."""
+    if len(frame_out) != len(frame_in):
+        msg = (
+            f"{name}: expected an output of rank {len(frame_in) + 1} in layout {layout.value}, received shape "
+            f"(N, {', '.join(map(str, frame_out))}) for an input of shape (N, {', '.join(map(str, frame_in))})"
+        )
+        raise SpecError(msg)
+    c_out = frame_out[-1] if layout.channels_last else frame_out[0]
+    out_size = frame_out[:-1] if layout.channels_last else frame_out[1:]
+    expected_size = geometry.output_size(size)
+    if tuple(out_size) != expected_size:
+        g = geometry
+        msg = (
+            f"{name}: the declared window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
+            f"{g.padding} as (before, after) per axis) gives outputs of spatial size {expected_size} for input size "
+            f"{size}, but the module's output has spatial size {tuple(out_size)}; check the receptive field given "
+            "to decompose()"
+        )
+        raise SpecError(msg)
+    return c_out

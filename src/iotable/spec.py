@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.modules.conv import _ConvNd
 
+from ._order import element_order
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
@@ -70,6 +72,12 @@ class Layout(enum.Enum):
     def channels_last(self) -> bool:
         """Whether channels are the last axis (``NWC``, ``NHWC``)."""
         return self.spatial_rank > 0 and self.value.endswith("C")
+
+    @property
+    def element_order(self) -> str:
+        """The order of a unit's input elements in this layout: ``"kernel-major"`` for channels-last layouts,
+        ``"channel-major"`` otherwise (see :mod:`iotable._order`)."""
+        return element_order(channels_last=self.channels_last)
 
 
 class PaddingMode(enum.Enum):
@@ -204,25 +212,10 @@ def _padding_pairs(
     """``decompose``'s ``padding=`` as one ``(before, after)`` pair per axis (or one pair for every axis)."""
     if value is None:
         return None
-    if isinstance(value, str):
-        if value == "valid":
-            return ((0, 0),)
-        if value == "same":
-            if kernel is None:
-                return None  # reported with the other window fields: padding needs kernel_size=
-            if stride is not None and max(stride) > 1:
-                msg = (
-                    f"decompose: padding='same' needs stride 1 (as torch does), received stride={stride}; "
-                    "give the padding as (before, after) pairs instead"
-                )
-                raise SpecError(msg)
-            dilation = dilation or (1,)
-            rank = max(len(kernel), len(dilation))
-            kernel_r = kernel * rank if len(kernel) == 1 else kernel
-            dilation_r = dilation * rank if len(dilation) == 1 else dilation
-            # torch pads (total // 2) before and the rest after: an even kernel's extra element goes at the end.
-            totals = [d * (k - 1) for k, d in zip(kernel_r, dilation_r)]
-            return tuple((t // 2, t - t // 2) for t in totals)
+    if isinstance(value, str) and value == "valid":
+        return ((0, 0),)
+    if isinstance(value, str) and value == "same":
+        return _same_padding(kernel=kernel, dilation=dilation, stride=stride)
     entries = (value,) if isinstance(value, int) or not isinstance(value, Sequence) else value
     pairs = [_pair(entry) for entry in entries] if not isinstance(value, str) else []
     if not pairs or len(pairs) > 2 or any(pair is None for pair in pairs):
@@ -233,6 +226,27 @@ def _padding_pairs(
         )
         raise SpecError(msg)
     return tuple(pair for pair in pairs if pair is not None)
+
+
+def _same_padding(
+    *, kernel: tuple[int, ...] | None, dilation: tuple[int, ...] | None, stride: tuple[int, ...] | None
+) -> tuple[tuple[int, int], ...] | None:
+    """``padding="same"`` as torch resolves it: ``d (k - 1)`` in all per axis, half before and the rest after
+    (an even kernel's extra element goes at the end); ``None`` until the kernel is known."""
+    if kernel is None:
+        return None  # reported with the other window fields: padding needs kernel_size=
+    if stride is not None and max(stride) > 1:
+        msg = (
+            f"decompose: padding='same' needs stride 1 (as torch does), received stride={stride}; "
+            "give the padding as (before, after) pairs instead"
+        )
+        raise SpecError(msg)
+    dilation = dilation or (1,)
+    rank = max(len(kernel), len(dilation))
+    kernel_r = kernel * rank if len(kernel) == 1 else kernel
+    dilation_r = dilation * rank if len(dilation) == 1 else dilation
+    totals = [d * (k - 1) for k, d in zip(kernel_r, dilation_r)]
+    return tuple((t // 2, t - t // 2) for t in totals)
 
 
 def _pair(entry: Any) -> tuple[int, int] | None:
@@ -280,8 +294,35 @@ def _make_spec(
     padding: Any,
     padding_mode: str | PaddingMode | None,
     layout: str | Layout | None,
-    output_domain: Domain | None,
+    output_domain: Domain | str | None,
 ) -> Spec:
+    """Validate ``decompose``'s arguments and normalize them into a :class:`Spec`."""
+    fan_in_t, fan_out_t, fan_in_from = _unit_fields(groups, fan_in, fan_out)
+    layout_e = None if layout is None else Layout.parse(layout, what="decompose")
+    geometry = _window_fields(kernel_size, stride, dilation, padding, padding_mode, layout_e)
+    output_domain, output_domain_from = _output_domain_field(output_domain)
+    return Spec(
+        groups=groups,
+        fan_in=fan_in_t,
+        fan_out=fan_out_t,
+        layout=layout_e,
+        output_domain=output_domain,
+        fan_in_from=fan_in_from,
+        output_domain_from=output_domain_from,
+        **geometry,
+    )
+
+
+def _attribute_path(value: str) -> bool:
+    """Whether ``value`` is a dotted path of identifiers (``"mask"``, ``"fc.weight_mask"``)."""
+    return bool(value) and all(part.isidentifier() for part in value.split("."))
+
+
+def _unit_fields(
+    groups: Any, fan_in: Any, fan_out: Any
+) -> tuple[tuple[tuple[int, ...], ...] | None, tuple[tuple[int, ...], ...] | None, str | None]:
+    """``groups=``, ``fan_in=`` and ``fan_out=`` checked together: the fan-in and fan-out index lists, and
+    the attribute a mask ``fan_in=`` names."""
     if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups < 1):
         msg = f"decompose: groups must be a positive integer, received {groups!r}"
         raise SpecError(msg)
@@ -290,7 +331,7 @@ def _make_spec(
         raise SpecError(msg)
     fan_in_from = None
     if isinstance(fan_in, str):
-        if not fan_in or any(not part.isidentifier() for part in fan_in.split(".")):
+        if not _attribute_path(fan_in):
             msg = (
                 f"decompose: fan_in={fan_in!r} must name a tensor attribute of the module, such as 'mask' or "
                 "'fc.weight_mask' (a dotted path of identifiers)"
@@ -308,7 +349,19 @@ def _make_spec(
     if fan_out_t is not None and fan_in_t is not None and len(fan_out_t) != len(fan_in_t):
         msg = f"decompose: fan_in lists {len(fan_in_t)} units but fan_out lists {len(fan_out_t)}; expected one each"
         raise SpecError(msg)
-    layout_e = None if layout is None else Layout.parse(layout, what="decompose")
+    return fan_in_t, fan_out_t, fan_in_from
+
+
+def _window_fields(
+    kernel_size: Any,
+    stride: Any,
+    dilation: Any,
+    padding: Any,
+    padding_mode: str | PaddingMode | None,
+    layout: Layout | None,
+) -> dict[str, Any]:
+    """The receptive field (``kernel_size``, ``stride``, ``dilation``, ``padding``, ``padding_mode``),
+    normalized; refused on a layout without spatial axes, and without ``kernel_size=``."""
     geometry: dict[str, Any] = {
         "kernel_size": _int_tuple(kernel_size, name="kernel_size", minimum=1),
         "stride": _int_tuple(stride, name="stride", minimum=1),
@@ -320,40 +373,35 @@ def _make_spec(
     geometry["padding_mode"] = None if padding_mode is None else PaddingMode.parse(padding_mode, what="decompose")
     # padding="same" without kernel_size= resolves to nothing yet, but it was stated all the same.
     stated = [key for key, given in geometry.items() if given is not None or (key == "padding" and padding)]
-    if layout_e is not None and layout_e.spatial_rank == 0 and stated:
+    if layout is not None and layout.spatial_rank == 0 and stated:
         msg = (
-            f"decompose: layout {layout_e.value!r} has no spatial axis, "
+            f"decompose: layout {layout.value!r} has no spatial axis, "
             "so kernel_size/stride/dilation/padding/padding_mode don't apply"
         )
         raise SpecError(msg)
     if geometry["kernel_size"] is None and stated:
         msg = "decompose: stride/dilation/padding describe a sliding window (padding_mode too); give kernel_size= too"
         raise SpecError(msg)
-    output_domain_from = None
+    return geometry
+
+
+def _output_domain_field(output_domain: Any) -> tuple[Domain | None, str | None]:
+    """``output_domain=``: a Domain, or the name of the module's output quantizer (read when planned)."""
     if isinstance(output_domain, str):
-        if not output_domain or any(not part.isidentifier() for part in output_domain.split(".")):
+        if not _attribute_path(output_domain):
             msg = (
                 f"decompose: output_domain={output_domain!r} must be an iotable.Domain or name the module's output "
                 "quantizer, such as 'output_quant' (a dotted path of identifiers)"
             )
             raise SpecError(msg)
-        output_domain_from, output_domain = output_domain, None
+        return None, output_domain
     if output_domain is not None and not isinstance(output_domain, Domain):
         msg = (
             "decompose: output_domain must be an iotable.Domain or the name of the module's output quantizer, "
             f"received {type(output_domain).__name__}"
         )
         raise SpecError(msg)
-    return Spec(
-        groups=groups,
-        fan_in=fan_in_t,
-        fan_out=fan_out_t,
-        layout=layout_e,
-        output_domain=output_domain,
-        fan_in_from=fan_in_from,
-        output_domain_from=output_domain_from,
-        **geometry,
-    )
+    return output_domain, None
 
 
 def _channel_counts(module: nn.Module) -> tuple[int | None, int | None]:
@@ -497,7 +545,7 @@ def decompose(
     return attach if target is None else attach(target)
 
 
-def _normalize_padding(conv: nn.Module) -> tuple[tuple[int, int], ...]:
+def _normalize_padding(conv: _ConvNd) -> tuple[tuple[int, int], ...]:
     """A convolution's padding as one ``(before, after)`` pair per spatial axis."""
     padding = conv.padding
     if padding == "valid":

@@ -9,8 +9,10 @@ of quantized tensors become structural steps; modules the user marks as host run
 
 from __future__ import annotations
 
+import math
 import operator
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,16 +21,14 @@ import torch.fx as fx
 import torch.nn.functional as F
 from torch import nn
 
+from ._modules import eval_mode
 from ._torchao import fake_quantize_domain, is_fake_quantize
-from .errors import IOTableError
-from .nn import _is_brevitas, domain_of
+from .brevitas import check_leaves, is_brevitas
+from .errors import IOTableError, ModelError
+from .nn import domain_of
 from .spec import ELEMENTWISE, _declared
 
 __all__ = ["Arithmetic", "Chain", "LeafTracer", "ModelError", "Step", "segment", "trace"]
-
-
-class ModelError(IOTableError, ValueError):
-    """A whole model cannot be turned into a table network as it stands (the message says what to change)."""
 
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
@@ -61,7 +61,12 @@ _ARITHMETIC: dict[Any, str] = {
     torch.div: "div",
 }
 _ARITHMETIC_METHODS = {"mul": "mul", "add": "add", "sub": "sub", "div": "div"}
-_OPERATORS = {"mul": torch.mul, "add": torch.add, "sub": torch.sub, "div": torch.div}
+_OPERATORS: dict[str, Callable[..., torch.Tensor]] = {
+    "mul": torch.mul,
+    "add": torch.add,
+    "sub": torch.sub,
+    "div": torch.div,
+}
 
 
 class Arithmetic(nn.Module):
@@ -89,7 +94,7 @@ class Arithmetic(nn.Module):
         if owner is None:
             msg = f"{self.op} by {self.attribute!r}: the model that owned it no longer exists"
             raise ModelError(msg)
-        return getattr(owner, self.attribute)
+        return getattr(owner, str(self.attribute))
 
     def tensors(self) -> tuple[torch.Tensor, ...]:
         """The tensors this module reads besides its input (for cache and reuse keys)."""
@@ -107,15 +112,7 @@ class Arithmetic(nn.Module):
 
 def _arithmetic(node: fx.Node, root: nn.Module | None) -> nn.Module | None:
     """The :class:`Arithmetic` module of ``tensor <op> (number | parameter)``, or ``None`` for other nodes."""
-    if node.op == "call_function":
-        try:
-            op = _ARITHMETIC.get(node.target)
-        except TypeError:  # unhashable targets are no arithmetic
-            return None
-    elif node.op == "call_method":
-        op = _ARITHMETIC_METHODS.get(node.target) if isinstance(node.target, str) else None
-    else:
-        return None
+    op = _arithmetic_op(node)
     if op is None or len(node.args) != 2 or node.kwargs:
         return None
     tensors = [isinstance(a, fx.Node) and a.op != "get_attr" for a in node.args]
@@ -125,7 +122,7 @@ def _arithmetic(node: fx.Node, root: nn.Module | None) -> nn.Module | None:
     x, other = (node.args[1], node.args[0]) if reverse else (node.args[0], node.args[1])
     if isinstance(other, (int, float)) and not isinstance(other, bool):
         return Arithmetic(op, other, reverse=reverse)
-    if not (isinstance(other, fx.Node) and other.op == "get_attr" and root is not None):
+    if not (isinstance(other, fx.Node) and other.op == "get_attr" and root is not None and isinstance(x, fx.Node)):
         return None
     path, _, attribute = str(other.target).rpartition(".")
     owner = root.get_submodule(path) if path else root
@@ -134,20 +131,37 @@ def _arithmetic(node: fx.Node, root: nn.Module | None) -> nn.Module | None:
     if not isinstance(value, torch.Tensor):
         msg = f"{where} is a {type(value).__name__}; expected a tensor"
         raise ModelError(msg)
-    sample = x.meta.get("shape")
-    shape = tuple(value.shape)
-    if value.numel() != 1 and sample is not None:
-        aligned = (1,) * (len(sample) + 1 - len(shape)) + shape
-        per_channel = len(aligned) == len(sample) + 1 and aligned[0] == 1 and aligned[1] in (1, sample[0])
-        if not per_channel or any(a != 1 for a in aligned[2:]):
-            msg = (
-                f"{where} has shape {shape}, which does not hold one value per channel of a tensor of shape "
-                f"(N, {', '.join(map(str, sample))}); an elementwise table needs one value, or one per channel "
-                f"(shape ({sample[0]},{' 1,' * (len(sample) - 1)})); fold it into the layer before, or decorate "
-                "the block that holds it with iotable.decompose(...)"
-            )
-            raise ModelError(msg)
+    _check_per_channel(where, tuple(value.shape), x.meta.get("shape"))
     return Arithmetic(op, attribute, reverse=reverse, owner=owner)
+
+
+def _arithmetic_op(node: fx.Node) -> str | None:
+    """``"mul"``, ``"add"``, ``"sub"`` or ``"div"`` for a node calling that operator, function or method."""
+    if node.op == "call_function":
+        try:
+            return _ARITHMETIC.get(node.target)
+        except TypeError:  # unhashable targets are no arithmetic
+            return None
+    if node.op == "call_method" and isinstance(node.target, str):
+        return _ARITHMETIC_METHODS.get(node.target)
+    return None
+
+
+def _check_per_channel(where: str, shape: tuple[int, ...], sample: tuple[int, ...] | None) -> None:
+    """Refuse a tensor operand that holds more than one value and not one per channel of the tensor it meets
+    (``sample``: that tensor's shape without the batch axis, unknown when ``None``)."""
+    if math.prod(shape) == 1 or sample is None:
+        return
+    aligned = (1,) * (len(sample) + 1 - len(shape)) + shape
+    per_channel = len(aligned) == len(sample) + 1 and aligned[0] == 1 and aligned[1] in (1, sample[0])
+    if not per_channel or any(a != 1 for a in aligned[2:]):
+        msg = (
+            f"{where} has shape {shape}, which does not hold one value per channel of a tensor of shape "
+            f"(N, {', '.join(map(str, sample))}); an elementwise table needs one value, or one per channel "
+            f"(shape ({sample[0]},{' 1,' * (len(sample) - 1)})); fold it into the layer before, or decorate "
+            "the block that holds it with iotable.decompose(...)"
+        )
+        raise ModelError(msg)
 
 
 def _describe(module: nn.Module, path: str) -> str:
@@ -190,7 +204,7 @@ class LeafTracer(fx.Tracer):
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
-        if module_qualified_name in self.host or _is_brevitas(m):  # brevitas: checked after tracing
+        if module_qualified_name in self.host or is_brevitas(m):  # brevitas: checked after tracing
             return True
         if is_fake_quantize(m):  # checked after tracing, where its name is known
             return True
@@ -247,7 +261,7 @@ def _chain(model: nn.Module, host: frozenset[str]) -> Chain | None:
     if type(model) is not nn.Sequential or _overridden(model):
         return None
     leaves = _leaves(model, "", LeafTracer(host))
-    if not leaves or any(_is_brevitas(m) for _, m in leaves):
+    if not leaves or any(is_brevitas(m) for _, m in leaves):
         return None
     graph = fx.Graph()
     x = graph.placeholder("input")  # nn.Sequential.forward's argument, as the tracer names it
@@ -281,9 +295,7 @@ def trace(
         )
         raise ModelError(msg) from None
     module = fx.GraphModule(model, graph)
-    if any(_is_brevitas(m) for m in model.modules()):
-        from .brevitas import check_leaves  # the optional integration: imported for brevitas models only
-
+    if any(is_brevitas(m) for m in model.modules()):
         check_leaves(module, host)
     module.meta["root"] = model  # get_attr glue reads its tensors from their owners in the model
     return _record_shapes(model, module, example_input)
@@ -300,11 +312,9 @@ def _record_shapes(model: nn.Module, module: Any, example_input: torch.Tensor) -
     """Run ``module``'s graph on ``example_input`` (the model in eval mode) and record every node's shape."""
     _refuse_fake_quantize(module)
     name = type(model).__name__
-    flags = [(m, m.training) for m in model.modules()]
     shapes: dict[str, Any] = {}
     try:
-        model.eval()
-        with torch.inference_mode():
+        with eval_mode(model), torch.inference_mode():
             env: dict[fx.Node, Any] = {}
             interpreter = fx.Interpreter(module) if isinstance(module, fx.GraphModule) else None
             for node in module.graph.nodes:
@@ -323,9 +333,6 @@ def _record_shapes(model: nn.Module, module: Any, example_input: torch.Tensor) -
     except Exception as exc:
         msg = f"{name}: running the traced model on example_input of shape {tuple(example_input.shape)} failed: {exc}"
         raise ModelError(msg) from exc
-    finally:
-        for m, training in flags:
-            m.training = training
     for node in module.graph.nodes:
         node.meta["shape"] = shapes.get(node.name)
     return module
@@ -372,31 +379,80 @@ def _closes(m: nn.Module) -> bool:
 
 def segment(module: fx.GraphModule | Chain, *, host: frozenset[str]) -> list[Step]:
     """Cut a traced model into steps (see :class:`Step`); raise :class:`ModelError` where it cannot."""
-    steps: dict[str, Step] = {}
-    value: dict[str, str] = {}  # fx node name -> step name producing it
-    order: list[str] = []
-    root = module.meta.get("root")
+    return _Segmenter(module, host).run()
 
-    def add(step: Step) -> Step:
+
+class _Segmenter:
+    """One walk over a traced graph, node by node in model order, growing the steps of :func:`segment`.
+
+    ``steps`` holds the steps found so far by name, ``order`` their order, and ``value`` the step that
+    produces each fx node's tensor. A table step stays *open* (``closed=False``) while elementwise modules
+    and a mixing layer join it, and closes at its quantizer.
+    """
+
+    def __init__(self, module: fx.GraphModule | Chain, host: frozenset[str]) -> None:
+        self.module, self.host = module, host
+        self.root = module.meta.get("root")
+        self.steps: dict[str, Step] = {}
+        self.value: dict[str, str] = {}  # fx node name -> step name producing it
+        self.order: list[str] = []
+
+    def run(self) -> list[Step]:
+        """Every node in turn, then each step's ``meta["fx_node"]``: the last node it produced."""
+        for node in self.module.graph.nodes:
+            self.visit(node)
+        for fx_name, step_name in self.value.items():  # in model order: the last node a step produced is its output
+            if step_name in self.steps:
+                self.steps[step_name].meta["fx_node"] = fx_name
+        return [self.steps[n] for n in self.order]
+
+    def visit(self, node: fx.Node) -> None:
+        """Dispatch one node by its kind: the input, the output, a module (or an elementwise call), a function."""
+        if node.op == "placeholder":
+            self.placeholder(node)
+        elif node.op == "output":
+            self.output(node)
+        elif node.meta.get("shape") is None:
+            return  # parameters (read by the glue that uses them), sizes and other non-tensor values
+        else:
+            functional = _elementwise_call(node, self.root)
+            if node.op == "call_module" or functional is not None:
+                self.call_module(node, functional)
+            else:
+                self.call_function(node)
+
+    # Bookkeeping.
+
+    def add(self, step: Step) -> Step:
+        """Record a new step, renamed ``name_1``, ``name_2``, ... when a module is called more than once."""
         base, k = step.name, 1
-        while step.name in steps:  # a module called twice gives two steps
+        while step.name in self.steps:
             step.name, k = f"{base}_{k}", k + 1
-        steps[step.name] = step
-        order.append(step.name)
+        self.steps[step.name] = step
+        self.order.append(step.name)
         return step
 
-    def source(node: Any, user: fx.Node) -> Step:
-        if not isinstance(node, fx.Node) or node.name not in value:
+    def remove(self, step: Step) -> None:
+        """Forget a step (it is about to be merged into another, or added again under a new name)."""
+        self.order.remove(step.name)
+        del self.steps[step.name]
+
+    def produce(self, node: fx.Node, step: Step) -> None:
+        """Record that ``node``'s tensor comes from ``step``."""
+        self.value[node.name] = step.name
+
+    def source(self, node: Any, user: fx.Node) -> Step:
+        """The step that produced ``node``, an argument of ``user``; a non-tensor argument is refused."""
+        if not isinstance(node, fx.Node) or node.name not in self.value:
             owner = _user_module(user)
             where = f" in module {owner[0]!r} ({owner[1]})" if owner else ""
             msg = f"{user.name}{where}: expected a tensor produced by an earlier layer, received {node!r}"
             raise ModelError(msg)
-        return steps[value[node.name]]
+        return self.steps[self.value[node.name]]
 
-    def close(step: Step) -> None:
-        step.closed = True
-
-    def users_ok(step: Step, node: fx.Node) -> None:
+    @staticmethod
+    def check_users(step: Step, node: fx.Node) -> None:
+        """An open (unquantized) table output must not fan out: each consumer reads codes."""
         if not step.closed and len(node.users) > 1:
             msg = (
                 f"{node.name}: the unquantized output of {step.mixing or step.name} feeds {len(node.users)} consumers; "
@@ -404,162 +460,179 @@ def segment(module: fx.GraphModule | Chain, *, host: frozenset[str]) -> list[Ste
             )
             raise ModelError(msg)
 
-    for node in module.graph.nodes:
-        shape = node.meta.get("shape")
-        if node.op == "placeholder":
-            if steps:
-                msg = f"{node.name}: models with more than one input are not supported; wrap them to take one tensor"
-                raise ModelError(msg)
-            value[node.name] = add(Step("input", "input", [], shape, closed=True)).name
-            continue
-        if node.op == "output":
-            result = node.args[0]
-            if not isinstance(result, fx.Node):
-                msg = f"the model returns {type(result).__name__}; expected a single tensor"
-                raise ModelError(msg)
-            last = source(result, node)
-            if not last.closed and last.kind == "table" and any(isinstance(m, _AVG_POOLS) for m in last.modules):
+    # The model's input and output.
+
+    def placeholder(self, node: fx.Node) -> None:
+        """The model's one input."""
+        if self.steps:
+            msg = f"{node.name}: models with more than one input are not supported; wrap them to take one tensor"
+            raise ModelError(msg)
+        self.produce(node, self.add(Step("input", "input", [], node.meta["shape"], closed=True)))
+
+    def output(self, node: fx.Node) -> None:
+        """The model's one output: it closes the step producing it (raw values when that has no quantizer)."""
+        result = node.args[0]
+        if not isinstance(result, fx.Node):
+            msg = f"the model returns {type(result).__name__}; expected a single tensor"
+            raise ModelError(msg)
+        last = self.source(result, node)
+        if not last.closed and last.kind == "table" and any(isinstance(m, _AVG_POOLS) for m in last.modules):
+            msg = (
+                f"{last.mixing}: the model's output is the unquantized average of {last.mixing}, a float no "
+                f"table network can hold exactly in codes; put a quantizer after {last.mixing} (an average "
+                "of quantized codes followed by a quantizer is one table per window)"
+            )
+            raise ModelError(msg)
+        last.closed = True
+        self.add(Step("output", "output", [last.name], last.shape, closed=True))
+
+    # Modules, and calls that act as elementwise modules.
+
+    def call_module(self, node: fx.Node, functional: nn.Module | None) -> None:
+        """A module (or the module equivalent of an elementwise call): host, pool, flatten or table layer."""
+        shape = node.meta["shape"]
+        m = functional if functional is not None else self.module.get_submodule(str(node.target))
+        target = node.name if functional is not None else str(node.target)
+        reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
+        src = self.source(node.args[1] if reverse else node.args[0], node)
+        if target in self.host or src.kind == "host":
+            self.host_module(node, target, m, src)
+            return
+        quantizer = _closes(m)
+        if isinstance(m, _POOLS):
+            if not src.closed:
                 msg = (
-                    f"{last.mixing}: the model's output is the unquantized average of {last.mixing}, a float no "
-                    f"table network can hold exactly in codes; put a quantizer after {last.mixing} (an average "
-                    "of quantized codes followed by a quantizer is one table per window)"
+                    f"{target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
+                    "put a Quantize before the pool (pooling quantized codes is exact)"
                 )
                 raise ModelError(msg)
-            close(last)
-            add(Step("output", "output", [last.name], last.shape, closed=True))
-            continue
-        if shape is None:
-            continue  # parameters (read by the glue that uses them), sizes and other non-tensor values
-        functional = _elementwise_call(node, root)
-        if node.op == "call_module" or functional is not None:
-            m = functional if functional is not None else module.get_submodule(node.target)
-            target = node.name if functional is not None else node.target
-            reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
-            src = source(node.args[1] if reverse else node.args[0], node)
-            if target in host or src.kind == "host":
-                if not src.closed and src.kind == "table":
-                    # The host runs the open segment's modules too, from its quantized input.
-                    host_step = Step(
-                        target,
-                        "host",
-                        list(src.sources),
-                        shape,
-                        [*src.modules, m],
-                        [*src.module_names, target],
-                        closed=True,
-                    )
-                    order.remove(src.name)
-                    del steps[src.name]
-                    value[node.name] = add(host_step).name
-                else:
-                    value[node.name] = add(Step(target, "host", [src.name], shape, [m], [target], closed=True)).name
-                continue
-            quantizer = _closes(m)
-            if isinstance(m, _POOLS):
-                if not src.closed:
-                    msg = (
-                        f"{target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
-                        "put a Quantize before the pool (pooling quantized codes is exact)"
-                    )
-                    raise ModelError(msg)
-                value[node.name] = add(Step(target, "pool", [src.name], shape, [m], [target], closed=True)).name
-            elif isinstance(m, nn.Flatten):
-                if not src.closed:
-                    msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
-                    raise ModelError(msg)
-                value[node.name] = add(Step(target, "reshape", [src.name], shape, closed=True)).name
-            elif quantizer or isinstance(m, (*ELEMENTWISE, Arithmetic)) or _is_mixing(m):
-                mixing = _is_mixing(m)
-                if src.closed:
-                    step = add(Step(target, "table", [src.name], shape))
-                elif mixing and src.mixing is not None and isinstance(m, _AVG_POOLS):
-                    msg = (
-                        f"{target}: average pooling reads the unquantized output of {src.mixing}; put a quantizer "
-                        f"after {src.mixing} (an average of quantized codes followed by a quantizer is one table per "
-                        "window), or list both in host="
-                    )
-                    raise ModelError(msg)
-                elif mixing and src.mixing is not None:
-                    msg = (
-                        f"{target}: {src.mixing} and {target} sit between the same pair of quantizers, so "
-                        "their composition has no small table; put a quantizer (iotable.nn.Quantize, or brevitas' "
-                        f"QuantIdentity) after {src.mixing}, decorate a block holding both as one unit, or list "
-                        f"{target} in host="
-                    )
-                    raise ModelError(msg)
-                else:
-                    step = src
-                    order.remove(step.name)
-                    del steps[step.name]
-                    step.name = target if mixing else step.name
-                    add(step)
-                step.modules.append(m)
-                step.module_names.append(target)
-                step.shape = shape
-                if mixing:
-                    step.mixing = target
-                if quantizer:
-                    close(step)
-                value[node.name] = step.name
-                users_ok(step, node)
-            else:
-                msg = (
-                    f"{target}: {type(m).__name__} has no decomposition metadata and no built-in rule; decorate "
-                    "it with iotable.decompose(...), or list it in host= to run it with torch"
-                )
+            self.produce(node, self.add(Step(target, "pool", [src.name], shape, [m], [target], closed=True)))
+        elif isinstance(m, nn.Flatten):
+            if not src.closed:
+                msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
-            continue
-        # call_function / call_method
+            self.produce(node, self.add(Step(target, "reshape", [src.name], shape, closed=True)))
+        elif quantizer or isinstance(m, (*ELEMENTWISE, Arithmetic)) or _is_mixing(m):
+            self.table_module(node, target, m, src, quantizer=quantizer)
+        else:
+            msg = (
+                f"{target}: {type(m).__name__} has no decomposition metadata and no built-in rule; decorate "
+                "it with iotable.decompose(...), or list it in host= to run it with torch"
+            )
+            raise ModelError(msg)
+
+    def host_module(self, node: fx.Node, target: str, m: nn.Module, src: Step) -> None:
+        """A module run with torch: listed in ``host=``, or after one. An open table layer before it becomes
+        part of the host step, which then runs from that layer's quantized input."""
+        shape = node.meta["shape"]
+        if not src.closed and src.kind == "table":
+            self.remove(src)
+            merged = [*src.modules, m], [*src.module_names, target]
+            self.produce(node, self.add(Step(target, "host", list(src.sources), shape, *merged, closed=True)))
+        else:
+            self.produce(node, self.add(Step(target, "host", [src.name], shape, [m], [target], closed=True)))
+
+    def table_module(self, node: fx.Node, target: str, m: nn.Module, src: Step, *, quantizer: bool) -> None:
+        """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
+        or joins the open one (which takes the mixing layer's name); a quantizer closes the layer."""
+        mixing = _is_mixing(m)
+        if src.closed:
+            step = self.add(Step(target, "table", [src.name], node.meta["shape"]))
+        elif mixing and src.mixing is not None:
+            raise ModelError(_two_mixing_layers(target, m, src.mixing))
+        else:
+            step = src
+            self.remove(step)
+            step.name = target if mixing else step.name
+            self.add(step)
+        step.modules.append(m)
+        step.module_names.append(target)
+        step.shape = node.meta["shape"]
+        if mixing:
+            step.mixing = target
+        if quantizer:
+            step.closed = True
+        self.produce(node, step)
+        self.check_users(step, node)
+
+    # Function and method calls between tables.
+
+    def call_function(self, node: fx.Node) -> None:
+        """A function or method call: a reshape, an add of two quantized tensors, a channel concat."""
         target = node.target
-        tensor_args = [a for a in node.args if isinstance(a, fx.Node) and a.meta.get("shape") is not None]
         if target in _RESHAPE_FUNCTIONS or (node.op == "call_method" and target in _RESHAPE_METHODS):
-            src = source(node.args[0], node)
+            src = self.source(node.args[0], node)
             if not src.closed:
                 msg = f"{node.name}: a reshape of an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
-            value[node.name] = add(Step(node.name, "reshape", [src.name], shape, closed=True)).name
+            self.produce(node, self.add(Step(node.name, "reshape", [src.name], node.meta["shape"], closed=True)))
         elif target in _ADD or (node.op == "call_method" and target == "add"):
-            if len(tensor_args) != 2 or node.kwargs:
-                msg = f"{node.name}: only the add of two tensors is supported; received args {node.args}"
-                raise ModelError(msg)
-            a, b = (source(t, node) for t in tensor_args)
-            if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
-                msg = f"{node.name}: an add must read two quantized tensors; put a Quantize on each operand"
-                raise ModelError(msg)
-            if a.shape != b.shape:
-                msg = f"{node.name}: adding shapes {a.shape} and {b.shape}; broadcasting adds are not supported"
-                raise ModelError(msg)
-            step = add(Step(node.name, "table", [a.name, b.name], shape, mixing="add"))
-            value[node.name] = step.name
-            users_ok(step, node)
+            self.add_join(node)
         elif target is torch.cat:
-            parts = node.args[0]
-            dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
-            srcs = [source(p, node) for p in parts]
-            if dim != 1 or not all(s.closed and s.kind != "host" for s in srcs):
-                msg = f"{node.name}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
-                raise ModelError(msg)
-            value[node.name] = add(Step(node.name, "concat", [s.name for s in srcs], shape, closed=True)).name
+            self.concat(node)
         else:
-            name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
-            owner = _user_module(node)
-            if owner is not None:  # an undecorated custom module that torch.fx traced into: name it, not the node
-                path, cls = owner
-                msg = (
-                    f"{path}: {cls} has no decomposition metadata, so its forward was traced into, and its call of "
-                    f"{name} is not supported between tables; decorate {cls} with iotable.decompose(...) (e.g. "
-                    f"fan_in=..., output_domain=...) so it becomes one unit, or list {path!r} in host= to run it "
-                    "with torch"
-                )
-                raise ModelError(msg)
-            msg = (
-                f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
-                "modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
-                "quantizers, add, cat, flatten/view/reshape, max-pool, avg-pool); wrap the computation in a module "
-                "decorated with iotable.decompose, or list the layer in host="
-            )
+            raise ModelError(_unsupported_call(node))
+
+    def add_join(self, node: fx.Node) -> None:
+        """``a + b`` of two quantized tensors of one shape: a table layer that reads both."""
+        tensor_args = [a for a in node.args if isinstance(a, fx.Node) and a.meta.get("shape") is not None]
+        if len(tensor_args) != 2 or node.kwargs:
+            msg = f"{node.name}: only the add of two tensors is supported; received args {node.args}"
             raise ModelError(msg)
-    for fx_name, step_name in value.items():  # in model order: the last node a step produced is its output
-        if step_name in steps:
-            steps[step_name].meta["fx_node"] = fx_name
-    return [steps[n] for n in order]
+        a, b = (self.source(t, node) for t in tensor_args)
+        if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
+            msg = f"{node.name}: an add must read two quantized tensors; put a Quantize on each operand"
+            raise ModelError(msg)
+        if a.shape != b.shape:
+            msg = f"{node.name}: adding shapes {a.shape} and {b.shape}; broadcasting adds are not supported"
+            raise ModelError(msg)
+        step = self.add(Step(node.name, "table", [a.name, b.name], node.meta["shape"], mixing="add"))
+        self.produce(node, step)
+        self.check_users(step, node)
+
+    def concat(self, node: fx.Node) -> None:
+        """``torch.cat`` of quantized tensors along the channel axis."""
+        parts = node.args[0]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
+        if dim != 1 or not all(s.closed and s.kind != "host" for s in srcs):
+            msg = f"{node.name}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
+            raise ModelError(msg)
+        self.produce(node, self.add(Step(node.name, "concat", [s.name for s in srcs], node.meta["shape"], closed=True)))
+
+
+def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:
+    """The message for a mixing layer reading the unquantized output of another."""
+    if isinstance(m, _AVG_POOLS):
+        return (
+            f"{target}: average pooling reads the unquantized output of {previous}; put a quantizer "
+            f"after {previous} (an average of quantized codes followed by a quantizer is one table per "
+            "window), or list both in host="
+        )
+    return (
+        f"{target}: {previous} and {target} sit between the same pair of quantizers, so "
+        "their composition has no small table; put a quantizer (iotable.nn.Quantize, or brevitas' "
+        f"QuantIdentity) after {previous}, decorate a block holding both as one unit, or list "
+        f"{target} in host="
+    )
+
+
+def _unsupported_call(node: fx.Node) -> str:
+    """The message for a function no table step stands for, naming the user module it was traced in."""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    owner = _user_module(node)
+    if owner is not None:  # an undecorated custom module that torch.fx traced into: name it, not the node
+        path, cls = owner
+        return (
+            f"{path}: {cls} has no decomposition metadata, so its forward was traced into, and its call of "
+            f"{name} is not supported between tables; decorate {cls} with iotable.decompose(...) (e.g. "
+            f"fan_in=..., output_domain=...) so it becomes one unit, or list {path!r} in host= to run it "
+            "with torch"
+        )
+    return (
+        f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
+        "modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
+        "quantizers, add, cat, flatten/view/reshape, max-pool, avg-pool); wrap the computation in a module "
+        "decorated with iotable.decompose, or list the layer in host="
+    )
