@@ -17,6 +17,8 @@ The pipeline:
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
+- **hardware** — :mod:`iotable.hdl` writes one table as a Verilog module or VHDL entity with an exhaustive
+  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them.
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -34,11 +36,14 @@ from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
     DomainError,
     EnumerationError,
+    HDLError,
+    HDLToolError,
     IOTableError,
     IOTableWarning,
     MissingRowError,
     NotDecomposedError,
     OptionError,
+    SimulatorNotInstalledError,
     SpecError,
     SpecMismatchError,
     TableError,
@@ -72,6 +77,8 @@ __all__ = [
     "Graph",
     "GraphError",
     "GraphvizNotInstalledError",
+    "HDLError",
+    "HDLToolError",
     "IOTable",
     "IOTableError",
     "IOTableWarning",
@@ -91,6 +98,7 @@ __all__ = [
     "OptionError",
     "PLAError",
     "PaddingMode",
+    "SimulatorNotInstalledError",
     "Spec",
     "SpecError",
     "SpecMismatchError",
