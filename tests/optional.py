@@ -36,3 +36,9 @@ def require_graphviz() -> None:
     require("graphviz", install='pip install -e ".[notebook]"')
     if shutil.which("dot") is None:
         _missing("Graphviz's 'dot' program (Debian package graphviz: apt-get install graphviz)")
+
+
+def require_program(program: str, *, package: str) -> None:
+    """Skip (fail under CI) unless the program ``program`` is on PATH; ``package`` is its Debian package."""
+    if shutil.which(program) is None:
+        _missing(f"the program {program!r} (Debian package {package}: apt-get install {package})")
