@@ -1,7 +1,7 @@
 """Optional dependencies of some tests: skipped with the package's name locally, a failure under ``CI=true``.
 
-CI installs every extra and Graphviz's ``dot`` program (see ``.ci/run``), so there a missing one is a broken
-setup, not a reason to skip.
+CI installs every extra, Graphviz's ``dot`` program and the HDL tools (see ``.ci/run``), so there a missing
+one is a broken setup, not a reason to skip.
 """
 
 from __future__ import annotations

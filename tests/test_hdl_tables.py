@@ -3,6 +3,7 @@ verilator and ghdl, tampered designs and vectors that must fail, yosys checks, a
 
 from __future__ import annotations
 
+import doctest
 import re
 from pathlib import Path
 
@@ -309,3 +310,20 @@ def test_vhdl_check_passes_and_an_incomplete_case_fails() -> None:
     tampered = re.sub(r"\n\s*when others => [^\n]*", "", text)
     with pytest.raises(HDLToolError, match="ghdl"):
         check_files({"part.vhd": tampered}, "part", timeout=120)
+
+
+# -- the documentation -----------------------------------------------------------------------------------------
+
+
+def test_hardware_page_snippets_run() -> None:
+    """Every ``pycon`` snippet of docs/hardware.md, run in order in one session, prints what the page shows."""
+    require_program("iverilog", package="iverilog")
+    require_program("yosys", package="yosys")
+    page = Path(__file__).resolve().parent.parent / "docs" / "hardware.md"
+    blocks = re.findall(r"^```pycon\n(.*?)^```$", page.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
+    assert len(blocks) >= 5
+    test = doctest.DocTestParser().get_doctest("\n".join(blocks), {}, "hardware.md", str(page), 0)
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    runner.run(test, out=report.append)
+    assert runner.failures == 0, "".join(report)
