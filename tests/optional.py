@@ -1,7 +1,7 @@
 """Optional dependencies of some tests: skipped with the package's name locally, a failure under ``CI=true``.
 
-CI installs every extra and Graphviz's ``dot`` program (see ``.ci/run``), so there a missing one is a broken
-setup, not a reason to skip.
+CI installs every extra, Graphviz's ``dot`` program and the HDL tools (see ``.ci/run``), so there a missing
+one is a broken setup, not a reason to skip.
 """
 
 from __future__ import annotations
@@ -36,3 +36,9 @@ def require_graphviz() -> None:
     require("graphviz", install='pip install -e ".[notebook]"')
     if shutil.which("dot") is None:
         _missing("Graphviz's 'dot' program (Debian package graphviz: apt-get install graphviz)")
+
+
+def require_program(program: str, *, package: str) -> None:
+    """Skip (fail under CI) unless the program ``program`` is on PATH; ``package`` is its Debian package."""
+    if shutil.which(program) is None:
+        _missing(f"the program {program!r} (Debian package {package}: apt-get install {package})")

@@ -18,6 +18,8 @@ The pipeline:
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
+- **hardware** — :mod:`iotable.hdl` writes one table as a Verilog module or VHDL entity with an exhaustive
+  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them.
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -37,6 +39,8 @@ from .errors import (
     CacheError,
     DomainError,
     EnumerationError,
+    HDLError,
+    HDLToolError,
     IOTableError,
     IOTableWarning,
     MissingRowError,
@@ -44,6 +48,7 @@ from .errors import (
     NotDecomposedError,
     OptionError,
     PLAError,
+    SimulatorNotInstalledError,
     SpecError,
     SpecMismatchError,
     TableError,
@@ -79,6 +84,8 @@ __all__ = [
     "Graph",
     "GraphError",
     "GraphvizNotInstalledError",
+    "HDLError",
+    "HDLToolError",
     "IOTable",
     "IOTableError",
     "IOTableWarning",
@@ -98,6 +105,7 @@ __all__ = [
     "OptionError",
     "PLAError",
     "PaddingMode",
+    "SimulatorNotInstalledError",
     "Spec",
     "SpecError",
     "SpecMismatchError",

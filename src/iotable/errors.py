@@ -14,6 +14,8 @@ __all__ = [
     "CacheError",
     "DomainError",
     "EnumerationError",
+    "HDLError",
+    "HDLToolError",
     "IOTableError",
     "IOTableWarning",
     "MissingRowError",
@@ -21,6 +23,7 @@ __all__ = [
     "NotDecomposedError",
     "OptionError",
     "PLAError",
+    "SimulatorNotInstalledError",
     "SpecError",
     "SpecMismatchError",
     "TableError",
@@ -108,3 +111,18 @@ class IOTableWarning(UserWarning):
 
 class BundleError(IOTableError, ValueError):
     """A bundle cannot be written or read: a bad target path, a missing or corrupted file, a bad manifest."""
+
+
+class HDLError(IOTableError, ValueError):
+    """Verilog or VHDL cannot be emitted or run as asked: an illegal module name, a table without code
+    outputs, a malformed file set (the message names the thing and the fix)."""
+
+
+class HDLToolError(IOTableError, RuntimeError):
+    """An HDL tool (iverilog, ghdl, verilator, yosys) refused the design or did not finish in time; the
+    message carries the tool's own output."""
+
+
+class SimulatorNotInstalledError(HDLToolError):
+    """An HDL tool a call needs (iverilog, ghdl, verilator, yosys) is not on ``PATH``; the message names the
+    Debian package that provides it."""

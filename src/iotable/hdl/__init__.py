@@ -1,0 +1,37 @@
+"""Hardware: IOTables as Verilog and VHDL, proved equal to the tables by open simulators.
+
+- :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
+  over the input codes packed into ``address`` (first input most significant), the output codes packed into
+  ``codes`` (first output most significant); don't-cares as ``x`` / ``'-'`` or code 0.
+- :func:`table_bench` — an exhaustive, self-checking testbench of such a module and its vectors file.
+- :func:`simulate_files` — run a bench with iverilog, ghdl or verilator; :func:`check_files` — synthesize
+  with yosys and assert no latch, nothing undriven, no combinational loop; :func:`write_files` — write
+  generated files atomically.
+
+The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
+``apt-get install iverilog ghdl verilator yosys`` on Debian; a missing one raises
+:class:`~iotable.errors.SimulatorNotInstalledError` naming its package.
+"""
+
+from __future__ import annotations
+
+from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
+from ._bench import table_bench
+from ._table import TableLayout, layout_of, table_verilog, table_vhdl
+from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+
+__all__ = [
+    "CheckResult",
+    "HDLError",
+    "HDLToolError",
+    "SimulationResult",
+    "SimulatorNotInstalledError",
+    "TableLayout",
+    "check_files",
+    "layout_of",
+    "simulate_files",
+    "table_bench",
+    "table_verilog",
+    "table_vhdl",
+    "write_files",
+]

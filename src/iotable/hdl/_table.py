@@ -1,0 +1,285 @@
+"""One IOTable as one combinational Verilog module or VHDL entity: a ``case`` over the packed input bits.
+
+The I/O contract (docs/hardware.md has worked examples):
+
+- ``address``: input i's code as an unsigned bit field of ``max(1, ceil(log2(len(domain_i))))`` bits, the
+  fields side by side with the **first input most significant** (the table's own digit order; when every
+  domain has a power-of-two size this *is* the table's packed address).
+- ``codes``: output j's code as a field of ``max(1, ceil(log2(len(output_domain))))`` bits, the **first
+  output most significant**.
+- Don't-cares: addresses a partial table lacks, and bit patterns that are not codes of a domain whose size
+  is not a power of two, fall to the ``case``'s default: all ``x`` (Verilog) / ``'-'`` (VHDL) with
+  ``dont_cares="x"``, code 0 with ``"zero"``.
+
+The ``case`` body is built as one byte matrix (a row per table row, a column per character) with numpy,
+never a Python loop over rows; case labels separate the input fields with ``_`` so that a reader sees them.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import HDLError, OptionError
+from ..pla import _bits
+from ..table import IOTable
+from ._names import check_name
+
+__all__ = ["DontCares", "TableLayout", "layout_of", "table_verilog", "table_vhdl"]
+
+
+class DontCares(str, enum.Enum):
+    """What a generated table drives where its table holds no row: anything (``x``/``'-'``) or code 0."""
+
+    X = "x"
+    ZERO = "zero"
+
+    @classmethod
+    def parse(cls, value: Any, *, what: str) -> DontCares:
+        if isinstance(value, DontCares):
+            return value
+        if isinstance(value, str) and value.lower() in {m.value for m in cls}:
+            return cls(value.lower())
+        accepted = ", ".join(repr(m.value) for m in cls)
+        msg = f"{what}: unknown dont_cares {value!r}; expected one of {accepted}"
+        raise OptionError(msg)
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """Where each input and output code sits in a table module's ports (bit fields, most significant first).
+
+    ``input_widths[i]`` / ``input_offsets[i]``: width and lowest bit of input i's field in ``address``;
+    ``output_width`` / ``output_offsets[j]``: the same for output j in ``codes``.
+    """
+
+    input_widths: tuple[int, ...]
+    output_width: int
+    fan_out: int
+    rows: int
+    space: int
+
+    @property
+    def address_bits(self) -> int:
+        """Width of the ``address`` port."""
+        return sum(self.input_widths)
+
+    @property
+    def code_bits(self) -> int:
+        """Width of the ``codes`` port."""
+        return self.output_width * self.fan_out
+
+    @property
+    def input_offsets(self) -> tuple[int, ...]:
+        """Lowest bit of each input's field in ``address`` (the first input's is the highest)."""
+        ends = np.cumsum((0, *self.input_widths[::-1]))[:-1][::-1]
+        return tuple(int(v) for v in ends)
+
+    @property
+    def output_offsets(self) -> tuple[int, ...]:
+        """Lowest bit of each output's field in ``codes`` (the first output's is the highest)."""
+        return tuple(self.output_width * (self.fan_out - 1 - j) for j in range(self.fan_out))
+
+    def input_slices(self, signal: str, *, language: str) -> list[str]:
+        """Each input field of ``signal`` as an HDL slice, first input first."""
+        return [
+            _slice(signal, offset + width - 1, offset, language)
+            for width, offset in zip(self.input_widths, self.input_offsets)
+        ]
+
+    def output_slices(self, signal: str, *, language: str) -> list[str]:
+        """Each output field of ``signal`` as an HDL slice, first output first."""
+        w = self.output_width
+        return [_slice(signal, offset + w - 1, offset, language) for offset in self.output_offsets]
+
+
+def _slice(signal: str, high: int, low: int, language: str) -> str:
+    return f"{signal}[{high}:{low}]" if language == "verilog" else f"{signal}({high} downto {low})"
+
+
+def layout_of(table: Any, *, what: str) -> TableLayout:
+    """The port layout of ``table``, after checking it is an IOTable whose outputs are codes."""
+    if not isinstance(table, IOTable):
+        msg = f"{what}: expected an IOTable, received {type(table).__name__}"
+        raise HDLError(msg)
+    if table.output_domain is None:
+        msg = (
+            f"{what}: {table!r} holds raw output values, not codes; hardware needs a table whose unit ends in a "
+            "quantizer (or one built with output_domain=)"
+        )
+        raise HDLError(msg)
+    return TableLayout(
+        input_widths=tuple(max(d.bits, 1) for d in table.input_domains),
+        output_width=max(table.output_domain.bits, 1),
+        fan_out=table.fan_out,
+        rows=len(table),
+        space=math.prod(table.radices),
+    )
+
+
+def _bit_chars(codes: np.ndarray, widths: tuple[int, ...], *, separator: bool) -> np.ndarray:
+    """ASCII '0'/'1' of each column of ``codes`` (N, k), fields most significant first, optionally '_'-joined."""
+    bits = _bits(codes, widths) + np.uint8(ord("0"))
+    if not separator or len(widths) < 2:
+        return bits
+    cuts = np.cumsum(widths)[:-1]
+    return np.insert(bits, cuts, np.uint8(ord("_")), axis=1)
+
+
+def _lines(parts: list[np.ndarray | str], rows: int) -> str:
+    """Rows of fixed-width text: constant strings and (rows, k) byte matrices side by side, one line a row."""
+    columns = []
+    for part in parts:
+        if isinstance(part, str):
+            raw = np.frombuffer(part.encode("ascii"), dtype=np.uint8)
+            columns.append(np.broadcast_to(raw, (rows, raw.size)))
+        else:
+            columns.append(part)
+    return np.concatenate(columns, axis=1).tobytes().decode("ascii") if rows else ""
+
+
+def _case_fields(table: IOTable, layout: TableLayout) -> tuple[np.ndarray, np.ndarray]:
+    """Case labels (input fields) and case values (output fields) of every row, as byte matrices."""
+    label = _bit_chars(table.inputs, layout.input_widths, separator=True)
+    value = _bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=True)
+    return label, value
+
+
+def _comment_text(value: object) -> str:
+    """``value`` as printable ASCII for a one-line comment."""
+    text = str(value).encode("ascii", "replace").decode("ascii")
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def _header(table: IOTable, layout: TableLayout, mode: DontCares, marker: str) -> list[str]:
+    origin = "" if table.layer is None else f" from layer {_comment_text(table.layer)}"
+    origin += "" if table.unit is None else f" unit {table.unit}"
+    widths = ", ".join(str(w) for w in layout.input_widths)
+    care = "dense" if table.is_dense else "partial"
+    dc = "x" if mode is DontCares.X else "code 0"
+    if marker == "--":
+        dc = "'-'" if mode is DontCares.X else "code 0"
+    return [
+        f"{marker} Generated by iotable: one table{origin}, {care}, {layout.rows} of {layout.space} rows.",
+        f"{marker} address: {table.fan_in} input code(s) of {widths} bit(s), first input most significant.",
+        f"{marker} codes: {layout.fan_out} output code(s) of {layout.output_width} bit(s), first output most "
+        "significant.",
+        f"{marker} Rows the table lacks and bit patterns that are no input code are don't-cares: {dc}.",
+    ]
+
+
+def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
+    """One IOTable as the source text of a combinational Verilog-2001 module (a ``case`` over the address).
+
+    The module has an input port ``address`` (each input's code as a bit field, first input most
+    significant) and an output port ``codes`` (each output's code as a bit field, first output most
+    significant); see docs/hardware.md for the contract. Rows a partial table lacks and bit patterns that
+    are not codes fall to the ``default`` branch: ``x`` with ``dont_cares="x"``, code 0 with ``"zero"``.
+
+    Args:
+        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
+        name: the module's name, a legal Verilog identifier that is not a keyword.
+        dont_cares: ``"x"`` (synthesis may choose) or ``"zero"`` (code 0 everywhere the table has no row).
+
+    Returns:
+        The module's source text.
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> print(table_verilog(t, "xor2").split("begin")[1].split("endcase")[0].strip())
+        case (address)
+                    2'b0_0: codes = 1'b0;
+                    2'b0_1: codes = 1'b1;
+                    2'b1_0: codes = 1'b1;
+                    2'b1_1: codes = 1'b0;
+                    default: codes = 1'bx;
+    """
+    what = "table_verilog"
+    layout = layout_of(table, what=what)
+    name = check_name(name, language="verilog", what=what)
+    mode = DontCares.parse(dont_cares, what=what)
+    label, value = _case_fields(table, layout)
+    aw, cw = layout.address_bits, layout.code_bits
+    body = _lines([f"            {aw}'b", label, f": codes = {cw}'b", value, ";\n"], layout.rows)
+    fill = "x" * cw if mode is DontCares.X else "0" * cw
+    head = "\n".join(_header(table, layout, mode, "//"))
+    return (
+        f"{head}\n"
+        f"module {name} (\n"
+        f"    input  wire [{aw - 1}:0] address,\n"
+        f"    output reg  [{cw - 1}:0] codes\n"
+        ");\n"
+        "    always @(*) begin\n"
+        "        case (address)\n"
+        f"{body}"
+        f"            default: codes = {cw}'b{fill};\n"
+        "        endcase\n"
+        "    end\n"
+        "endmodule\n"
+    )
+
+
+def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
+    """One IOTable as the source text of a combinational VHDL-2008 entity and architecture (a ``case``).
+
+    Same ports and contract as :func:`table_verilog`: ``address : in std_logic_vector`` and
+    ``codes : out std_logic_vector``, fields most significant first; the ``when others`` branch drives
+    ``'-'`` (don't-care) with ``dont_cares="x"``, code 0 with ``"zero"``.
+
+    Args:
+        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
+        name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
+        dont_cares: ``"x"`` (drives ``'-'``, synthesis may choose) or ``"zero"``.
+
+    Returns:
+        The entity's source text (analyse with ``ghdl -a --std=08``).
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> print(table_vhdl(t, "xor2").split("case address is")[1].split("end case")[0].strip())
+        when b"0_0" => codes <= b"0";
+                    when b"0_1" => codes <= b"1";
+                    when b"1_0" => codes <= b"1";
+                    when b"1_1" => codes <= b"0";
+                    when others => codes <= (others => '-');
+    """
+    what = "table_vhdl"
+    layout = layout_of(table, what=what)
+    name = check_name(name, language="vhdl", what=what)
+    mode = DontCares.parse(dont_cares, what=what)
+    label, value = _case_fields(table, layout)
+    aw, cw = layout.address_bits, layout.code_bits
+    body = _lines(['            when b"', label, '" => codes <= b"', value, '";\n'], layout.rows)
+    fill = "'-'" if mode is DontCares.X else "'0'"
+    head = "\n".join(_header(table, layout, mode, "--"))
+    return (
+        f"{head}\n"
+        "library ieee;\n"
+        "use ieee.std_logic_1164.all;\n"
+        "\n"
+        f"entity {name} is\n"
+        "    port (\n"
+        f"        address : in  std_logic_vector({aw - 1} downto 0);\n"
+        f"        codes   : out std_logic_vector({cw - 1} downto 0)\n"
+        "    );\n"
+        f"end entity {name};\n"
+        "\n"
+        f"architecture rtl of {name} is\n"
+        "begin\n"
+        "    process (all)\n"
+        "    begin\n"
+        "        case address is\n"
+        f"{body}"
+        f"            when others => codes <= (others => {fill});\n"
+        "        end case;\n"
+        "    end process;\n"
+        "end architecture rtl;\n"
+    )

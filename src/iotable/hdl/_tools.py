@@ -1,0 +1,377 @@
+"""Open HDL tools as subprocesses: simulate a set of files (iverilog, ghdl, verilator), check it (yosys).
+
+Every tool runs in a fresh temporary directory holding only the given files, in its own process group and
+under a deadline; a tool that is not on ``PATH`` raises :class:`SimulatorNotInstalledError` naming its
+Debian package, a tool that refuses the design (or runs out of time) raises :class:`HDLToolError` with its
+own output.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
+from ..pla import _atomic_write
+from ._names import check_file_name
+
+__all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
+
+# Program -> the Debian package that provides it.
+_PACKAGES = {
+    "iverilog": "iverilog",
+    "vvp": "iverilog",
+    "ghdl": "ghdl",
+    "verilator": "verilator",
+    "make": "make",
+    "g++": "g++",
+    "yosys": "yosys",
+}
+_VERILOG_SUFFIXES = (".v", ".sv")
+_VHDL_SUFFIXES = (".vhd", ".vhdl")
+_OUTPUT_TAIL = 4000
+
+
+class Simulator(str, enum.Enum):
+    """An open simulator :func:`simulate_files` can drive."""
+
+    IVERILOG = "iverilog"
+    GHDL = "ghdl"
+    VERILATOR = "verilator"
+
+    @classmethod
+    def parse(cls, value: Any, *, what: str) -> Simulator:
+        if isinstance(value, Simulator):
+            return value
+        if isinstance(value, str) and value.lower() in {m.value for m in cls}:
+            return cls(value.lower())
+        accepted = ", ".join(repr(m.value) for m in cls)
+        msg = f"{what}: unknown simulator {value!r}; expected one of {accepted}"
+        raise OptionError(msg)
+
+    @property
+    def language(self) -> str:
+        return "vhdl" if self is Simulator.GHDL else "verilog"
+
+    @property
+    def programs(self) -> tuple[str, ...]:
+        return {"iverilog": ("iverilog", "vvp"), "ghdl": ("ghdl",), "verilator": ("verilator", "make", "g++")}[
+            self.value
+        ]
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """What a simulation run printed and how it ended.
+
+    Attributes:
+        simulator: the simulator that ran (``"iverilog"``, ``"ghdl"`` or ``"verilator"``).
+        top: the top module or entity.
+        returncode: the simulation's exit status (0: it finished normally).
+        stdout: what it printed on standard output (a bench's ``N/N vectors match`` or mismatch line).
+        stderr: what it printed on standard error (ghdl's assertion reports, verilator's abort).
+        seconds: wall time of compiling and running.
+    """
+
+    simulator: str
+    top: str
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        """Whether the simulation exited with status 0."""
+        return self.returncode == 0
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A design that synthesized cleanly (for Verilog: no latch, nothing undriven, no combinational loop).
+
+    Attributes:
+        top: the top module or entity.
+        language: ``"verilog"`` or ``"vhdl"``.
+        cells: for Verilog, the number of cells yosys's generic ``synth`` left (gates and muxes: a rough size,
+            not an FPGA's LUT count); ``None`` for VHDL.
+        log: the tool's messages (and yosys's statistics).
+        seconds: wall time of the check.
+    """
+
+    top: str
+    language: str
+    cells: int | None
+    log: str
+    seconds: float
+
+
+def _check_files(files: Any, *, what: str) -> dict[str, str]:
+    if not isinstance(files, Mapping) or not files:
+        msg = f"{what}: expected a non-empty dict of file name -> text, received {type(files).__name__}"
+        raise HDLError(msg)
+    checked = {}
+    for name, text in files.items():
+        check_file_name(name, what=what)
+        if not isinstance(text, str):
+            msg = f"{what}: the text of {name!r} must be a str, received {type(text).__name__}"
+            raise HDLError(msg)
+        checked[name] = text
+    return checked
+
+
+def _sources(files: dict[str, str], language: str, *, what: str) -> list[str]:
+    verilog = [n for n in files if n.endswith(_VERILOG_SUFFIXES)]
+    vhdl = [n for n in files if n.endswith(_VHDL_SUFFIXES)]
+    wanted, other = (verilog, vhdl) if language == "verilog" else (vhdl, verilog)
+    if not wanted:
+        kind = ".v/.sv" if language == "verilog" else ".vhd/.vhdl"
+        msg = f"{what}: no {language.upper()} source among {sorted(files)}; expected at least one {kind} file"
+        raise HDLError(msg)
+    if other:
+        msg = f"{what}: {sorted(other)} are in the other language; give {language.upper()} sources only"
+        raise HDLError(msg)
+    return wanted
+
+
+def _check_top(top: Any, files: dict[str, str], *, what: str) -> str:
+    if not isinstance(top, str) or re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", top) is None:
+        msg = f"{what}: top must be the name of a module or entity, received {top!r}"
+        raise HDLError(msg)
+    declared = re.compile(rf"^\s*(?:module|entity)\s+{re.escape(top)}\b", re.MULTILINE | re.IGNORECASE)
+    if not any(declared.search(text) for text in files.values()):
+        msg = f"{what}: no file among {sorted(files)} declares a module or entity {top!r}; check the top name"
+        raise HDLError(msg)
+    return top
+
+
+def _check_timeout(timeout: Any, *, what: str) -> float:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        msg = f"{what}: timeout must be a positive number of seconds, received {timeout!r}"
+        raise HDLError(msg)
+    return float(timeout)
+
+
+def _require(programs: tuple[str, ...], *, what: str) -> None:
+    for program in programs:
+        if shutil.which(program) is None:
+            package = _PACKAGES[program]
+            msg = (
+                f"{what}: the program {program!r} is not installed (not on PATH); install the Debian package "
+                f"{package!r} (apt-get install {package})"
+            )
+            raise SimulatorNotInstalledError(msg)
+
+
+def _tail(text: str) -> str:
+    return text if len(text) <= _OUTPUT_TAIL else "...\n" + text[-_OUTPUT_TAIL:]
+
+
+def _run(command: list[str], cwd: Path, deadline: float, *, what: str) -> subprocess.CompletedProcess[str]:
+    """Run ``command`` in its own process group; past ``deadline`` kill the whole group (verilator's make and
+    compilers included) and raise :class:`HDLToolError`."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        msg = f"{what}: no time left for {command[0]}; raise timeout="
+        raise HDLToolError(msg)
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=left)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        msg = (
+            f"{what}: {' '.join(command)} did not finish within the timeout; raise timeout= "
+            f"(output so far:\n{_tail(stdout + stderr)})"
+        )
+        raise HDLToolError(msg) from None
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _step(command: list[str], cwd: Path, deadline: float, *, what: str) -> subprocess.CompletedProcess[str]:
+    """A compile or synthesis step: a non-zero exit is the tool refusing the design."""
+    done = _run(command, cwd, deadline, what=what)
+    if done.returncode != 0:
+        msg = f"{what}: {' '.join(command)} failed (exit status {done.returncode}):\n{_tail(done.stdout + done.stderr)}"
+        raise HDLToolError(msg)
+    return done
+
+
+def _write_all(files: dict[str, str], directory: Path) -> None:
+    for name, text in files.items():
+        (directory / name).write_text(text, encoding="utf-8")
+
+
+def simulate_files(
+    files: Mapping[str, str], top: str, *, simulator: str = "iverilog", timeout: float = 300.0
+) -> SimulationResult:
+    """Compile and run a simulation of ``files`` (file name -> text) with top ``top``; return what it printed.
+
+    The files are written to a fresh temporary directory, which is also where the simulation runs (a
+    bench's vectors file is found there). A compile error raises :class:`HDLToolError` with the tool's
+    output; a simulation that runs and fails (a bench's mismatch) returns a result whose
+    :attr:`~SimulationResult.passed` is false.
+
+    - ``"iverilog"``: ``iverilog -o sim -s TOP *.v``, then ``vvp -n sim`` (Debian package ``iverilog``).
+    - ``"ghdl"``: ``ghdl -i --std=08``, ``ghdl -m --std=08 TOP``, ``ghdl -r --std=08 TOP`` (package ``ghdl``);
+      the analysis order is found by ghdl.
+    - ``"verilator"``: ``verilator --binary --top-module TOP *.v``, then the executable (package
+      ``verilator``, which also needs ``make`` and ``g++``).
+
+    Args:
+        files: source files (``.v``/``.sv`` or ``.vhd``/``.vhdl``) and data files, by plain file name.
+        top: the top module (entity) to simulate.
+        simulator: ``"iverilog"``, ``"ghdl"`` or ``"verilator"``.
+        timeout: seconds for compiling and running together.
+
+    Returns:
+        A :class:`SimulationResult`.
+
+    Raises:
+        SimulatorNotInstalledError: the simulator is not on ``PATH`` (the message names the package).
+        HDLToolError: the design does not compile, or the run exceeds ``timeout``.
+
+    Example (needs iverilog)::
+
+        files = {"xor2.v": table_verilog(t, "xor2"), **table_bench(t, "xor2", language="verilog")}
+        simulate_files(files, "xor2_tb").stdout   # '4/4 vectors match\\n'
+    """
+    what = "simulate_files"
+    files = _check_files(files, what=what)
+    sim = Simulator.parse(simulator, what=what)
+    sources = _sources(files, sim.language, what=what)
+    top = _check_top(top, files, what=what)
+    deadline = time.monotonic() + _check_timeout(timeout, what=what)
+    _require(sim.programs, what=what)
+    what = f"simulate_files (top {top!r}, {sim.value})"
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="iotable-sim-") as tmp:
+        work = Path(tmp)
+        _write_all(files, work)
+        if sim is Simulator.IVERILOG:
+            _step(["iverilog", "-o", "sim.vvp", "-s", top, *sources], work, deadline, what=what)
+            done = _run(["vvp", "-n", "sim.vvp"], work, deadline, what=what)
+        elif sim is Simulator.GHDL:
+            _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
+            _step(["ghdl", "-m", "--std=08", top], work, deadline, what=what)
+            done = _run(["ghdl", "-r", "--std=08", top], work, deadline, what=what)
+        else:
+            jobs = str(min(os.cpu_count() or 1, 8))
+            command = ["verilator", "--binary", "-j", jobs, "-Wno-fatal", "--top-module", top, "-Mdir", "obj"]
+            _step([*command, *sources], work, deadline, what=what)
+            done = _run([str(work / "obj" / f"V{top}")], work, deadline, what=what)
+    return SimulationResult(
+        simulator=sim.value,
+        top=top,
+        returncode=done.returncode,
+        stdout=done.stdout,
+        stderr=done.stderr,
+        seconds=time.perf_counter() - start,
+    )
+
+
+_LATCHES = "t:$_DLATCH* t:$dlatch t:$adlatch t:$dlatchsr t:$_SR_* t:$sr"
+
+
+def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -> CheckResult:
+    """Synthesize ``files`` and raise with the tool's message unless they synthesize cleanly.
+
+    Verilog: yosys ``read_verilog``, ``synth -top TOP``, ``check -assert`` (nothing undriven, no multiple
+    drivers, no combinational loop) and an assertion that synthesis inferred no latch. VHDL: Debian's yosys
+    has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 TOP``: elaborates and
+    refuses what does not synthesize); the latch, undriven and loop assertions are yosys's, on Verilog.
+
+    Args:
+        files: the design's sources by plain file name (no testbench: it does not synthesize).
+        top: the top module (entity).
+        timeout: seconds for the whole check.
+
+    Returns:
+        A :class:`CheckResult`.
+
+    Raises:
+        SimulatorNotInstalledError: yosys (or ghdl, for VHDL) is not on ``PATH``.
+        HDLToolError: synthesis or a check failed (the message carries yosys's or ghdl's output).
+
+    Example (needs yosys)::
+
+        check_files({"xor2.v": table_verilog(t, "xor2")}, "xor2").cells
+    """
+    what = "check_files"
+    files = _check_files(files, what=what)
+    language = "vhdl" if any(n.endswith(_VHDL_SUFFIXES) for n in files) else "verilog"
+    sources = _sources(files, language, what=what)
+    top = _check_top(top, files, what=what)
+    deadline = time.monotonic() + _check_timeout(timeout, what=what)
+    _require(("yosys", "ghdl") if language == "vhdl" else ("yosys",), what=what)
+    what = f"check_files (top {top!r})"
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="iotable-check-") as tmp:
+        work = Path(tmp)
+        _write_all(files, work)
+        if language == "vhdl":
+            _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
+            done = _step(["ghdl", "--synth", "--std=08", top], work, deadline, what=what)
+            return CheckResult(top, language, None, done.stdout + done.stderr, time.perf_counter() - start)
+        script = [
+            f"read_verilog {' '.join(sources)}",
+            f"synth -top {top}",
+            "check -assert",
+            f"select -assert-none {_LATCHES}",
+            "tee -q -o iotable_stat.txt stat",
+        ]
+        (work / "iotable_check.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
+        try:
+            done = _step(["yosys", "-q", "-s", "iotable_check.ys"], work, deadline, what=what)
+        except HDLToolError as exc:
+            if "DLATCH" not in str(exc) and "$dlatch" not in str(exc):
+                raise
+            msg = (
+                f"{exc}\nA latch: a combinational block leaves an output unassigned for some input; "
+                "give its case a default (or assign the output before the case)"
+            )
+            raise HDLToolError(msg) from None
+        stat = (work / "iotable_stat.txt").read_text(encoding="utf-8")
+    found = re.search(r"Number of cells:\s+(\d+)", stat)
+    cells = int(found.group(1)) if found else None
+    return CheckResult(top, language, cells, done.stdout + done.stderr + stat, time.perf_counter() - start)
+
+
+def write_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> list[Path]:
+    """Write ``files`` (file name -> text) into an existing ``directory``, each atomically; return the paths.
+
+    All names and texts are checked before the first byte is written.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as d:
+        ...     [p.name for p in write_files({"a.v": "module a; endmodule\\n"}, d)]
+        ['a.v']
+    """
+    what = "write_files"
+    checked = _check_files(files, what=what)
+    target = Path(directory)
+    if not target.is_dir():
+        msg = f"{what}: {str(target)!r} is not an existing directory; create it first"
+        raise HDLError(msg)
+    paths = []
+    for name, text in checked.items():
+        _atomic_write(target / name, text.encode("utf-8"))
+        paths.append(target / name)
+    return paths
