@@ -25,10 +25,11 @@ from typing import Any
 
 import iotable
 import iotable.brevitas
+import iotable.hdl
 import iotable.nn
 
 #: The public modules, in the order the reference lists them.
-PUBLIC_MODULES = (iotable, iotable.nn, iotable.brevitas)
+PUBLIC_MODULES = (iotable, iotable.nn, iotable.brevitas, iotable.hdl)
 
 API_MD = Path(__file__).resolve().parent / "api.md"
 
