@@ -77,3 +77,8 @@ class IOTableWarning(UserWarning):
 
 class BundleError(IOTableError, ValueError):
     """A bundle cannot be written or read: a bad target path, a missing or corrupted file, a bad manifest."""
+
+
+class NodeExecutionError(IOTableError, RuntimeError):
+    """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
+    the message names the node, and the original error is chained."""
