@@ -82,3 +82,11 @@ class BundleError(IOTableError, ValueError):
 class NodeExecutionError(IOTableError, RuntimeError):
     """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
     the message names the node, and the original error is chained."""
+
+
+class GraphError(IOTableError, ValueError):
+    """The interlayer graph breaks an invariant (see :meth:`Graph.check <iotable.graph.Graph.check>`)."""
+
+
+class InputError(IOTableError, ValueError):
+    """An input given to a table network is malformed (shape, dtype, or codes out of range)."""

@@ -18,7 +18,7 @@ from ._modelcheck import check_float32, warn_training
 from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
-from .errors import IOTableError, SpecError, TableTooLargeError
+from .errors import InputError, IOTableError, SpecError, TableTooLargeError
 from .graph import (
     DuplicateMeta,
     Edge,
@@ -42,7 +42,7 @@ from .nn import domain_of
 from .observe import restrict
 from .plan import LayerPlan, _plan, module_dtype, run_module
 from .precompute import LayerTables, tabulate_layers
-from .runtime import InputError, Runtime, decode
+from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
 from .trace import Arithmetic, ModelError, Step, segment, trace

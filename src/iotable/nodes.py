@@ -23,7 +23,7 @@ import numpy as np
 
 from . import _display
 from .domain import Domain
-from .errors import IOTableError, SpecError
+from .errors import GraphError, SpecError
 from .plan import Unit
 from .spec import Layout, PaddingMode
 
@@ -52,10 +52,6 @@ __all__ = [
     "pad_index_map",
     "window_buffer_depth",
 ]
-
-
-class GraphError(IOTableError, ValueError):
-    """The interlayer graph breaks an invariant (see :meth:`Graph.check <iotable.graph.Graph.check>`)."""
 
 
 class NodeKind(enum.Enum):

@@ -36,7 +36,15 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import DomainError, EnumerationError, IOTableError, MissingRowError, OptionError, SpecError
+from .errors import (
+    DomainError,
+    EnumerationError,
+    InputError,
+    IOTableError,
+    MissingRowError,
+    OptionError,
+    SpecError,
+)
 from .graph import (
     ElementOrder,
     Graph,
@@ -54,10 +62,6 @@ from .plan import eval_mode, run_module
 from .spec import PaddingMode
 
 __all__ = ["InputError", "Runtime", "channel_values"]
-
-
-class InputError(IOTableError, ValueError):
-    """An input given to a table network is malformed (shape, dtype, or codes out of range)."""
 
 
 Kernel = Callable[[list[torch.Tensor]], torch.Tensor]
