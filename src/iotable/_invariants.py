@@ -420,7 +420,8 @@ def _check_pad(node: Node, producers: list[Node], incoming: list[Edge], outgoing
         raise GraphError(msg)
     padding = tuple(_ints(pair, f"{where}: meta.padding", minimum=0, length=2) for pair in raw)
     try:
-        expected = pad_index_map(producer.shape, padding, meta.mode, channels_last=layout.channels_last)
+        pairs = tuple((before, after) for before, after in padding)
+        expected = pad_index_map(producer.shape, pairs, meta.mode, channels_last=layout.channels_last)
     except IOTableError as exc:
         msg = f"{where}: padding {padding} in mode {meta.mode.value!r} does not fit {producer.shape}: {exc}"
         raise GraphError(msg) from None

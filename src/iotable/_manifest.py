@@ -18,7 +18,7 @@ import enum
 import json
 import math
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -47,6 +47,8 @@ from .precompute import LayerTables
 from .runtime import Runtime, decode
 from .spec import Layout, PaddingMode, Spec
 from .table import IOTable
+
+_E = TypeVar("_E", bound=enum.Enum)
 
 #: The ``format`` field of every bundle manifest.
 FORMAT = "iotable-bundle"
@@ -470,17 +472,22 @@ def _pair(value: Any, where: str) -> tuple[int, int]:
     return pair[0], pair[1]
 
 
+def _member(cls: type[_E], value: Any) -> _E | None:
+    """The member of an enumeration whose value is the string ``value``, or ``None``."""
+    return next((m for m in cls if m.value == value), None) if isinstance(value, str) else None
+
+
 def _element_order(value: Any, where: str) -> ElementOrder:
-    order = ElementOrder._value2member_map_.get(value) if isinstance(value, str) else None
+    order = _member(ElementOrder, value)
     if order is None:
         accepted = ", ".join(repr(m.value) for m in ElementOrder)
         msg = f"{where}: {_shown(value)} is not an element order; expected one of {accepted}"
         raise BundleError(msg)
-    return order  # type: ignore[return-value]
+    return order
 
 
 def _padding_mode(value: Any, where: str) -> PaddingMode:
-    mode = PaddingMode._value2member_map_.get(value) if isinstance(value, str) else None
+    mode = _member(PaddingMode, value)
     if mode is None:
         accepted = ", ".join(repr(m.value) for m in PaddingMode)
         msg = f"{where}: {_shown(value)} is not a padding mode; expected one of {accepted}"
@@ -803,7 +810,7 @@ class _Decoder:
         item = _obj(item, here, keys={"name", "kind", "shape", "layout", "domain", "fx_node", "meta"})
         name = _str(item["name"], f"{here}.name", limit=512)
         here = f"{here} ({name!r})"
-        kind = NodeKind._value2member_map_.get(item["kind"]) if isinstance(item["kind"], str) else None
+        kind = _member(NodeKind, item["kind"])
         if kind is None:
             accepted = ", ".join(k.value for k in NodeKind)
             msg = f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted}"
@@ -891,15 +898,9 @@ class _Decoder:
         if layout is None:
             msg = f"{where}.layout: expected a layout, received null"
             raise BundleError(msg)
-        rank = layout.spatial_rank
-        geometry = self.geometry(_obj(record["geometry"], f"{where}.geometry"), rank, f"{where}.geometry")
-        units = tuple(
-            _unit(_obj(u, f"{where}.units[{k}]"), f"{where}.units[{k}]")
-            for k, u in enumerate(_list(record["units"], f"{where}.units"))
+        geometry = self.geometry(
+            _obj(record["geometry"], f"{where}.geometry"), layout.spatial_rank, f"{where}.geometry"
         )
-        if not units:
-            msg = f"{where}.units: a layer has at least one unit"
-            raise BundleError(msg)
         spec = self.spec(_obj(record["spec"], f"{where}.spec"), f"{where}.spec")
         in_channels = _int(record["in_channels"], f"{where}.in_channels", minimum=1)
         out_channels = _int(record["out_channels"], f"{where}.out_channels", minimum=1)
@@ -911,40 +912,13 @@ class _Decoder:
         if isinstance(output_domain, tuple):
             msg = f"{where}.output_domain: expected one domain index or null, received a list"
             raise BundleError(msg)
-        written = []
-        for k, unit in enumerate(units):
-            if unit.index != k or not unit.in_channels or max(unit.in_channels) >= in_channels:
-                msg = f"{where}.units[{k}]: expected index {k} and input channels below {in_channels}"
-                raise BundleError(msg)
-            if unit.fan_in != len(unit.in_channels) * geometry.window:
-                msg = (
-                    f"{where}.units[{k}]: fan_in {unit.fan_in}, but it reads {len(unit.in_channels)} channel(s) at "
-                    f"{geometry.window} kernel position(s)"
-                )
-                raise BundleError(msg)
-            written += unit.out_channels
-        if sorted(written) != list(range(out_channels)):
-            msg = f"{where}.units: the units must write each of the {out_channels} output channel(s) exactly once"
-            raise BundleError(msg)
-        frame_in = _ints(record["frame_in"], f"{where}.frame_in", minimum=1)
-        frame_out = _ints(record["frame_out"], f"{where}.frame_out", minimum=1)
-        for key, frame, channels in (("frame_in", frame_in, in_channels), ("frame_out", frame_out, out_channels)):
-            if len(frame) != rank + 1 or (frame[-1] if layout.channels_last else frame[0]) != channels:
-                msg = f"{where}.{key}: {frame} is not a {layout.value} frame of {channels} channel(s)"
-                raise BundleError(msg)
-        size_in = frame_in[:-1] if layout.channels_last else frame_in[1:]
+        units = _plan_units(record["units"], geometry, in_channels, out_channels, f"{where}.units")
+        frame_in, frame_out = _plan_frames(record, layout, geometry, in_channels, out_channels, where)
         size_out = frame_out[:-1] if layout.channels_last else frame_out[1:]
-        if geometry.output_size(size_in) != size_out:
-            msg = (
-                f"{where}.frame_out: {frame_out}, but the window (kernel {geometry.kernel}, stride {geometry.stride}, "
-                f"dilation {geometry.dilation}, padding {geometry.padding}) over frame_in {frame_in} gives "
-                f"{geometry.output_size(size_in)} positions"
-            )
-            raise BundleError(msg)
         slots = tuple(
             _ints(s, f"{where}.slots[{k}]", minimum=0) for k, s in enumerate(_list(record["slots"], f"{where}.slots"))
         )
-        if not slots or any(len(s) != rank or any(p >= n for p, n in zip(s, size_out)) for s in slots):
+        if not slots or any(len(s) != len(size_out) or any(p >= n for p, n in zip(s, size_out)) for s in slots):
             msg = f"{where}.slots: expected at least one output position of the frame {size_out}, received {slots[:4]}"
             raise BundleError(msg)
         fill_codes = _ints(record["fill_codes"], f"{where}.fill_codes", minimum=0)
@@ -1162,6 +1136,53 @@ class _Decoder:
         return len(inputs)
 
 
+def _plan_units(records: Any, geometry: Geometry, in_channels: int, out_channels: int, where: str) -> tuple[Unit, ...]:
+    """A plan's units: in index order, reading channels below ``in_channels`` at every kernel position, writing
+    each output channel once."""
+    units = tuple(_unit(_obj(u, f"{where}[{k}]"), f"{where}[{k}]") for k, u in enumerate(_list(records, where)))
+    if not units:
+        msg = f"{where}: a layer has at least one unit"
+        raise BundleError(msg)
+    written: list[int] = []
+    for k, unit in enumerate(units):
+        if unit.index != k or not unit.in_channels or max(unit.in_channels) >= in_channels:
+            msg = f"{where}[{k}]: expected index {k} and input channels below {in_channels}"
+            raise BundleError(msg)
+        if unit.fan_in != len(unit.in_channels) * geometry.window:
+            msg = (
+                f"{where}[{k}]: fan_in {unit.fan_in}, but it reads {len(unit.in_channels)} channel(s) at "
+                f"{geometry.window} kernel position(s)"
+            )
+            raise BundleError(msg)
+        written += unit.out_channels
+    if sorted(written) != list(range(out_channels)):
+        msg = f"{where}: the units must write each of the {out_channels} output channel(s) exactly once"
+        raise BundleError(msg)
+    return units
+
+
+def _plan_frames(
+    record: dict[str, Any], layout: Layout, geometry: Geometry, in_channels: int, out_channels: int, where: str
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A plan's input and output frames: of its layout and channels, the output what the window makes."""
+    frame_in = _ints(record["frame_in"], f"{where}.frame_in", minimum=1)
+    frame_out = _ints(record["frame_out"], f"{where}.frame_out", minimum=1)
+    for key, frame, channels in (("frame_in", frame_in, in_channels), ("frame_out", frame_out, out_channels)):
+        if len(frame) != layout.spatial_rank + 1 or (frame[-1] if layout.channels_last else frame[0]) != channels:
+            msg = f"{where}.{key}: {frame} is not a {layout.value} frame of {channels} channel(s)"
+            raise BundleError(msg)
+    size_in = frame_in[:-1] if layout.channels_last else frame_in[1:]
+    size_out = frame_out[:-1] if layout.channels_last else frame_out[1:]
+    if geometry.output_size(size_in) != size_out:
+        msg = (
+            f"{where}.frame_out: {frame_out}, but the window (kernel {geometry.kernel}, stride {geometry.stride}, "
+            f"dilation {geometry.dilation}, padding {geometry.padding}) over frame_in {frame_in} gives "
+            f"{geometry.output_size(size_in)} positions"
+        )
+        raise BundleError(msg)
+    return frame_in, frame_out
+
+
 def _check_spec(
     spec: Spec, layout: Layout, geometry: Geometry, in_channels: int, out_channels: int, where: str
 ) -> None:
@@ -1207,7 +1228,8 @@ def _upgrade_1(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple
     manifest = copy.deepcopy(manifest)
     arrays = dict(arrays)
     manifest["format_version"] = 2
-    for layer in manifest.get("layers") if isinstance(manifest.get("layers"), list) else ():
+    layers = manifest.get("layers")
+    for layer in layers if isinstance(layers, list) else ():
         plan = layer.get("plan") if isinstance(layer, dict) else None
         if isinstance(plan, dict):
             _upgrade_1_plan(plan)
@@ -1246,7 +1268,7 @@ def _upgrade_1_pad(node: dict[str, Any], k: int, shapes: dict[Any, Any], arrays:
     with contextlib.suppress(IOTableError, TypeError, ValueError):
         rel = f"graph/node{k}.index_map.npy"
         padding = tuple(map(tuple, meta["padding"]))
-        arrays[rel] = pad_index_map(tuple(source), padding, "zeros", channels_last=layout in ("NWC", "NHWC"))
+        arrays[rel] = pad_index_map(tuple(source or ()), padding, "zeros", channels_last=layout in ("NWC", "NHWC"))
         meta["index_map"] = {"$array": rel}
 
 

@@ -791,7 +791,7 @@ def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: to
     model.eval()
     try:
         with torch.inference_mode():
-            interpreter = _Capture(traced, model_values)
+            interpreter = _Capture(traced, model_values)  # type: ignore[arg-type]  # not lean: a GraphModule
             interpreter.run(values)
     finally:
         for m, training in flags:

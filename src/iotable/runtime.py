@@ -259,7 +259,7 @@ class Runtime(GraphInterpreter[Any]):
     # -- evaluation ---------------------------------------------------------------------------------------
 
     def _evaluate(
-        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: list[Key] = ()
+        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: Sequence[Key] = ()
     ) -> dict[Key, torch.Tensor]:
         """Run ``steps`` on ``codes``; intermediates go when their last reader has run (``keep``: not these)."""
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
@@ -597,7 +597,8 @@ class Runtime(GraphInterpreter[Any]):
             for axis in range(rank):
                 span = (kernel_size[axis] - 1) * dilation[axis] + 1
                 x = x.unfold(2 + axis, span, stride[axis])
-            x = x[(Ellipsis, *(slice(None, None, d) for d in dilation))]  # (N, C, *P, *K)
+            taps: tuple[Any, ...] = (Ellipsis, *(slice(None, None, d) for d in dilation))
+            x = x[taps]  # (N, C, *P, *K)
             positions = x.shape[2 : 2 + rank]
             # Copied vector-major, positions innermost (where the unfolded views are contiguous, many times
             # faster than a vector-innermost copy); the graph's (N, *P, vector) layout is a view of it, and
@@ -626,7 +627,8 @@ class Runtime(GraphInterpreter[Any]):
                 # Windows that tile the input: the maximum of the strided views of each tap, in the codes' own
                 # dtype (codes ascend with values, so the max of codes is the code of the max).
                 x = xs[0]
-                x = x[(Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))]
+                whole: tuple[Any, ...] = (Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))
+                x = x[whole]
                 if rank == 1:
                     taps = [x[..., j :: size[0]] for j in range(size[0])]
                 else:
@@ -672,7 +674,7 @@ class Runtime(GraphInterpreter[Any]):
             x = xs[0]
             if not isinstance(x, np.ndarray) or (values is None and not decoded):
                 return full([_as_tensor(x)])
-            inputs = x if decoded else values[x]
+            inputs = x if decoded or values is None else values[x]
             try:
                 out = module(torch.from_numpy(np.ascontiguousarray(inputs)))
             except IOTableError:
@@ -793,6 +795,7 @@ class TableKernel:
         rows = codes.reshape(n, -1) @ self._small_matrix
         rows += self._small_bias
         rows = rows.astype(np.intp)  # (N, address rows)
+        assert self._small_flat is not None  # made above
         if self.fan_out == 1:
             out = self._small_flat[rows]
         else:
@@ -807,6 +810,7 @@ class TableKernel:
 
     def emitting_values(self) -> TableKernel:
         """This kernel looking up the float32 values of its outputs instead of their codes (a copy)."""
+        assert isinstance(self.node.domain, Domain)  # can_emit_values
         values = torch.tensor(self.node.domain.values, dtype=torch.float32)
         valued = copy.copy(self)
         valued._flat_columns = torch.index_select(values, 0, self._flat_columns.to(torch.int64))
@@ -852,7 +856,7 @@ class TableKernel:
         size = tuple(shape[:-1] if self._window_channels_last else shape[1:])
         codes = tuple(pad.meta.pad_codes or ()) if pad is not None else (0,) * channels
         padding = tuple(int(before) for before, _ in pad.meta.padding) if pad is not None else (0,) * len(kernel)
-        self._conv = {
+        self._conv: dict[str, Any] = {
             "weight": weight_t,
             "bias": self._border_bias(weight_t, meta, size, padding, codes, groups),
             "stride": meta.stride,
@@ -973,6 +977,7 @@ class TableKernel:
         """Codes of every channel from shared lookups ``packed`` (``(M, groups)`` or ``(N, groups, P)``), as
         ``(M, channels)`` or ``(N, channels, P)`` in channel order, in the table's code dtype (or values)."""
         shared = self._shared
+        assert shared is not None  # called for shared lookups only
         axis = -1 if rows_last else 2
         shifts = shared["shifts"].reshape(-1) if rows_last else shared["shifts"].reshape(1, 1, -1, 1)
         codes = torch.bitwise_right_shift(packed.unsqueeze(axis), shifts).bitwise_and_(shared["mask"])
@@ -994,7 +999,8 @@ class TableKernel:
         dtype = conv["weight"].dtype
         if self._method == "pointwise":
             x = x if self._window_channels_last else torch.movedim(x, 1, -1)  # (N, *size, C)
-            x = x[(slice(None), *(slice(None, None, s) for s in conv["stride"]))]
+            strided: tuple[Any, ...] = (slice(None), *(slice(None, None, s) for s in conv["stride"]))
+            x = x[strided]
             shape = tuple(x.shape[1:-1])
             if self.channels_inner or self.channels_last:
                 flat = x.reshape(-1, x.shape[-1]).to(dtype)
@@ -1037,7 +1043,7 @@ class TableKernel:
         if self._small_index is None:
             self._small_index = self._flat_index()
         if self._small_index is False or len(xs[0]) * self._small_index["index"].size > _SMALL_GATHER:
-            return _torch_inputs(self.convolve)(xs)
+            return _torch_inputs(self.convolve)(xs).numpy()
         prep = self._small_index
         x = xs[0]
         codes = x if isinstance(x, np.ndarray) else x.numpy()
@@ -1195,7 +1201,7 @@ class TableKernel:
             rows = self._integer(addresses.add_(self._rows_bias))
             if self.care is not None:
                 lookups = rows.transpose(0, 1).reshape(rows.shape[1], -1)  # (rows, sample * P + position)
-                self._check_care(lookups, self._row_units, lambda at, v=v: v[at // p, at % p], positions=(start, p))
+                self._check_care(lookups, self._row_units, _vector_at(v, p), positions=(start, p))
             if self.fan_out == 1:
                 looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
             else:
@@ -1227,6 +1233,7 @@ class TableKernel:
         ``vector(lookup)`` gives the input vector of a lookup; ``positions``: ``(first sample,
         positions per sample)`` when lookups run over positions, else lookups are samples.
         """
+        assert self.care is not None  # called only with a care mask
         hit = ~torch.index_select(self.care, 0, rows.reshape(-1)).reshape(rows.shape)
         if not hit.any():
             return
@@ -1266,6 +1273,11 @@ def _as_tensor(x: Any) -> torch.Tensor:
 def _torch_inputs(kernel: Kernel) -> Kernel:
     """``kernel`` reading numpy inputs as tensors (small-batch schedules hand numpy arrays between tables)."""
     return lambda xs: kernel([_as_tensor(x) for x in xs])
+
+
+def _vector_at(vectors: torch.Tensor, positions: int) -> Callable[[int], torch.Tensor]:
+    """The input vector of lookup ``at`` (sample ``at // positions``, position ``at % positions``)."""
+    return lambda at: vectors[at // positions, at % positions]
 
 
 def _identity(xs: list[torch.Tensor]) -> torch.Tensor:
@@ -1330,6 +1342,28 @@ class InputEncoder:
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
+        given, x = self._batch(x, input_shape, what)
+        if codes:
+            if x.is_floating_point() or given == torch.bool:
+                msg = f"{what}: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
+                raise InputError(msg)
+            self._check_codes(x, what)
+            return x
+        if not x.is_floating_point():
+            x = x.to(torch.float64)
+        elif x.dtype not in (torch.float32, torch.float64):
+            x = x.to(torch.float32)  # half precision widens exactly
+        grid = self._grid[x.dtype]
+        if grid is not None and x.numel():
+            encoded = grid.encode(x, self._channel_axis(x))
+            if encoded is not None:
+                return encoded.to(torch.float32 if self._float32_codes else torch.int64)
+        return self._encode_exactly(x, what)
+
+    @staticmethod
+    def _batch(x: Any, input_shape: tuple[int, ...], what: str) -> tuple[torch.dtype, torch.Tensor]:
+        """The dtype ``x`` came in and ``x`` as a dense CPU tensor of shape ``(N, *input_shape)`` (integers as
+        int64), or the error that says what it should be."""
         batch = _Shape(input_shape)  # formatted only into an error message
         if isinstance(x, np.ndarray):
             if x.dtype.kind not in "biuf":
@@ -1351,22 +1385,7 @@ class InputEncoder:
         if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
             msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
             raise InputError(msg)
-        if codes:
-            if x.is_floating_point() or given == torch.bool:
-                msg = f"{what}: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
-                raise InputError(msg)
-            self._check_codes(x, what)
-            return x
-        if not x.is_floating_point():
-            x = x.to(torch.float64)
-        elif x.dtype not in (torch.float32, torch.float64):
-            x = x.to(torch.float32)  # half precision widens exactly
-        grid = self._grid[x.dtype]
-        if grid is not None and x.numel():
-            encoded = grid.encode(x, self._channel_axis(x))
-            if encoded is not None:
-                return encoded.to(torch.float32 if self._float32_codes else torch.int64)
-        return self._encode_exactly(x, what)
+        return given, x
 
     def _channel_axis(self, x: torch.Tensor) -> int:
         return x.dim() - 1 if self.channels_last else 1
