@@ -17,14 +17,16 @@ import dataclasses
 import enum
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
+from ._hosts import _attach, _MissingHost
 from ._invariants import element_domains
+from ._jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _pair, _shown, _str
 from .domain import Domain, code_dtype
 from .errors import BundleError, IOTableError
 from .graph import (
@@ -363,113 +365,7 @@ def _input_elements(plan: LayerPlan, unit: Unit) -> tuple[list[int], list[int]]:
 # -- checked access to manifest values --------------------------------------------------------------------
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _int(value: Any, where: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        msg = f"{where}: expected an integer{bound}, received {_shown(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _ints(value: Any, where: str, *, minimum: int | None = None) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        msg = f"{where}: expected a list of integers, received {_kind(value)}"
-        raise BundleError(msg)
-    return tuple(_int(v, f"{where}[{k}]", minimum=minimum) for k, v in enumerate(value))
-
-
-def _str(value: Any, where: str, *, limit: int = 4096) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        msg = f"{where}: expected a string of at most {limit} characters, received {_kind(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        msg = f"{where}: expected true or false, received {_shown(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        msg = f"{where}: expected a list, received {_kind(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _obj(value: Any, where: str, *, keys: set[str] | None = None) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        msg = f"{where}: expected an object, received {_kind(value)}"
-        raise BundleError(msg)
-    if keys is not None and set(value) != keys:
-        missing, extra = sorted(keys - set(value)), sorted(set(value) - keys)
-        msg = f"{where}: expected the fields {sorted(keys)}; missing {missing}, unknown {extra}"
-        raise BundleError(msg)
-    return value
-
-
-def _field(record: dict[str, Any], key: str, where: str) -> Any:
-    if key not in record:
-        msg = f"{where}: missing field {key!r}; the manifest is incomplete or was edited"
-        raise BundleError(msg)
-    return record[key]
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-@contextlib.contextmanager
-def _context(where: str) -> Iterator[None]:
-    """Report a library error raised while rebuilding an object from the manifest as a bundle error there."""
-    try:
-        yield
-    except BundleError:
-        raise
-    except IOTableError as exc:
-        msg = f"{where}: {exc}"
-        raise BundleError(msg) from None
-    except (TypeError, ValueError) as exc:
-        msg = f"{where}: malformed ({exc})"
-        raise BundleError(msg) from None
-
-
-class _MissingHost(nn.Module):
-    """Stands in for a host module the caller did not pass to :func:`load`; running it is an error.
-
-    It keeps the bundle's class name and weights, so that saving the loaded network again loses nothing.
-    """
-
-    def __init__(self, node: str, cls: str, state: dict[str, np.ndarray], missing: list[str]) -> None:
-        super().__init__()
-        self.node, self.cls, self.state, self.missing = node, cls, state, missing
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        modules = ", ".join(f"{name!r}: ..." for name in self.missing)
-        msg = (
-            f"host node {self.node!r} has no module: a bundle stores a host module's class ({self.cls}) and "
-            f"weights, not its code. Pass the host modules when loading: iotable.load(path, host_modules="
-            f"{{{modules}}}); their weights are then set from the bundle"
-        )
-        raise BundleError(msg)
-
-
 _SPEC_INTS = {"kernel_size": 1, "stride": 1, "dilation": 1}
-
-
-def _pair(value: Any, where: str) -> tuple[int, int]:
-    pair = _ints(value, where, minimum=0)
-    if len(pair) != 2:
-        msg = f"{where}: expected a [before, after] pair, received {_shown(value)}"
-        raise BundleError(msg)
-    return pair[0], pair[1]
 
 
 def _member(cls: type[_E], value: Any) -> _E | None:
@@ -1447,34 +1343,6 @@ def _table(
     if inputs is not None or dont_care is not None:  # what a dense table from _trusted leaves unset
         table._inputs, table._addresses, table._dont_care = inputs, addresses, dont_care
     return table
-
-
-def _attach(name: str, module: Any, state: dict[str, np.ndarray]) -> nn.Module:
-    """Set a caller's host module's weights from the bundle; the keys and shapes must match."""
-    if not isinstance(module, nn.Module):
-        msg = f"load: host_modules[{name!r}] must be a torch.nn.Module, received {type(module).__name__}"
-        raise BundleError(msg)
-    own = module.state_dict()
-    missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state))
-    if missing or extra:
-        msg = (
-            f"load: host_modules[{name!r}] ({type(module).__name__}) does not fit host node {name!r}: the bundle "
-            f"stores {sorted(state)}, the module has {sorted(own)}; pass a module of the saved architecture"
-        )
-        raise BundleError(msg)
-    for key, array in state.items():
-        if tuple(own[key].shape) != array.shape:
-            msg = (
-                f"load: host_modules[{name!r}] state {key!r} has shape {tuple(own[key].shape)}, the bundle "
-                f"stores {array.shape}; pass a module of the saved architecture"
-            )
-            raise BundleError(msg)
-    try:
-        module.load_state_dict({k: torch.from_numpy(np.array(a)) for k, a in state.items()}, strict=True)
-    except RuntimeError as exc:
-        msg = f"load: host_modules[{name!r}]: the bundle's weights do not load into it: {exc}"
-        raise BundleError(msg) from None
-    return module
 
 
 # -- the network as a whole -------------------------------------------------------------------------------
