@@ -10,7 +10,9 @@ The pipeline:
   module as a black box and returns one :class:`IOTable` per unit.
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
-  interlayer :class:`Graph` (index maps, padding, windows with their line buffers and strides).
+  interlayer :class:`Graph`, whose nodes carry typed metadata per kind (:class:`TableMeta` with index
+  maps, :class:`PadMeta`, :class:`WindowMeta` with line buffers and strides, ...);
+  :class:`GraphInterpreter` walks it node by node (the runtime and any generator are such walks).
 - **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
@@ -45,7 +47,25 @@ from .errors import (
     TableTooLargeError,
     UnsupportedFakeQuantizeError,
 )
-from .graph import Edge, Graph, GraphError, Node, NodeKind
+from .graph import (
+    DuplicateMeta,
+    Edge,
+    ElementOrder,
+    Graph,
+    GraphError,
+    HostMeta,
+    InputMeta,
+    JoinMeta,
+    Node,
+    NodeKind,
+    OutputMeta,
+    PadMeta,
+    PoolMeta,
+    ReshapeMeta,
+    TableMeta,
+    WindowMeta,
+)
+from .interpret import GraphInterpreter, NodeExecutionError
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
 from .observe import Observation, ObserveError, observe, restrict
 from .pla import PLAError, export_pla, read_pla, write_pla
@@ -66,16 +86,22 @@ __all__ = [
     "Diagram",
     "Domain",
     "DomainError",
+    "DuplicateMeta",
     "Edge",
+    "ElementOrder",
     "EnumerationError",
     "Geometry",
     "Graph",
     "GraphError",
+    "GraphInterpreter",
     "GraphvizNotInstalledError",
+    "HostMeta",
     "IOTable",
     "IOTableError",
     "IOTableWarning",
     "InputError",
+    "InputMeta",
+    "JoinMeta",
     "LayerNotFoundError",
     "LayerPlan",
     "LayerTables",
@@ -84,22 +110,29 @@ __all__ = [
     "MissingRowError",
     "ModelError",
     "Node",
+    "NodeExecutionError",
     "NodeKind",
     "NotDecomposedError",
     "Observation",
     "ObserveError",
     "OptionError",
+    "OutputMeta",
     "PLAError",
+    "PadMeta",
     "PaddingMode",
+    "PoolMeta",
+    "ReshapeMeta",
     "Spec",
     "SpecError",
     "SpecMismatchError",
     "TableError",
+    "TableMeta",
     "TableNetwork",
     "TableTooLargeError",
     "Unit",
     "UnsupportedFakeQuantizeError",
     "VerifyReport",
+    "WindowMeta",
     "__version__",
     "check_decomposition",
     "code_dtype",
