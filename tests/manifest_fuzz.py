@@ -36,7 +36,7 @@ S2 = iotable.Domain.uniform(2, signed=True, scale=0.5)
 #: Manifest fields that only say where the bundle came from or how its tables were made (docs/bundle.md,
 #: "Information-only fields"): the loader takes any well-typed value that agrees with the rest.
 INFORMATION = re.compile(
-    r"\.layers\[\d+\]\.(build|plan\.spec|plan\.max_rows|plan\.slots)\b|\.graph\.nodes\[\d+\]\.meta\.(fx_node|modules)\b"
+    r"\.layers\[\d+\]\.(build|plan\.spec|plan\.max_rows|plan\.slots)\b|\.graph\.nodes\[\d+\]\.(fx_node|meta\.modules)\b"
     r"|\.host\[\d+\]\.class\b"
 )
 

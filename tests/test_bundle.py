@@ -92,50 +92,25 @@ def write_manifest(path: Path, manifest: dict, *, checksum: bool = True) -> None
         stamp(path)
 
 
-def comparable(value):
-    """Graph metadata with lists as tuples and modules by type, for comparing a loaded graph with the original."""
-    if isinstance(value, (list, tuple)):
-        return tuple(comparable(v) for v in value)
-    if isinstance(value, dict):
-        return {k: comparable(v) for k, v in value.items()}
-    if isinstance(value, nn.Module):
-        return type(value).__name__
-    if isinstance(value, np.ndarray):
-        return (value.dtype.kind, value.shape, value.tobytes())
-    return value
-
-
 def assert_same_network(loaded: TableNetwork, net: TableNetwork) -> None:
     """Same nodes, edges, plans and tables."""
     assert loaded.input_shape == net.input_shape
     assert loaded.summary() == net.summary() and loaded.graph.to_dot() == net.graph.to_dot()
     for a, b in zip(loaded.graph.nodes, net.graph.nodes, strict=True):
-        assert (a.name, a.kind, a.inputs, a.shape, a.layout, a.domain) == (
+        assert (a.name, a.kind, a.shape, a.layout, a.domain, a.fx_node) == (
             b.name,
             b.kind,
-            b.inputs,
             b.shape,
             b.layout,
             b.domain,
+            b.fx_node,
         )
+        assert loaded.graph.inputs(a.name) == net.graph.inputs(b.name)
         if a.kind is not NodeKind.HOST:
-            assert comparable(a.meta) == comparable(b.meta), a.name
-    for a, b in zip(loaded.graph.edges, net.graph.edges, strict=True):
-        assert (a.producer, a.producer_port, a.consumer, a.consumer_port) == (
-            b.producer,
-            b.producer_port,
-            b.consumer,
-            b.consumer_port,
-        )
-        assert (a.shape, a.layout, a.domain, comparable(a.buffer)) == (
-            b.shape,
-            b.layout,
-            b.domain,
-            comparable(b.buffer),
-        )
-        assert (a.index_map is None) == (b.index_map is None)
-        if a.index_map is not None:
-            np.testing.assert_array_equal(a.index_map, b.index_map)
+            assert a.meta == b.meta, a.name  # every field, index maps by value
+        else:
+            assert a.meta.modules == b.meta.modules
+    assert loaded.graph.edges == net.graph.edges
     assert list(loaded.layers) == list(net.layers)
     for name, layer in net.layers.items():
         assert loaded[name].plan == layer.plan
@@ -260,7 +235,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     """The manifest holds the format, versions, graph, domains, per-table metadata, input shape and checksums."""
     net, path = mlp_bundle
     m = manifest_of(path)
-    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 3
+    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 4
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"
     assert m["input_shape"] == [12] and m["address_digit_order"] == "first input most significant"
     assert m["domains"][0] == {
@@ -274,14 +249,13 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     }
     nodes = m["graph"]["nodes"]
     assert [n["name"] for n in nodes] == [n.name for n in net.graph]
-    assert all({"kind", "name", "inputs", "shape", "layout", "domain", "meta"} <= set(n) for n in nodes)
+    assert all(set(n) == {"kind", "name", "shape", "layout", "domain", "fx_node", "meta"} for n in nodes)
     edges = m["graph"]["edges"]
     assert all(
-        {"producer", "producer_port", "consumer", "consumer_port", "shape", "layout", "domain", "index_map", "buffer"}
-        <= set(e)
-        for e in edges
+        set(e) == {"producer", "producer_port", "consumer", "consumer_port", "shape", "layout", "domain"} for e in edges
     )
-    assert edges[0]["index_map"] == "graph/edge0.index_map.npy"
+    assert set(nodes[1]["meta"]) == {"layer", "units", "unit_bits", "index_map", "modules"}
+    assert nodes[1]["meta"]["index_map"] == {"$array": "graph/node1.index_map.npy"}
     table = m["layers"][0]["tables"][2]
     unit = net["0"].plan.units[2]
     assert table["layer"] == "0" and table["unit"] == 2 and table["fan_in"] == 3 and table["rows"] == 64
@@ -388,8 +362,8 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (lambda m: edit_file_entry(m, "dtype", "<u2"), r"unit1\.outputs\.npy: holds dtype \|u1 .* says dtype <u2"),
         (
-            lambda m: m.update(format_version=4),
-            r"manifest\.json: format_version 4 was written by a newer iotable .* Upgrade iotable",
+            lambda m: m.update(format_version=5),
+            r"manifest\.json: format_version 5 was written by a newer iotable .* Upgrade iotable",
         ),
         (lambda m: m.update(format_version="1"), r"manifest\.json: unknown format_version '1'"),
         (lambda m: m.update(format_version=0), r"manifest\.json: unknown format_version 0"),

@@ -49,7 +49,7 @@ def test_the_sweep_sees_what_it_looks_for(sweep: Sweep) -> None:
     scale that is no float32 value is refused."""
     assert sweep.trial(0, 0, stamped=True) == "same"
     fx_node = sweep.manifest.index(b'"fx_node": "x"') + len(b'"fx_node": "')
-    assert sweep.trial(fx_node, 0x01, stamped=True) == "information change: graph.nodes[].meta.fx_node"  # x -> y
+    assert sweep.trial(fx_node, 0x01, stamped=True) == "information change: graph.nodes[].fx_node"  # x -> y
     scale = sweep.manifest.index(b'"scale": 0.25') + len(b'"scale": 0.')
     assert sweep.trial(scale, 0x03, stamped=True) == "refused"  # 0.25 -> 0.15
     sweep.restore()

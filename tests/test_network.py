@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -16,13 +18,14 @@ from iotable import (
     Layout,
     ModelError,
     NodeKind,
+    PaddingMode,
     TableNetwork,
     TableTooLargeError,
     decompose,
     precompute,
     verify,
 )
-from iotable.graph import Edge, Graph, Node
+from iotable.graph import Edge, ElementOrder, Graph, JoinMeta, Node
 from iotable.nn import Quantize
 
 U2 = Domain.uniform(2, scale=0.5)
@@ -91,8 +94,8 @@ def test_sparse_mlp_is_bit_exact():
     assert [n.kind for n in net.graph] == [NodeKind.INPUT, NodeKind.TABLE, NodeKind.TABLE, NodeKind.OUTPUT]
     assert list(net.layers) == ["0", "4"] and len(net.tables) == 12
     assert net["0"].tables[0].rows == 4**3
-    edge = net.graph.edges_into("0")[0]
-    np.testing.assert_array_equal(edge.index_map[:, :3], [list(u.in_channels) for u in net["0"].plan.units])
+    index_map = net.graph["0"].meta.index_map
+    np.testing.assert_array_equal(index_map[:, :3], [list(u.in_channels) for u in net["0"].plan.units])
     assert_bit_exact(model, net, random_inputs(U2, (12,), n=256))
     codes = net.run(random_inputs(U2, (12,)), return_codes=True)
     assert codes.dtype == torch.int64 and int(codes.max()) < 8
@@ -160,8 +163,8 @@ def test_padding_feeds_code_of_real_zero():
     model = random_stats_(nn.Sequential(nn.Conv1d(2, 2, 3, padding=1, groups=2), Quantize(2, scale=0.5)))
     net = precompute(model, input_domain=domain, example_input=torch.zeros(1, 2, 5))
     pad = net.graph.nodes_of("pad")[0]
-    assert pad.meta["pad_codes"] == [4, 4] and pad.meta["padding"] == ((1, 1),) and pad.meta["mode"] == "zeros"
-    index_map = pad.meta["index_map"]  # channel 1 copies input elements 5..9 between its two pad codes
+    assert pad.meta.pad_codes == (4, 4) and pad.meta.padding == ((1, 1),) and pad.meta.mode is PaddingMode.ZEROS
+    index_map = pad.meta.index_map  # channel 1 copies input elements 5..9 between its two pad codes
     assert (index_map[:, [0, -1]] == -1).all() and index_map[1, 1:-1].tolist() == [5, 6, 7, 8, 9]
     assert_bit_exact(model, net, random_inputs(domain, (2, 5)))
 
@@ -171,7 +174,7 @@ def test_pointwise_conv_one_by_one_kernel():
     model = random_stats_(nn.Sequential(nn.Conv2d(3, 5, 1), nn.BatchNorm2d(5), Quantize(2, signed=True, scale=0.5)))
     net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 3, 4, 4))
     window = net.graph.nodes_of("window")[0]
-    assert window.meta["kernel"] == (1, 1) and window.shape == (4, 4, 3)
+    assert window.meta.kernel == (1, 1) and window.shape == (4, 4, 3)
     assert [t.fan_in for t in net.tables] == [3] * 5
     assert_bit_exact(model, net, random_inputs(U2, (3, 4, 4)))
 
@@ -202,7 +205,7 @@ def test_residual_add_is_a_join_and_a_table():
     kinds = [n.kind for n in net.graph]
     assert NodeKind.DUPLICATE in kinds and NodeKind.JOIN in kinds
     join = net.graph.nodes_of("join")[0]
-    assert join.shape == (4, 5, 5) and len(join.inputs) == 2
+    assert join.shape == (4, 5, 5) and len(net.graph.inputs(join.name)) == 2 and join.meta.for_add
     assert all(t.fan_in == 2 for t in net["add"].tables)
     dup = net.graph.nodes_of("duplicate")[0]
     assert sorted(e.producer_port for e in net.graph.edges_from(dup.name)) == [0, 1]
@@ -284,8 +287,8 @@ def test_window_buffer_depth_and_stride_2d(kernel, dilation, padding, stride, si
     (edge,) = net.graph.edges_into(window.name)
     width = size[1] + 2 * padding[1]
     expected = ((kernel[0] - 1) * dilation[0] * width + (kernel[1] - 1) * dilation[1] + 1) * channels
-    assert edge.buffer["depth"] == expected and edge.buffer["width"] == width
-    assert edge.buffer["stride"] == stride and edge.buffer["element_order"] == "channel-major"
+    assert window.meta.buffer_depth == expected and edge.shape[-1] == width
+    assert window.meta.stride == stride and window.meta.element_order is ElementOrder.CHANNEL_MAJOR
     out = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, d, p in zip(size, kernel, stride, dilation, padding)]
     assert window.shape == (*out, channels * kernel[0] * kernel[1])
 
@@ -296,9 +299,9 @@ def test_window_buffer_depth_1d(kernel, dilation, stride, channels):
     conv = nn.Conv1d(channels, channels, kernel, stride=stride, dilation=dilation, groups=channels)
     model = nn.Sequential(conv, Quantize(1)).eval()
     net = precompute(model, input_domain=Domain.uniform(1), example_input=torch.zeros(1, channels, 20))
-    (edge,) = net.graph.edges_into(net.graph.nodes_of("window")[0].name)
-    assert edge.buffer["depth"] == ((kernel - 1) * dilation + 1) * channels
-    assert edge.buffer["stride"] == (stride,)
+    window = net.graph.nodes_of("window")[0]
+    assert window.meta.buffer_depth == ((kernel - 1) * dilation + 1) * channels
+    assert window.meta.stride == (stride,)
 
 
 def test_channels_last_window_is_kernel_major():
@@ -306,10 +309,10 @@ def test_channels_last_window_is_kernel_major():
     model = conv_model(2, channels_last=True, stride=1, dilation=1, padding=0, groups=4)
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 5, 5, 4))
     window = net.graph.nodes_of("window")[0]
-    assert window.meta["element_order"] == "kernel-major"
-    edge = net.graph.edges_into(net.graph.nodes_of("table")[0].name)[0]
+    assert window.meta.element_order is ElementOrder.KERNEL_MAJOR
+    index_map = net.graph.nodes_of("table")[0].meta.index_map
     # Unit 0 reads channel 0 at the 4 kernel positions: window elements 0, 4, 8, 12 (kernel-major, C = 4).
-    assert edge.index_map[0].tolist() == [4 * k for k in range(4)]
+    assert index_map[0].tolist() == [4 * k for k in range(4)]
 
 
 def test_summary_and_dot_export():
@@ -332,8 +335,7 @@ def small_graph() -> Graph:
 def test_check_rejects_wrong_shape_on_an_edge():
     """check() names the edge whose shape disagrees with its producer."""
     graph = small_graph()
-    edge = graph.edges[0]
-    graph.edges[0] = Edge(**{**edge.__dict__, "shape": (13,)})
+    graph = Graph(graph.nodes, (dataclasses.replace(graph.edges[0], shape=(13,)), *graph.edges[1:]))
     with pytest.raises(
         GraphError, match=r"edge 'input' -> '0' \(port 0\) carries shape \(13,\), but 'input' produces \(12,\)"
     ):
@@ -343,34 +345,35 @@ def test_check_rejects_wrong_shape_on_an_edge():
 def test_check_rejects_an_undriven_unit_input():
     """check() names the table, unit and input that no element drives."""
     graph = small_graph()
-    edge = graph.edges_into("4")[0]
-    edge.index_map[2, 1] = -1
+    index_map = np.array(graph["4"].meta.index_map)
+    index_map[2, 1] = -1
+    graph = graph.replace(
+        dataclasses.replace(graph["4"], meta=dataclasses.replace(graph["4"].meta, index_map=index_map))
+    )
     with pytest.raises(GraphError, match=r"table '4' unit 2 input 1 is not driven"):
         graph.check()
 
 
 def test_check_rejects_a_cycle():
     """check() rejects a node that reads a later node (a cycle or a broken order)."""
-    graph = Graph()
-    graph.add(Node("a", NodeKind.RESHAPE, ("b",), (2,), None, U2))
-    graph.add(Node("b", NodeKind.RESHAPE, ("a",), (2,), None, U2))
-    graph.add_edge(Edge("b", 0, "a", 0, (2,), None, U2))
-    graph.add_edge(Edge("a", 0, "b", 0, (2,), None, U2))
-    with pytest.raises(GraphError, match="cycle or is not in topological order"):
-        graph.check()
+    nodes = [
+        Node("in", NodeKind.INPUT, (2,), Layout.NC, U2),
+        Node("a", NodeKind.JOIN, (2,), Layout.NC, U2, JoinMeta()),
+        Node("b", NodeKind.RESHAPE, (2,), Layout.NC, U2),
+        Node("out", NodeKind.OUTPUT, (2,), Layout.NC, U2),
+    ]
+    edges = [Edge(p, 0, c, port, (2,), Layout.NC, U2) for p, c, port in (("b", "a", 0), ("a", "b", 0), ("a", "out", 0))]
+    with pytest.raises(GraphError, match="'a' reads 'b', which comes at or after it: the graph has a cycle or is not"):
+        Graph(nodes, edges).check()
 
 
 def test_check_rejects_duplicate_names_and_missing_edges():
     """check() rejects reused names and ports no edge drives."""
-    graph = Graph()
-    graph.add(Node("a", NodeKind.INPUT, (), (2,), None, U2))
-    graph.add(Node("a", NodeKind.OUTPUT, (), (2,), None, U2))
+    graph = Graph([Node("a", NodeKind.INPUT, (2,), None, U2), Node("a", NodeKind.OUTPUT, (2,), None, U2)])
     with pytest.raises(GraphError, match="used twice"):
         graph.check()
-    graph = Graph()
-    graph.add(Node("a", NodeKind.INPUT, (), (2,), Layout.NC, U2, {"layout": Layout.NC}))
-    graph.add(Node("b", NodeKind.OUTPUT, ("a",), (2,), Layout.NC, U2))
-    with pytest.raises(GraphError, match=r"'b' has 1 input port\(s\) but edges drive port\(s\) \[\]"):
+    graph = Graph([Node("a", NodeKind.INPUT, (2,), Layout.NC, U2), Node("b", NodeKind.OUTPUT, (2,), Layout.NC, U2)])
+    with pytest.raises(GraphError, match=r"output node 'b': edges drive its input port\(s\) \[\]; a output node reads"):
         graph.check()
 
 
@@ -469,7 +472,7 @@ def test_concat_join_with_per_channel_domains():
     model = random_stats_(Branches())
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
     join = net.graph.nodes_of("join")[0]
-    assert join.meta["op"] == "concat" and join.domain == (U2, U2, Domain.uniform(1))
+    assert join.meta.op == "concat" and join.domain == (U2, U2, Domain.uniform(1))
     assert [t.rows for t in net["mix"].tables] == [4 * 4 * 2] * 2
     assert_bit_exact(model, net, random_inputs(S2, (2, 6)))
 

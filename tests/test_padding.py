@@ -40,7 +40,7 @@ from iotable import (
 )
 from iotable._fastpath import recognize
 from iotable._probe import _allowed
-from iotable.graph import pad_index_map
+from iotable.graph import PadMeta, pad_index_map
 from iotable.nn import Quantize
 from iotable.runtime import Runtime
 
@@ -93,15 +93,16 @@ def test_pad_kernels_follow_the_index_map(config):
     layout = iotable.Layout.parse(layout.value[0] + layout.value[2:] + "C") if channels_last else layout
     index_map = pad_index_map(shape, padding, mode, channels_last=channels_last)
     codes = np.arange(shape[channel_axis]) % 4 if mode == "zeros" else None
-    meta = {"padding": padding, "mode": mode, "pad_codes": codes, "index_map": index_map, "input_shapes": [shape]}
-    node = iotable.Node("pad", iotable.NodeKind.PAD, ("input",), index_map.shape, layout, S2, meta)
+    pad_codes = None if codes is None else tuple(int(c) for c in codes)
+    meta = PadMeta(padding=padding, mode=iotable.PaddingMode.parse(mode), pad_codes=pad_codes, index_map=index_map)
+    node = iotable.Node("pad", iotable.NodeKind.PAD, index_map.shape, layout, S2, meta)
     x = torch.randint(0, 4, (5, *shape), generator=torch.Generator().manual_seed(0)).to(torch.uint8)
     held = 0 if codes is None else codes[np.indices(index_map.shape)[channel_axis]]
     expected = np.where(index_map >= 0, x.numpy().reshape(5, -1)[:, np.maximum(index_map, 0)], held)
     channel_shape = [1] + [-1 if a == channel_axis else 1 for a in range(rank + 1)]  # a batch's channel axis
     fill = None if codes is None else torch.as_tensor(codes, dtype=torch.uint8).reshape(channel_shape)
     by_axes = Runtime._pad_by_axes(node, shape, fill, channels_last)([x])
-    by_gather = Runtime._pad_by_gather(node, index_map, fill, shape[channel_axis], channels_last)([x])
+    by_gather = Runtime._pad_by_gather(node, shape, fill, shape[channel_axis], channels_last)([x])
     np.testing.assert_array_equal(by_axes.numpy(), expected)
     np.testing.assert_array_equal(by_gather.numpy(), expected)
     if codes is None:
@@ -183,7 +184,7 @@ def test_padded_convolutions_are_bit_exact(rank, kernel, stride, dilation, paddi
     net = precompute(model, input_domain=domain, example_input=x[:1], fast_path=fast_path)
     (pad,) = net.graph.nodes_of("pad")
     layer = net["1"]
-    assert pad.meta["mode"] == mode and pad.meta["padding"] == layer.plan.geometry.padding
+    assert pad.meta.mode.value == mode and pad.meta.padding == layer.plan.geometry.padding
     total = dilation * (kernel - 1)
     if padding == "same":  # torch pads total // 2 before and the rest after
         assert layer.plan.geometry.padding == ((total // 2, total - total // 2),) * rank
@@ -196,10 +197,11 @@ def test_even_same_padding_pads_the_extra_element_after():
     model = random_stats_(nn.Sequential(nn.Conv1d(2, 2, 4, padding="same", groups=2), Quantize(2, signed=True)))
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
     pad = net.graph["0:pad"]
-    assert pad.meta["padding"] == ((1, 2),) and pad.shape == (2, 9) and pad.meta["pad_codes"] == [2, 2]
-    assert pad.meta["index_map"][0].tolist() == [-1, 0, 1, 2, 3, 4, 5, -1, -1]
+    assert pad.meta.padding == ((1, 2),) and pad.shape == (2, 9) and pad.meta.pad_codes == (2, 2)
+    assert pad.meta.index_map[0].tolist() == [-1, 0, 1, 2, 3, 4, 5, -1, -1]
     assert net.graph["0:window"].shape == (6, 8)
-    assert net.graph.edges_into("0:window")[0].buffer["width"] == 9
+    assert net.graph.edges_into("0:window")[0].shape[-1] == 9
+    assert net.graph["0:window"].meta.buffer_depth == 4 * 2  # (kernel - 1) * dilation + 1 elements of 2 channels
     assert_bit_exact(model, net, random_inputs(S2, (2, 6)))
 
 
@@ -208,7 +210,7 @@ def test_copying_modes_need_no_zero_in_the_domain():
     domain = Domain.values([1.0, 2.0, 3.0])
     reflect = random_stats_(nn.Sequential(nn.Conv1d(1, 1, 3, padding=1, padding_mode="reflect"), Quantize(2)))
     net = precompute(reflect, input_domain=domain, example_input=torch.zeros(1, 1, 5))
-    assert net.graph.nodes_of("pad")[0].meta["pad_codes"] is None
+    assert net.graph.nodes_of("pad")[0].meta.pad_codes is None
     assert_bit_exact(reflect, net, random_inputs(domain, (1, 5)))
     zeros = nn.Sequential(nn.Conv1d(1, 1, 3, padding=1), Quantize(2)).eval()
     with pytest.raises(iotable.ModelError, match=r"padding feeds real 0.*has no 0.*a padding_mode that copies"):
@@ -320,7 +322,7 @@ def test_custom_module_states_its_padding(mode):
     )
     model = nn.Sequential(module, Quantize(2, signed=True, scale=0.5)).eval()
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
-    assert net.graph.nodes_of("pad")[0].meta["padding"] == ((1, 2),)
+    assert net.graph.nodes_of("pad")[0].meta.padding == ((1, 2),)
     assert_bit_exact(model, net, random_inputs(S2, (2, 6)))
 
 
@@ -485,17 +487,18 @@ def reflect_network():
 
 def test_tampered_index_map_is_caught():
     """One corrupted entry of the pad map: Graph.check refuses it, and verify sees the runtime follow it."""
+    torch.manual_seed(0)  # a model and inputs for which the corner's copy changes an output
     model, net, x = reflect_network()
     pad = net.graph["0:pad"]
-    index_map = pad.meta["index_map"].copy()
+    index_map = pad.meta.index_map.copy()
     assert index_map[0, 5, 4] == 3 * 4 + 2  # the corner copies element (3, 2): row 5 reflects to 3, column 4 to 2
     index_map[0, 5, 4] = 0
-    pad.meta["index_map"] = index_map
+    graph = net.graph.replace(dataclasses.replace(pad, meta=dataclasses.replace(pad.meta, index_map=index_map)))
     with pytest.raises(
         GraphError, match=r"pad node '0:pad': index_map\[\(0, 5, 4\)\] is 0, but mode 'reflect'.* 14 there"
     ):
-        net.graph.check()
-    net._runtime = None  # the runtime compiles the graph as it now stands
+        graph.check()
+    net = dataclasses.replace(net, graph=graph)  # its runtime compiles the graph as it now stands
     report = verify(model, net, x)
     assert not report.ok and report.first["node"] == "0" and report.first["position"] == (4, 3)
 
@@ -503,17 +506,21 @@ def test_tampered_index_map_is_caught():
 def test_tampered_mode_is_caught():
     """A pad node whose mode no longer matches its map is refused by Graph.check, naming both."""
     _, net, _ = reflect_network()
-    net.graph["0:pad"].meta["mode"] = "circular"
+    pad = net.graph["0:pad"]
+    graph = net.graph.replace(
+        dataclasses.replace(pad, meta=dataclasses.replace(pad.meta, mode=iotable.PaddingMode.CIRCULAR))
+    )
     with pytest.raises(GraphError, match=r"mode 'circular' with padding \(\(0, 1\), \(0, 1\)\).*disagree"):
-        net.graph.check()
+        graph.check()
 
 
 def test_pad_node_without_its_index_map_is_refused():
     """A hand-made pad node must carry its map: Graph.check names what is missing."""
     _, net, _ = reflect_network()
-    del net.graph["0:pad"].meta["index_map"]
-    with pytest.raises(GraphError, match=r"pad node '0:pad': meta\['index_map'\] is missing"):
-        net.graph.check()
+    pad = net.graph["0:pad"]
+    graph = net.graph.replace(dataclasses.replace(pad, meta=dataclasses.replace(pad.meta, index_map=None)))
+    with pytest.raises(GraphError, match=r"pad node '0:pad': meta.index_map must be an integer array of shape"):
+        graph.check()
 
 
 # -- bundles ----------------------------------------------------------------------------------------------
@@ -528,7 +535,7 @@ def test_reflect_bundle_round_trip(tmp_path):
     assert node["meta"]["mode"] == "reflect" and node["meta"]["padding"] == [[0, 1], [0, 1]]
     assert node["meta"]["pad_codes"] is None
     stored = np.load(path / node["meta"]["index_map"]["$array"], allow_pickle=False)
-    np.testing.assert_array_equal(stored, net.graph["0:pad"].meta["index_map"])
+    np.testing.assert_array_equal(stored, net.graph["0:pad"].meta.index_map)
     assert manifest["layers"][0]["plan"]["geometry"]["padding_mode"] == "reflect"
     loaded = load(path)
     assert loaded["0"].plan.geometry == net["0"].plan.geometry and loaded["0"].plan.spec == net["0"].plan.spec
@@ -569,8 +576,12 @@ def test_format_1_bundle_still_loads(tmp_path):
     net = load(source, host_modules={"8": nn.Linear(70, 3)})
     assert torch.equal(net.run(x), y)
     pad = net.graph["5:pad"]
-    assert pad.meta["padding"] == ((1, 1), (0, 0)) and pad.meta["mode"] == "zeros" and pad.meta["pad_codes"] == (2, 2)
-    assert pad.meta["index_map"].shape == (2, 8, 6) and net["5"].plan.geometry.padding == ((1, 1), (0, 0))
+    assert pad.meta.padding == ((1, 1), (0, 0)) and pad.meta.mode is iotable.PaddingMode.ZEROS
+    assert (
+        pad.meta.pad_codes == (2, 2)
+        and pad.meta.index_map.shape == (2, 8, 6)
+        and net["5"].plan.geometry.padding == ((1, 1), (0, 0))
+    )
     assert net["5"].plan.spec.padding == ((1, 1), (0, 0))
     copy = tmp_path / "copy.bundle"
     shutil.copytree(source, copy)

@@ -63,15 +63,15 @@ def reference_codes(net: TableNetwork, codes: np.ndarray) -> np.ndarray:
     env = {net.input_node.name: codes.reshape(len(codes), -1)}
     for node in net.graph:
         if node.kind is NodeKind.TABLE:
-            x = env[node.inputs[0]]
-            index_map = net.graph.edges_into(node.name)[0].index_map
-            layer = net[node.meta["layer"]]
+            x = env[net.graph.inputs(node.name)[0]]
+            index_map = node.meta.index_map
+            layer = net[node.meta.layer]
             out = np.zeros((len(codes), node.shape[0]), dtype=np.int64 if node.domain is not None else np.float64)
             for unit, table in zip(layer.plan.units, layer.tables):
                 out[:, list(unit.out_channels)] = table.lookup(x[:, index_map[unit.index, : unit.fan_in]])
             env[node.name] = out
         elif node.kind is not NodeKind.INPUT:
-            env[node.name] = env[node.inputs[0]]
+            env[node.name] = env[net.graph.inputs(node.name)[0]]
     return env[net.output_node.name]
 
 
@@ -204,10 +204,10 @@ def test_spatial_missing_row_is_the_first_lookup_a_sweep_meets(channels_last):
     assert torch.equal(small.run(x[:4]), net.run(x[:4]))
     first = next(node for node in net.graph if node.kind is NodeKind.TABLE)
     _, env = net.runtime.run(net.encode_input(x), capture=True)
-    window = env[first.inputs[0]]
+    window = env[net.graph.inputs(first.name)[0]]
     vectors = window.reshape(len(x), -1, window.shape[-1]).numpy()  # (N, positions, vector)
-    index_map = net.graph.edges_into(first.name)[0].index_map
-    layer = small[first.meta["layer"]]
+    index_map = first.meta.index_map
+    layer = small[first.meta.layer]
     missing = []
     for unit, table in zip(layer.plan.units, layer.tables):
         inputs = vectors[:, :, index_map[unit.index, : unit.fan_in]]
@@ -269,7 +269,7 @@ grid_domains = st.one_of(
 
 
 def input_node(domain: Domain | tuple[Domain, ...], shape: tuple[int, ...], layout: Layout) -> Node:
-    return Node("input", NodeKind.INPUT, (), shape, layout, domain)
+    return Node("input", NodeKind.INPUT, shape, layout, domain)
 
 
 def exact_codes(node: Node, x: torch.Tensor) -> np.ndarray | None:

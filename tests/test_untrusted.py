@@ -87,7 +87,7 @@ def test_a_changed_manifest_byte_fails_the_checksum(bundle: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "words"),
     [
-        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 3 bundle"),
+        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 4 bundle"),
         (lambda p: (p / "manifest.sha256").write_text("0" * 64 + "\n"), r"expected one line '<sha256 in hex>"),
         (
             lambda p: (p / "manifest.sha256").write_text("0" * 64 + "  manifest.json\n"),
@@ -312,7 +312,8 @@ def swap_outputs(m: dict) -> None:
         ),
         (
             lambda m: m["graph"]["nodes"][1]["meta"].update(Fx_node="x"),
-            r"meta holds the key 'Fx_node', which a table node does not have",
+            r"graph\.nodes\[1\] \('0'\)\.meta: expected the fields \['index_map', 'layer', 'modules', 'unit_bits', 'units'\]; "
+            r"missing \[\], unknown \['Fx_node'\]",
         ),
         (
             lambda m: m["layers"][0]["plan"].update(fill_codes=[1] * 12),
@@ -511,7 +512,7 @@ def test_format_2_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) 
     assert status == 1 and "format_version 2 has no manifest checksum" in err
     assert "iotable.save(iotable.load(path), path)" in err
     save(load(bundle), bundle)
-    assert manifest_of(bundle)["format_version"] == 3 and check(bundle)[0] == 0
+    assert manifest_of(bundle)["format_version"] == 4 and check(bundle)[0] == 0
 
 
 def test_format_2_bundles_are_still_checked_field_by_field(bundle: Path) -> None:
@@ -533,7 +534,7 @@ def test_a_format_1_bundle_is_checked_as_the_format_2_bundle_it_stands_for(tmp_p
     pad = next(n for n in manifest["graph"]["nodes"] if n["kind"] == "pad")
     pad["meta"]["pad_codes"] = [3] * len(pad["meta"]["pad_codes"])
     (path / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(BundleError, match=r"pad_codes'\]\[0\] is 3, but padding feeds real 0"):
+    with pytest.raises(BundleError, match=r"pad node '1:pad': meta\.pad_codes\[0\] is 3, but padding feeds real 0"):
         load(path)
 
 

@@ -11,7 +11,9 @@ The pipeline:
   :func:`precompute_model` are its layer and whole-model paths, each with one return type).
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
-  interlayer :class:`Graph` (index maps, padding, windows with their line buffers and strides).
+  interlayer :class:`Graph`, whose nodes carry typed metadata per kind (:class:`TableMeta` with index
+  maps, :class:`PadMeta`, :class:`WindowMeta` with line buffers and strides, ...);
+  :class:`GraphInterpreter` walks it node by node (the runtime and any generator are such walks).
 - **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
@@ -56,7 +58,25 @@ from .errors import (
     UnsupportedFakeQuantizeError,
     UnsupportedQuantizerError,
 )
-from .graph import Edge, Graph, GraphError, Node, NodeKind
+from .graph import (
+    DuplicateMeta,
+    Edge,
+    ElementOrder,
+    Graph,
+    GraphError,
+    HostMeta,
+    InputMeta,
+    JoinMeta,
+    Node,
+    NodeKind,
+    OutputMeta,
+    PadMeta,
+    PoolMeta,
+    ReshapeMeta,
+    TableMeta,
+    WindowMeta,
+)
+from .interpret import GraphInterpreter, NodeExecutionError
 from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
 from .observe import Observation, ObserveError, observe, restrict
 from .pla import export_pla, read_pla, write_pla
@@ -78,18 +98,24 @@ __all__ = [
     "Diagram",
     "Domain",
     "DomainError",
+    "DuplicateMeta",
     "Edge",
+    "ElementOrder",
     "EnumerationError",
     "Geometry",
     "Graph",
     "GraphError",
+    "GraphInterpreter",
     "GraphvizNotInstalledError",
     "HDLError",
     "HDLToolError",
+    "HostMeta",
     "IOTable",
     "IOTableError",
     "IOTableWarning",
     "InputError",
+    "InputMeta",
+    "JoinMeta",
     "LayerNotFoundError",
     "LayerPlan",
     "LayerTables",
@@ -98,24 +124,31 @@ __all__ = [
     "MissingRowError",
     "ModelError",
     "Node",
+    "NodeExecutionError",
     "NodeKind",
     "NotDecomposedError",
     "Observation",
     "ObserveError",
     "OptionError",
+    "OutputMeta",
     "PLAError",
+    "PadMeta",
     "PaddingMode",
+    "PoolMeta",
+    "ReshapeMeta",
     "SimulatorNotInstalledError",
     "Spec",
     "SpecError",
     "SpecMismatchError",
     "TableError",
+    "TableMeta",
     "TableNetwork",
     "TableTooLargeError",
     "Unit",
     "UnsupportedFakeQuantizeError",
     "UnsupportedQuantizerError",
     "VerifyReport",
+    "WindowMeta",
     "__version__",
     "check_decomposition",
     "code_dtype",

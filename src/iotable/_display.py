@@ -11,10 +11,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .graph import Graph
+from typing import Any
 
 #: The longest name a repr shows in full.
 NAME_LIMIT = 40
@@ -40,7 +37,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 # The pictures of larger graphs take Graphviz long to lay out and are unreadable inline: the view leaves
 # them out (``net.draw()`` still draws them).
-_MAX_PICTURE_NODES = 300
+MAX_PICTURE_NODES = 300
 
 _NUMBERS = re.compile(r"[0-9][0-9,/]*")
 
@@ -102,16 +99,3 @@ def view(title: str, *parts: str, notes: Sequence[str] = (), picture: str = "") 
     """A notebook view: a title line, the parts (HTML), notes (plain text, escaped), then the picture."""
     lines = "".join(f"<p>{html.escape(note)}</p>" for note in notes)
     return f'<div class="iotable">{_STYLE}<p><b>{html.escape(title)}</b></p>{"".join(parts)}{lines}{picture}</div>'
-
-
-def graph_picture(graph: Graph) -> str:
-    """The graph's picture as inline SVG, or ``""`` when Graphviz is missing or the graph is too large."""
-    if len(graph.nodes) > _MAX_PICTURE_NODES:
-        return ""
-    from .diagram import GraphvizNotInstalledError
-
-    try:
-        svg = graph.to_svg()
-    except GraphvizNotInstalledError:  # the notebook extra is optional: the table alone
-        return ""
-    return f'<div class="picture">{svg}</div>'

@@ -14,19 +14,35 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import enum
 import json
 import math
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
+from ._hosts import _attach, _MissingHost
 from ._invariants import element_domains
+from ._jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _pair, _shown, _str
 from .domain import Domain, code_dtype
 from .errors import BundleError, IOTableError
-from .graph import Edge, Graph, GraphError, Node, NodeKind, pad_index_map
+from .graph import (
+    META,
+    Edge,
+    ElementOrder,
+    Graph,
+    GraphError,
+    HostMeta,
+    Meta,
+    Node,
+    NodeKind,
+    TableMeta,
+    WindowMeta,
+    pad_index_map,
+)
 from .network import TableNetwork
 from .plan import Geometry, LayerPlan, Unit
 from .precompute import LayerTables
@@ -34,12 +50,15 @@ from .runtime import Runtime, decode
 from .spec import Layout, PaddingMode, Spec
 from .table import IOTable
 
+_E = TypeVar("_E", bound=enum.Enum)
+
 #: The ``format`` field of every bundle manifest.
 FORMAT = "iotable-bundle"
 #: The bundle format version this library writes; it reads this version and older ones. Version 2 added
 #: padding modes and asymmetric padding (a version-1 reader would pad a reflect-padded network with zeros);
-#: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors.
-FORMAT_VERSION = 3
+#: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors; version 4 the typed graph
+#: metadata (producers only in the edges, index maps and buffer depths in the nodes, one record per kind).
+FORMAT_VERSION = 4
 #: The first format version with a manifest checksum and golden vectors (older bundles load without them).
 CHECKSUMMED = 3
 DIGIT_ORDER = "first input most significant"
@@ -54,6 +73,7 @@ _FIELDS = {
 }
 _FIELDS[2] = _FIELDS[1]
 _FIELDS[3] = _FIELDS[2] | {"golden"}
+_FIELDS[4] = _FIELDS[3]
 _INFORMATION = ("library_version", "files", "golden")  # fields the round trip does not re-encode
 
 
@@ -171,11 +191,6 @@ class _Encoder:
             return out
         if isinstance(value, (np.ndarray, torch.Tensor)):
             return {"$array": self.array(f"graph/array{len(self.arrays)}.npy", value, where)}
-        if isinstance(value, (nn.MaxPool1d, nn.MaxPool2d)):
-            fields = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
-            pool = {"rank": 1 if isinstance(value, nn.MaxPool1d) else 2}
-            pool.update({k: self.value(getattr(value, k), f"{where}.{k}") for k in fields})
-            return {"$maxpool": pool}
         msg = (
             f"save: {where} holds a {type(value).__name__}, which a bundle cannot store without pickle; "
             "graph metadata must be numbers, strings, lists, dicts, layouts, domains, units or arrays"
@@ -184,9 +199,9 @@ class _Encoder:
 
     def host_module(self, node: Node) -> dict[str, str]:
         """Record a host node's module as its class name and weights; return the tag its meta holds."""
-        module = node.meta.get("module")
+        module = getattr(node.meta, "module", None)
         if not isinstance(module, nn.Module):
-            msg = f"save: host node {node.name!r} has no torch module in meta['module'], received {_kind(module)}"
+            msg = f"save: host node {node.name!r} has no torch module in meta.module, received {_kind(module)}"
             raise BundleError(msg)
         if isinstance(module, _MissingHost):  # loaded without its module: keep what the bundle held
             cls, items = module.cls, module.state.items()
@@ -204,49 +219,45 @@ class _Encoder:
         return {"$host": node.name}
 
     def graph(self, graph: Graph) -> dict[str, Any]:
-        nodes: list[dict[str, Any]] = []
-        for node in graph.nodes:
-            where = f"graph node {node.name!r}"
-            if node.kind is NodeKind.HOST:
-                rest = {k: v for k, v in node.meta.items() if k != "module"}
-                meta = {**self.value(rest, f"{where} meta"), "module": self.host_module(node)}
-            elif node.kind is NodeKind.PAD and isinstance(node.meta.get("index_map"), np.ndarray):
-                rest = {k: v for k, v in node.meta.items() if k != "index_map"}
-                rel = self.array(f"graph/node{len(nodes)}.index_map.npy", node.meta["index_map"], f"{where} index_map")
-                meta = {**self.value(rest, f"{where} meta"), "index_map": {"$array": rel}}
-            else:
-                meta = self.value(node.meta, f"{where} meta")
-            nodes.append(
-                {
-                    "name": node.name,
-                    "kind": node.kind.value,
-                    "inputs": list(node.inputs),
-                    "shape": [int(s) for s in node.shape],
-                    "layout": None if node.layout is None else node.layout.value,
-                    "domain": self.domain(node.domain),
-                    "meta": meta,
-                }
-            )
-        edges = []
-        for j, edge in enumerate(graph.edges):
-            where = f"graph edge {edge.producer!r} -> {edge.consumer!r}"
-            index_map = None
-            if edge.index_map is not None:
-                index_map = self.array(f"graph/edge{j}.index_map.npy", edge.index_map, f"{where} index_map")
-            edges.append(
-                {
-                    "producer": edge.producer,
-                    "producer_port": int(edge.producer_port),
-                    "consumer": edge.consumer,
-                    "consumer_port": int(edge.consumer_port),
-                    "shape": [int(s) for s in edge.shape],
-                    "layout": None if edge.layout is None else edge.layout.value,
-                    "domain": self.domain(edge.domain),
-                    "index_map": index_map,
-                    "buffer": self.value(edge.buffer, f"{where} buffer"),
-                }
-            )
+        nodes = [self.node(node, k) for k, node in enumerate(graph.nodes)]
+        edges = [
+            {
+                "producer": edge.producer,
+                "producer_port": int(edge.producer_port),
+                "consumer": edge.consumer,
+                "consumer_port": int(edge.consumer_port),
+                "shape": [int(s) for s in edge.shape],
+                "layout": None if edge.layout is None else edge.layout.value,
+                "domain": self.domain(edge.domain),
+            }
+            for edge in graph.edges
+        ]
         return {"nodes": nodes, "edges": edges}
+
+    def node(self, node: Node, k: int) -> dict[str, Any]:
+        """A node's record: its fields, and its kind's metadata record field by field (arrays as files, enums
+        as their values, the host module as its name in the host list)."""
+        where = f"graph node {node.name!r}"
+        meta: dict[str, Any] = {}
+        for f in dataclasses.fields(node.meta):
+            value = getattr(node.meta, f.name)
+            if isinstance(node.meta, HostMeta) and f.name == "module":
+                meta[f.name] = self.host_module(node)
+            elif isinstance(value, np.ndarray):
+                meta[f.name] = {"$array": self.array(f"graph/node{k}.{f.name}.npy", value, f"{where} {f.name}")}
+            elif isinstance(value, enum.Enum):
+                meta[f.name] = value.value
+            else:
+                meta[f.name] = self.value(value, f"{where} meta.{f.name}")
+        return {
+            "name": node.name,
+            "kind": node.kind.value,
+            "shape": [int(s) for s in node.shape],
+            "layout": None if node.layout is None else node.layout.value,
+            "domain": self.domain(node.domain),
+            "fx_node": node.fx_node,
+            "meta": meta,
+        }
 
     def layer(self, layer: LayerTables, k: int) -> dict[str, Any]:
         plan = layer.plan
@@ -354,117 +365,25 @@ def _input_elements(plan: LayerPlan, unit: Unit) -> tuple[list[int], list[int]]:
 # -- checked access to manifest values --------------------------------------------------------------------
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-def _int(value: Any, where: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        msg = f"{where}: expected an integer{bound}, received {_shown(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _ints(value: Any, where: str, *, minimum: int | None = None) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        msg = f"{where}: expected a list of integers, received {_kind(value)}"
-        raise BundleError(msg)
-    return tuple(_int(v, f"{where}[{k}]", minimum=minimum) for k, v in enumerate(value))
-
-
-def _str(value: Any, where: str, *, limit: int = 4096) -> str:
-    if not isinstance(value, str) or len(value) > limit:
-        msg = f"{where}: expected a string of at most {limit} characters, received {_kind(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _bool(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        msg = f"{where}: expected true or false, received {_shown(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _list(value: Any, where: str) -> list[Any]:
-    if not isinstance(value, list):
-        msg = f"{where}: expected a list, received {_kind(value)}"
-        raise BundleError(msg)
-    return value
-
-
-def _obj(value: Any, where: str, *, keys: set[str] | None = None) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        msg = f"{where}: expected an object, received {_kind(value)}"
-        raise BundleError(msg)
-    if keys is not None and set(value) != keys:
-        missing, extra = sorted(keys - set(value)), sorted(set(value) - keys)
-        msg = f"{where}: expected the fields {sorted(keys)}; missing {missing}, unknown {extra}"
-        raise BundleError(msg)
-    return value
-
-
-def _field(record: dict[str, Any], key: str, where: str) -> Any:
-    if key not in record:
-        msg = f"{where}: missing field {key!r}; the manifest is incomplete or was edited"
-        raise BundleError(msg)
-    return record[key]
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-@contextlib.contextmanager
-def _context(where: str) -> Iterator[None]:
-    """Report a library error raised while rebuilding an object from the manifest as a bundle error there."""
-    try:
-        yield
-    except BundleError:
-        raise
-    except IOTableError as exc:
-        msg = f"{where}: {exc}"
-        raise BundleError(msg) from None
-    except (TypeError, ValueError) as exc:
-        msg = f"{where}: malformed ({exc})"
-        raise BundleError(msg) from None
-
-
-class _MissingHost(nn.Module):
-    """Stands in for a host module the caller did not pass to :func:`load`; running it is an error.
-
-    It keeps the bundle's class name and weights, so that saving the loaded network again loses nothing.
-    """
-
-    def __init__(self, node: str, cls: str, state: dict[str, np.ndarray], missing: list[str]) -> None:
-        super().__init__()
-        self.node, self.cls, self.state, self.missing = node, cls, state, missing
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        modules = ", ".join(f"{name!r}: ..." for name in self.missing)
-        msg = (
-            f"host node {self.node!r} has no module: a bundle stores a host module's class ({self.cls}) and "
-            f"weights, not its code. Pass the host modules when loading: iotable.load(path, host_modules="
-            f"{{{modules}}}); their weights are then set from the bundle"
-        )
-        raise BundleError(msg)
-
-
 _SPEC_INTS = {"kernel_size": 1, "stride": 1, "dilation": 1}
 
 
-def _pair(value: Any, where: str) -> tuple[int, int]:
-    pair = _ints(value, where, minimum=0)
-    if len(pair) != 2:
-        msg = f"{where}: expected a [before, after] pair, received {_shown(value)}"
+def _member(cls: type[_E], value: Any) -> _E | None:
+    """The member of an enumeration whose value is the string ``value``, or ``None``."""
+    return next((m for m in cls if m.value == value), None) if isinstance(value, str) else None
+
+
+def _element_order(value: Any, where: str) -> ElementOrder:
+    order = _member(ElementOrder, value)
+    if order is None:
+        accepted = ", ".join(repr(m.value) for m in ElementOrder)
+        msg = f"{where}: {_shown(value)} is not an element order; expected one of {accepted}"
         raise BundleError(msg)
-    return pair[0], pair[1]
+    return order
 
 
 def _padding_mode(value: Any, where: str) -> PaddingMode:
-    mode = PaddingMode._value2member_map_.get(value) if isinstance(value, str) else None
+    mode = _member(PaddingMode, value)
     if mode is None:
         accepted = ", ".join(repr(m.value) for m in PaddingMode)
         msg = f"{where}: {_shown(value)} is not a padding mode; expected one of {accepted}"
@@ -479,8 +398,7 @@ class _Decoder:
     """
 
     def __init__(self, manifest: dict[str, Any], arrays: dict[str, np.ndarray], where: str) -> None:
-        if manifest.get("format_version") == 1:  # validated as the format-2 manifest it stands for
-            manifest, arrays = _upgrade_1(manifest, arrays)
+        manifest, arrays = _upgraded(manifest, arrays)  # older formats as the current one writes them
         self.manifest = manifest
         self.arrays = arrays
         self.where = where
@@ -517,7 +435,7 @@ class _Decoder:
             msg = f"{where}: files lists {unused[0]!r}, which no field uses; a bundle lists the files it uses"
             raise BundleError(msg)
         if isinstance(obj, TableNetwork):
-            self.attach(obj, host_modules)
+            obj = self.attach(obj, host_modules)
         return obj
 
     def layer_bundle(self, layers: list[LayerTables], host_modules: Any) -> LayerTables:
@@ -549,7 +467,7 @@ class _Decoder:
         if graph.nodes[0].shape != input_shape:
             msg = f"{where}: input_shape {input_shape} disagrees with the input node's shape {graph.nodes[0].shape}"
             raise BundleError(msg)
-        _check_network(graph, by_name, hosts, f"{where}: graph")
+        graph = _check_network(graph, by_name, hosts, f"{where}: graph")
         return TableNetwork(graph=graph, layers=by_name, input_shape=input_shape)
 
     # -- values -------------------------------------------------------------------------------------------
@@ -699,10 +617,6 @@ class _Decoder:
             return _unit(_obj(body, where), where)
         if tag == "$array":
             return self.array(body, where)
-        if tag == "$maxpool":
-            return _maxpool(
-                _obj(body, where, keys={"rank", "kernel_size", "stride", "padding", "dilation", "ceil_mode"}), where
-            )
         if tag == "$host":
             if hosts is None or not isinstance(body, str) or body not in hosts:
                 msg = f"{where}: names the host node {_shown(body)}, which the manifest's host list lacks"
@@ -739,64 +653,39 @@ class _Decoder:
             modules[name] = _MissingHost(name, cls, state, names)
         return modules
 
-    def attach(self, net: TableNetwork, supplied: Mapping[str, nn.Module] | None) -> None:
-        """Set the caller's host modules' weights from the bundle and put them in the graph."""
+    def attach(self, net: TableNetwork, supplied: Mapping[str, nn.Module] | None) -> TableNetwork:
+        """The network with the caller's host modules in its graph, their weights set from the bundle."""
         supplied = dict(supplied or {})
-        stand_ins = {n.name: n.meta["module"] for n in net.graph.nodes_of(NodeKind.HOST)}
+        stand_ins = {n.name: n.meta.module for n in net.graph.nodes_of(NodeKind.HOST)}
         unknown = sorted(set(supplied) - set(stand_ins))
         if unknown:
             msg = f"load: host_modules names {unknown}, but the bundle's host nodes are {list(stand_ins)}"
             raise BundleError(msg)
         missing = [name for name in stand_ins if name not in supplied]
+        attached = []
         for node in net.graph.nodes_of(NodeKind.HOST):
             stand_in = stand_ins[node.name]
             stand_in.missing = missing
             if node.name in supplied:
-                node.meta["module"] = _attach(node.name, supplied[node.name], stand_in.state)
+                module = _attach(node.name, supplied[node.name], stand_in.state)
+                attached.append(dataclasses.replace(node, meta=dataclasses.replace(node.meta, module=module)))
+        return dataclasses.replace(net, graph=net.graph.replace(*attached)) if attached else net
 
     # -- graph --------------------------------------------------------------------------------------------
 
     def graph(self, record: dict[str, Any], hosts: dict[str, nn.Module]) -> Graph:
-        graph = Graph()
         where = f"{self.where}: graph"
         _obj(record, where, keys={"nodes", "edges"})
-        node_keys = {"name", "kind", "inputs", "shape", "layout", "domain", "meta"}
-        for k, item in enumerate(_list(record["nodes"], f"{where}.nodes")):
-            here = f"{where}.nodes[{k}]"
-            item = _obj(item, here, keys=node_keys)
-            name = _str(item["name"], f"{here}.name", limit=512)
-            here = f"{here} ({name!r})"
-            kind = NodeKind._value2member_map_.get(item["kind"]) if isinstance(item["kind"], str) else None
-            if kind is None:
-                accepted = ", ".join(k.value for k in NodeKind)
-                msg = f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted}"
-                raise BundleError(msg)
-            meta = self.value(_obj(item["meta"], f"{here}.meta"), f"{here}.meta", hosts=hosts)
-            graph.add(
-                Node(
-                    name,
-                    kind,
-                    tuple(_str(p, f"{here}.inputs", limit=512) for p in _list(item["inputs"], f"{here}.inputs")),
-                    _ints(item["shape"], f"{here}.shape", minimum=1),
-                    self.layout(item["layout"], f"{here}.layout"),
-                    self.domain(item["domain"], f"{here}.domain"),
-                    meta,
-                )
-            )
+        nodes = [
+            self.node(item, f"{where}.nodes[{k}]", hosts)
+            for k, item in enumerate(_list(record["nodes"], f"{where}.nodes"))
+        ]
         edge_keys = {"producer", "producer_port", "consumer", "consumer_port", "shape", "layout", "domain"}
+        edges = []
         for k, item in enumerate(_list(record["edges"], f"{where}.edges")):
             here = f"{where}.edges[{k}]"
-            item = _obj(item, here, keys=edge_keys | {"index_map", "buffer"})
-            index_map = item["index_map"]
-            if index_map is not None:
-                index_map = self.array(index_map, f"{here}.index_map")
-                if index_map.ndim != 2 or index_map.dtype != np.int64:
-                    msg = f"{here}.index_map: expected a 2-D int64 array, received {index_map.dtype} {index_map.shape}"
-                    raise BundleError(msg)
-            buffer = item["buffer"]
-            if buffer is not None:
-                buffer = self.value(_obj(buffer, f"{here}.buffer"), f"{here}.buffer")
-            graph.add_edge(
+            item = _obj(item, here, keys=edge_keys)
+            edges.append(
                 Edge(
                     _str(item["producer"], f"{here}.producer", limit=512),
                     _int(item["producer_port"], f"{here}.producer_port", minimum=0),
@@ -805,15 +694,58 @@ class _Decoder:
                     _ints(item["shape"], f"{here}.shape", minimum=1),
                     self.layout(item["layout"], f"{here}.layout"),
                     self.domain(item["domain"], f"{here}.domain"),
-                    index_map,
-                    buffer,
                 )
             )
         try:
-            return graph.check()
+            return Graph(nodes, edges).check()
         except GraphError as exc:
             msg = f"{where}: the graph fails its checks: {exc}"
             raise BundleError(msg) from None
+
+    def node(self, item: Any, here: str, hosts: dict[str, nn.Module]) -> Node:
+        item = _obj(item, here, keys={"name", "kind", "shape", "layout", "domain", "fx_node", "meta"})
+        name = _str(item["name"], f"{here}.name", limit=512)
+        here = f"{here} ({name!r})"
+        kind = _member(NodeKind, item["kind"])
+        if kind is None:
+            accepted = ", ".join(k.value for k in NodeKind)
+            msg = f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted}"
+            raise BundleError(msg)
+        fx_node = item["fx_node"]
+        if fx_node is not None:
+            fx_node = _str(fx_node, f"{here}.fx_node", limit=512)
+        return Node(
+            name,
+            kind,
+            _ints(item["shape"], f"{here}.shape", minimum=1),
+            self.layout(item["layout"], f"{here}.layout"),
+            self.domain(item["domain"], f"{here}.domain"),
+            self.meta(kind, _obj(item["meta"], f"{here}.meta"), f"{here}.meta", hosts),
+            fx_node,
+        )
+
+    def meta(self, kind: NodeKind, record: dict[str, Any], where: str, hosts: dict[str, nn.Module]) -> Meta:
+        """A node kind's metadata record: exactly its fields, each decoded (types are Graph.check's to judge)."""
+        cls = META[kind]
+        _obj(record, where, keys={f.name for f in dataclasses.fields(cls)})
+        modules = hosts if kind is NodeKind.HOST else None  # only a host node's meta.module names one
+        values = {key: self.value(raw, f"{where}.{key}", hosts=modules) for key, raw in record.items()}
+        if kind is NodeKind.PAD:
+            values["mode"] = _padding_mode(values["mode"], f"{where}.mode")
+        if kind is NodeKind.WINDOW:
+            values["element_order"] = _element_order(values["element_order"], f"{where}.element_order")
+        if "index_map" in values:
+            index_map = values["index_map"]
+            ndim = 2 if kind is NodeKind.TABLE else None
+            if (
+                not isinstance(index_map, np.ndarray)
+                or index_map.dtype != np.int64
+                or ndim not in (None, index_map.ndim)
+            ):
+                got = f"{index_map.dtype} {index_map.shape}" if isinstance(index_map, np.ndarray) else _kind(index_map)
+                msg = f"{where}.index_map: expected an int64 array (a {{'$array': file}}), received {got}"
+                raise BundleError(msg)
+        return cls(**values)
 
     # -- layers -------------------------------------------------------------------------------------------
 
@@ -862,15 +794,9 @@ class _Decoder:
         if layout is None:
             msg = f"{where}.layout: expected a layout, received null"
             raise BundleError(msg)
-        rank = layout.spatial_rank
-        geometry = self.geometry(_obj(record["geometry"], f"{where}.geometry"), rank, f"{where}.geometry")
-        units = tuple(
-            _unit(_obj(u, f"{where}.units[{k}]"), f"{where}.units[{k}]")
-            for k, u in enumerate(_list(record["units"], f"{where}.units"))
+        geometry = self.geometry(
+            _obj(record["geometry"], f"{where}.geometry"), layout.spatial_rank, f"{where}.geometry"
         )
-        if not units:
-            msg = f"{where}.units: a layer has at least one unit"
-            raise BundleError(msg)
         spec = self.spec(_obj(record["spec"], f"{where}.spec"), f"{where}.spec")
         in_channels = _int(record["in_channels"], f"{where}.in_channels", minimum=1)
         out_channels = _int(record["out_channels"], f"{where}.out_channels", minimum=1)
@@ -882,40 +808,13 @@ class _Decoder:
         if isinstance(output_domain, tuple):
             msg = f"{where}.output_domain: expected one domain index or null, received a list"
             raise BundleError(msg)
-        written = []
-        for k, unit in enumerate(units):
-            if unit.index != k or not unit.in_channels or max(unit.in_channels) >= in_channels:
-                msg = f"{where}.units[{k}]: expected index {k} and input channels below {in_channels}"
-                raise BundleError(msg)
-            if unit.fan_in != len(unit.in_channels) * geometry.window:
-                msg = (
-                    f"{where}.units[{k}]: fan_in {unit.fan_in}, but it reads {len(unit.in_channels)} channel(s) at "
-                    f"{geometry.window} kernel position(s)"
-                )
-                raise BundleError(msg)
-            written += unit.out_channels
-        if sorted(written) != list(range(out_channels)):
-            msg = f"{where}.units: the units must write each of the {out_channels} output channel(s) exactly once"
-            raise BundleError(msg)
-        frame_in = _ints(record["frame_in"], f"{where}.frame_in", minimum=1)
-        frame_out = _ints(record["frame_out"], f"{where}.frame_out", minimum=1)
-        for key, frame, channels in (("frame_in", frame_in, in_channels), ("frame_out", frame_out, out_channels)):
-            if len(frame) != rank + 1 or (frame[-1] if layout.channels_last else frame[0]) != channels:
-                msg = f"{where}.{key}: {frame} is not a {layout.value} frame of {channels} channel(s)"
-                raise BundleError(msg)
-        size_in = frame_in[:-1] if layout.channels_last else frame_in[1:]
+        units = _plan_units(record["units"], geometry, in_channels, out_channels, f"{where}.units")
+        frame_in, frame_out = _plan_frames(record, layout, geometry, in_channels, out_channels, where)
         size_out = frame_out[:-1] if layout.channels_last else frame_out[1:]
-        if geometry.output_size(size_in) != size_out:
-            msg = (
-                f"{where}.frame_out: {frame_out}, but the window (kernel {geometry.kernel}, stride {geometry.stride}, "
-                f"dilation {geometry.dilation}, padding {geometry.padding}) over frame_in {frame_in} gives "
-                f"{geometry.output_size(size_in)} positions"
-            )
-            raise BundleError(msg)
         slots = tuple(
             _ints(s, f"{where}.slots[{k}]", minimum=0) for k, s in enumerate(_list(record["slots"], f"{where}.slots"))
         )
-        if not slots or any(len(s) != rank or any(p >= n for p, n in zip(s, size_out)) for s in slots):
+        if not slots or any(len(s) != len(size_out) or any(p >= n for p, n in zip(s, size_out)) for s in slots):
             msg = f"{where}.slots: expected at least one output position of the frame {size_out}, received {slots[:4]}"
             raise BundleError(msg)
         fill_codes = _ints(record["fill_codes"], f"{where}.fill_codes", minimum=0)
@@ -1133,6 +1032,53 @@ class _Decoder:
         return len(inputs)
 
 
+def _plan_units(records: Any, geometry: Geometry, in_channels: int, out_channels: int, where: str) -> tuple[Unit, ...]:
+    """A plan's units: in index order, reading channels below ``in_channels`` at every kernel position, writing
+    each output channel once."""
+    units = tuple(_unit(_obj(u, f"{where}[{k}]"), f"{where}[{k}]") for k, u in enumerate(_list(records, where)))
+    if not units:
+        msg = f"{where}: a layer has at least one unit"
+        raise BundleError(msg)
+    written: list[int] = []
+    for k, unit in enumerate(units):
+        if unit.index != k or not unit.in_channels or max(unit.in_channels) >= in_channels:
+            msg = f"{where}[{k}]: expected index {k} and input channels below {in_channels}"
+            raise BundleError(msg)
+        if unit.fan_in != len(unit.in_channels) * geometry.window:
+            msg = (
+                f"{where}[{k}]: fan_in {unit.fan_in}, but it reads {len(unit.in_channels)} channel(s) at "
+                f"{geometry.window} kernel position(s)"
+            )
+            raise BundleError(msg)
+        written += unit.out_channels
+    if sorted(written) != list(range(out_channels)):
+        msg = f"{where}: the units must write each of the {out_channels} output channel(s) exactly once"
+        raise BundleError(msg)
+    return units
+
+
+def _plan_frames(
+    record: dict[str, Any], layout: Layout, geometry: Geometry, in_channels: int, out_channels: int, where: str
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """A plan's input and output frames: of its layout and channels, the output what the window makes."""
+    frame_in = _ints(record["frame_in"], f"{where}.frame_in", minimum=1)
+    frame_out = _ints(record["frame_out"], f"{where}.frame_out", minimum=1)
+    for key, frame, channels in (("frame_in", frame_in, in_channels), ("frame_out", frame_out, out_channels)):
+        if len(frame) != layout.spatial_rank + 1 or (frame[-1] if layout.channels_last else frame[0]) != channels:
+            msg = f"{where}.{key}: {frame} is not a {layout.value} frame of {channels} channel(s)"
+            raise BundleError(msg)
+    size_in = frame_in[:-1] if layout.channels_last else frame_in[1:]
+    size_out = frame_out[:-1] if layout.channels_last else frame_out[1:]
+    if geometry.output_size(size_in) != size_out:
+        msg = (
+            f"{where}.frame_out: {frame_out}, but the window (kernel {geometry.kernel}, stride {geometry.stride}, "
+            f"dilation {geometry.dilation}, padding {geometry.padding}) over frame_in {frame_in} gives "
+            f"{geometry.output_size(size_in)} positions"
+        )
+        raise BundleError(msg)
+    return frame_in, frame_out
+
+
 def _check_spec(
     spec: Spec, layout: Layout, geometry: Geometry, in_channels: int, out_channels: int, where: str
 ) -> None:
@@ -1154,50 +1100,143 @@ def _check_spec(
         raise BundleError(msg)
 
 
+def _upgraded(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A manifest of an older format as the current format writes the same network (``format_version`` is
+    left as written, except that format 1 reads as the format 2 it stands for): what does not have the shape
+    an older format wrote is left as it is, for the checks to refuse."""
+    if manifest.get("format_version") == 1:
+        manifest, arrays = _upgrade_1(manifest, arrays)
+    if manifest.get("format_version") in (2, 3):
+        manifest, arrays = _upgrade_graph(manifest, arrays)
+    return manifest, arrays
+
+
+def _pairs(value: Any) -> Any:
+    """Format 1's symmetric padding (one int per axis) as (before, after) pairs."""
+    ok = isinstance(value, list) and all(type(p) is int for p in value)
+    return [[p, p] for p in value] if ok else value
+
+
 def _upgrade_1(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A format-1 manifest as format 2 writes the same network: padding as (before, after) pairs in mode
     ``"zeros"``, pad nodes with their index maps (computed, as the arrays format 2 would list), the spec fields
-    format 1 did not have at their defaults. What does not have the shape format 1 wrote is left as it is,
-    for the checks to refuse."""
+    format 1 did not have at their defaults."""
     manifest = copy.deepcopy(manifest)
     arrays = dict(arrays)
     manifest["format_version"] = 2
-
-    def pairs(value: Any) -> Any:
-        ok = isinstance(value, list) and all(type(p) is int for p in value)
-        return [[p, p] for p in value] if ok else value
-
-    for layer in manifest.get("layers") if isinstance(manifest.get("layers"), list) else ():
+    layers = manifest.get("layers")
+    for layer in layers if isinstance(layers, list) else ():
         plan = layer.get("plan") if isinstance(layer, dict) else None
-        geometry = plan.get("geometry") if isinstance(plan, dict) else None
-        if isinstance(geometry, dict) and "padding_mode" not in geometry:
-            geometry["padding"] = pairs(geometry.get("padding"))
-            geometry["padding_mode"] = PaddingMode.ZEROS.value
-        spec = plan.get("spec") if isinstance(plan, dict) else None
-        if isinstance(spec, dict) and "padding_mode" not in spec:
-            if spec.get("padding") is not None:
-                spec["padding"] = pairs(spec["padding"])
-            spec.update(padding_mode=None, depthwise=False, fan_in_from=None, output_domain_from=None)
+        if isinstance(plan, dict):
+            _upgrade_1_plan(plan)
     graph = manifest.get("graph")
     nodes = graph.get("nodes") if isinstance(graph, dict) else None
     shapes: dict[Any, Any] = {}
     for k, node in enumerate(nodes if isinstance(nodes, list) else ()):
         if not isinstance(node, dict):
             continue
-        meta, inputs, layout = node.get("meta"), node.get("inputs"), node.get("layout")
-        if node.get("kind") == "pad" and isinstance(meta, dict) and "mode" not in meta and isinstance(inputs, list):
-            meta["padding"] = pairs(meta.get("padding"))
-            meta["mode"] = PaddingMode.ZEROS.value
-            source = shapes.get(inputs[0]) if len(inputs) == 1 and isinstance(inputs[0], str) else None
-            with contextlib.suppress(IOTableError, TypeError, ValueError):
-                rel = f"graph/node{k}.index_map.npy"
-                arrays[rel] = pad_index_map(
-                    tuple(source), tuple(map(tuple, meta["padding"])), "zeros", channels_last=layout in ("NWC", "NHWC")
-                )
-                meta["index_map"] = {"$array": rel}
+        if node.get("kind") == "pad":
+            _upgrade_1_pad(node, k, shapes, arrays)
         if isinstance(node.get("name"), (str, int)) and isinstance(node.get("shape"), list):
             shapes[node["name"]] = node["shape"]
     return manifest, arrays
+
+
+def _upgrade_1_plan(plan: dict[str, Any]) -> None:
+    geometry, spec = plan.get("geometry"), plan.get("spec")
+    if isinstance(geometry, dict) and "padding_mode" not in geometry:
+        geometry["padding"] = _pairs(geometry.get("padding"))
+        geometry["padding_mode"] = PaddingMode.ZEROS.value
+    if isinstance(spec, dict) and "padding_mode" not in spec:
+        if spec.get("padding") is not None:
+            spec["padding"] = _pairs(spec["padding"])
+        spec.update(padding_mode=None, depthwise=False, fan_in_from=None, output_domain_from=None)
+
+
+def _upgrade_1_pad(node: dict[str, Any], k: int, shapes: dict[Any, Any], arrays: dict[str, Any]) -> None:
+    """A format-1 pad node: zeros mode, pairs, and its index map computed from its producer's shape."""
+    meta, inputs, layout = node.get("meta"), node.get("inputs"), node.get("layout")
+    if not isinstance(meta, dict) or "mode" in meta or not isinstance(inputs, list):
+        return
+    meta["padding"] = _pairs(meta.get("padding"))
+    meta["mode"] = PaddingMode.ZEROS.value
+    source = shapes.get(inputs[0]) if len(inputs) == 1 and isinstance(inputs[0], str) else None
+    with contextlib.suppress(IOTableError, TypeError, ValueError):
+        rel = f"graph/node{k}.index_map.npy"
+        padding = tuple(map(tuple, meta["padding"]))
+        arrays[rel] = pad_index_map(tuple(source or ()), padding, "zeros", channels_last=layout in ("NWC", "NHWC"))
+        meta["index_map"] = {"$array": rel}
+
+
+def _upgrade_graph(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A format 2 or 3 graph as format 4 writes it: producers only in the edges (no node ``inputs``), each
+    kind's metadata record with exactly its fields (a table's index map and a window's buffer depth move
+    from the edge into the node; what other fields give is dropped) and ``fx_node`` beside the node's
+    fields. Nodes without ``inputs`` (not format 3's layout) are left as they are."""
+    manifest = copy.deepcopy(manifest)
+    arrays = dict(arrays)
+    graph = manifest.get("graph")
+    nodes, edges = (graph.get("nodes"), graph.get("edges")) if isinstance(graph, dict) else (None, None)
+    if not isinstance(nodes, list) or not isinstance(edges, list):
+        return manifest, arrays
+    carried: dict[str, dict[str, Any]] = {}  # consumer -> what its edge carried (index_map, buffer)
+    for edge in edges:
+        if isinstance(edge, dict) and "index_map" in edge and "buffer" in edge:
+            extra = {"index_map": edge.pop("index_map"), "buffer": edge.pop("buffer")}
+            if isinstance(edge.get("consumer"), str):
+                carried[edge["consumer"]] = extra
+    for k, node in enumerate(nodes):
+        if not isinstance(node, dict) or "inputs" not in node or not isinstance(node.get("meta"), dict):
+            continue
+        del node["inputs"]
+        meta = node["meta"]
+        node["fx_node"] = meta.pop("fx_node", None)
+        derived = (
+            "input_shapes",
+            "input_layout",
+            "spatial",
+            "positions",
+            "layout" if node.get("kind") == "input" else "",
+        )
+        for key in derived:  # what other fields give: not stored twice
+            meta.pop(key, None)
+        upgrade = _UPGRADE_META.get(node.get("kind"))  # type: ignore[arg-type]
+        if upgrade is not None:
+            upgrade(meta, carried.get(node.get("name"), {}), arrays, k)  # type: ignore[arg-type]
+    return manifest, arrays
+
+
+def _upgrade_table(meta: dict[str, Any], carried: dict[str, Any], arrays: dict[str, Any], k: int) -> None:
+    rel = carried.get("index_map")
+    if isinstance(rel, str) and rel in arrays:
+        arrays[f"graph/node{k}.index_map.npy"] = arrays.pop(rel)
+        meta["index_map"] = {"$array": f"graph/node{k}.index_map.npy"}
+    else:
+        meta["index_map"] = rel  # not an array: left for the checks to refuse
+
+
+def _upgrade_window(meta: dict[str, Any], carried: dict[str, Any], arrays: dict[str, Any], k: int) -> None:
+    buffer = carried.get("buffer")
+    meta["buffer_depth"] = buffer.get("depth") if isinstance(buffer, dict) else None
+
+
+def _upgrade_join(meta: dict[str, Any], carried: dict[str, Any], arrays: dict[str, Any], k: int) -> None:
+    meta["for_add"] = meta.pop("for", None) == "add"
+
+
+def _upgrade_pool(meta: dict[str, Any], carried: dict[str, Any], arrays: dict[str, Any], k: int) -> None:
+    """Format 3 kept the pooling module (``$maxpool``) beside its settings: the settings per axis, and its
+    ``ceil_mode``."""
+    module, rank = meta.pop("module", None), meta.pop("rank", None)
+    record = module.get("$maxpool") if isinstance(module, dict) else None
+    meta["ceil_mode"] = record.get("ceil_mode") if isinstance(record, dict) else None
+    for key in ("kernel_size", "stride", "padding", "dilation"):
+        value = meta.get(key)
+        if type(value) is int and type(rank) is int:
+            meta[key] = [value] * rank
+
+
+_UPGRADE_META = {"table": _upgrade_table, "window": _upgrade_window, "join": _upgrade_join, "pool": _upgrade_pool}
 
 
 def _canonical(value: Any) -> str:
@@ -1255,25 +1294,6 @@ def _unit(record: dict[str, Any], where: str) -> Unit:
     return unit
 
 
-def _maxpool(record: dict[str, Any], where: str) -> nn.Module:
-    """The max-pool of a ``$maxpool`` record: rank 1 or 2, integer (or per-axis) window sizes, a boolean ceil_mode."""
-    rank = record["rank"]
-    if rank not in (1, 2) or isinstance(rank, bool):
-        msg = f"{where}.rank: expected 1 or 2, received {_shown(rank)}"
-        raise BundleError(msg)
-    args: dict[str, Any] = {"ceil_mode": _bool(record["ceil_mode"], f"{where}.ceil_mode")}
-    for key, low in (("kernel_size", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
-        value = record[key]
-        if isinstance(value, list):
-            args[key] = _ints(value, f"{where}.{key}", minimum=low)
-            if len(args[key]) != rank:
-                msg = f"{where}.{key}: expected {rank} entries, received {len(args[key])}"
-                raise BundleError(msg)
-        else:
-            args[key] = _int(value, f"{where}.{key}", minimum=low)
-    return (nn.MaxPool1d if rank == 1 else nn.MaxPool2d)(**args)
-
-
 def _expect(array: np.ndarray, shape: tuple[int, ...], *, where: str, dtype: np.dtype | None = None) -> None:
     if array.shape != shape:
         msg = f"{where}: expected shape {shape}, the file holds {array.shape}"
@@ -1325,101 +1345,90 @@ def _table(
     return table
 
 
-def _attach(name: str, module: Any, state: dict[str, np.ndarray]) -> nn.Module:
-    """Set a caller's host module's weights from the bundle; the keys and shapes must match."""
-    if not isinstance(module, nn.Module):
-        msg = f"load: host_modules[{name!r}] must be a torch.nn.Module, received {type(module).__name__}"
-        raise BundleError(msg)
-    own = module.state_dict()
-    missing, extra = sorted(set(state) - set(own)), sorted(set(own) - set(state))
-    if missing or extra:
-        msg = (
-            f"load: host_modules[{name!r}] ({type(module).__name__}) does not fit host node {name!r}: the bundle "
-            f"stores {sorted(state)}, the module has {sorted(own)}; pass a module of the saved architecture"
-        )
-        raise BundleError(msg)
-    for key, array in state.items():
-        if tuple(own[key].shape) != array.shape:
-            msg = (
-                f"load: host_modules[{name!r}] state {key!r} has shape {tuple(own[key].shape)}, the bundle "
-                f"stores {array.shape}; pass a module of the saved architecture"
-            )
-            raise BundleError(msg)
-    try:
-        module.load_state_dict({k: torch.from_numpy(np.array(a)) for k, a in state.items()}, strict=True)
-    except RuntimeError as exc:
-        msg = f"load: host_modules[{name!r}]: the bundle's weights do not load into it: {exc}"
-        raise BundleError(msg) from None
-    return module
-
-
 # -- the network as a whole -------------------------------------------------------------------------------
 
 
-def _check_network(graph: Graph, layers: dict[str, LayerTables], hosts: dict[str, nn.Module], where: str) -> None:
+def _check_network(graph: Graph, layers: dict[str, LayerTables], hosts: dict[str, nn.Module], where: str) -> Graph:
     """What the runtime relies on beyond :meth:`Graph.check`: the graph and the tables describe one network.
 
     Each layer has one table node, in layer order, with its plan's units, layout, output domain and window;
     the codes the graph feeds each unit's inputs are of the domains its table was built for; each host
-    record has its host node.
+    record has its host node. Returns the graph with each table node holding its plan's units (one copy).
     """
     tables = graph.nodes_of(NodeKind.TABLE)
-    order = [n.meta["layer"] for n in tables]
+    order = [n.meta.layer for n in tables]
     if order != list(layers):
         msg = f"{where}: the table nodes use the layers {order}; expected each of {list(layers)} once, in that order"
         raise BundleError(msg)
+    shared = []
     for node in tables:
-        plan = layers[node.meta["layer"]].plan
-        here = f"{where}: table node {node.name!r}"
-        if tuple(node.meta["units"]) != plan.units:
-            msg = f"{here}: meta['units'] disagrees with the units of layer {plan.name!r}"
-            raise BundleError(msg)
-        node.meta["units"] = plan.units
-        if node.layout != plan.layout or node.domain != plan.output_domain or node.channels != plan.out_channels:
-            msg = f"{here}: its layout, output domain or channels disagree with the plan of layer {plan.name!r}"
-            raise BundleError(msg)
-        producer = graph[node.inputs[0]]
-        if node.meta["spatial"] != (plan.geometry.rank > 0):
-            msg = f"{here}: meta['spatial'] disagrees with the plan of layer {plan.name!r} (rank {plan.geometry.rank})"
-            raise BundleError(msg)
-        if node.meta["spatial"]:
-            g, window = plan.geometry, producer.meta
-            if (window["kernel"], window["stride"], window["dilation"]) != (g.kernel, g.stride, g.dilation):
-                msg = f"{here}: the window {producer.name!r} disagrees with the kernel, stride or dilation of its plan"
-                raise BundleError(msg)
-            source = graph[producer.inputs[0]]
-            if source.kind is NodeKind.PAD:
-                padding, mode = tuple(tuple(p) for p in source.meta["padding"]), source.meta["mode"]
-            else:
-                padding, mode = tuple((0, 0) for _ in g.padding), g.padding_mode.value
-            if padding != g.padding or mode != g.padding_mode.value:
-                msg = (
-                    f"{here}: the padding before its window is {padding} in mode {mode!r}; its plan pads "
-                    f"{g.padding} in mode {g.padding_mode.value!r}"
-                )
-                raise BundleError(msg)
-        elif node.shape != plan.frame_out:
-            msg = f"{here}: shape {node.shape} differs from its plan's output {plan.frame_out}"
-            raise BundleError(msg)
-        domains = element_domains(producer)
-        index_map = graph.edges_into(node.name)[0].index_map
-        for unit in plan.units:
-            reads = index_map[unit.index, : unit.fan_in]
-            fed = tuple(domains[i] for i in reads) if len(domains) > 1 else domains * unit.fan_in
-            if fed != plan.unit_domains(unit):
-                msg = (
-                    f"{here}: unit {unit.index} is fed codes of {fed} but its table was built for "
-                    f"{plan.unit_domains(unit)}"
-                )
-                raise BundleError(msg)
+        plan = layers[node.meta.layer].plan
+        _check_table_node(graph, node, plan, f"{where}: table node {node.name!r}")
+        shared.append(dataclasses.replace(node, meta=dataclasses.replace(node.meta, units=plan.units)))
     named = [n.name for n in graph.nodes_of(NodeKind.HOST)]
     if named != list(hosts):
         msg = f"{where}: the host nodes are {named}, but the host list names {list(hosts)}, in that order"
         raise BundleError(msg)
     for node in graph.nodes_of(NodeKind.HOST):
-        if node.meta["module"] is not hosts[node.name]:
-            msg = f"{where}: host node {node.name!r}'s meta['module'] must be {{'$host': {node.name!r}}}"
+        if node.meta.module is not hosts[node.name]:
+            msg = f"{where}: host node {node.name!r}'s meta.module must be {{'$host': {node.name!r}}}"
             raise BundleError(msg)
+    return graph.replace(*shared)
+
+
+def _check_table_node(graph: Graph, node: Node, plan: LayerPlan, here: str) -> None:
+    """A table node has its plan's units, layout, output domain, window and padding, and is fed the codes of
+    the domains its tables were built for."""
+    meta = node.meta
+    assert isinstance(meta, TableMeta)  # the graph passed its checks
+    if meta.units != plan.units:
+        msg = f"{here}: meta.units disagrees with the units of layer {plan.name!r}"
+        raise BundleError(msg)
+    if node.layout != plan.layout or node.domain != plan.output_domain or node.channels != plan.out_channels:
+        msg = f"{here}: its layout, output domain or channels disagree with the plan of layer {plan.name!r}"
+        raise BundleError(msg)
+    producer = graph.producers(node.name)[0]
+    if (producer.kind is NodeKind.WINDOW) != (plan.geometry.rank > 0):
+        msg = (
+            f"{here}: reads a {producer.kind.value} node, but the plan of layer {plan.name!r} has rank "
+            f"{plan.geometry.rank}"
+        )
+        raise BundleError(msg)
+    if isinstance(producer.meta, WindowMeta):
+        _check_window_plan(graph, producer, plan, here)
+    elif node.shape != plan.frame_out:
+        msg = f"{here}: shape {node.shape} differs from its plan's output {plan.frame_out}"
+        raise BundleError(msg)
+    domains = element_domains(producer)
+    index_map = meta.index_map
+    for unit in plan.units:  # units reading the same channels share their domains: checked once per channel set
+        reads = index_map[unit.index, : unit.fan_in]
+        fed = tuple(domains[i] for i in reads) if len(domains) > 1 else domains * unit.fan_in
+        if fed != plan.unit_domains(unit):
+            msg = (
+                f"{here}: unit {unit.index} is fed codes of {fed} but its table was built for {plan.unit_domains(unit)}"
+            )
+            raise BundleError(msg)
+
+
+def _check_window_plan(graph: Graph, window: Node, plan: LayerPlan, here: str) -> None:
+    """The window a table reads and the pad before it are its plan's kernel, stride, dilation and padding."""
+    g, meta = plan.geometry, window.meta
+    assert isinstance(meta, WindowMeta)
+    if (meta.kernel, meta.stride, meta.dilation) != (g.kernel, g.stride, g.dilation):
+        msg = f"{here}: the window {window.name!r} disagrees with the kernel, stride or dilation of its plan"
+        raise BundleError(msg)
+    source = graph.producers(window.name)[0]
+    if source.kind is NodeKind.PAD:
+        padding, mode = source.meta.padding, source.meta.mode
+    else:
+        padding, mode = tuple((0, 0) for _ in g.padding), g.padding_mode
+    if padding != g.padding or mode is not g.padding_mode:
+        msg = (
+            f"{here}: the padding before its window is {padding} in mode {mode.value!r}; its plan pads "
+            f"{g.padding} in mode {g.padding_mode.value!r}"
+        )
+        raise BundleError(msg)
 
 
 # -- golden vectors ---------------------------------------------------------------------------------------
@@ -1444,9 +1453,13 @@ def _probe_nodes(graph: Graph) -> list[str]:
     """
     hosted: set[str] = set()
     for node in graph.nodes:
-        if node.kind is NodeKind.HOST or any(p in hosted for p in node.inputs):
+        if node.kind is NodeKind.HOST or any(p in hosted for p in graph.inputs(node.name)):
             hosted.add(node.name)
-    probes = [n.inputs[0] for n in graph.nodes if n.kind is NodeKind.HOST and n.inputs[0] not in hosted]
+    probes = [
+        graph.inputs(n.name)[0]
+        for n in graph.nodes
+        if n.kind is NodeKind.HOST and graph.inputs(n.name)[0] not in hosted
+    ]
     if graph.nodes[-1].name not in hosted:
         probes.append(graph.nodes[-1].name)
     return list(dict.fromkeys(probes))
@@ -1471,13 +1484,11 @@ def _run_probes(net: TableNetwork, values: np.ndarray, names: list[str]) -> dict
             tables.append(table)
         layers[name] = dataclasses.replace(layer, tables=tuple(tables))
     if hosts or filled:
-        graph = Graph()
-        graph.nodes = [
-            dataclasses.replace(n, meta={**n.meta, "module": _Zeros(n.shape)}) if n.kind is NodeKind.HOST else n
-            for n in net.graph.nodes
+        zeros = [
+            dataclasses.replace(n, meta=dataclasses.replace(n.meta, module=_Zeros(n.shape)))
+            for n in net.graph.nodes_of(NodeKind.HOST)
         ]
-        graph.edges = list(net.graph.edges)
-        runtime = Runtime(graph, layers)
+        runtime = Runtime(net.graph.replace(*zeros), layers)
     else:
         runtime = net.runtime  # compiled once, for the golden run and every run after it
     codes = runtime.encode(torch.from_numpy(values), codes=False, input_shape=net.input_shape)

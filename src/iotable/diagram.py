@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import IOTableError
-from .graph import GraphError
+from .nodes import GraphError
 
 __all__ = ["Diagram", "GraphvizNotInstalledError", "render_svg"]
 

@@ -14,12 +14,15 @@ __all__ = [
     "CacheError",
     "DomainError",
     "EnumerationError",
+    "GraphError",
     "HDLError",
     "HDLToolError",
     "IOTableError",
     "IOTableWarning",
+    "InputError",
     "MissingRowError",
     "ModelError",
+    "NodeExecutionError",
     "NotDecomposedError",
     "OptionError",
     "PLAError",
@@ -126,3 +129,16 @@ class HDLToolError(IOTableError, RuntimeError):
 class SimulatorNotInstalledError(HDLToolError):
     """An HDL tool a call needs (iverilog, ghdl, verilator, yosys) is not on ``PATH``; the message names the
     Debian package that provides it."""
+
+
+class NodeExecutionError(IOTableError, RuntimeError):
+    """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
+    the message names the node, and the original error is chained."""
+
+
+class GraphError(IOTableError, ValueError):
+    """The interlayer graph breaks an invariant (see :meth:`Graph.check <iotable.graph.Graph.check>`)."""
+
+
+class InputError(IOTableError, ValueError):
+    """An input given to a table network is malformed (shape, dtype, or codes out of range)."""

@@ -1,257 +1,207 @@
 """The interlayer graph: how outputs of tables reach inputs of tables, for a hardware generator.
 
-A :class:`Graph` is a list of :class:`Node` in topological order. Node kinds form a closed set
-(:class:`NodeKind`); every node carries an open ``meta`` dict. Tensors between nodes are per-sample arrays
-of integer codes in the model's own tensor layout (batch axis left out), so a ``reshape`` node is exactly
-the model's ``flatten``/``view``.
+A :class:`Graph` is an immutable sequence of :class:`Node` in topological order plus the :class:`Edge`
+between them. Node kinds form a closed set (:class:`NodeKind`); every node holds its kind's typed
+metadata (:class:`TableMeta`, :class:`PadMeta`, :class:`WindowMeta`, ... see :mod:`iotable.nodes`).
+Tensors between nodes are per-sample arrays of integer codes in the model's own tensor layout (batch
+axis left out), so a ``reshape`` node is exactly the model's ``flatten``/``view``.
 
-Kinds and their ``meta``:
+Kinds:
 
-- ``input``: the network input (``meta["layout"]``).
-- ``output``: the network output.
-- ``table``: a table layer; ``meta["layer"]`` names its tables in the network, ``meta["units"]`` its
-  units; for a spatial layer the node is fed by a ``window`` node and applies every unit at every position
-  (weight sharing). Its input edge's ``index_map`` says which element feeds which input of which unit.
-- ``pad``: pads spatial axes: ``meta["padding"]`` (a ``(before, after)`` pair per axis), ``meta["mode"]``
-  (``"zeros"``, ``"reflect"``, ``"replicate"``, ``"circular"``), ``meta["index_map"]`` (for every output
-  element, the flat index of the input element it copies, or ``-1`` where it holds its channel's pad code,
-  :func:`pad_index_map`) and ``meta["pad_codes"]`` (each channel's code of real 0 in mode ``"zeros"``).
-- ``window``: a sliding window (``kernel``, ``stride``, ``dilation``, ``channels``, ``element_order``); its
-  output is one window vector per output position, shape ``(*positions, channels * kernel positions)``;
-  the edge into it records the line buffer (``Edge.buffer``).
+- ``input``: the network input; ``output``: the network output.
+- ``table``: a table layer (:class:`TableMeta`); for a spatial layer the node is fed by a ``window``
+  node and applies every unit at every position (weight sharing). Its ``index_map`` says which element
+  feeds which input of which unit.
+- ``pad``: pads spatial axes (:class:`PadMeta`): widths, mode, each channel's pad code and, for every
+  output element, the input element it copies (:func:`pad_index_map`).
+- ``window``: a sliding window (:class:`WindowMeta`: kernel, stride, dilation, channels, element order,
+  line-buffer depth); its output is one window vector per output position, shape
+  ``(*positions, channels * kernel positions)``.
 - ``reshape``: flatten / view of the codes.
 - ``duplicate``: fan-out of one producer to several consumers (one output port each).
 - ``join``: ``concat`` of operands along the channel axis (an add followed by a quantizer is a join that
   gathers both operands, then a table of fan-in 2 per element).
 - ``pool``: max-pooling of codes (codes ascend with values, so the max of codes is the code of the max).
 - ``host``: a module the runtime runs with torch on decoded values (not tabulated); its output is raw.
+
+Which nodes feed a node is what the edges say: :meth:`Graph.inputs` derives it from them.
 """
 
 from __future__ import annotations
 
-import enum
-import math
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from . import _display
-from .domain import Domain
-from .errors import IOTableError, SpecError
-from .spec import Layout, PaddingMode
+from ._invariants import check_graph
+from .nodes import (
+    META,
+    DomainSpec,
+    DuplicateMeta,
+    Edge,
+    ElementOrder,
+    GraphError,
+    HostMeta,
+    InputMeta,
+    JoinMeta,
+    Meta,
+    Node,
+    NodeKind,
+    OutputMeta,
+    PadMeta,
+    PoolMeta,
+    ReshapeMeta,
+    TableMeta,
+    WindowMeta,
+    bits_label,
+    pad_index_map,
+    window_buffer_depth,
+)
 
 if TYPE_CHECKING:
     from .diagram import Diagram
 
-__all__ = ["Edge", "Graph", "GraphError", "Node", "NodeKind", "pad_index_map"]
-
-
-class GraphError(IOTableError, ValueError):
-    """The interlayer graph breaks an invariant (see :meth:`Graph.check`)."""
-
-
-class NodeKind(enum.Enum):
-    """The closed set of node kinds of the interlayer graph."""
-
-    INPUT = "input"
-    OUTPUT = "output"
-    TABLE = "table"
-    PAD = "pad"
-    WINDOW = "window"
-    RESHAPE = "reshape"
-    DUPLICATE = "duplicate"
-    JOIN = "join"
-    POOL = "pool"
-    HOST = "host"
-
-
-#: A node's output domain: one for every element, one per channel, or ``None`` for raw (float) values.
-DomainSpec = Domain | tuple[Domain, ...] | None
-
-
-@dataclass
-class Node:
-    """One node: its kind, producers (one per input port), per-sample output shape, layout and domain."""
-
-    name: str
-    kind: NodeKind
-    inputs: tuple[str, ...]
-    shape: tuple[int, ...]
-    layout: Layout | None
-    domain: DomainSpec
-    meta: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def channels(self) -> int:
-        """Size of the channel axis of the output (the only axis for ``"NC"``)."""
-        if self.layout is None or not self.shape:
-            return math.prod(self.shape)
-        return self.shape[-1] if self.layout.channels_last else self.shape[0]
-
-    def channel_domains(self) -> tuple[Domain, ...] | None:
-        """The output domain of each channel, or ``None`` for raw values."""
-        if self.domain is None:
-            return None
-        if isinstance(self.domain, Domain):
-            return (self.domain,) * self.channels
-        return self.domain
-
-    def __repr__(self) -> str:
-        text = f"Node({_display.name(self.name)}, {self.kind.value}, shape {self.shape}"
-        if self.kind is NodeKind.TABLE and "units" in self.meta:
-            units = self.meta["units"]
-            text += f", {len(units)} units, {sum(u.rows for u in units):,} rows"
-        if self.inputs:
-            more = f" and {len(self.inputs) - 2} more" if len(self.inputs) > 2 else ""
-            text += f", reads {', '.join(_display.name(i) for i in self.inputs[:2])}{more}"
-        return _display.bounded(text + ")")
-
-
-@dataclass(frozen=True)
-class Edge:
-    """A connection from a producer's output port to a consumer's input port.
-
-    ``shape``, ``layout`` and ``domain`` describe the elements that travel (the producer's output).
-    ``index_map`` is set on edges into ``table`` nodes: shape ``(units, max fan-in)``, entry ``[u, j]`` is
-    the flat index (in the producer's per-sample tensor, or in the window vector) that feeds input ``j``
-    of unit ``u``; ``-1`` pads units with a smaller fan-in. ``buffer`` is set on edges into ``window``
-    nodes: ``depth`` (elements the line buffer holds), ``stride``, ``kernel``, ``dilation``, ``width`` (of
-    the buffered input), ``channels`` and the ``element_order`` inside a window.
-    """
-
-    producer: str
-    producer_port: int
-    consumer: str
-    consumer_port: int
-    shape: tuple[int, ...]
-    layout: Layout | None
-    domain: DomainSpec
-    index_map: np.ndarray | None = None
-    buffer: dict[str, Any] | None = None
-
-    def __repr__(self) -> str:
-        text = (
-            f"Edge({_display.name(self.producer)}[{self.producer_port}] -> {_display.name(self.consumer)}"
-            f"[{self.consumer_port}], shape {self.shape}, {_bits_label(self.domain)}"
-        )
-        if self.index_map is not None:
-            text += f", index map {'x'.join(map(str, self.index_map.shape))}"
-        if self.buffer:
-            text += f", buffer {self.buffer['depth']}, stride {self.buffer['stride']}"
-        return _display.bounded(text + ")")
-
-
-def window_buffer_depth(
-    kernel: tuple[int, ...], dilation: tuple[int, ...], size: tuple[int, ...], channels: int
-) -> int:
-    """Line-buffer depth in elements of a sliding window over an input of spatial ``size``.
-
-    2-D: ``((k_h - 1) * d_h * W + (k_w - 1) * d_w + 1) * C``; 1-D: ``((k - 1) * d + 1) * C``.
-
-    Example:
-        >>> window_buffer_depth((3, 3), (1, 1), (8, 8), 4)
-        76
-    """
-    if len(kernel) == 1:
-        return ((kernel[0] - 1) * dilation[0] + 1) * channels
-    (k_h, k_w), (d_h, d_w), width = kernel, dilation, size[1]
-    return ((k_h - 1) * d_h * width + (k_w - 1) * d_w + 1) * channels
-
-
-def pad_index_map(
-    shape: tuple[int, ...],
-    padding: tuple[tuple[int, int], ...],
-    mode: str | PaddingMode,
-    *,
-    channels_last: bool = False,
-) -> np.ndarray:
-    """What every element of a padded tensor holds: the flat index of the input element it copies, or ``-1``.
-
-    ``shape`` is the per-sample input shape (channels first, or last with ``channels_last``), ``padding``
-    one ``(before, after)`` pair per spatial axis. The result has the padded shape; entry ``e`` is the
-    C-order flat index into the input of the element that ``e`` copies, or ``-1`` where ``e`` holds its
-    channel's pad code (mode ``"zeros"``). Every mode pads axis by axis, so a corner copies the copy of
-    an edge, as torch's padding does.
-
-    Raises:
-        SpecError: a padding wider than the mode allows (reflect: less than the extent, circular: at most).
-
-    Example:
-        >>> pad_index_map((1, 3), ((2, 1),), "reflect").tolist()
-        [[2, 1, 0, 1, 2, 1]]
-        >>> pad_index_map((2, 2), ((1, 0),), "zeros").tolist()
-        [[-1, 0, 1], [-1, 2, 3]]
-    """
-    mode = PaddingMode.parse(mode, what="pad_index_map")
-    shape = tuple(int(n) for n in shape)
-    first = 0 if channels_last else 1
-    if len(padding) != len(shape) - 1:
-        msg = f"pad_index_map: {len(padding)} (before, after) pair(s) for the {len(shape) - 1} spatial axes of {shape}"
-        raise SpecError(msg)
-    index = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
-    for axis, (before, after) in enumerate(padding):
-        sources = mode.sources(shape[first + axis], int(before), int(after))
-        taken = np.take(index, np.maximum(sources, 0), axis=first + axis)
-        held = (sources < 0).reshape([-1 if a == first + axis else 1 for a in range(len(shape))])
-        index = np.where(held, -1, taken)
-    return index
+__all__ = [
+    "META",
+    "DomainSpec",
+    "DuplicateMeta",
+    "Edge",
+    "ElementOrder",
+    "Graph",
+    "GraphError",
+    "HostMeta",
+    "InputMeta",
+    "JoinMeta",
+    "Meta",
+    "Node",
+    "NodeKind",
+    "OutputMeta",
+    "PadMeta",
+    "PoolMeta",
+    "ReshapeMeta",
+    "TableMeta",
+    "WindowMeta",
+    "pad_index_map",
+    "window_buffer_depth",
+]
 
 
 class Graph:
-    """The interlayer graph: nodes in topological order plus the edges between them.
+    """The interlayer graph: nodes in topological order plus the edges between them, immutable.
 
-    ``edges`` are stored explicitly (``add_edge``); :meth:`check` verifies the invariants.
+    A graph never changes once made, so networks, plans and runtimes can share one. :meth:`replace`
+    gives a graph with some nodes swapped; :meth:`check` verifies the invariants.
+
+    Example:
+        >>> d = Domain.uniform(1)
+        >>> ends = (("input", NodeKind.INPUT), ("output", NodeKind.OUTPUT))
+        >>> nodes = [Node(name, kind, (2,), Layout.NC, d) for name, kind in ends]
+        >>> g = Graph(nodes, [Edge("input", 0, "output", 0, (2,), Layout.NC, d)])
+        >>> g.check().inputs("output")
+        ('input',)
     """
 
-    def __init__(self) -> None:
-        self.nodes: list[Node] = []
-        self.edges: list[Edge] = []
+    def __init__(self, nodes: Iterable[Node] = (), edges: Iterable[Edge] = ()) -> None:
+        self._nodes = tuple(nodes)
+        self._edges = tuple(edges)
 
-    # -- building -----------------------------------------------------------------------------------------
+    @property
+    def nodes(self) -> tuple[Node, ...]:
+        """The nodes, in topological order (the input node first, the output node last)."""
+        return self._nodes
 
-    def add(self, node: Node) -> Node:
-        """Append a node (its producers must already be in the graph for :meth:`check` to pass)."""
-        self.nodes.append(node)
-        return node
+    @property
+    def edges(self) -> tuple[Edge, ...]:
+        """The edges."""
+        return self._edges
 
-    def add_edge(self, edge: Edge) -> Edge:
-        """Record an edge."""
-        self.edges.append(edge)
-        return edge
+    def replace(self, *nodes: Node) -> Graph:
+        """A graph with each of ``nodes`` in place of the node of its name (edges unchanged).
+
+        Raises:
+            GraphError: a node's name is not in the graph.
+        """
+        new = {n.name: n for n in nodes}
+        unknown = sorted(set(new) - {n.name for n in self._nodes})
+        if unknown:
+            msg = f"graph.replace: no node named {unknown[0]!r}; replace swaps nodes of the graph by name"
+            raise GraphError(msg)
+        return Graph([new.get(n.name, n) for n in self._nodes], self._edges)
 
     # -- reading ------------------------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[Node]:
-        return iter(self.nodes)
+        return iter(self._nodes)
 
     def __len__(self) -> int:
-        return len(self.nodes)
+        return len(self._nodes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            return NotImplemented
+        return self._nodes == other._nodes and self._edges == other._edges
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        kinds = Counter(n.kind for n in self.nodes)
+        kinds = Counter(n.kind for n in self._nodes)
         counts = ", ".join(f"{kinds[k]} {k.value}" for k in NodeKind if kinds[k])
-        return _display.bounded(f"Graph({len(self.nodes)} nodes, {len(self.edges)} edges: {counts})")
+        return _display.bounded(f"Graph({len(self._nodes)} nodes, {len(self._edges)} edges: {counts})")
 
     def _repr_html_(self) -> str:
-        return _display.view(repr(self), _display.table(self.rows()), picture=_display.graph_picture(self))
+        return _display.view(repr(self), _display.table(self.rows()), picture=self.picture_html())
+
+    @cached_property
+    def _by_name(self) -> dict[str, Node]:
+        return {n.name: n for n in self._nodes}
+
+    @cached_property
+    def _into(self) -> dict[str, tuple[Edge, ...]]:
+        into: dict[str, list[Edge]] = {}
+        for edge in self._edges:
+            into.setdefault(edge.consumer, []).append(edge)
+        return {name: tuple(sorted(edges, key=lambda e: e.consumer_port)) for name, edges in into.items()}
+
+    @cached_property
+    def _out_of(self) -> dict[str, tuple[Edge, ...]]:
+        out: dict[str, list[Edge]] = {}
+        for edge in self._edges:
+            out.setdefault(edge.producer, []).append(edge)
+        return {name: tuple(sorted(edges, key=lambda e: e.producer_port)) for name, edges in out.items()}
 
     def __getitem__(self, name: str) -> Node:
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        msg = f"graph: no node named {name!r}; nodes are {[n.name for n in self.nodes]}"
-        raise GraphError(msg)
+        node = self._by_name.get(name) if isinstance(name, str) else None
+        if node is None:
+            names = [n.name for n in self._nodes]
+            shown = names if len(names) <= 20 else [*names[:20], f"... ({len(names)} in all)"]
+            msg = f"graph: no node named {name!r}; nodes are {shown}"
+            raise GraphError(msg)
+        return node
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._by_name
+
+    def inputs(self, name: str) -> tuple[str, ...]:
+        """The producers of node ``name``, one per input port in port order (what its edges say)."""
+        return tuple(e.producer for e in self._into.get(name, ()))
+
+    def producers(self, name: str) -> tuple[Node, ...]:
+        """The nodes that feed node ``name``, one per input port in port order."""
+        return tuple(self[e.producer] for e in self._into.get(name, ()))
+
+    def consumers(self, name: str) -> tuple[str, ...]:
+        """The nodes node ``name`` feeds, by output port."""
+        return tuple(e.consumer for e in self._out_of.get(name, ()))
 
     def edges_into(self, name: str) -> list[Edge]:
         """Edges whose consumer is ``name``, by input port."""
-        return sorted((e for e in self.edges if e.consumer == name), key=lambda e: e.consumer_port)
+        return list(self._into.get(name, ()))
 
     def edges_from(self, name: str) -> list[Edge]:
         """Edges whose producer is ``name``, by output port."""
-        return sorted((e for e in self.edges if e.producer == name), key=lambda e: e.producer_port)
+        return list(self._out_of.get(name, ()))
 
     def nodes_of(self, kind: NodeKind | str) -> list[Node]:
         """Nodes of one kind."""
@@ -261,7 +211,7 @@ class Graph:
             accepted = ", ".join(repr(k.value) for k in NodeKind)
             msg = f"graph: unknown node kind {kind!r}; expected one of {accepted}"
             raise GraphError(msg) from None
-        return [n for n in self.nodes if n.kind is kind]
+        return [n for n in self._nodes if n.kind is kind]
 
     # -- invariants ---------------------------------------------------------------------------------------
 
@@ -270,24 +220,23 @@ class Graph:
 
         A graph may come from a bundle on disk or a hand edit, so nothing is taken on trust:
 
-        - every node's name, kind, producers, shape, layout and domain are present and typed, names are
-          unique, producers come earlier (topological order, hence no cycle), the input node is first and the
+        - every node's name, kind, shape, layout, domain and metadata are present and typed (the metadata
+          is its kind's record, every field typed), names are unique, the input node is first and the
           output node last;
-        - every edge joins existing nodes; every input port is driven by exactly one edge and every output
-          port drives at most one (a ``duplicate`` node fans out, each of its ports once);
-        - shapes, layouts and domains agree across each edge, and ``meta["input_shapes"]`` with them;
-        - each kind's ``meta`` holds the keys it has (no other), typed, and agrees with its producers: table
-          units write each output channel once and their index maps are the elements their input channels
-          name, with the rows and bits of those elements' domains; window shapes, domains and line buffers
-          follow from kernel, stride, dilation and the input; a pad node's shape and index map are the ones
-          its mode and padding give (:func:`pad_index_map`), its pad codes each channel's code of real 0;
+        - every edge joins existing nodes, producer before consumer (topological order, hence no cycle);
+          each node's input ports 0, 1, ... are each driven by exactly one edge, as many as its kind reads,
+          and every output port drives at most one (a ``duplicate`` node fans out, each of its ports once);
+        - shapes, layouts and domains agree across each edge;
+        - each kind's metadata agrees with its producers: table units write each output channel once and
+          their index maps drive every unit input once with the elements their input channels name, with
+          the rows and bits of those elements' domains; window shapes, domains and line buffers follow
+          from kernel, stride, dilation and the input; a pad node's shape and index map are the ones its
+          mode and padding give (:func:`pad_index_map`), its pad codes each channel's code of real 0;
           pools, joins and reshapes make the shapes and domains they claim.
 
         Returns:
             The graph itself, so that ``graph.check()`` can be chained.
         """
-        from ._invariants import check_graph  # the rules, kind by kind, live with their own imports
-
         check_graph(self)
         return self
 
@@ -296,21 +245,19 @@ class Graph:
     def rows(self) -> list[dict[str, Any]]:
         """One dict per node with the summary columns (kind, name, shape, units, fan-in, bits, rows, ...)."""
         result = []
-        for node in self.nodes:
+        for node in self._nodes:
             row: dict[str, Any] = {"kind": node.kind.value, "name": node.name, "shape": node.shape}
-            if node.kind is NodeKind.TABLE:
-                units = node.meta["units"]
-                fan_ins = sorted({u.fan_in for u in units})
+            meta = node.meta
+            if isinstance(meta, TableMeta):
                 row.update(
-                    units=len(units),
-                    fan_in="/".join(map(str, fan_ins)),
-                    bits="/".join(map(str, sorted(set(node.meta["unit_bits"])))),
-                    rows=sum(u.rows for u in units),
+                    units=len(meta.units),
+                    fan_in="/".join(map(str, sorted(set(meta.fan_ins)))),
+                    bits="/".join(map(str, sorted(set(meta.unit_bits)))),
+                    rows=sum(u.rows for u in meta.units),
                 )
-            buffers = [e.buffer for e in self.edges_into(node.name) if e.buffer]
-            if buffers:
-                row.update(buffer=buffers[0]["depth"], stride=buffers[0]["stride"])
-            if node.kind is NodeKind.HOST:
+            elif isinstance(meta, WindowMeta):
+                row.update(buffer=meta.buffer_depth, stride=meta.stride)
+            elif isinstance(meta, HostMeta):
                 row["host"] = "host (torch)"
             result.append(row)
         return result
@@ -339,12 +286,13 @@ class Graph:
             '  node [fontname="monospace", fontsize=10];',
             '  edge [fontname="monospace", fontsize=9];',
         ]
-        for node in self.nodes:
+        for node in self._nodes:
             lines.append(f"  {_dot_id(node.name)} [{_dot_node_attributes(node)}];")
-        for edge in self.edges:
-            label = f"{_dims(edge.shape)}, {_bits_label(edge.domain)}"
-            if edge.buffer:
-                label += f"\\nbuffer {edge.buffer['depth']}, stride {_dims(edge.buffer['stride'])}"
+        for edge in self._edges:
+            label = f"{_dims(edge.shape)}, {bits_label(edge.domain)}"
+            consumer = self._by_name.get(edge.consumer)
+            if consumer is not None and isinstance(consumer.meta, WindowMeta):
+                label += f"\\nbuffer {consumer.meta.buffer_depth}, stride {_dims(consumer.meta.stride)}"
             lines.append(f'  {_dot_id(edge.producer)} -> {_dot_id(edge.consumer)} [label="{label}"];')
         lines.append("}")
         return "\n".join(lines)
@@ -359,6 +307,18 @@ class Graph:
         from .diagram import render_svg  # the optional integration, imported only when a picture is asked for
 
         return render_svg(self.to_dot())
+
+    def picture_html(self) -> str:
+        """The picture as inline SVG for a notebook view, or ``""`` without Graphviz or for a large graph."""
+        from .diagram import GraphvizNotInstalledError
+
+        if len(self._nodes) > _display.MAX_PICTURE_NODES:
+            return ""
+        try:
+            svg = self.to_svg()
+        except GraphvizNotInstalledError:  # the notebook extra is optional: the table alone
+            return ""
+        return f'<div class="picture">{svg}</div>'
 
     def draw(self) -> Diagram:
         """The graph's picture (:class:`~iotable.diagram.Diagram`), which a Jupyter notebook shows inline.
@@ -406,25 +366,18 @@ def _dims(values: Any) -> str:
     return "x".join(map(str, values)) if isinstance(values, (tuple, list)) else str(values)
 
 
-def _bits_label(domain: DomainSpec) -> str:
-    """Bits per element of a domain spec: ``2 bit``, ``2/3 bit`` (channels differ), or ``float`` (raw values)."""
-    if domain is None:
-        return "float"
-    domains = (domain,) if isinstance(domain, Domain) else domain
-    return "/".join(str(b) for b in sorted({d.bits for d in domains})) + " bit"
-
-
 def _dot_node_attributes(node: Node) -> str:
     first = "host (torch)" if node.kind is NodeKind.HOST else node.kind.value
     lines = [first, _dot_text(node.name), _dims(node.shape)]
-    if node.kind is NodeKind.TABLE:
-        units = node.meta["units"]
-        fan_ins = "/".join(map(str, sorted({u.fan_in for u in units})))
-        bits = "/".join(map(str, sorted(set(node.meta["unit_bits"]))))
+    meta = node.meta
+    if isinstance(meta, TableMeta):
+        units = meta.units
+        fan_ins = "/".join(map(str, sorted(set(meta.fan_ins))))
+        bits = "/".join(map(str, sorted(set(meta.unit_bits))))
         lines.append(f"{len(units)} unit{'s' if len(units) != 1 else ''}, fan-in {fan_ins}, {bits} bit")
         lines.append(f"{sum(u.rows for u in units)} rows")
-    elif node.kind is NodeKind.WINDOW:
-        lines.append(f"kernel {_dims(node.meta['kernel'])}, stride {_dims(node.meta['stride'])}")
+    elif isinstance(meta, WindowMeta):
+        lines.append(f"kernel {_dims(meta.kernel)}, stride {_dims(meta.stride)}")
     label = "\\n".join(lines)  # DOT's line break inside a label
     attributes = f'shape={_DOT_SHAPES[node.kind]}, label="{label}"'
     style = _DOT_STYLES.get(node.kind)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -11,13 +13,33 @@ import torch
 from torch import nn
 
 from . import _display
+from ._invariants import expected_index_map
 from ._modelcheck import check_float32, warn_training
 from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
 from .domain import Domain
-from .errors import IOTableError, SpecError, TableTooLargeError
-from .graph import Edge, Graph, Node, NodeKind, pad_index_map, window_buffer_depth
+from .errors import InputError, IOTableError, SpecError, TableTooLargeError
+from .graph import (
+    DuplicateMeta,
+    Edge,
+    ElementOrder,
+    Graph,
+    HostMeta,
+    InputMeta,
+    JoinMeta,
+    Node,
+    NodeKind,
+    OutputMeta,
+    PadMeta,
+    PoolMeta,
+    ReshapeMeta,
+    TableMeta,
+    WindowMeta,
+    pad_index_map,
+    window_buffer_depth,
+)
 from .nn import domain_of
+from .observe import restrict
 from .plan import LayerPlan, _plan, module_dtype, run_module
 from .precompute import LayerTables, tabulate_layers
 from .runtime import Runtime, decode
@@ -29,10 +51,6 @@ if TYPE_CHECKING:
     from .diagram import Diagram
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
-
-
-class InputError(IOTableError, ValueError):
-    """An input given to a table network is malformed (shape, dtype, or codes out of range)."""
 
 
 class LayerNotFoundError(IOTableError, KeyError):
@@ -76,68 +94,72 @@ def _window_domain(domain: Any, channels_last: bool, kernel: int) -> Any:
     return tuple(domain) * kernel if channels_last else tuple(d for d in domain for _ in range(kernel))
 
 
-def _unit_bits(plan: LayerPlan) -> list[int]:
+def _unit_bits(plan: LayerPlan) -> tuple[int, ...]:
     """Address bits of each unit (units reading the same channels have the same)."""
     shared = plan.shared_domain  # one domain for every input: bits by fan-in, no walk over the domains
     if shared is not None:
-        return [u.fan_in * shared.bits for u in plan.units]
+        return tuple(u.fan_in * shared.bits for u in plan.units)
     bits: dict[tuple[int, ...], int] = {}
     for u in plan.units:
         if u.in_channels not in bits:
             bits[u.in_channels] = sum(d.bits for d in plan.unit_domains(u))
-    return [bits[u.in_channels] for u in plan.units]
+    return tuple(bits[u.in_channels] for u in plan.units)
 
 
 def _unit_index_map(plan: LayerPlan) -> np.ndarray:
     """Index of each unit input in the vector a table reads (features, or one window in element order)."""
-    window = plan.geometry.window
-    width = max(u.fan_in for u in plan.units)
-    index_map = np.full((len(plan.units), width), -1, dtype=np.int64)
-    taps = np.arange(window, dtype=np.int64)
-    by_width: dict[int, list[int]] = {}  # units reading as many channels, filled at once
-    for u, unit in enumerate(plan.units):
-        by_width.setdefault(len(unit.in_channels), []).append(u)
-    for members in by_width.values():
-        channels = np.asarray([plan.units[u].in_channels for u in members], dtype=np.int64)  # (units, channels)
-        if plan.geometry.rank == 0:
-            rows = channels
-        elif plan.layout.channels_last:
-            rows = (taps[None, :, None] * plan.in_channels + channels[:, None, :]).reshape(len(members), -1)
-        else:
-            rows = (channels[:, :, None] * window + taps[None, None, :]).reshape(len(members), -1)
-        index_map[members, : rows.shape[1]] = rows
-    return index_map
+    units = plan.units
+    lengths = np.fromiter((len(u.in_channels) for u in units), dtype=np.int64, count=len(units))
+    flat = np.fromiter(itertools.chain.from_iterable(u.in_channels for u in units), dtype=np.int64)
+    order = ElementOrder.of(plan.layout) if plan.geometry.rank else None
+    return expected_index_map(lengths, flat, taps=plan.geometry.window, channels=plan.in_channels, order=order)
+
+
+def _flatten_domain(domain: tuple[Domain, ...], src: Node) -> tuple[Domain, ...]:
+    """Every element's domain of a flattened output of per-channel domains."""
+    shape = (1,) * (len(src.shape) - 1)
+    channels_last = src.layout is not None and src.layout.channels_last
+    per_channel = np.arange(len(domain)).reshape((*shape, -1) if channels_last else (-1, *shape))
+    return tuple(domain[c] for c in np.broadcast_to(per_channel, src.shape).reshape(-1))
 
 
 class _Builder:
-    """Turns segmented steps into graph nodes, precomputing each table layer on the way."""
+    """Turns segmented steps into graph nodes, precomputing each table layer on the way.
+
+    Nodes are collected with the producers they read, by port; :meth:`finish` adds a duplicate node where
+    a node feeds several consumers and makes the edges.
+    """
 
     def __init__(self, *, input_domain: Any, input_layout: Layout | None, options: dict[str, Any]) -> None:
-        self.graph = Graph()
+        self.nodes: dict[str, Node] = {}
+        self.reads: dict[str, tuple[str, ...]] = {}
         self.planned: dict[str, tuple[nn.Module, LayerPlan]] = {}
         self.node_of: dict[str, str] = {}
-        self.pending: dict[tuple[str, int], dict[str, Any]] = {}
         self.input_domain = input_domain
         self.input_layout = input_layout
         self.options = options
 
     def _unique(self, name: str) -> str:
-        taken = {n.name for n in self.graph.nodes}
-        if name not in taken:
+        if name not in self.nodes:
             return name
         k = 1
-        while f"{name}_{k}" in taken:
+        while f"{name}_{k}" in self.nodes:
             k += 1
         return f"{name}_{k}"
+
+    def _add(self, node: Node, *reads: Node) -> Node:
+        self.nodes[node.name] = node
+        self.reads[node.name] = tuple(r.name for r in reads)
+        return node
 
     def add(self, step: Step) -> None:
         handler = getattr(self, f"_{step.kind}")
         node = handler(step)
-        node.meta.setdefault("fx_node", step.meta.get("fx_node"))
+        self.nodes[node.name] = replace(node, fx_node=step.meta.get("fx_node"))
         self.node_of[step.name] = node.name
 
     def source(self, step: Step, k: int = 0) -> Node:
-        return self.graph[self.node_of[step.sources[k]]]
+        return self.nodes[self.node_of[step.sources[k]]]
 
     # -- steps --------------------------------------------------------------------------------------------
 
@@ -154,12 +176,12 @@ class _Builder:
                 )
                 raise ModelError(msg)
             domain = tuple(domain)
-        return self.graph.add(Node("input", NodeKind.INPUT, (), step.shape, layout, domain, {"layout": layout}))
+        return self._add(Node("input", NodeKind.INPUT, tuple(step.shape), layout, domain, InputMeta()))
 
     def _output(self, step: Step) -> Node:
         src = self.source(step)
-        return self.graph.add(
-            Node(self._unique("output"), NodeKind.OUTPUT, (src.name,), src.shape, src.layout, src.domain)
+        return self._add(
+            Node(self._unique("output"), NodeKind.OUTPUT, src.shape, src.layout, src.domain, OutputMeta()), src
         )
 
     def _reshape(self, step: Step) -> Node:
@@ -169,18 +191,13 @@ class _Builder:
             if len(set(domain)) == 1:
                 domain = domain[0]
             elif len(step.shape) == 1:  # flatten: every element keeps its channel's domain
-                per_element = np.broadcast_to(
-                    np.arange(len(domain)).reshape((1,) * (len(src.shape) - 1) + (-1,))
-                    if src.layout is not None and src.layout.channels_last
-                    else np.arange(len(domain)).reshape((-1,) + (1,) * (len(src.shape) - 1)),
-                    src.shape,
-                ).reshape(-1)
-                domain = tuple(domain[c] for c in per_element)
+                domain = _flatten_domain(domain, src)
             else:
                 msg = f"{step.name}: reshaping channels of different domains into shape {step.shape} is not supported"
                 raise ModelError(msg)
         layout = Layout.channels_first(len(step.shape) + 1) if domain is not None and len(step.shape) <= 3 else None
-        return self.graph.add(Node(self._unique(step.name), NodeKind.RESHAPE, (src.name,), step.shape, layout, domain))
+        node = Node(self._unique(step.name), NodeKind.RESHAPE, tuple(step.shape), layout, domain, ReshapeMeta())
+        return self._add(node, src)
 
     def _pool(self, step: Step) -> Node:
         src = self.source(step)
@@ -191,12 +208,14 @@ class _Builder:
         if src.layout is not None and src.layout.channels_last:
             msg = f"{step.name}: torch max-pools read channels-first tensors, but {src.name!r} is {src.layout.value}"
             raise ModelError(msg)
-        meta = {"module": module, "rank": len(step.shape) - 1, "modules": step.module_names}
-        for key in ("kernel_size", "stride", "padding", "dilation"):
-            meta[key] = getattr(module, key)
-        return self.graph.add(
-            Node(self._unique(step.name), NodeKind.POOL, (src.name,), step.shape, src.layout, src.domain, meta)
+        rank = len(step.shape) - 1
+        fields = {key: _per_axis(getattr(module, key), rank) for key in ("kernel_size", "padding", "dilation")}
+        stride = module.stride if module.stride is not None else module.kernel_size  # torch's default
+        meta = PoolMeta(
+            **fields, stride=_per_axis(stride, rank), ceil_mode=bool(module.ceil_mode), modules=tuple(step.module_names)
         )
+        node = Node(self._unique(step.name), NodeKind.POOL, tuple(step.shape), src.layout, src.domain, meta)
+        return self._add(node, src)
 
     def _concat(self, step: Step) -> Node:
         sources = [self.source(step, k) for k in range(len(step.sources))]
@@ -210,65 +229,21 @@ class _Builder:
             domains += list(src.channel_domains() or ())
         domain: Any = domains[0] if len(set(domains)) == 1 else tuple(domains)
         layout = Layout.channels_first(len(step.shape) + 1)
-        meta = {"op": "concat", "input_shapes": [s.shape for s in sources]}
-        return self.graph.add(
-            Node(
-                self._unique(step.name), NodeKind.JOIN, tuple(s.name for s in sources), step.shape, layout, domain, meta
-            )
-        )
+        node = Node(self._unique(step.name), NodeKind.JOIN, tuple(step.shape), layout, domain, JoinMeta())
+        return self._add(node, *sources)
 
     def _host(self, step: Step) -> Node:
         src = self.source(step)
         module = step.modules[0] if len(step.modules) == 1 else _Chain(*step.modules)
-        meta = {"module": module, "modules": step.module_names, "input_shapes": [src.shape]}
-        return self.graph.add(Node(self._unique(step.name), NodeKind.HOST, (src.name,), step.shape, None, None, meta))
+        meta = HostMeta(module=module, modules=tuple(step.module_names))
+        return self._add(Node(self._unique(step.name), NodeKind.HOST, tuple(step.shape), None, None, meta), src)
 
     def _table(self, step: Step) -> Node:
         if step.mixing == "add":
-            a, b = self.source(step, 0), self.source(step, 1)
-            layout = _layout_of(a, len(a.shape))
-            axis = len(a.shape) if layout.channels_last else 1
-            shape = list(a.shape)
-            shape[axis - 1] *= 2
-            domains = tuple(a.channel_domains() or ()) + tuple(b.channel_domains() or ())
-            if not domains:
-                raise ModelError(f"{step.name}: an add must read two quantized tensors")
-            join = self.graph.add(
-                Node(
-                    self._unique(f"{step.name}:join"),
-                    NodeKind.JOIN,
-                    (a.name, b.name),
-                    tuple(shape),
-                    layout,
-                    domains,
-                    {"op": "concat", "input_shapes": [a.shape, b.shape], "for": "add"},
-                )
-            )
-            channels = a.channels
-            module = _AddThen(step.modules, channels=channels, channel_axis=axis)
-            kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
-            out_domain = domain_of(step.modules[-1]) if step.modules else None
-            decompose(
-                module,
-                fan_in=[[c, channels + c] for c in range(channels)],
-                layout=layout,
-                output_domain=out_domain,
-                **kernel,
-            )
-            src = join
+            src, module = self._add_join(step)
         else:
             src = self.source(step)
-            module = _Chain(*step.modules)
-            mixing = [m for m, n in zip(step.modules, step.module_names) if n == step.mixing]
-            if mixing:
-                # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
-                # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
-                spec = spec_of(mixing[0])
-                if step.modules[-1] is not mixing[0]:
-                    spec = replace(spec, output_domain=None)
-            else:
-                spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
-            module.__dict__[_ATTR] = spec
+            module = self._chain(step, src)
         try:
             layer_plan = _plan(
                 module,
@@ -283,99 +258,106 @@ class _Builder:
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
             raise TableTooLargeError(msg) from None
         if layer_plan.layout.channels_last:
-            for m, name in zip(step.modules, step.module_names):
-                if isinstance(m, Arithmetic) and any(t.numel() > 1 for t in m.tensors()):
-                    msg = (
-                        f"{name}: {m.extra_repr()} with a per-channel tensor in a {layer_plan.layout.value} layer; "
-                        "traced arithmetic is read channels-first (one value per axis-1 entry), which is not this "
-                        "layer's channel axis: fold the tensor into the layer, or use one value for all channels"
-                    )
-                    raise ModelError(msg)
+            _refuse_channel_tensors(step, layer_plan)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 
+    def _add_join(self, step: Step) -> tuple[Node, nn.Module]:
+        """An add of two quantized tensors: a join gathering both, and the module summing them (fan-in 2)."""
+        a, b = self.source(step, 0), self.source(step, 1)
+        layout = _layout_of(a, len(a.shape))
+        axis = len(a.shape) if layout.channels_last else 1
+        shape = list(a.shape)
+        shape[axis - 1] *= 2
+        domains = tuple(a.channel_domains() or ()) + tuple(b.channel_domains() or ())
+        if not domains:
+            raise ModelError(f"{step.name}: an add must read two quantized tensors")
+        name = self._unique(f"{step.name}:join")
+        join = self._add(Node(name, NodeKind.JOIN, tuple(shape), layout, domains, JoinMeta(for_add=True)), a, b)
+        channels = a.channels
+        module = _AddThen(step.modules, channels=channels, channel_axis=axis)
+        kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
+        out_domain = domain_of(step.modules[-1]) if step.modules else None
+        decompose(
+            module,
+            fan_in=[[c, channels + c] for c in range(channels)],
+            layout=layout,
+            output_domain=out_domain,
+            **kernel,
+        )
+        return join, module
+
+    @staticmethod
+    def _chain(step: Step, src: Node) -> nn.Module:
+        """The step's modules as one module carrying the decomposition metadata of its mixing module."""
+        module = _Chain(*step.modules)
+        mixing = [m for m, n in zip(step.modules, step.module_names) if n == step.mixing]
+        if mixing:
+            # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
+            # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
+            spec = spec_of(mixing[0])
+            if step.modules[-1] is not mixing[0]:
+                spec = replace(spec, output_domain=None)
+        else:
+            spec = Spec(elementwise=True, layout=src.layout, source="elementwise modules between quantizers")
+        module.__dict__[_ATTR] = spec
+        return module
+
     def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
         if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:
-            src.layout = plan.layout  # the first layer tells the input's layout
-            src.meta["layout"] = plan.layout
+            src = self._add(replace(src, layout=plan.layout))  # the first layer tells the input's layout
         if src.layout is not None and src.layout != plan.layout and not isinstance(src.domain, Domain):
             msg = f"{step.name}: reads {src.name!r} as {plan.layout.value}, but it was produced as {src.layout.value}"
             raise ModelError(msg)
         if tuple(plan.frame_out) != tuple(step.shape) and plan.geometry.rank == 0:
             msg = f"{step.name}: the table layer makes shape {plan.frame_out}, but the model makes {step.shape}"
             raise ModelError(msg)
-        g = plan.geometry
-        meta: dict[str, Any] = {
-            "layer": step.name,
-            "units": plan.units,
-            "unit_bits": _unit_bits(plan),
-            "modules": step.module_names,
-            "spatial": g.rank > 0,
-        }
-        reader = src
-        if g.rank:
-            channels_last = plan.layout.channels_last
-            size = src.shape[:-1] if channels_last else src.shape[1:]
-            positions = g.output_size(size)
-            expected = (*positions, plan.out_channels) if channels_last else (plan.out_channels, *positions)
-            if expected != tuple(step.shape):
-                msg = (
-                    f"{step.name}: the window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
-                    f"{g.padding} as (before, after) per axis) over {size} gives outputs {expected}, but the model "
-                    f"makes {step.shape}"
-                )
-                raise ModelError(msg)
-            if g.padded:
-                reader = self.graph.add(self._pad_node(step, src, plan))
-                size = g.padded_size(size)
-            window_shape = (*positions, plan.in_channels * g.window)
-            order = "kernel-major" if channels_last else "channel-major"
-            window = self.graph.add(
-                Node(
-                    self._unique(f"{step.name}:window"),
-                    NodeKind.WINDOW,
-                    (reader.name,),
-                    window_shape,
-                    plan.layout,
-                    _window_domain(reader.domain, channels_last, g.window),
-                    {
-                        "kernel": g.kernel,
-                        "stride": g.stride,
-                        "dilation": g.dilation,
-                        "channels": plan.in_channels,
-                        "element_order": order,
-                        "input_layout": plan.layout,
-                        "input_shapes": [reader.shape],
-                    },
-                )
-            )
-            self.pending[(window.name, 0)] = {
-                "buffer": {
-                    "depth": window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
-                    "stride": g.stride,
-                    "kernel": g.kernel,
-                    "dilation": g.dilation,
-                    "width": size[-1],
-                    "channels": plan.in_channels,
-                    "element_order": order,
-                }
-            }
-            reader = window
-            meta["positions"] = positions
-        meta["input_shapes"] = [reader.shape]
-        table = self.graph.add(
-            Node(
-                self._unique(step.name),
-                NodeKind.TABLE,
-                (reader.name,),
-                tuple(step.shape),
-                plan.layout,
-                plan.output_domain,
-                meta,
-            )
+        reader = self._window_nodes(step, src, plan) if plan.geometry.rank else src
+        meta = TableMeta(
+            layer=step.name,
+            units=plan.units,
+            unit_bits=_unit_bits(plan),
+            index_map=_unit_index_map(plan),
+            modules=tuple(step.module_names),
         )
-        self.pending[(table.name, 0)] = {"index_map": _unit_index_map(plan)}
-        return table
+        node = Node(self._unique(step.name), NodeKind.TABLE, tuple(step.shape), plan.layout, plan.output_domain, meta)
+        return self._add(node, reader)
+
+    def _window_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
+        """The pad (where the layer pads) and window nodes a spatial table reads through."""
+        g = plan.geometry
+        channels_last = plan.layout.channels_last
+        size = src.shape[:-1] if channels_last else src.shape[1:]
+        positions = g.output_size(size)
+        expected = (*positions, plan.out_channels) if channels_last else (plan.out_channels, *positions)
+        if expected != tuple(step.shape):
+            msg = (
+                f"{step.name}: the window (kernel {g.kernel}, stride {g.stride}, dilation {g.dilation}, padding "
+                f"{g.padding} as (before, after) per axis) over {size} gives outputs {expected}, but the model "
+                f"makes {step.shape}"
+            )
+            raise ModelError(msg)
+        reader = src
+        if g.padded:
+            reader = self._add(self._pad_node(step, src, plan), src)
+            size = g.padded_size(size)
+        meta = WindowMeta(
+            kernel=g.kernel,
+            stride=g.stride,
+            dilation=g.dilation,
+            channels=plan.in_channels,
+            element_order=ElementOrder.of(plan.layout),
+            buffer_depth=window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
+        )
+        window = Node(
+            self._unique(f"{step.name}:window"),
+            NodeKind.WINDOW,
+            (*positions, plan.in_channels * g.window),
+            plan.layout,
+            _window_domain(reader.domain, channels_last, g.window),
+            meta,
+        )
+        return self._add(window, reader)
 
     def _pad_node(self, step: Step, src: Node, plan: LayerPlan) -> Node:
         """The pad node before a window: its mode, widths, pad codes and what each element copies."""
@@ -397,78 +379,83 @@ class _Builder:
         except SpecError as exc:
             msg = f"{step.name}: {exc} (input {src.shape})"
             raise ModelError(msg) from None
-        meta = {
-            "padding": g.padding,
-            "mode": g.padding_mode.value,
-            "pad_codes": codes,
-            "index_map": index_map,
-            "input_shapes": [src.shape],
-        }
+        meta = PadMeta(
+            padding=g.padding,
+            mode=g.padding_mode,
+            pad_codes=None if codes is None else tuple(codes),
+            index_map=index_map,
+        )
         name = self._unique(f"{step.name}:pad")
-        return Node(name, NodeKind.PAD, (src.name,), index_map.shape, plan.layout, src.domain, meta)
+        return Node(name, NodeKind.PAD, tuple(index_map.shape), plan.layout, src.domain, meta)
 
     # -- edges --------------------------------------------------------------------------------------------
 
     def finish(self) -> Graph:
-        graph = self.graph
-        uses: dict[str, list[tuple[Node, int]]] = {}
-        for node in graph.nodes:
-            for port, producer in enumerate(node.inputs):
-                uses.setdefault(producer, []).append((node, port))
+        """The graph: the nodes in order, a duplicate node after each node read by several, and the edges."""
+        consumers: dict[str, list[tuple[str, int]]] = {}
+        for name, producers in self.reads.items():
+            for port, producer in enumerate(producers):
+                consumers.setdefault(producer, []).append((name, port))
         nodes: list[Node] = []
-        for node in graph.nodes:
+        source: dict[tuple[str, int], tuple[str, int]] = {}  # (consumer, port) -> (producer, output port)
+        for node in self.nodes.values():
             nodes.append(node)
-            consumers = uses.get(node.name, [])
-            if len(consumers) > 1:
+            readers = consumers.get(node.name, [])
+            if len(readers) > 1:
                 dup = Node(
                     f"{node.name}:dup",
                     NodeKind.DUPLICATE,
-                    (node.name,),
                     node.shape,
                     node.layout,
                     node.domain,
-                    {"outputs": len(consumers)},
+                    DuplicateMeta(outputs=len(readers)),
                 )
                 nodes.append(dup)
-                for out_port, (consumer, port) in enumerate(consumers):
-                    inputs = list(consumer.inputs)
-                    inputs[port] = dup.name
-                    consumer.inputs = tuple(inputs)
-                    consumer.meta.setdefault("_producer_ports", {})[port] = out_port
-        graph.nodes = nodes
-        for node in graph.nodes:
-            ports = node.meta.pop("_producer_ports", {})
-            for port, producer_name in enumerate(node.inputs):
-                producer = graph[producer_name]
-                extra = self.pending.get((node.name, port), {})
-                graph.add_edge(
-                    Edge(
-                        producer.name,
-                        ports.get(port, 0),
-                        node.name,
-                        port,
-                        producer.shape,
-                        producer.layout,
-                        producer.domain,
-                        extra.get("index_map"),
-                        extra.get("buffer"),
-                    )
-                )
-        return graph.check()
+                source[(dup.name, 0)] = (node.name, 0)
+                for out_port, reader in enumerate(readers):
+                    source[reader] = (dup.name, out_port)
+        by_name = {n.name: n for n in nodes}
+        edges = []
+        for node in nodes:
+            ports = len(self.reads.get(node.name, ())) if node.kind is not NodeKind.DUPLICATE else 1
+            for port in range(ports):
+                key = (node.name, port)
+                producer, out_port = source[key] if key in source else (self.reads[node.name][port], 0)
+                made = by_name[producer]
+                edges.append(Edge(producer, out_port, node.name, port, made.shape, made.layout, made.domain))
+        return Graph(nodes, edges).check()
 
 
-@dataclass
+def _per_axis(value: Any, rank: int) -> tuple[int, ...]:
+    """A pool's setting (one int for every axis, or one per axis) as one int per axis."""
+    return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+
+
+def _refuse_channel_tensors(step: Step, plan: LayerPlan) -> None:
+    """Traced arithmetic with per-channel tensors is read channels-first: refuse it in a channels-last layer."""
+    for m, name in zip(step.modules, step.module_names):
+        if isinstance(m, Arithmetic) and any(t.numel() > 1 for t in m.tensors()):
+            msg = (
+                f"{name}: {m.extra_repr()} with a per-channel tensor in a {plan.layout.value} layer; "
+                "traced arithmetic is read channels-first (one value per axis-1 entry), which is not this "
+                "layer's channel axis: fold the tensor into the layer, or use one value for all channels"
+            )
+            raise ModelError(msg)
+
+
+@dataclass(frozen=True)
 class TableNetwork:
     """A model as a network of lookup tables: its tables, its interlayer graph and a table-only runtime.
 
     ``net.tables`` lists every table; ``net[name]`` gives one layer's :class:`LayerTables`; ``net.graph``
     is the :class:`~iotable.graph.Graph`; ``net.run(x)`` evaluates the network from the tables alone.
+    A network is immutable (its graph too), so networks may share a graph; two are equal when their
+    graphs, layers and input shapes are, and ``dataclasses.replace`` gives one with its own runtime.
     """
 
     graph: Graph
     layers: dict[str, LayerTables]
     input_shape: tuple[int, ...]
-    _runtime: Runtime | None = None
 
     @property
     def tables(self) -> list[IOTable]:
@@ -491,12 +478,10 @@ class TableNetwork:
         """The graph's output node (domain ``None`` when the network outputs raw values)."""
         return self.graph.nodes[-1]
 
-    @property
+    @cached_property
     def runtime(self) -> Runtime:
-        """The compiled runtime (built on first use)."""
-        if self._runtime is None:
-            self._runtime = Runtime(self.graph, self.layers)
-        return self._runtime
+        """The compiled runtime (built on first use, kept with the network, never compared or copied)."""
+        return Runtime(self.graph, self.layers)
 
     def encode_input(self, x: Any, *, codes: bool = False, what: str = "net.run") -> torch.Tensor:
         """Validate a batch and return its input codes (``codes=True``: ``x`` already holds codes); errors start
@@ -527,8 +512,6 @@ class TableNetwork:
 
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""
-        from .observe import restrict  # observe builds on this module
-
         return restrict(self, observation, min_count=min_count, default=default)
 
     def summary(self) -> str:
@@ -566,7 +549,7 @@ class TableNetwork:
         """
         result = self.graph.rows()
         for row, node in zip(result, self.graph.nodes):
-            layer = self.layers.get(str(node.meta.get("layer"))) if node.kind is NodeKind.TABLE else None
+            layer = self.layers.get(node.meta.layer) if isinstance(node.meta, TableMeta) else None
             if layer is not None:
                 row.update(method=layer.method, near_ties=layer.near_ties)
         return result
@@ -593,7 +576,7 @@ class TableNetwork:
 
     def _repr_html_(self) -> str:
         table = _display.table(self.rows())
-        return _display.view(repr(self), table, notes=self._notes(), picture=_display.graph_picture(self.graph))
+        return _display.view(repr(self), table, notes=self._notes(), picture=self.graph.picture_html())
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
@@ -801,21 +784,21 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
 
 def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: torch.Tensor) -> dict[str, Any]:
     """Find the first table node whose codes differ from the model's quantized tensor at the same point."""
-    hosts = frozenset(n.meta["modules"][-1] for n in net.graph.nodes_of(NodeKind.HOST))
+    hosts = frozenset(n.meta.modules[-1] for n in net.graph.nodes_of(NodeKind.HOST))
     traced = trace(model, host=hosts, example_input=values)
     model_values: dict[str, torch.Tensor] = {}
     flags = [(m, m.training) for m in model.modules()]
     model.eval()
     try:
         with torch.inference_mode():
-            interpreter = _Capture(traced, model_values)
+            interpreter = _Capture(traced, model_values)  # type: ignore[arg-type]  # not lean: a GraphModule
             interpreter.run(values)
     finally:
         for m, training in flags:
             m.training = training
     _, env = net.runtime.run(codes, capture=True)
     for node in net.graph.nodes_of(NodeKind.TABLE):
-        reference = model_values.get(node.meta.get("fx_node"))
+        reference = model_values.get(node.fx_node) if node.fx_node is not None else None
         if reference is None:
             continue
         mine = decode(env[node.name], node).to(reference.dtype) if node.domain is not None else env[node.name]
@@ -824,11 +807,11 @@ def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: to
             element = tuple(int(i) for i in torch.nonzero(differs[0])[0])
             channel_axis = -1 if node.layout is not None and node.layout.channels_last else 0
             channel = element[channel_axis]
-            units = node.meta["units"]
-            unit = next(u for u in units if channel in u.out_channels)
-            reader = env[node.inputs[0]][0]
-            index_map = net.graph.edges_into(node.name)[0].index_map[unit.index][: unit.fan_in]
-            if node.meta["spatial"]:
+            meta = node.meta
+            unit = next(u for u in meta.units if channel in u.out_channels)
+            reader = env[net.graph.inputs(node.name)[0]][0]
+            index_map = meta.index_map[unit.index][: unit.fan_in]
+            if node.spatial_size:
                 position = element[1:] if channel_axis == 0 else element[:-1]
                 vector = reader[position]
             else:
@@ -838,7 +821,7 @@ def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: to
                 "unit": unit.index,
                 "output": element,
                 "position": position,
-                "input_codes": tuple(int(v) for v in vector[torch.as_tensor(index_map)]),
+                "input_codes": tuple(int(v) for v in vector[torch.tensor(index_map)]),
                 "table": float(mine[0][element]),
                 "model": float(reference[0][element]),
             }

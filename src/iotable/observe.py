@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .errors import IOTableError
-from .graph import NodeKind
+from .graph import Graph, NodeKind, TableMeta
 from .precompute import LayerTables
 from .runtime import TableKernel
 from .table import IOTable
@@ -27,9 +27,10 @@ class ObserveError(IOTableError, ValueError):
 
 
 def _check_net(net: Any, what: str) -> None:
-    from .network import TableNetwork  # the network module imports this one lazily, never at import time
-
-    if not isinstance(net, TableNetwork):
+    # The network module builds on this one (TableNetwork.restrict): a network is recognised by the parts
+    # observe reads (a graph, its layers' tables, an input shape), not by an import of its class.
+    parts = (getattr(net, "graph", None), getattr(net, "layers", None), getattr(net, "input_shape", None))
+    if not (isinstance(parts[0], Graph) and isinstance(parts[1], dict) and isinstance(parts[2], tuple)):
         msg = f"{what}: expected a TableNetwork (from iotable.precompute on a model), received {type(net).__name__}"
         raise ObserveError(msg)
 
@@ -84,12 +85,14 @@ def observe(
     observation = into if into is not None else Observation()
     x = net.encode_input(data, codes=codes, what="observe")
     kernels = {
-        node.name: (node.meta["layer"], net.runtime._kernels[node.name]) for node in net.graph.nodes_of(NodeKind.TABLE)
+        node.name: (node.meta.layer, net.runtime.kernel(node.name))
+        for node in net.graph.nodes_of(NodeKind.TABLE)
+        if isinstance(node.meta, TableMeta)
     }
     for start in range(0, x.shape[0], batch_size):
         _, env = net.runtime.run(x[start : start + batch_size], capture=True)
         for node_name, (layer, kernel) in kernels.items():
-            vectors, _ = kernel.vectors(env[net.graph[node_name].inputs[0]])
+            vectors, _ = kernel.vectors(env[net.graph.inputs(node_name)[0]])
             flat = (kernel.addresses(vectors) + kernel.offsets).reshape(-1).numpy()
             addresses, counts = np.unique(flat, return_counts=True)
             observation._add(layer, _split(addresses, counts.astype(np.int64), kernel))

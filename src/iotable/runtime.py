@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,33 @@ import torch
 import torch.nn.functional as F
 
 from .domain import Domain
-from .errors import DomainError, EnumerationError, IOTableError, MissingRowError, OptionError, SpecError
-from .graph import Graph, GraphError, Node, NodeKind, pad_index_map
+from .errors import (
+    DomainError,
+    EnumerationError,
+    InputError,
+    IOTableError,
+    MissingRowError,
+    OptionError,
+    SpecError,
+)
+from .graph import (
+    ElementOrder,
+    Graph,
+    GraphError,
+    HostMeta,
+    Node,
+    NodeKind,
+    PadMeta,
+    TableMeta,
+    WindowMeta,
+    pad_index_map,
+)
+from .interpret import GraphInterpreter
 from .plan import eval_mode, run_module
 from .spec import PaddingMode
 
-__all__ = ["Runtime", "channel_values"]
+__all__ = ["InputError", "Runtime", "channel_values"]
+
 
 Kernel = Callable[[list[torch.Tensor]], torch.Tensor]
 
@@ -128,13 +150,18 @@ class _Step:
     release: tuple[Key, ...]
 
 
-class Runtime:
-    """Compiled kernels of a graph's nodes; :meth:`run` evaluates a batch of input codes."""
+class Runtime(GraphInterpreter[Any]):
+    """Compiled kernels of a graph's nodes; :meth:`run` evaluates a batch of input codes.
+
+    Compiling is a walk over the graph (:class:`~iotable.interpret.GraphInterpreter`): one method per node
+    kind makes that node's kernel. :meth:`_schedule` then orders the kernel calls of a run, fusing windows
+    into the tables that read them and switching layouts where a node reads the other one.
+    """
 
     def __init__(self, graph: Graph, layers: dict[str, Any]) -> None:
-        self.graph = graph
+        super().__init__(graph)
         self._layers = layers
-        self._kernels: dict[str, Any] = {node.name: self._compile(node) for node in graph.nodes}
+        self._kernels: dict[str, Any] = self.run_graph()
         self._input = InputEncoder(graph.nodes[0])
         self._output_values = channel_values(graph.nodes[-1])
         self._steps, self._feature_major = self._schedule(fuse=True)
@@ -142,6 +169,10 @@ class Runtime:
         self._small: tuple[list[_Step], dict[str, bool]] | None = None  # for small batches (see _SMALL_RUN)
         self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
         self._per_sample = self._sample_bytes()
+
+    def kernel(self, name: str) -> Any:
+        """The compiled kernel of node ``name`` (a :class:`TableKernel` for a table node)."""
+        return self._kernels[name]
 
     # -- the public face (used by TableNetwork) -----------------------------------------------------------
 
@@ -161,7 +192,7 @@ class Runtime:
         """
         with contextlib.ExitStack() as stack:  # host modules in eval mode once for the run, not once per call
             for node in self.graph.nodes_of(NodeKind.HOST) if self._host else ():
-                stack.enter_context(eval_mode(node.meta["module"]))
+                stack.enter_context(eval_mode(node.meta.module))
             if self._host:
                 stack.enter_context(torch.inference_mode())
             return self._run(codes, capture=capture, values=values)
@@ -228,7 +259,7 @@ class Runtime:
     # -- evaluation ---------------------------------------------------------------------------------------
 
     def _evaluate(
-        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: list[Key] = ()
+        self, codes: torch.Tensor, steps: list[_Step], *, capture: bool, keep: Sequence[Key] = ()
     ) -> dict[Key, torch.Tensor]:
         """Run ``steps`` on ``codes``; intermediates go when their last reader has run (``keep``: not these)."""
         env: dict[Key, torch.Tensor] = {(self.graph.nodes[0].name, False): codes}
@@ -280,7 +311,7 @@ class Runtime:
         )
         return max(1, outputs + scratch)
 
-    # -- compilation --------------------------------------------------------------------------------------
+    # -- scheduling ---------------------------------------------------------------------------------------
 
     def _schedule(self, *, fuse: bool, fused: bool = True, small: bool = False) -> tuple[list[_Step], dict[str, bool]]:
         """Kernel calls in graph order, with layout switches where a node reads the other layout, and whether
@@ -292,50 +323,71 @@ class Runtime:
         :meth:`TableKernel.small` (a few numpy calls, where each torch call's fixed cost dominates).
         """
         fuse = fuse and fused
-        feature_major: dict[str, bool] = {}
-        readers: dict[str, int] = {}
-        for node in self.graph.nodes:
-            for p in node.inputs:
-                readers[p] = readers.get(p, 0) + 1
-        fused: dict[str, tuple[str, ...]] = {}  # table -> the window (and pad) it reads through
-        if fuse:
-            for node in self.graph.nodes:
-                compiled = self._kernels[node.name]
-                window = self.graph[node.inputs[0]] if node.inputs else None
-                if not (isinstance(compiled, TableKernel) and window is not None and window.kind is NodeKind.WINDOW):
-                    continue
-                pad = self.graph[window.inputs[0]]
-                if pad.kind is not NodeKind.PAD or readers[pad.name] != 1 or not _constant_pad(pad):
-                    pad = None
-                if readers[window.name] == 1 and compiled.fuse(window, pad):
-                    fused[node.name] = (window.name,) if pad is None else (window.name, pad.name)
-        skipped = {name for through in fused.values() for name in through}
-        # A host that reads one table's codes (through reshapes no one else reads) gets that table's values: the
-        # table looks up values instead of codes, and the host decodes nothing.
-        valued: dict[str, str] = {}  # host -> table
-        if fuse:
-            for node in self.graph.nodes:
-                if node.kind is not NodeKind.HOST:
-                    continue
-                source = self.graph[node.inputs[0]]
-                while source.kind is NodeKind.RESHAPE and readers[source.name] == 1:
-                    source = self.graph[source.inputs[0]]
-                compiled = self._kernels[source.name]
-                if isinstance(compiled, TableKernel) and readers[source.name] == 1 and compiled.can_emit_values():
-                    valued[node.name] = source.name
-        # A fused table whose every reader is another fused table hands it channels innermost (the layout its
-        # convolution reads fastest); others hand out channels first (what flattens and hosts read).
-        through = {through[-1]: table for table, through in fused.items()}  # window's input -> fused table
-        for table in fused:
-            consumers = [n for n in self.graph.nodes if table in n.inputs]
-            compiled = self._kernels[table]
-            compiled.channels_inner = bool(consumers) and all(
-                n.kind in (NodeKind.WINDOW, NodeKind.PAD) and n.name in through for n in consumers
-            )
+        readers = {node.name: len(self.graph.consumers(node.name)) for node in self.graph.nodes}
+        through = self._fusions(readers) if fuse else {}  # table -> the window (and pad) it reads through
+        valued = self._valued_hosts(readers) if fuse else {}  # host -> the table whose values it reads
+        self._place_channels(through)
         kernels = dict(self._kernels)
         for host, table in valued.items():
             kernels[table] = self._kernels[table].emitting_values()
             kernels[host] = self._host_kernel(self.graph[host], decoded=True)
+        calls, feature_major = self._calls(kernels, through, valued, small=small)
+        last_use: dict[Key, int] = {}
+        for i, (_, inputs, _) in enumerate(calls):
+            for key in inputs:
+                last_use[key] = i
+        steps = [
+            _Step(kernel, inputs, output, tuple(k for k in dict.fromkeys(inputs) if last_use[k] == i))
+            for i, (kernel, inputs, output) in enumerate(calls)
+        ]
+        return steps, feature_major
+
+    def _fusions(self, readers: dict[str, int]) -> dict[str, tuple[str, ...]]:
+        """Spatial tables that read their window's input directly (:meth:`TableKernel.fuse`): the window, and
+        the constant pad before it, that each reads through."""
+        fused: dict[str, tuple[str, ...]] = {}
+        for node in self.graph.nodes_of(NodeKind.TABLE):
+            compiled = self._kernels[node.name]
+            window = self.graph.producers(node.name)[0]
+            if window.kind is not NodeKind.WINDOW or readers[window.name] != 1:
+                continue
+            pad: Node | None = self.graph.producers(window.name)[0]
+            if pad is None or pad.kind is not NodeKind.PAD or readers[pad.name] != 1 or not _constant_pad(pad):
+                pad = None
+            source = self.graph.producers((pad or window).name)[0]
+            if compiled.fuse(window, pad, source.shape):
+                fused[node.name] = (window.name,) if pad is None else (window.name, pad.name)
+        return fused
+
+    def _valued_hosts(self, readers: dict[str, int]) -> dict[str, str]:
+        """Hosts that read one table's codes (through reshapes no one else reads): that table looks up values
+        instead of codes, and the host decodes nothing."""
+        valued: dict[str, str] = {}
+        for node in self.graph.nodes_of(NodeKind.HOST):
+            source = self.graph.producers(node.name)[0]
+            while source.kind is NodeKind.RESHAPE and readers[source.name] == 1:
+                source = self.graph.producers(source.name)[0]
+            compiled = self._kernels[source.name]
+            if isinstance(compiled, TableKernel) and readers[source.name] == 1 and compiled.can_emit_values():
+                valued[node.name] = source.name
+        return valued
+
+    def _place_channels(self, fused: dict[str, tuple[str, ...]]) -> None:
+        """A fused table whose every reader is another fused table hands it channels innermost (the layout its
+        convolution reads fastest); others hand out channels first (what flattens and hosts read)."""
+        through = {through[-1] for through in fused.values()}  # the first node each fused table reads through
+        for table in fused:
+            consumers = [self.graph[name] for name in self.graph.consumers(table)]
+            self._kernels[table].channels_inner = bool(consumers) and all(
+                n.kind in (NodeKind.WINDOW, NodeKind.PAD) and n.name in through for n in consumers
+            )
+
+    def _calls(
+        self, kernels: dict[str, Any], fused: dict[str, tuple[str, ...]], valued: dict[str, str], *, small: bool
+    ) -> tuple[list[tuple[Kernel, tuple[Key, ...], Key]], dict[str, bool]]:
+        """The kernel calls of a run, node by node, and whether each node's output is feature-major."""
+        skipped = {name for through in fused.values() for name in through}
+        feature_major: dict[str, bool] = {}
         calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
         switched: set[Key] = set()
         for node in self.graph.nodes:
@@ -348,45 +400,48 @@ class Runtime:
                 continue
             compiled = kernels[node.name]
             if node.name in fused:
-                source = self.graph[fused[node.name][-1]].inputs[0]
+                source = self.graph.inputs(fused[node.name][-1])[0]
                 kernel = compiled.small_convolve if small else compiled.convolve
                 calls.append((kernel, ((source, False),), (node.name, False)))
-                continue
-            if small:  # numpy between small tables; torch (a view of the same memory) for every other kernel
-                if isinstance(compiled, TableKernel) and not compiled.spatial and compiled.care is None:
-                    kernel = compiled.small
-                elif node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
-                    kernel = compiled
-                elif node.kind is NodeKind.HOST:
-                    kernel = self._small_host_kernel(node, decoded=node.name in valued)
-                else:
-                    kernel = _torch_inputs(compiled)
-                calls.append((kernel, tuple((p, False) for p in node.inputs), (node.name, False)))
-                continue
-            keys = []
-            for p in node.inputs:
-                if feature_major[p] != mode and (p, mode) not in switched:
-                    calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
-                    switched.add((p, mode))
-                keys.append((p, mode))
-            calls.append((self._kernel(node, mode, kernels[node.name]), tuple(keys), (node.name, mode)))
-        last_use: dict[Key, int] = {}
-        for i, (_, inputs, _) in enumerate(calls):
-            for key in inputs:
-                last_use[key] = i
-        steps = [
-            _Step(kernel, inputs, output, tuple(k for k in dict.fromkeys(inputs) if last_use[k] == i))
-            for i, (kernel, inputs, output) in enumerate(calls)
-        ]
-        return steps, feature_major
+            elif small:
+                kernel = self._small_kernel(node, compiled, decoded=node.name in valued)
+                calls.append((kernel, tuple((p, False) for p in self.graph.inputs(node.name)), (node.name, False)))
+            else:
+                calls += self._switched_call(node, mode, compiled, feature_major, switched)
+        return calls, feature_major
 
-    @staticmethod
-    def _layout_of(node: Node, feature_major: dict[str, bool]) -> bool:
+    def _small_kernel(self, node: Node, compiled: Any, *, decoded: bool) -> Kernel:
+        """A node's kernel for small batches: numpy between small tables; torch (a view of the same memory)
+        for every other kernel."""
+        if isinstance(compiled, TableKernel) and not compiled.spatial and compiled.care is None:
+            return compiled.small
+        if node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
+            return compiled  # type: ignore[no-any-return]
+        if node.kind is NodeKind.HOST:
+            return self._small_host_kernel(node, decoded=decoded)
+        return _torch_inputs(compiled)
+
+    def _switched_call(
+        self, node: Node, mode: bool, compiled: Any, feature_major: dict[str, bool], switched: set[Key]
+    ) -> list[tuple[Kernel, tuple[Key, ...], Key]]:
+        """A node's call in layout ``mode`` (feature-major or not), after a switch of each input that runs in
+        the other layout (once per input and layout)."""
+        calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
+        keys = []
+        for p in self.graph.inputs(node.name):
+            if feature_major[p] != mode and (p, mode) not in switched:
+                calls.append((self._switch(self.graph[p], to_feature_major=mode), ((p, not mode),), (p, mode)))
+                switched.add((p, mode))
+            keys.append((p, mode))
+        calls.append((self._kernel(node, mode, compiled), tuple(keys), (node.name, mode)))
+        return calls
+
+    def _layout_of(self, node: Node, feature_major: dict[str, bool]) -> bool:
         """Whether ``node`` runs feature-major: non-spatial tables do; pass-through nodes follow their input."""
         if node.kind is NodeKind.TABLE:
-            return not node.meta.get("spatial")
+            return not node.spatial_size
         if node.kind in (NodeKind.OUTPUT, NodeKind.DUPLICATE, NodeKind.RESHAPE):
-            return feature_major[node.inputs[0]]
+            return feature_major[self.graph.inputs(node.name)[0]]
         return False
 
     @staticmethod
@@ -397,67 +452,80 @@ class Runtime:
         shape = node.shape
         return lambda xs: xs[0].t().reshape(xs[0].shape[1], *shape)
 
-    def _kernel(self, node: Node, feature_major: bool, compiled: Any) -> Kernel:
+    @staticmethod
+    def _kernel(node: Node, feature_major: bool, compiled: Any) -> Kernel:
         if isinstance(compiled, TableKernel):
             return compiled.columns if feature_major else compiled
         if feature_major and node.kind is NodeKind.RESHAPE:  # feature-major tensors are already flat
-            return lambda xs: xs[0]
-        return compiled
+            return _identity
+        return compiled  # type: ignore[no-any-return]
 
-    def _compile(self, node: Node) -> Any:
-        kind = node.kind
-        if kind in (NodeKind.INPUT, NodeKind.OUTPUT, NodeKind.DUPLICATE):
-            return lambda xs: xs[0]
-        if kind is NodeKind.RESHAPE:
-            shape = node.shape
-            return lambda xs: xs[0].reshape(xs[0].shape[0], *shape)
-        if kind is NodeKind.JOIN:
-            axis = -1 if node.layout is not None and node.layout.channels_last else 1
-            return lambda xs: torch.cat(xs, dim=axis)
-        if kind is NodeKind.PAD:
-            return self._pad(node)
-        if kind is NodeKind.WINDOW:
-            return self._window(node)
-        if kind is NodeKind.POOL:
-            return self._pool(node)
-        if kind is NodeKind.TABLE:
-            return TableKernel(node, self._layers[node.meta["layer"]], self.graph.edges_into(node.name)[0].index_map)
-        if kind is NodeKind.HOST:
-            return self._host_kernel(node)
-        raise AssertionError(kind)  # NodeKind is closed
+    # -- compilation: one kernel per node, by kind (GraphInterpreter) -------------------------------------
 
-    def _pad(self, node: Node) -> Kernel:
+    def input(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """The input codes, as they are."""
+        return _identity
+
+    def output(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """The output: its producer's, as it is."""
+        return _identity
+
+    def duplicate(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """A fan-out: its producer's output, as it is (every consumer reads the same tensor)."""
+        return _identity
+
+    def reshape(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """A view of the codes in the node's shape."""
+        shape = node.shape
+        return lambda xs: xs[0].reshape(xs[0].shape[0], *shape)
+
+    def join(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """Operands concatenated along the channel axis."""
+        axis = -1 if node.layout is not None and node.layout.channels_last else 1
+        return lambda xs: torch.cat(xs, dim=axis)
+
+    def table(self, node: Node, inputs: Sequence[Any]) -> TableKernel:
+        """The table layer's lookups (:class:`TableKernel`)."""
+        assert isinstance(node.meta, TableMeta)  # a checked graph
+        return TableKernel(node, self._layers[node.meta.layer], self.graph.producers(node.name)[0])
+
+    def host(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """The host module on decoded values."""
+        return self._host_kernel(node)
+
+    def pad(self, node: Node, inputs: Sequence[Any]) -> Kernel:
         """A pad node's kernel: exactly what its index map says each element holds.
 
         The maps pads produce (axis by axis, by :func:`~iotable.graph.pad_index_map`) run as a fill with the
         pad codes, one copy of the input and a slab copy per padded line; any other map runs as one gather.
         """
         meta = node.meta
-        in_shape = tuple(meta["input_shapes"][0])
+        assert isinstance(meta, PadMeta)  # a checked graph
+        in_shape = self.graph.producers(node.name)[0].shape
         channels_last = node.layout is not None and node.layout.channels_last
-        index_map = np.asarray(meta["index_map"], dtype=np.int64)
+        index_map = np.asarray(meta.index_map, dtype=np.int64)
         channels = node.shape[-1] if channels_last else node.shape[0]
         fill = None
         if (index_map < 0).any():
-            if meta.get("pad_codes") is None:
+            if meta.pad_codes is None:
                 msg = f"graph: pad node {node.name!r} holds pad codes (index -1) but no pad_codes; see graph.check()"
                 raise GraphError(msg)
-            pad_codes = np.asarray(meta["pad_codes"], dtype=np.int64)
+            pad_codes = np.asarray(meta.pad_codes, dtype=np.int64)
             codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
             fill_shape = [1] * (len(node.shape) + 1)
             fill_shape[-1 if channels_last else 1] = -1
             fill = codes.reshape(fill_shape)
         try:
-            expected = pad_index_map(in_shape, meta["padding"], meta["mode"], channels_last=channels_last)
+            expected = pad_index_map(in_shape, meta.padding, meta.mode, channels_last=channels_last)
         except (SpecError, OptionError):
             expected = None
         if expected is not None and np.array_equal(expected, index_map):
             return self._pad_by_axes(node, in_shape, fill, channels_last)
-        return self._pad_by_gather(node, index_map, fill, channels, channels_last)
+        return self._pad_by_gather(node, in_shape, fill, channels, channels_last)
 
     @staticmethod
     def _pad_by_axes(node: Node, in_shape: tuple[int, ...], fill: torch.Tensor | None, channels_last: bool) -> Kernel:
-        padding, mode = node.meta["padding"], PaddingMode.parse(node.meta["mode"])
+        padding, mode = node.meta.padding, node.meta.mode
         first = 1 if channels_last else 2  # the first spatial axis of a batch
         spatial = in_shape[:-1] if channels_last else in_shape[1:]
         interior = [slice(None)] * (len(in_shape) + 1)
@@ -488,10 +556,11 @@ class Runtime:
 
     @staticmethod
     def _pad_by_gather(
-        node: Node, index_map: np.ndarray, fill: torch.Tensor | None, channels: int, channels_last: bool
+        node: Node, in_shape: tuple[int, ...], fill: torch.Tensor | None, channels: int, channels_last: bool
     ) -> Kernel:
         """One gather from the flat input followed by each channel's pad code (where the map holds ``-1``)."""
-        n_in = math.prod(node.meta["input_shapes"][0])
+        index_map = np.asarray(node.meta.index_map, dtype=np.int64)
+        n_in = math.prod(in_shape)
         channel = np.indices(index_map.shape)[-1 if channels_last else 0]
         flat = torch.as_tensor(np.where(index_map < 0, n_in + channel, index_map).reshape(-1))
         codes = None if fill is None else fill.reshape(1, -1)
@@ -505,14 +574,17 @@ class Runtime:
 
         return kernel
 
-    def _window(self, node: Node) -> Kernel:
-        kernel_size, stride, dilation = node.meta["kernel"], node.meta["stride"], node.meta["dilation"]
-        channels_last = node.meta["input_layout"].channels_last
-        channel_major = node.meta["element_order"] == "channel-major"
+    def window(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """Window vectors at every position, in the window's element order, copied once from unfold views."""
+        meta = node.meta
+        assert isinstance(meta, WindowMeta) and node.layout is not None  # a checked graph
+        kernel_size, stride, dilation = meta.kernel, meta.stride, meta.dilation
+        channels_last = node.layout.channels_last
+        channel_major = meta.element_order is ElementOrder.CHANNEL_MAJOR
         rank, width = len(kernel_size), node.shape[-1]
         spatial_axes, kernel_axes = tuple(range(2, 2 + rank)), tuple(range(2 + rank, 2 + 2 * rank))
         vector_axes = (1, *kernel_axes) if channel_major else (*kernel_axes, 1)
-        domains = self.graph[node.inputs[0]].channel_domains() or ()
+        domains = self.graph.producers(node.name)[0].channel_domains() or ()
         narrow = max((len(d) for d in domains), default=0) <= _FLOAT32_EXACT
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
@@ -525,7 +597,8 @@ class Runtime:
             for axis in range(rank):
                 span = (kernel_size[axis] - 1) * dilation[axis] + 1
                 x = x.unfold(2 + axis, span, stride[axis])
-            x = x[(Ellipsis, *(slice(None, None, d) for d in dilation))]  # (N, C, *P, *K)
+            taps: tuple[Any, ...] = (Ellipsis, *(slice(None, None, d) for d in dilation))
+            x = x[taps]  # (N, C, *P, *K)
             positions = x.shape[2 : 2 + rank]
             # Copied vector-major, positions innermost (where the unfolded views are contiguous, many times
             # faster than a vector-innermost copy); the graph's (N, *P, vector) layout is a view of it, and
@@ -535,16 +608,17 @@ class Runtime:
 
         return kernel
 
-    def _pool(self, node: Node) -> Kernel:
-        pool = node.meta["module"]
-        fn = F.max_pool1d if node.meta["rank"] == 1 else F.max_pool2d
-        args = {k: getattr(pool, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode")}
-        rank = node.meta["rank"]
-        size = _tuple(args["kernel_size"], rank)
+    def pool(self, node: Node, inputs: Sequence[Any]) -> Kernel:
+        """Max-pooling of codes: strided maxima where the windows tile the input, else torch's max-pool."""
+        meta = node.meta
+        rank = len(node.shape) - 1
+        fn = F.max_pool1d if rank == 1 else F.max_pool2d
+        args = {k: getattr(meta, k) for k in ("kernel_size", "stride", "padding", "dilation", "ceil_mode")}
+        size = meta.kernel_size
         if (
-            size == _tuple(args["stride"] or args["kernel_size"], rank)
-            and set(_tuple(args["padding"], rank)) == {0}
-            and set(_tuple(args["dilation"], rank)) == {1}
+            size == meta.stride
+            and set(meta.padding) == {0}
+            and set(meta.dilation) == {1}
             and not (node.layout is not None and node.layout.channels_last)
         ):
             out = node.shape[1:]
@@ -553,7 +627,8 @@ class Runtime:
                 # Windows that tile the input: the maximum of the strided views of each tap, in the codes' own
                 # dtype (codes ascend with values, so the max of codes is the code of the max).
                 x = xs[0]
-                x = x[(Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))]
+                whole: tuple[Any, ...] = (Ellipsis, *(slice(0, o * k) for o, k in zip(out, size)))
+                x = x[whole]
                 if rank == 1:
                     taps = [x[..., j :: size[0]] for j in range(size[0])]
                 else:
@@ -573,8 +648,9 @@ class Runtime:
 
     def _host_kernel(self, node: Node, *, decoded: bool = False) -> Kernel:
         """A host node's module on its input's values (``decoded``: the input already holds them)."""
-        module = node.meta["module"]
-        producer = self.graph[node.inputs[0]]
+        assert isinstance(node.meta, HostMeta)  # a checked graph
+        module = node.meta.module
+        producer = self.graph.producers(node.name)[0]
         table = channel_values(producer)
 
         def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
@@ -587,8 +663,9 @@ class Runtime:
     def _small_host_kernel(self, node: Node, *, decoded: bool) -> Kernel:
         """:meth:`_host_kernel` for a few samples: numpy codes decoded by numpy, the module called directly
         (the run holds eval and inference mode, see :meth:`run`)."""
-        module = node.meta["module"]
-        producer = self.graph[node.inputs[0]]
+        assert isinstance(node.meta, HostMeta)  # a checked graph
+        module = node.meta.module
+        producer = self.graph.producers(node.name)[0]
         full = self._host_kernel(node, decoded=decoded)
         table = channel_values(producer)
         values = None if table is None or len(table[1]) > 1 else table[0].numpy()
@@ -597,7 +674,7 @@ class Runtime:
             x = xs[0]
             if not isinstance(x, np.ndarray) or (values is None and not decoded):
                 return full([_as_tensor(x)])
-            inputs = x if decoded else values[x]
+            inputs = x if decoded or values is None else values[x]
             try:
                 out = module(torch.from_numpy(np.ascontiguousarray(inputs)))
             except IOTableError:
@@ -624,63 +701,31 @@ class TableKernel:
     :meth:`addresses` give the per-unit addresses a batch reaches, for observation.
     """
 
-    def __init__(self, node: Node, layer: Any, index_map: np.ndarray) -> None:
+    def __init__(self, node: Node, layer: Any, producer: Node) -> None:
+        meta = node.meta
+        assert isinstance(meta, TableMeta)  # a checked graph
         units, tables = layer.plan.units, layer.tables
         self.node, self.units = node, units
-        fan_in = index_map.shape[1]
-        fan_out = max(t.fan_out for t in tables)
-        weights = np.zeros((len(units), fan_in), dtype=np.int64)
-        for u, table in enumerate(tables):
-            weights[u, : table.fan_in] = table.address_weights
-        sizes = [math.prod(t.radices) for t in tables]
-        self._sizes = np.asarray(sizes, dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        total = sum(sizes)
-        raw = layer.plan.output_domain is None
-        flat = np.zeros((total, fan_out), dtype=np.float32 if raw else np.int64)
-        care = None if all(t.is_dense for t in tables) else np.zeros(total, dtype=bool)
-        columns, sources = [], []
-        for u, (unit, table) in enumerate(zip(units, tables)):
-            rows = offsets[u] + table.addresses
-            if table.dont_care is not None:
-                flat[offsets[u] : offsets[u] + sizes[u], : table.fan_out] = table.dont_care
-            flat[rows, : table.fan_out] = table.outputs
-            if care is not None:
-                care[rows] = True
-                if table.dont_care is not None:  # a declared don't-care value answers every missing row
-                    care[offsets[u] : offsets[u] + sizes[u]] = True
-            columns += list(unit.out_channels)
-            sources += [u * fan_out + j for j in range(table.fan_out)]
-        self.fan_out, self.total = fan_out, total
-        self.flat = torch.as_tensor(flat)
-        if not raw:  # codes in the smallest dtype of the domain: a smaller table stays in cache, outputs shrink
-            top = max(len(d) for d in node.channel_domains() or ()) - 1
-            self.flat = self.flat.to(_codes_dtype(min(0, int(flat.min(initial=0))), max(top, int(flat.max(initial=0)))))
-        # Column j of every row, one after another: output j of a lookup at row r sits at j * total + r.
-        self._flat_columns = self.flat.t().contiguous().reshape(-1)
-        self.care = None if care is None or care.all() else torch.as_tensor(care)
-        self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
-        self.offsets = torch.as_tensor(offsets)
-        mapped = np.asarray(sources, dtype=np.int64)[np.argsort(columns, kind="stable")]  # column c <- mapped[c]
+        self.spatial = producer.kind is NodeKind.WINDOW
+        self.channels_last = node.layout is not None and node.layout.channels_last
+        index_map = np.asarray(meta.index_map, dtype=np.int64)
+        self.fan_out = fan_out = max(t.fan_out for t in tables)
+        offsets, mapped = self._store_tables(tables, raw=layer.plan.output_domain is None)
         identity = len(mapped) == len(units) * fan_out and (mapped == np.arange(len(mapped))).all()
         self.sources = None if identity else torch.as_tensor(mapped)
-        self.spatial = bool(node.meta.get("spatial"))
-        self.channels_last = node.layout is not None and node.layout.channels_last
+        self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))
+        self.offsets = torch.as_tensor(offsets)
         # Addresses as one matrix product: column u holds unit u's place values at the elements it reads.
         # Every partial sum is a non-negative integer no larger than the layer's last row, so floats form
         # it exactly while the layer has fewer than 2**24 rows (float32), else in float64 (below 2**53).
-        shape = node.meta["input_shapes"][0]
-        width = int(shape[-1] if self.spatial else math.prod(shape))
-        dtype = np.float32 if total <= _FLOAT32_EXACT else np.float64
-        matrix = np.zeros((width, len(units)), dtype=dtype)
-        for u in range(len(units)):
-            fan = int((index_map[u] >= 0).sum())
-            np.add.at(matrix[:, u], index_map[u, :fan], weights[u, :fan])
+        width = int(producer.shape[-1] if self.spatial else math.prod(producer.shape))
+        dtype = np.float32 if self.total <= _FLOAT32_EXACT else np.float64
+        matrix = _address_matrix(tables, index_map, width, dtype)
         self.matrix = torch.as_tensor(matrix)
         self._bias = torch.as_tensor(offsets.astype(dtype))
         # Lookup indices into the column-after-column array: int32 where every index fits.
-        self._index_dtype = torch.int32 if fan_out * total < 2**31 else torch.int64
-        self._column_base = torch.arange(fan_out, dtype=self._index_dtype).reshape(1, -1, 1) * total
+        self._index_dtype = torch.int32 if fan_out * self.total < 2**31 else torch.int64
+        self._column_base = torch.arange(fan_out, dtype=self._index_dtype).reshape(1, -1, 1) * self.total
         # Feature-major: one address row per output row. A single-output layer computes its rows directly
         # in output-channel order (the units permuted), so its gathered rows are the output as they stand.
         self._row_units = mapped if fan_out == 1 else np.arange(len(units))
@@ -693,9 +738,9 @@ class TableKernel:
         self._rows_sources = None if fan_out == 1 else self.sources
         # Integer addresses can overwrite the float ones element by element where both have one width.
         self._same_width = self.matrix.element_size() == self._index_dtype.itemsize
-        self._in_place = fan_out == 1 and not raw and self._same_width
+        self._in_place = fan_out == 1 and not self.flat.dtype.is_floating_point and self._same_width
         itemsize = self.flat.element_size()
-        positions = math.prod(node.shape[:-1] if self.channels_last else node.shape[1:]) if self.spatial else 1
+        positions = math.prod(node.spatial_size) if self.spatial else 1
         # Float vectors, float and integer addresses and looked-up outputs of one sample (int64 at most).
         self.sample_bytes = positions * (width * 8 + len(units) * (16 + fan_out * itemsize))
         self._small_matrix: np.ndarray | None = None  # made on the first small batch (see small)
@@ -704,6 +749,38 @@ class TableKernel:
         self._small_index: Any = None  # see _flat_index
         self._shared: dict[str, Any] | None = None  # see _share_lookups (fused windows only)
         self._values: torch.Tensor | None = None  # see emitting_values
+
+    def _store_tables(self, tables: Sequence[Any], *, raw: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Every table's rows in one flat array (:attr:`flat`, with its care mask for partial tables); returns
+        each table's first row and, for each output channel, its column in the unit-by-unit outputs."""
+        fan_out = self.fan_out
+        sizes = [math.prod(t.radices) for t in tables]
+        self._sizes = np.asarray(sizes, dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self.total = total = sum(sizes)
+        flat = np.zeros((total, fan_out), dtype=np.float32 if raw else np.int64)
+        care = None if all(t.is_dense for t in tables) else np.zeros(total, dtype=bool)
+        for u, table in enumerate(tables):  # one block per table (a few per layer); rows in one assignment
+            rows = offsets[u] + table.addresses
+            if table.dont_care is not None:
+                flat[offsets[u] : offsets[u] + sizes[u], : table.fan_out] = table.dont_care
+            flat[rows, : table.fan_out] = table.outputs
+            if care is not None:
+                care[rows] = True
+                if table.dont_care is not None:  # a declared don't-care value answers every missing row
+                    care[offsets[u] : offsets[u] + sizes[u]] = True
+        self.flat = torch.as_tensor(flat)
+        if not raw:  # codes in the smallest dtype of the domain: a smaller table stays in cache, outputs shrink
+            top = max(len(d) for d in self.node.channel_domains() or ()) - 1
+            self.flat = self.flat.to(_codes_dtype(min(0, int(flat.min(initial=0))), max(top, int(flat.max(initial=0)))))
+        # Column j of every row, one after another: output j of a lookup at row r sits at j * total + r.
+        self._flat_columns = self.flat.t().contiguous().reshape(-1)
+        self.care = None if care is None or care.all() else torch.as_tensor(care)
+        columns = np.fromiter(itertools.chain.from_iterable(u.out_channels for u in self.units), dtype=np.int64)
+        fan_outs = np.asarray([t.fan_out for t in tables], dtype=np.int64)
+        unit_of = np.repeat(np.arange(len(tables)), fan_outs)
+        sources = unit_of * fan_out + (np.arange(len(unit_of)) - np.repeat(np.cumsum(fan_outs) - fan_outs, fan_outs))
+        return offsets, sources[np.argsort(columns, kind="stable")]  # column c <- sources[...][c]
 
     def small(self, xs: list[torch.Tensor]) -> torch.Tensor:
         """Outputs of a non-spatial table in the graph's layout for a few samples, by numpy: the addresses as
@@ -718,6 +795,7 @@ class TableKernel:
         rows = codes.reshape(n, -1) @ self._small_matrix
         rows += self._small_bias
         rows = rows.astype(np.intp)  # (N, address rows)
+        assert self._small_flat is not None  # made above
         if self.fan_out == 1:
             out = self._small_flat[rows]
         else:
@@ -732,6 +810,7 @@ class TableKernel:
 
     def emitting_values(self) -> TableKernel:
         """This kernel looking up the float32 values of its outputs instead of their codes (a copy)."""
+        assert isinstance(self.node.domain, Domain)  # can_emit_values
         values = torch.tensor(self.node.domain.values, dtype=torch.float32)
         valued = copy.copy(self)
         valued._flat_columns = torch.index_select(values, 0, self._flat_columns.to(torch.int64))
@@ -742,9 +821,9 @@ class TableKernel:
 
     # -- windows fused into addresses ---------------------------------------------------------------------
 
-    def fuse(self, window: Node, pad: Node | None = None) -> bool:
+    def fuse(self, window: Node, pad: Node | None, shape: tuple[int, ...]) -> bool:
         """Prepare :meth:`convolve` for a table that reads ``window`` (which reads ``pad``, a constant pad, when
-        given): ``False`` where it does not apply.
+        given) over an input of per-sample ``shape``: ``False`` where it does not apply.
 
         The packed address of a unit at an output position is a linear function of the input codes under its
         window: a convolution of the window's input codes with the unit's place values (the table's offset as
@@ -754,75 +833,90 @@ class TableKernel:
         the place values of the taps that fall on the border: a fixed integer map added with the offsets.
         Partial tables with a care mask keep the window (their errors name the window's input vector).
         """
-        if not self.spatial or self.care is not None:
+        meta = window.meta
+        if not self.spatial or self.care is not None or not isinstance(meta, WindowMeta) or len(meta.kernel) > 2:
             return False
-        kernel = tuple(window.meta["kernel"])
-        if len(kernel) not in (1, 2):
-            return False
-        channels, taps = int(window.meta["channels"]), math.prod(kernel)
+        assert window.layout is not None  # a checked graph
+        kernel, channels = meta.kernel, meta.channels
         rows = self._rows_dense.numpy()  # (address rows, channels * taps) in the window's element order
         self._shared = self._share_lookups(rows)
         if self._shared is not None:  # one address row per group of channels reading the same inputs
             rows = self._shared["rows"]
-        if window.meta["element_order"] == "channel-major":
-            weight = rows.reshape(len(rows), channels, taps)
+        if meta.element_order is ElementOrder.CHANNEL_MAJOR:
+            weight = rows.reshape(len(rows), channels, meta.taps)
         else:
-            weight = rows.reshape(len(rows), taps, channels).transpose(0, 2, 1)
+            weight = rows.reshape(len(rows), meta.taps, channels).transpose(0, 2, 1)
         groups = _conv_groups(weight)
         per_group = channels // groups
         block = (np.arange(len(rows)) // (len(rows) // groups))[:, None] * per_group + np.arange(per_group)
         weight = np.take_along_axis(weight, block[:, :, None], axis=1)  # each row's own group of channels
         weight_t = torch.as_tensor(np.ascontiguousarray(weight).reshape(len(rows), per_group, *kernel))
-        conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
-        stride, dilation = tuple(window.meta["stride"]), tuple(window.meta["dilation"])
-        bias: torch.Tensor = self._address_bias
-        padding: tuple[int, ...] = (0,) * len(kernel)
-        shape = (pad or window).meta["input_shapes"][0]
-        channels_last = window.meta["input_layout"].channels_last
-        size = tuple(shape[:-1] if channels_last else shape[1:])
-        if pad is not None:
-            padding = tuple(int(before) for before, _ in pad.meta["padding"])  # as wide after (see _constant_pad)
-        if pad is not None and any(pad.meta["pad_codes"]):
-            # The border's codes through the same convolution: zeros inside, each channel's pad code outside.
-            inside = torch.zeros((1, channels, *size), dtype=weight_t.dtype)
-            border = F.pad(inside, [p for p in reversed(padding) for _ in range(2)], value=1.0)
-            codes = torch.as_tensor(np.asarray(pad.meta["pad_codes"], dtype=np.float64)).to(weight_t.dtype)
-            border = border * codes.reshape(1, -1, *([1] * len(kernel)))
-            ones = (1,) * len(kernel)
-            bias = conv_fn(border, weight_t, None, stride, 0, dilation, groups)[0] + bias.reshape(-1, *ones)
-        self._conv = {
+        self._conv_fn = F.conv1d if len(kernel) == 1 else F.conv2d
+        self._window_channels_last = window.layout.channels_last
+        size = tuple(shape[:-1] if self._window_channels_last else shape[1:])
+        codes = tuple(pad.meta.pad_codes or ()) if pad is not None else (0,) * channels
+        padding = tuple(int(before) for before, _ in pad.meta.padding) if pad is not None else (0,) * len(kernel)
+        self._conv: dict[str, Any] = {
             "weight": weight_t,
-            "bias": bias,
-            "stride": stride,
-            "padding": padding,
-            "dilation": dilation,
+            "bias": self._border_bias(weight_t, meta, size, padding, codes, groups),
+            "stride": meta.stride,
+            "padding": padding,  # as wide after (see _constant_pad)
+            "dilation": meta.dilation,
             "groups": groups,
         }
-        self._conv_fn = conv_fn
-        self._window_channels_last = channels_last
         self.channels_inner = True  # the schedule says where the outputs go (see Runtime._schedule)
-        codes = pad.meta["pad_codes"] if pad is not None else [0] * channels
         self._frame = (channels, size, np.asarray(codes, dtype=np.float64))
-        # How the addresses are formed (all exact, each where it is fastest on small tensors): a product over
-        # the channels for 1x1 windows, one dense product over the whole frame where the frame is small and
-        # the windows cover a good part of it (a few thousand weights), else the convolution.
+        self._choose_method(weight, block, per_group * meta.taps)
+        return True
+
+    def _border_bias(
+        self,
+        weight: torch.Tensor,
+        meta: WindowMeta,
+        size: tuple[int, ...],
+        padding: tuple[int, ...],
+        codes: tuple[int, ...],
+        groups: int,
+    ) -> torch.Tensor:
+        """Each address row's offset, plus (where pad codes are not 0) the pad codes under the taps that fall
+        on the border at each position: the border's codes through the same convolution."""
+        bias: torch.Tensor = self._address_bias
+        if not any(codes):
+            return bias
+        inside = torch.zeros((1, meta.channels, *size), dtype=weight.dtype)
+        border = F.pad(inside, [p for p in reversed(padding) for _ in range(2)], value=1.0)
+        border = border * torch.as_tensor(np.asarray(codes, dtype=np.float64)).to(weight.dtype).reshape(
+            1, -1, *([1] * len(meta.kernel))
+        )
+        ones = (1,) * len(meta.kernel)
+        return self._conv_fn(border, weight, None, meta.stride, 0, meta.dilation, groups)[0] + bias.reshape(-1, *ones)
+
+    def _choose_method(self, weight: np.ndarray, block: np.ndarray, reads: int) -> None:
+        """How the addresses are formed (all exact, each where it is fastest on small tensors): a product over
+        the channels for 1x1 windows, one dense product over the whole frame where the frame is small and
+        the windows cover a good part of it (a few thousand weights), else the convolution."""
+        conv = self._conv
+        channels, size, _ = self._frame
+        weight_t, bias, rows = conv["weight"], conv["bias"], len(conv["weight"])
+        kernel = tuple(weight_t.shape[2:])
         elements = channels * math.prod(size)
-        positions = math.prod(self.node.shape[1:] if not self.channels_last else self.node.shape[:-1])
+        positions = math.prod(self.node_positions)
         self._method = "conv"
-        if set(kernel) == {1} and set(padding) == {0}:
-            dense = np.zeros((channels, len(rows)), dtype=weight.dtype)
+        if set(kernel) == {1} and set(conv["padding"]) == {0}:
+            dense = np.zeros((channels, rows), dtype=weight.dtype)
             np.put_along_axis(dense, block.T, weight[:, :, 0].T, axis=0)  # grouped weights as one matrix
             self._method, self._matrix = "pointwise", torch.as_tensor(dense).to(weight_t.dtype)
             self._matrix_bias = self._address_bias
-        elif elements * len(rows) * positions <= _DENSE_ENTRIES:
+        elif elements * rows * positions <= _DENSE_ENTRIES:
             identity = torch.eye(elements, dtype=weight_t.dtype).reshape(elements, channels, *size)
-            images = conv_fn(identity, weight_t, None, stride, padding, dilation, groups)  # (elements, rows, *P)
+            images = self._conv_fn(
+                identity, weight_t, None, conv["stride"], conv["padding"], conv["dilation"], conv["groups"]
+            )  # (elements, rows, *P)
             self._matrix = images.reshape(elements, -1)
-            self._matrix_bias = (bias.reshape(len(rows), -1) * torch.ones(1, positions, dtype=bias.dtype)).reshape(-1)
+            self._matrix_bias = (bias.reshape(rows, -1) * torch.ones(1, positions, dtype=bias.dtype)).reshape(-1)
             # Dense where the windows cover much of the frame; else only for small batches, where a
             # convolution's fixed cost is larger than the product's extra work.
-            self._method = "dense" if elements <= 16 * per_group * taps else "dense for small batches"
-        return True
+            self._method = "dense" if elements <= 16 * reads else "dense for small batches"
 
     @property
     def _address_bias(self) -> torch.Tensor:
@@ -883,6 +977,7 @@ class TableKernel:
         """Codes of every channel from shared lookups ``packed`` (``(M, groups)`` or ``(N, groups, P)``), as
         ``(M, channels)`` or ``(N, channels, P)`` in channel order, in the table's code dtype (or values)."""
         shared = self._shared
+        assert shared is not None  # called for shared lookups only
         axis = -1 if rows_last else 2
         shifts = shared["shifts"].reshape(-1) if rows_last else shared["shifts"].reshape(1, 1, -1, 1)
         codes = torch.bitwise_right_shift(packed.unsqueeze(axis), shifts).bitwise_and_(shared["mask"])
@@ -904,7 +999,8 @@ class TableKernel:
         dtype = conv["weight"].dtype
         if self._method == "pointwise":
             x = x if self._window_channels_last else torch.movedim(x, 1, -1)  # (N, *size, C)
-            x = x[(slice(None), *(slice(None, None, s) for s in conv["stride"]))]
+            strided: tuple[Any, ...] = (slice(None), *(slice(None, None, s) for s in conv["stride"]))
+            x = x[strided]
             shape = tuple(x.shape[1:-1])
             if self.channels_inner or self.channels_last:
                 flat = x.reshape(-1, x.shape[-1]).to(dtype)
@@ -947,7 +1043,7 @@ class TableKernel:
         if self._small_index is None:
             self._small_index = self._flat_index()
         if self._small_index is False or len(xs[0]) * self._small_index["index"].size > _SMALL_GATHER:
-            return _torch_inputs(self.convolve)(xs)
+            return _torch_inputs(self.convolve)(xs).numpy()
         prep = self._small_index
         x = xs[0]
         codes = x if isinstance(x, np.ndarray) else x.numpy()
@@ -1105,7 +1201,7 @@ class TableKernel:
             rows = self._integer(addresses.add_(self._rows_bias))
             if self.care is not None:
                 lookups = rows.transpose(0, 1).reshape(rows.shape[1], -1)  # (rows, sample * P + position)
-                self._check_care(lookups, self._row_units, lambda at, v=v: v[at // p, at % p], positions=(start, p))
+                self._check_care(lookups, self._row_units, _vector_at(v, p), positions=(start, p))
             if self.fan_out == 1:
                 looked = torch.index_select(self._flat_columns, 0, rows.view(-1)).view(rows.shape)
             else:
@@ -1137,6 +1233,7 @@ class TableKernel:
         ``vector(lookup)`` gives the input vector of a lookup; ``positions``: ``(first sample,
         positions per sample)`` when lookups run over positions, else lookups are samples.
         """
+        assert self.care is not None  # called only with a care mask
         hit = ~torch.index_select(self.care, 0, rows.reshape(-1)).reshape(rows.shape)
         if not hit.any():
             return
@@ -1178,16 +1275,36 @@ def _torch_inputs(kernel: Kernel) -> Kernel:
     return lambda xs: kernel([_as_tensor(x) for x in xs])
 
 
-def _tuple(value: Any, rank: int) -> tuple[int, ...]:
-    """A pool's setting as one int per axis."""
-    return tuple(int(v) for v in value) if isinstance(value, (tuple, list)) else (int(value),) * rank
+def _vector_at(vectors: torch.Tensor, positions: int) -> Callable[[int], torch.Tensor]:
+    """The input vector of lookup ``at`` (sample ``at // positions``, position ``at % positions``)."""
+    return lambda at: vectors[at // positions, at % positions]
+
+
+def _identity(xs: list[torch.Tensor]) -> torch.Tensor:
+    """A node that passes its one input on (input, output, duplicate)."""
+    return xs[0]
+
+
+def _address_matrix(tables: Sequence[Any], index_map: np.ndarray, width: int, dtype: Any) -> np.ndarray:
+    """``(width, units)``: column ``u`` holds unit ``u``'s place values at the elements it reads (summed where
+    an element feeds several of its inputs), filled for all units at once."""
+    units, fan_in = index_map.shape
+    weights = np.zeros((units, fan_in), dtype=np.int64)
+    for u, table in enumerate(tables):  # one short vector per table
+        weights[u, : table.fan_in] = table.address_weights
+    driven = index_map >= 0
+    matrix = np.zeros((width, units), dtype=dtype)
+    np.add.at(matrix, (index_map[driven], np.nonzero(driven)[0]), weights[driven])
+    return matrix
 
 
 def _constant_pad(pad: Node) -> bool:
     """Whether a pad node pads with its channels' constant codes as wide before as after each axis: what a
     convolution's own padding (plus a fixed border term) does, so that it fuses into the convolution."""
-    zeros = PaddingMode.parse(pad.meta["mode"]) is PaddingMode.ZEROS
-    return zeros and "pad_codes" in pad.meta and all(before == after for before, after in pad.meta["padding"])
+    meta = pad.meta
+    assert isinstance(meta, PadMeta)  # a checked graph
+    zeros = meta.mode is PaddingMode.ZEROS and meta.pad_codes is not None
+    return zeros and all(before == after for before, after in meta.padding)
 
 
 def _conv_groups(weight: np.ndarray) -> int:
@@ -1203,12 +1320,6 @@ def _conv_groups(weight: np.ndarray) -> int:
         if not (reads & (row_block[:, None] != channel_block[None, :])).any():
             return groups
     return 1
-
-
-def _input_error(msg: str) -> Exception:
-    from .network import InputError  # defined beside TableNetwork, which imports this module
-
-    return InputError(msg)
 
 
 class InputEncoder:
@@ -1231,31 +1342,11 @@ class InputEncoder:
         self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
-        batch = _Shape(input_shape)  # formatted only into an error message
-        if isinstance(x, np.ndarray):
-            if x.dtype.kind not in "biuf":
-                msg = f"{what}: expected a numeric array of shape {batch}, received dtype {x.dtype}"
-                raise _input_error(msg)
-            x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
-        if not isinstance(x, torch.Tensor):
-            msg = f"{what}: expected a tensor or array of shape {batch}, received {type(x).__name__}"
-            raise _input_error(msg)
-        if x.is_complex() or x.device.type == "meta" or x.is_quantized:
-            msg = f"{what}: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
-            raise _input_error(msg)
-        if x.layout != torch.strided:  # a sparse batch holds the same values as its dense form
-            x = x.to_dense()
-        x = x.cpu()
-        given = x.dtype
-        if not x.is_floating_point() and given != torch.int64:
-            x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
-        if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
-            msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
-            raise _input_error(msg)
+        given, x = self._batch(x, input_shape, what)
         if codes:
             if x.is_floating_point() or given == torch.bool:
                 msg = f"{what}: codes must be an integer tensor, received dtype {given}; pass codes=False for values"
-                raise _input_error(msg)
+                raise InputError(msg)
             self._check_codes(x, what)
             return x
         if not x.is_floating_point():
@@ -1268,6 +1359,33 @@ class InputEncoder:
             if encoded is not None:
                 return encoded.to(torch.float32 if self._float32_codes else torch.int64)
         return self._encode_exactly(x, what)
+
+    @staticmethod
+    def _batch(x: Any, input_shape: tuple[int, ...], what: str) -> tuple[torch.dtype, torch.Tensor]:
+        """The dtype ``x`` came in and ``x`` as a dense CPU tensor of shape ``(N, *input_shape)`` (integers as
+        int64), or the error that says what it should be."""
+        batch = _Shape(input_shape)  # formatted only into an error message
+        if isinstance(x, np.ndarray):
+            if x.dtype.kind not in "biuf":
+                msg = f"{what}: expected a numeric array of shape {batch}, received dtype {x.dtype}"
+                raise InputError(msg)
+            x = torch.from_numpy(x.astype(np.int64) if x.dtype.kind in "bu" else x)
+        if not isinstance(x, torch.Tensor):
+            msg = f"{what}: expected a tensor or array of shape {batch}, received {type(x).__name__}"
+            raise InputError(msg)
+        if x.is_complex() or x.device.type == "meta" or x.is_quantized:
+            msg = f"{what}: expected a real tensor with data, received dtype {x.dtype} on device {x.device.type}"
+            raise InputError(msg)
+        if x.layout != torch.strided:  # a sparse batch holds the same values as its dense form
+            x = x.to_dense()
+        x = x.cpu()
+        given = x.dtype
+        if not x.is_floating_point() and given != torch.int64:
+            x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
+        if tuple(x.shape[1:]) != input_shape or x.dim() != len(input_shape) + 1:
+            msg = f"{what}: expected a batch of shape {batch}, received {tuple(x.shape)}"
+            raise InputError(msg)
+        return given, x
 
     def _channel_axis(self, x: torch.Tensor) -> int:
         return x.dim() - 1 if self.channels_last else 1
@@ -1287,7 +1405,7 @@ class InputEncoder:
             where = tuple(int(i) for i in torch.nonzero(bad)[0])
             limit = len(self.domains[where[axis]]) - 1
             msg = f"{what}: code {int(x[where])} at index {where} is outside 0..{limit} of the input domain"
-            raise _input_error(msg)
+            raise InputError(msg)
 
     def _encode_exactly(self, x: torch.Tensor, what: str) -> torch.Tensor:
         """Codes by :meth:`Domain.encode` (searching the domain's values), raising its error for a bad value."""
