@@ -7,16 +7,6 @@ from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "iotable"
 
-# The cycle among these modules is being removed on another branch; the merge of the two branches drops this
-# exception and the test then asserts no cycle at all.
-PENDING_MODULES = frozenset({"trace", "brevitas", "nn", "spec"})
-# precompute.precompute hands whole models to network.build_network through an import inside the function,
-# while the network module builds on precompute's tables (tabulate_layers, LayerTables). Removing it needs a
-# change in precompute.py (the dispatch to build_network moved to a module that imports both), on the same
-# other branch; until then this one import is left out.
-PENDING_IMPORTS = frozenset({("precompute", "network")})
-
-
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
@@ -103,10 +93,7 @@ def test_imports_inside_functions_count_and_type_checking_ones_do_not() -> None:
 
 
 def test_no_import_cycles() -> None:
-    """No module imports, directly or through others, a module that imports it (pending exceptions above)."""
+    """No module imports, directly or through others, a module that imports it."""
     graph = import_graph()
-    assert {"graph", "runtime", "network", "interpret"} <= set(graph)  # the source was found
-    for importer, imported in PENDING_IMPORTS:
-        graph[importer].discard(imported)
-    rest = {m: deps - PENDING_MODULES for m, deps in graph.items() if m not in PENDING_MODULES}
-    assert cycles(rest) == []
+    assert {"graph", "runtime", "network", "interpret", "precompute", "trace"} <= set(graph)  # the source was found
+    assert cycles(graph) == []

@@ -27,6 +27,7 @@ from torch import nn
 from ._hosts import _attach, _MissingHost
 from ._invariants import element_domains
 from ._jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _pair, _shown, _str
+from ._tabulate import LayerTables
 from .domain import Domain, code_dtype
 from .errors import BundleError, IOTableError
 from .graph import (
@@ -45,7 +46,6 @@ from .graph import (
 )
 from .network import TableNetwork
 from .plan import Geometry, LayerPlan, Unit
-from .precompute import LayerTables
 from .runtime import Runtime, decode
 from .spec import Layout, PaddingMode, Spec
 from .table import IOTable
@@ -347,7 +347,7 @@ def _unit_record(unit: Unit) -> dict[str, Any]:
 def _input_order(plan: LayerPlan) -> str:
     if plan.geometry.rank == 0:
         return "features"
-    return "kernel-major" if plan.layout.channels_last else "channel-major"
+    return plan.layout.element_order.value
 
 
 def _input_elements(plan: LayerPlan, unit: Unit) -> tuple[list[int], list[int]]:

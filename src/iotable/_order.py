@@ -9,27 +9,52 @@ then channel), as the elements lie in memory. Non-spatial layers (``NC``) have o
 orders agree. The first element is the most significant digit of a row's packed address.
 
 Example:
-    >>> unit_elements(2, 3, channels_last=False)[0].tolist(), element_order(channels_last=False)
+    >>> unit_elements(2, 3, channels_last=False)[0].tolist(), element_order(channels_last=False).value
     ([0, 0, 0, 1, 1, 1], 'channel-major')
-    >>> unit_elements(2, 3, channels_last=True)[0].tolist(), element_order(channels_last=True)
+    >>> unit_elements(2, 3, channels_last=True)[0].tolist(), element_order(channels_last=True).value
     ([0, 1, 0, 1, 0, 1], 'kernel-major')
 """
 
 from __future__ import annotations
 
+import enum
 import math
+from typing import Protocol
 
 import numpy as np
 
-__all__ = ["CHANNEL_MAJOR", "KERNEL_MAJOR", "element_order", "frame_channels", "unit_elements"]
+__all__ = ["CHANNEL_MAJOR", "KERNEL_MAJOR", "ElementOrder", "element_order", "frame_channels", "unit_elements"]
+
+
+class _HasLayout(Protocol):
+    @property
+    def channels_last(self) -> bool: ...
+
+
+class ElementOrder(enum.Enum):
+    """The order of the elements of a window vector (what a table's index map indexes).
+
+    ``CHANNEL_MAJOR`` (channels-first layouts): element ``c * taps + t`` is channel ``c`` at kernel position
+    ``t``; ``KERNEL_MAJOR`` (channels-last layouts): element ``t * channels + c``. Kernel positions ``t``
+    count row-major over the kernel (``t = i * k_w + j`` in two dimensions).
+    """
+
+    CHANNEL_MAJOR = "channel-major"
+    KERNEL_MAJOR = "kernel-major"
+
+    @classmethod
+    def of(cls, layout: _HasLayout) -> ElementOrder:
+        """The order a window over ``layout`` uses: kernel-major for channels-last layouts."""
+        return element_order(channels_last=layout.channels_last)
+
 
 #: Channels-first units: the kernel positions of the first channel, then those of the next.
-CHANNEL_MAJOR = "channel-major"
+CHANNEL_MAJOR = ElementOrder.CHANNEL_MAJOR
 #: Channels-last units: the channels at the first kernel position, then those at the next.
-KERNEL_MAJOR = "kernel-major"
+KERNEL_MAJOR = ElementOrder.KERNEL_MAJOR
 
 
-def element_order(*, channels_last: bool) -> str:
+def element_order(*, channels_last: bool) -> ElementOrder:
     """:data:`KERNEL_MAJOR` for channels-last layouts, :data:`CHANNEL_MAJOR` otherwise."""
     return KERNEL_MAJOR if channels_last else CHANNEL_MAJOR
 

@@ -50,9 +50,9 @@ from ._bundlefiles import (
     MAX_MANIFEST_BYTES as MAX_MANIFEST_BYTES,
 )
 from ._manifest import FORMAT, FORMAT_VERSION, _Decoder, _Encoder
+from ._tabulate import LayerTables
 from .errors import BundleError
 from .network import TableNetwork
-from .precompute import LayerTables
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "BundleError", "load", "save"]
 

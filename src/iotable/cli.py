@@ -19,21 +19,18 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ._files import atomic_write
 from ._manifest import CHECKSUMMED
 from .bundle import _open
-from .errors import IOTableError
+from .errors import CommandError, IOTableError
 from .network import TableNetwork
-from .pla import _atomic_write, export_pla
+from .pla import export_pla
 
 __all__ = ["main"]
 
 _DESCRIPTION = """\
 Inspect, check, draw and export iotable bundles: the directories iotable.save() writes (manifest.json plus
 .npy tables). See docs/bundle.md for the format."""
-
-
-class CommandError(IOTableError, ValueError):
-    """A command-line argument names something unusable (an output path, a bundle of the wrong kind)."""
 
 
 def _network(path: str, command: str) -> TableNetwork:
@@ -147,7 +144,7 @@ def _dot(args: argparse.Namespace) -> int:
         print(graph.to_dot())
         return 0
     text = graph.to_svg() if output.suffix.lower() == ".svg" else graph.to_dot()
-    _atomic_write(output, text.encode("utf-8"))
+    atomic_write(output, text.encode("utf-8"))
     print(f"wrote {output}")
     return 0
 

@@ -15,17 +15,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import IOTableError
+from .errors import GraphvizNotInstalledError
 from .nodes import GraphError
 
 __all__ = ["Diagram", "GraphvizNotInstalledError", "render_svg"]
 
 _PACKAGE_FIX = 'install it with pip install "iotable[notebook]"'
 _PROGRAM_FIX = "install Graphviz (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
-
-
-class GraphvizNotInstalledError(IOTableError, ImportError):
-    """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
 
 
 def render_svg(dot: str) -> str:
@@ -88,7 +84,7 @@ class Diagram:
         Returns:
             The path written.
         """
-        from .pla import _atomic_write
+        from ._files import atomic_write
 
         target = Path(path)
         suffix = target.suffix.lower()
@@ -98,5 +94,5 @@ class Diagram:
         if not target.parent.is_dir():
             msg = f"Diagram.save: the folder of {str(target)!r} does not exist; create it first"
             raise GraphError(msg)
-        _atomic_write(target, (self.svg if suffix == ".svg" else self.dot).encode("utf-8"))
+        atomic_write(target, (self.svg if suffix == ".svg" else self.dot).encode("utf-8"))
         return target

@@ -12,18 +12,22 @@ __all__ = [
     "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
+    "CommandError",
     "DomainError",
     "EnumerationError",
     "GraphError",
+    "GraphvizNotInstalledError",
     "HDLError",
     "HDLToolError",
     "IOTableError",
     "IOTableWarning",
     "InputError",
+    "LayerNotFoundError",
     "MissingRowError",
     "ModelError",
     "NodeExecutionError",
     "NotDecomposedError",
+    "ObserveError",
     "OptionError",
     "PLAError",
     "SimulatorNotInstalledError",
@@ -142,3 +146,22 @@ class GraphError(IOTableError, ValueError):
 
 class InputError(IOTableError, ValueError):
     """An input given to a table network is malformed (shape, dtype, or codes out of range)."""
+
+
+class CommandError(IOTableError, ValueError):
+    """A command-line argument names something unusable (an output path, a bundle of the wrong kind)."""
+
+
+class GraphvizNotInstalledError(IOTableError, ImportError):
+    """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
+
+
+class ObserveError(IOTableError, ValueError):
+    """``observe`` / ``restrict`` received something they cannot use."""
+
+
+class LayerNotFoundError(IOTableError, KeyError):
+    """``net[name]`` names no table layer of the network."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])

@@ -15,10 +15,12 @@ from torch import nn
 from . import _display
 from ._invariants import expected_index_map
 from ._modelcheck import check_float32, warn_training
+from ._modules import module_dtype, run_module
 from ._progress import progress_bar
 from ._reuse import remember, remembered, structure_key
+from ._tabulate import LayerTables, tabulate_layers
 from .domain import Domain
-from .errors import InputError, IOTableError, SpecError, TableTooLargeError
+from .errors import InputError, LayerNotFoundError, ModelError, SpecError, TableTooLargeError
 from .graph import (
     DuplicateMeta,
     Edge,
@@ -40,24 +42,16 @@ from .graph import (
 )
 from .nn import domain_of
 from .observe import restrict
-from .plan import LayerPlan, _plan, module_dtype, run_module
-from .precompute import LayerTables, tabulate_layers
+from .plan import LayerPlan, _plan
 from .runtime import Runtime, decode
 from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
-from .trace import Arithmetic, ModelError, Step, segment, trace
+from .trace import Arithmetic, Step, segment, trace
 
 if TYPE_CHECKING:
     from .diagram import Diagram
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
-
-
-class LayerNotFoundError(IOTableError, KeyError):
-    """``net[name]`` names no table layer of the network."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
 
 
 class _Chain(nn.Sequential):

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from . import _display
+from ._order import ElementOrder
 from .domain import Domain
 from .errors import GraphError, SpecError
 from .plan import Unit
@@ -67,23 +68,6 @@ class NodeKind(enum.Enum):
     JOIN = "join"
     POOL = "pool"
     HOST = "host"
-
-
-class ElementOrder(enum.Enum):
-    """The order of the elements of a window vector (what a table's index map indexes).
-
-    ``CHANNEL_MAJOR`` (channels-first layouts): element ``c * taps + t`` is channel ``c`` at kernel position
-    ``t``; ``KERNEL_MAJOR`` (channels-last layouts): element ``t * channels + c``. Kernel positions ``t``
-    count row-major over the kernel (``t = i * k_w + j`` in two dimensions).
-    """
-
-    CHANNEL_MAJOR = "channel-major"
-    KERNEL_MAJOR = "kernel-major"
-
-    @classmethod
-    def of(cls, layout: Layout) -> ElementOrder:
-        """The order a window over ``layout`` uses: kernel-major for channels-last layouts."""
-        return cls.KERNEL_MAJOR if layout.channels_last else cls.CHANNEL_MAJOR
 
 
 #: A node's output domain: one for every element, one per channel, or ``None`` for raw (float) values.

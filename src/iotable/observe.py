@@ -13,17 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .errors import IOTableError
+from ._tabulate import LayerTables
+from .errors import ObserveError
 from .graph import Graph, NodeKind, TableMeta
-from .precompute import LayerTables
 from .runtime import TableKernel
 from .table import IOTable
 
 __all__ = ["Observation", "ObserveError", "observe", "restrict"]
-
-
-class ObserveError(IOTableError, ValueError):
-    """``observe`` / ``restrict`` received something they cannot use."""
 
 
 def _check_net(net: Any, what: str) -> None:

@@ -27,7 +27,6 @@ from .table import IOTable
 
 __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
 
-_atomic_write = atomic_write  # the name other modules of iotable imported before _files held it
 
 _EXPLICIT_LIMIT = 2**16
 

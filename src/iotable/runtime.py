@@ -35,6 +35,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ._modules import eval_mode, run_module
 from .domain import Domain
 from .errors import (
     DomainError,
@@ -58,7 +59,6 @@ from .graph import (
     pad_index_map,
 )
 from .interpret import GraphInterpreter
-from .plan import eval_mode, run_module
 from .spec import PaddingMode
 
 __all__ = ["InputError", "Runtime", "channel_values"]

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
-from ._order import element_order
+from ._order import ElementOrder, element_order
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
@@ -74,9 +74,9 @@ class Layout(enum.Enum):
         return self.spatial_rank > 0 and self.value.endswith("C")
 
     @property
-    def element_order(self) -> str:
-        """The order of a unit's input elements in this layout: ``"kernel-major"`` for channels-last layouts,
-        ``"channel-major"`` otherwise (see :mod:`iotable._order`)."""
+    def element_order(self) -> ElementOrder:
+        """The order of a unit's input elements in this layout: kernel-major for channels-last layouts,
+        channel-major otherwise (see :mod:`iotable._order`)."""
         return element_order(channels_last=self.channels_last)
 
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._files import atomic_write
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
-from ..pla import _atomic_write
 from ._names import check_file_name
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
@@ -372,6 +372,6 @@ def write_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> 
         raise HDLError(msg)
     paths = []
     for name, text in checked.items():
-        _atomic_write(target / name, text.encode("utf-8"))
+        atomic_write(target / name, text.encode("utf-8"))
         paths.append(target / name)
     return paths
