@@ -29,7 +29,7 @@ scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
 
 from __future__ import annotations
 
-from . import nn
+from . import kinds, nn
 from ._probe import check_decomposition
 from .bundle import load, save
 from .diagram import Diagram, GraphvizNotInstalledError
@@ -156,6 +156,7 @@ __all__ = [
     "enumerate_tables",
     "export_pla",
     "has_spec",
+    "kinds",
     "load",
     "nn",
     "observe",

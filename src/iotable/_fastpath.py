@@ -45,6 +45,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.utils import prune
 
 from ._order import frame_channels, unit_elements
+from ._registry import kind_of
 from .domain import Domain
 from .errors import EnumerationError
 from .nn import Quantize
@@ -221,7 +222,10 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
     if layer.output_domain is None or len(parts) < 2:
         return None
     head, tail = parts[0], tuple(parts[1:])
-    if not isinstance(head, _HEADS) or type(head) not in _HEADS or type(tail[-1]) is not Quantize:
+    head_kind = kind_of(head)
+    if head_kind is None or head_kind.fast_path is None or type(head) not in head_kind.types:
+        return None  # the fast paths read exactly the classes of their kinds (subclasses may override forward)
+    if not isinstance(head, _HEADS) or type(tail[-1]) is not Quantize:
         return None
     # Every built-in elementwise module is monotone per channel; subclasses may override forward.
     if not all(type(m) in ELEMENTWISE for m in tail):
@@ -240,7 +244,7 @@ def _read_structure(module: nn.Module, layer: LayerPlan) -> _Structure | None:
             return None
         if (head.out_channels, head.in_channels) != (layer.out_channels, layer.in_channels):
             return None
-    kind = "linear" if type(head) is nn.Linear else "conv"
+    kind = head_kind.fast_path
     read_index = _read_index(layer)
     fill = np.asarray([d.values[c] for d, c in zip(layer.input_domains, layer.fill_codes)], dtype=np.float32)
     frame = fill[_frame_channels(layer)]

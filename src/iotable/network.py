@@ -17,6 +17,7 @@ from ._invariants import expected_index_map
 from ._modelcheck import check_float32, warn_training
 from ._modules import module_dtype, run_module
 from ._progress import progress_bar
+from ._registry import Role, kind_of, role_of
 from ._reuse import remember, remembered, structure_key
 from ._tabulate import LayerTables, tabulate_layers
 from .domain import Domain
@@ -44,7 +45,7 @@ from .nn import domain_of
 from .observe import restrict
 from .plan import LayerPlan, _plan
 from .runtime import Runtime, decode
-from .spec import _ATTR, ELEMENTWISE, Layout, PaddingMode, Spec, decompose, spec_of
+from .spec import _ATTR, Layout, PaddingMode, Spec, decompose, spec_of
 from .table import IOTable
 from .trace import Arithmetic, Step, segment, trace
 
@@ -598,10 +599,12 @@ def _host_names(model: nn.Module, host: Any) -> frozenset[str]:
 
 
 def _infer_example(model: nn.Module) -> torch.Tensor:
-    """A one-sample input for a model whose first layer states its input size (``nn.Linear``)."""
-    first = next((m for m in model.modules() if not isinstance(m, (nn.Sequential, *ELEMENTWISE))), None)
-    if isinstance(first, nn.Linear):
-        return torch.zeros(1, first.in_features)
+    """A one-sample input for a model whose first layer states its input size (its kind's ``input_shape``:
+    ``nn.Linear``)."""
+    first = next((m for m in model.modules() if not isinstance(m, nn.Sequential) and not _elementwise(m)), None)
+    kind = kind_of(first) if first is not None else None
+    if first is not None and kind is not None and kind.input_shape is not None:
+        return torch.zeros(1, *kind.input_shape(first))
     msg = (
         f"precompute: cannot tell the input shape of {type(model).__name__}; pass example_input=, a batch (N, ...) "
         "of the model's input"
@@ -832,3 +835,7 @@ class _Capture(torch.fx.Interpreter):
         if isinstance(result, torch.Tensor):
             self.store[n.name] = result
         return result
+
+
+def _elementwise(m: nn.Module) -> bool:
+    return role_of(m) is Role.ELEMENTWISE

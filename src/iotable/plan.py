@@ -27,10 +27,11 @@ from torch.nn.modules.conv import _ConvNd
 from . import _display
 from ._modules import eval_mode, module_dtype, run_module
 from ._order import unit_elements
+from ._registry import Role, role_of
 from .domain import Domain
 from .errors import SpecError, TableTooLargeError
 from .nn import domain_of
-from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
+from .spec import Layout, PaddingMode, Spec, _channel_counts, _normalize_padding, spec_of
 
 __all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "eval_mode", "plan"]
 
@@ -333,7 +334,7 @@ def own_window(module: nn.Module) -> _ConvNd | None:
     head = parts[0] if parts else None
     if not isinstance(head, (nn.Conv1d, nn.Conv2d)):
         return None
-    if not all(isinstance(m, ELEMENTWISE) or domain_of(m) is not None for m in parts[1:]):
+    if not all(role_of(m) is Role.ELEMENTWISE or domain_of(m) is not None for m in parts[1:]):
         return None
     return head
 

@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
 from ._order import ElementOrder, element_order
+from ._registry import Role, kind_of, role_of
 from .domain import Domain
 from .errors import NotDecomposedError, OptionError, SpecError
 from .nn import Quantize, domain_of
@@ -415,7 +416,7 @@ def _channel_counts(module: nn.Module) -> tuple[int | None, int | None]:
 
 def _output_channels(module: nn.Module, first_out: int) -> int | None:
     if isinstance(module, nn.Sequential):
-        return first_out if all(isinstance(m, ELEMENTWISE) for m in list(module)[1:]) else None
+        return first_out if all(role_of(m) is Role.ELEMENTWISE for m in list(module)[1:]) else None
     return first_out
 
 
@@ -640,50 +641,13 @@ def _pool_geometry(module: nn.Module, rank: int) -> tuple[tuple[int, ...], ...]:
 
 
 def _builtin(module: nn.Module) -> Spec | None:
-    if isinstance(module, nn.Linear):
-        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: mask = fan-in
-            return Spec(
-                layout=Layout.NC,
-                fan_in=mask_fan_in(module, "weight_mask"),
-                source="built-in rule for nn.Linear, fan-ins from its pruning mask (weight_mask)",
-            )
-        return Spec(layout=Layout.NC, per_output=True, source="built-in rule for nn.Linear")
-    if isinstance(module, (nn.Conv1d, nn.Conv2d)):
-        rank = len(module.kernel_size)
-        geometry: dict[str, Any] = {
-            "kernel_size": tuple(module.kernel_size),
-            "stride": tuple(module.stride),
-            "dilation": tuple(module.dilation),
-            "padding": _normalize_padding(module),
-            "padding_mode": PaddingMode.parse(module.padding_mode, what=f"nn.{type(module).__name__}"),
-            "layout": Layout.NCW if rank == 1 else Layout.NCHW,
-        }
-        kind = f"nn.{type(module).__name__}"
-        if isinstance(getattr(module, "weight_mask", None), torch.Tensor):
-            fan_in = mask_fan_in(module, "weight_mask", groups=module.groups)
-            source = f"built-in rule for {kind}, fan-ins from its pruning mask (weight_mask)"
-            return Spec(fan_in=fan_in, source=source, **geometry)
-        return Spec(groups=module.groups, per_output=True, source=f"built-in rule for {kind}", **geometry)
-    if isinstance(module, (nn.AvgPool1d, nn.AvgPool2d)):
-        rank = 1 if isinstance(module, nn.AvgPool1d) else 2
-        kernel, stride, padding = _pool_geometry(module, rank)
-        if any(padding) and not module.count_include_pad:
-            msg = (
-                f"{type(module).__name__}(padding={padding}, count_include_pad=False) divides edge windows by fewer "
-                "elements than inner ones, so no single table serves every position; use count_include_pad=True "
-                "or padding=0"
-            )
-            raise SpecError(msg)
-        return Spec(
-            depthwise=True,
-            kernel_size=kernel,
-            stride=stride,
-            dilation=(1,) * rank,
-            padding=tuple((p, p) for p in padding),  # torch pools pad with zeros, symmetrically
-            layout=Layout.NCW if rank == 1 else Layout.NCHW,
-            source=f"built-in rule for nn.{type(module).__name__} (one unit per channel over its window)",
-        )
-    if isinstance(module, ELEMENTWISE) or domain_of(module) is not None:  # quantizers (brevitas ones too)
+    """The built-in decomposition of an undecorated module: its kind's rule (:mod:`iotable.kinds`), the
+    elementwise rule for other quantizers (brevitas, torch.ao), else ``None``."""
+    kind = kind_of(module)
+    if kind is not None and kind.rule is not None:
+        spec: Spec = kind.rule(module)
+        return spec
+    if domain_of(module) is not None:  # quantizers of other libraries (brevitas, torch.ao)
         return Spec(elementwise=True, source=f"built-in elementwise rule for {type(module).__name__}")
     return None
 
@@ -745,7 +709,7 @@ def spec_of(module: nn.Module) -> Spec:
     if isinstance(module, nn.Sequential) and len(module) > 0:
         head, tail = module[0], list(module)[1:]
         base = _builtin(head) if not isinstance(head, nn.Sequential) else None
-        if base is not None and all(isinstance(m, ELEMENTWISE) for m in tail):
+        if base is not None and all(role_of(m) is Role.ELEMENTWISE for m in tail):
             return replace(base, source=f"{base.source}, fused with {len(tail)} elementwise module(s)")
         msg = (
             f"nn.Sequential({', '.join(type(m).__name__ for m in module)}) is not one table layer: expected one "

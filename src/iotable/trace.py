@@ -22,17 +22,17 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._modules import eval_mode
+from ._registry import Role, kind_of, role_of
 from ._torchao import fake_quantize_domain, is_fake_quantize
 from .brevitas import check_leaves, is_brevitas
 from .errors import IOTableError, ModelError
 from .nn import domain_of
-from .spec import ELEMENTWISE, _declared
+from .spec import _declared
 
 __all__ = ["Arithmetic", "Chain", "LeafTracer", "ModelError", "Step", "segment", "trace"]
 
 
 _CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
-_POOLS = (nn.MaxPool1d, nn.MaxPool2d)
 _RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
 _RESHAPE_METHODS = {"flatten", "view", "reshape"}
 _ADD = {operator.add, torch.add}
@@ -203,12 +203,13 @@ class LeafTracer(fx.Tracer):
         self.host = host
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
-        """Leaves: host modules, decorated modules, quantizers, and torch / brevitas layers (not containers)."""
+        """Leaves: host modules, decorated modules, quantizers, modules of a registered kind
+        (:mod:`iotable.kinds`), and torch / brevitas layers (not containers)."""
         if module_qualified_name in self.host or is_brevitas(m):  # brevitas: checked after tracing
             return True
         if is_fake_quantize(m):  # checked after tracing, where its name is known
             return True
-        if _declared(m) is not None or domain_of(m) is not None:
+        if _declared(m) is not None or domain_of(m) is not None or kind_of(m) is not None:
             return True
         if isinstance(m, _CONTAINERS):
             return False
@@ -358,11 +359,14 @@ class Step:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-_AVG_POOLS = (nn.AvgPool1d, nn.AvgPool2d)
-
-
 def _is_mixing(m: nn.Module) -> bool:
-    return _declared(m) is not None or isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d, *_AVG_POOLS))
+    return _declared(m) is not None or role_of(m) is Role.MIXING
+
+
+def _averages(m: nn.Module) -> bool:
+    """Whether ``m``'s output is a float that only a quantizer turns back into codes (an average)."""
+    kind = kind_of(m)
+    return kind is not None and kind.needs_quantizer_after
 
 
 def _closes(m: nn.Module) -> bool:
@@ -476,7 +480,7 @@ class _Segmenter:
             msg = f"the model returns {type(result).__name__}; expected a single tensor"
             raise ModelError(msg)
         last = self.source(result, node)
-        if not last.closed and last.kind == "table" and any(isinstance(m, _AVG_POOLS) for m in last.modules):
+        if not last.closed and last.kind == "table" and any(_averages(m) for m in last.modules):
             msg = (
                 f"{last.mixing}: the model's output is the unquantized average of {last.mixing}, a float no "
                 f"table network can hold exactly in codes; put a quantizer after {last.mixing} (an average "
@@ -499,7 +503,8 @@ class _Segmenter:
             self.host_module(node, target, m, src)
             return
         quantizer = _closes(m)
-        if isinstance(m, _POOLS):
+        role = role_of(m) if _declared(m) is None else None
+        if role is Role.POOL:
             if not src.closed:
                 msg = (
                     f"{target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
@@ -507,12 +512,12 @@ class _Segmenter:
                 )
                 raise ModelError(msg)
             self.produce(node, self.add(Step(target, "pool", [src.name], shape, [m], [target], closed=True)))
-        elif isinstance(m, nn.Flatten):
+        elif role is Role.RESHAPE:
             if not src.closed:
                 msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
             self.produce(node, self.add(Step(target, "reshape", [src.name], shape, closed=True)))
-        elif quantizer or isinstance(m, (*ELEMENTWISE, Arithmetic)) or _is_mixing(m):
+        elif quantizer or role is Role.ELEMENTWISE or isinstance(m, Arithmetic) or _is_mixing(m):
             self.table_module(node, target, m, src, quantizer=quantizer)
         else:
             msg = (
@@ -603,7 +608,7 @@ class _Segmenter:
 
 def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:
     """The message for a mixing layer reading the unquantized output of another."""
-    if isinstance(m, _AVG_POOLS):
+    if _averages(m):
         return (
             f"{target}: average pooling reads the unquantized output of {previous}; put a quantizer "
             f"after {previous} (an average of quantized codes followed by a quantizer is one table per "
