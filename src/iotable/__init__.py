@@ -19,7 +19,8 @@ The pipeline:
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
 - **hardware** — :mod:`iotable.hdl` writes one table as a Verilog module or VHDL entity with an exhaustive
-  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them.
+  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them; :mod:`iotable.synth`
+  counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against the table).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -34,6 +35,8 @@ from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
+    ABCError,
+    ABCNotInstalledError,
     BrevitasNotInstalledError,
     BundleError,
     CacheError,
@@ -45,12 +48,14 @@ from .errors import (
     IOTableWarning,
     MissingRowError,
     ModelError,
+    NetlistMismatchError,
     NotDecomposedError,
     OptionError,
     PLAError,
     SimulatorNotInstalledError,
     SpecError,
     SpecMismatchError,
+    SynthError,
     TableError,
     TableTooLargeError,
     UnsupportedFakeQuantizeError,
@@ -72,6 +77,8 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
+    "ABCError",
+    "ABCNotInstalledError",
     "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
@@ -97,6 +104,7 @@ __all__ = [
     "LeafTracer",
     "MissingRowError",
     "ModelError",
+    "NetlistMismatchError",
     "Node",
     "NodeKind",
     "NotDecomposedError",
@@ -109,6 +117,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "SpecMismatchError",
+    "SynthError",
     "TableError",
     "TableNetwork",
     "TableTooLargeError",
