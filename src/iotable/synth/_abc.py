@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -122,21 +121,31 @@ def resolve_script(script: Any, k: int, *, what: str) -> str:
     return resolved
 
 
-def run_abc(program: str, blif: bytes, script: str, *, timeout: float, what: str) -> tuple[str, float]:
-    """Map ``blif`` with ``script``; returns the mapped BLIF text and ABC's wall time in seconds."""
+def run_abc(
+    program: str, blifs: list[bytes], script: str, *, timeout: float, names: list[str]
+) -> list[tuple[str, float]]:
+    """Map each of ``blifs`` with ``script`` in one ABC session (ABC's start-up is paid once, which is most
+    of the time for small tables); returns each mapped BLIF text with ABC's time for it, in seconds.
+
+    ``names`` name the tables in errors; ``timeout`` bounds the whole session.
+    """
     with tempfile.TemporaryDirectory(prefix="iotable-abc-") as folder:
-        Path(folder, "table.blif").write_bytes(blif)
-        commands = f"read_blif table.blif; {script}; write_blif mapped.blif"
-        start = time.perf_counter()
-        done = _run([program, "-c", commands], folder, timeout, what=what)
-        seconds = time.perf_counter() - start
-        mapped = Path(folder, "mapped.blif")
+        commands = []
+        for i, blif in enumerate(blifs):
+            Path(folder, f"table{i}.blif").write_bytes(blif)
+            commands.append(f"read_blif table{i}.blif; {script}; write_blif mapped{i}.blif; time")
+        line = "; ".join(commands)
+        what = names[0] if len(names) == 1 else f"{names[0]} (and {len(names) - 1} more table(s) in one ABC run)"
+        done = _run([program, "-c", line], folder, timeout, what=what)
         output = done.stdout + done.stderr
-        # ABC exits 0 even when a command fails, but stops there: no netlist file is the failure's mark.
-        if done.returncode != 0 or not mapped.exists():
-            msg = (
-                f"{what}: {program} -c {commands!r} failed (exit status {done.returncode}"
-                f"{'' if mapped.exists() else ', no netlist written'}):\n{_tail(output)}"
-            )
-            raise ABCError(msg)
-        return mapped.read_text(), seconds
+        times = [float(t) for t in re.findall(r"elapse:\s*([0-9.]+)\s*seconds", _ANSI.sub("", output))]
+        results = []
+        for i, name in enumerate(names):
+            mapped = Path(folder, f"mapped{i}.blif")
+            # ABC exits 0 even when a command fails, but stops there: no netlist file is the failure's mark.
+            if done.returncode != 0 or not mapped.exists():
+                shown = f"{program} -c {commands[i]!r}" + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
+                msg = f"{name}: {shown} failed (exit status {done.returncode}, no netlist written):\n{_tail(output)}"
+                raise ABCError(msg)
+            results.append((mapped.read_text(), times[i] if i < len(times) else 0.0))
+        return results

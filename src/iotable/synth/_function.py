@@ -25,7 +25,7 @@ from ..pla import _bits
 from ..table import IOTable
 from ._estimate import table_bits
 
-__all__ = ["MAX_INPUT_BITS", "BitFunction", "bit_function", "blif_text", "fill_dont_cares"]
+__all__ = ["MAX_INPUT_BITS", "BitFunction", "bit_function", "blif_text", "direct_blif", "fill_dont_cares"]
 
 #: Tables up to this many address bits are mapped (2**24 rows; ABC needs minutes from about 2**16).
 MAX_INPUT_BITS = 24
@@ -175,3 +175,33 @@ def blif_text(fn: BitFunction, values: np.ndarray) -> bytes:
         parts += [head, body.tobytes()]
     parts.append(b".end\n")
     return b"".join(parts)
+
+
+def direct_blif(fn: BitFunction, values: np.ndarray) -> str:
+    """The LUT netlist of a function of at most k address bits, without a mapper: per output bit a constant,
+    a wire, or one LUT over the address bits it depends on (its support), its on-set as the cover.
+
+    The same count ABC gives such a table, in a fraction of its start-up time.
+    """
+    names_in, names_out = fn.input_names(), fn.output_names()
+    n = fn.input_bits
+    lines = ["# iotable: one LUT per output bit", ".model table", ".inputs " + " ".join(names_in)]
+    lines.append(".outputs " + " ".join(names_out))
+    cube = values.reshape(values.shape[0], *([2] * n))  # axis 1 + i is address bit i (most significant first)
+    for o, name in enumerate(names_out):
+        f = cube[o]
+        support = [i for i in range(n) if not np.array_equal(np.take(f, 0, axis=i), np.take(f, 1, axis=i))]
+        if not support:
+            lines.append(f".names {name}" + ("\n1" if f.flat[0] else ""))
+            continue
+        reduced = f[tuple(slice(None) if i in support else 0 for i in range(n))].reshape(-1)
+        if len(support) == 1 and reduced.tolist() == [0, 1]:
+            lines.append(f".names {names_in[support[0]]} {name}\n1 1")
+            continue
+        ones = np.flatnonzero(reduced)
+        rows = _bits(ones[:, None].astype(np.int64), [len(support)]) + np.uint8(ord("0"))
+        tail = np.broadcast_to(np.frombuffer(b" 1\n", dtype=np.uint8), (len(rows), 3))
+        cover = np.concatenate([rows, tail], axis=1).tobytes().decode().rstrip("\n")
+        lines.append(".names " + " ".join(names_in[i] for i in support) + f" {name}\n{cover}")
+    lines.append(".end")
+    return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import multiprocessing
@@ -30,12 +31,12 @@ from ..errors import CacheError, IOTableError, NetlistMismatchError, SynthError
 from ..table import IOTable
 from ._abc import abc_version, find_abc, resolve_script, run_abc
 from ._estimate import check_k, lut_estimate
-from ._function import BitFunction, bit_function, blif_text, fill_dont_cares
+from ._function import BitFunction, bit_function, blif_text, direct_blif, fill_dont_cares
 from ._netlist import LutNetlist, check_netlist
 
 __all__ = ["LayerCost", "LutReport", "MappedTable", "map_luts", "map_table"]
 
-_FORMAT = 1  # of the cache's JSON records
+_FORMAT = 2  # of the cache's JSON records
 _DEFAULT_TIMEOUT = 600.0
 
 
@@ -54,6 +55,8 @@ class MappedTable:
         abc_version: the version line of the ABC program that mapped it.
         seconds: ABC's wall time for this function (when it was mapped, for a cached result).
         key: the content hash of the mapped function (equal tables share it and are mapped once).
+        method: ``"abc"``, or ``"direct"`` for a table of at most k address bits: each output bit is one LUT
+            over the bits it depends on (or a constant, or a wire), written without running ABC.
         cached: whether this result was read from the cache instead of running ABC.
         dense_luts: LUTs of the dense table this (partial) one was restricted from, when it was given
             (``dense=``); ``None`` otherwise.
@@ -74,6 +77,7 @@ class MappedTable:
     abc_version: str
     seconds: float
     key: str
+    method: str = "abc"
     cached: bool = False
     dense_luts: int | None = None
     completion: str = "none"
@@ -184,38 +188,85 @@ def _percent(luts: int, dense: int | None) -> str:
 
 @dataclass(frozen=True)
 class _Job:
-    """Everything a worker needs to map one function (picklable: numpy arrays and strings)."""
+    """Everything a worker needs to map some functions in one ABC run (picklable: arrays and strings)."""
 
-    fn: BitFunction
-    name: str
+    functions: tuple[BitFunction, ...]
+    names: tuple[str, ...]
     program: str
     script: str
     k: int
     timeout: float
     version: str
 
+    @property
+    def rows(self) -> int:
+        return sum(fn.space for fn in self.functions)
 
-def _run_job(job: _Job) -> dict[str, Any]:
-    """Map ``job.fn`` with ABC, check the netlist on every care row, and return the cache record."""
-    values, care = job.fn.truth()
-    if not care.all():
-        values = fill_dont_cares(values, care)
-    text, seconds = run_abc(job.program, blif_text(job.fn, values), job.script, timeout=job.timeout, what=job.name)
-    netlist = LutNetlist.from_blif(text, what=f"{job.name}: ABC's netlist")
-    check_netlist(netlist, job.fn, name=job.name, k=job.k)
-    return {
-        "format": _FORMAT,
-        "key": job.fn.key(),
-        "k": job.k,
-        "script": job.script,
-        "abc_version": job.version,
-        "input_bits": job.fn.input_bits,
-        "output_bits": job.fn.output_bits,
-        "luts": netlist.luts,
-        "depth": netlist.depth,
-        "seconds": round(seconds, 4),
-        "blif": text,
-    }
+
+def _run_job(job: _Job) -> list[dict[str, Any]]:
+    """Map ``job``'s functions with ABC, check each netlist on every care row, and return the cache records."""
+    texts: list[tuple[str, float, str] | None] = []
+    blifs, names = [], []
+    for fn, name in zip(job.functions, job.names):
+        values, care = fn.truth()
+        if not care.all():
+            values = fill_dont_cares(values, care)
+        if fn.input_bits <= job.k:  # one LUT per output bit at most: no mapper needed
+            texts.append((direct_blif(fn, values), 0.0, "direct"))
+            continue
+        texts.append(None)
+        blifs.append(blif_text(fn, values))
+        names.append(name)
+    mapped = iter(run_abc(job.program, blifs, job.script, timeout=job.timeout, names=names) if blifs else [])
+    records = []
+    for fn, name, direct in zip(job.functions, job.names, texts):
+        text, seconds, method = direct if direct is not None else (*next(mapped), "abc")
+        netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
+        check_netlist(netlist, fn, name=name, k=job.k)
+        records.append(
+            {
+                "format": _FORMAT,
+                "key": fn.key(),
+                "k": job.k,
+                "script": job.script,
+                "abc_version": job.version,
+                "input_bits": fn.input_bits,
+                "output_bits": fn.output_bits,
+                "method": method,
+                "luts": netlist.luts,
+                "depth": netlist.depth,
+                "seconds": round(seconds, 4),
+                "blif": text,
+            }
+        )
+    return records
+
+
+# ABC runs share one session up to this many rows, or this many tables (the start-up is ~0.07 s).
+_BATCH_ROWS = 2**14
+_BATCH_TABLES = 64
+
+
+def _batches(
+    pending: list[tuple[BitFunction, str]], *, program: str, script: str, k: int, timeout: float, version: str
+) -> list[_Job]:
+    """Jobs of one or more functions, the largest first (the pool's tail stays short)."""
+    pending = sorted(pending, key=lambda item: -item[0].input_bits)
+    jobs: list[_Job] = []
+    group: list[tuple[BitFunction, str]] = []
+
+    def flush() -> None:
+        if group:
+            functions, names = zip(*group)
+            jobs.append(_Job(tuple(functions), tuple(names), program, script, k, timeout, version))
+            group.clear()
+
+    for fn, name in pending:
+        if group and (sum(f.space for f, _ in group) + fn.space > _BATCH_ROWS or len(group) >= _BATCH_TABLES):
+            flush()
+        group.append((fn, name))
+    flush()
+    return jobs
 
 
 def _result(record: dict[str, Any], netlist: LutNetlist, *, cached: bool, fn: BitFunction) -> MappedTable:
@@ -230,6 +281,7 @@ def _result(record: dict[str, Any], netlist: LutNetlist, *, cached: bool, fn: Bi
         abc_version=record["abc_version"],
         seconds=float(record["seconds"]),
         key=record["key"],
+        method=record["method"],
         cached=cached,
         completion="none" if fn.care is None or len(fn.care) == fn.space else "filled",
         netlist=netlist,
@@ -356,10 +408,11 @@ def map_table(
     timeout = _timeout(timeout, what=what)
     program = find_abc(abc, what=what)
     version = abc_version(program)
-    record = _run_job(_Job(fn, name, program, script, k, timeout, version))
+    (record,) = _run_job(_Job((fn,), (name,), program, script, k, timeout, version))
     mapped = _result(record, LutNetlist.from_blif(record["blif"]), cached=False, fn=fn)
     if dense_fn is not None:
-        base = _run_job(_Job(dense_fn, f"the dense counterpart of {name}", program, script, k, timeout, version))
+        base_name = f"the dense counterpart of {name}"
+        (base,) = _run_job(_Job((dense_fn,), (base_name,), program, script, k, timeout, version))
         dense_mapped = _result(base, LutNetlist.from_blif(base["blif"]), cached=False, fn=dense_fn)
         mapped = _with_dense(mapped, dense_mapped, fn, name)
     return mapped
@@ -403,7 +456,7 @@ class _Cache:
             record = json.loads(path.read_text())
             ok = isinstance(record, dict) and record.get("format") == _FORMAT
             ok = ok and all(isinstance(record.get(f), int) for f in ("k", "input_bits", "output_bits", "luts"))
-            ok = ok and all(isinstance(record.get(f), str) for f in ("key", "script", "abc_version", "blif"))
+            ok = ok and all(isinstance(record.get(f), str) for f in ("key", "script", "abc_version", "blif", "method"))
         except (OSError, ValueError):
             ok = False
         if not ok:
@@ -456,8 +509,8 @@ def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[An
     raise SynthError(msg)
 
 
-def _results(pool: Any, jobs: list[_Job]) -> Iterator[tuple[_Job, dict[str, Any]]]:
-    """Each job with its record, as they finish; in this process when ``pool`` is ``None``."""
+def _results(pool: Any, jobs: list[_Job]) -> Iterator[tuple[_Job, list[dict[str, Any]]]]:
+    """Each job with its records, as they finish; in this process when ``pool`` is ``None``."""
     if pool is None:
         for job in jobs:
             yield job, _run_job(job)
@@ -544,27 +597,44 @@ def map_luts(
             dense_keys.append(base.key())
             distinct.setdefault(dense_keys[-1], (base, f"the dense counterpart of {_name(table, i)}"))
     results: dict[str, MappedTable] = {}
-    jobs = []
+    pending = []
     for key, (fn, name) in distinct.items():
         file = cache.name(key, k, script, version)
         record = cache.load(file)
         if record is None:
-            jobs.append(_Job(fn, name, program, script, k, timeout, version))
+            pending.append((fn, name))
             continue
         results[key] = _from_cache(record, fn, name, k, cache, file, what=what)
-    jobs.sort(key=lambda job: -job.fn.input_bits)  # the longest first: the pool's tail stays short
+    small = [(fn, name) for fn, name in pending if fn.input_bits <= k]  # no ABC: done here, at once
+    jobs = _batches(
+        [p for p in pending if p[0].input_bits > k],
+        program=program,
+        script=script,
+        k=k,
+        timeout=timeout,
+        version=version,
+    )
+    local = _batches(small, program=program, script=script, k=k, timeout=timeout, version=version)
     pool, owned = _submitter(executor, workers, len(jobs), what=what) if jobs else (None, False)
     try:
-        with progress_bar(total=sum(job.fn.space for job in jobs), desc=what, enabled=enabled) as bar:
-            for job, record in _results(pool, jobs):
-                cache.save(cache.name(record["key"], k, script, version), record)
-                fn = distinct[record["key"]][0]
-                results[record["key"]] = _result(record, LutNetlist.from_blif(record["blif"]), cached=False, fn=fn)
-                bar.update(job.fn.space)
+        with progress_bar(total=sum(job.rows for job in jobs + local), desc=what, enabled=enabled) as bar:
+            done = itertools.chain(((job, _run_job(job)) for job in local), _results(pool, jobs))
+            for job, records in done:
+                for record in records:
+                    cache.save(cache.name(record["key"], k, script, version), record)
+                    fn = distinct[record["key"]][0]
+                    netlist = LutNetlist.from_blif(record["blif"])
+                    results[record["key"]] = _result(record, netlist, cached=False, fn=fn)
+                bar.update(job.rows)
     except IOTableError:
         raise
     except Exception as exc:  # a worker or the cluster failed outside iotable: say where
         msg = f"{what}: mapping failed in the executor ({type(exc).__name__}: {exc}); results so far are cached"
+        if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+            msg += (
+                ". The default pool starts fresh Python processes (spawn): a script that calls map_luts must guard "
+                "its main code with `if __name__ == '__main__':`"
+            )
         raise SynthError(msg) from exc
     finally:
         if owned and pool is not None:
@@ -582,8 +652,8 @@ def map_luts(
         script=script,
         abc_version=version,
         distinct=len(distinct),
-        mapped=len(jobs),
-        cached=len(distinct) - len(jobs),
+        mapped=len(pending),
+        cached=len(distinct) - len(pending),
         seconds=time.perf_counter() - start,
     )
 
