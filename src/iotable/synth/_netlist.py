@@ -130,9 +130,9 @@ class LutNetlist:
                 msg = f"{what}: line {number} ({line!r}) is a cover line outside a .names node"
                 raise SynthError(msg)
             width = len(current[1])
-            if width == 0 and words == ["1"]:
+            if width == 0 and words in (["1"], ["0"]):  # a constant: 1, or (as ABC writes it) 0
                 rows.append("")
-                polarity.add("1")
+                polarity.add(words[0])
                 continue
             if len(words) != 2 or len(words[0]) != width or words[1] not in ("0", "1") or set(words[0]) - set("01-"):
                 msg = (
