@@ -104,7 +104,8 @@ def network(name: str, *, runs: list[tuple[str, int]]) -> dict[str, Any]:
             report = map_luts(net, workers=workers, progress=False)
             seconds = time.perf_counter() - begin
         times[f"{kind}-{workers}"] = round(seconds, 2)
-        _print(f"  {kind} with {workers} worker(s): {seconds:.1f} s")
+        where = "1 worker, in process" if kind == "pool" and workers == 1 else f"{kind} of {workers} workers"
+        _print(f"  {where}: {seconds:.1f} s")
     assert report is not None
     _print("\n".join("  " + line for line in report.summary().splitlines()))
     _print(
