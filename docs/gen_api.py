@@ -27,9 +27,10 @@ import iotable
 import iotable.brevitas
 import iotable.hdl
 import iotable.nn
+import iotable.synth
 
 #: The public modules, in the order the reference lists them.
-PUBLIC_MODULES = (iotable, iotable.nn, iotable.brevitas, iotable.hdl)
+PUBLIC_MODULES = (iotable, iotable.nn, iotable.brevitas, iotable.hdl, iotable.synth)
 
 API_MD = Path(__file__).resolve().parent / "api.md"
 

@@ -21,7 +21,8 @@ The pipeline:
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
 - **hardware** — :mod:`iotable.hdl` writes one table as a Verilog module or VHDL entity with an exhaustive
-  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them.
+  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them; :mod:`iotable.synth`
+  counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against the table).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
@@ -36,6 +37,8 @@ from .diagram import Diagram, GraphvizNotInstalledError
 from .domain import Domain, code_dtype
 from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
+    ABCError,
+    ABCNotInstalledError,
     BrevitasNotInstalledError,
     BundleError,
     CacheError,
@@ -47,12 +50,14 @@ from .errors import (
     IOTableWarning,
     MissingRowError,
     ModelError,
+    NetlistMismatchError,
     NotDecomposedError,
     OptionError,
     PLAError,
     SimulatorNotInstalledError,
     SpecError,
     SpecMismatchError,
+    SynthError,
     TableError,
     TableTooLargeError,
     UnsupportedFakeQuantizeError,
@@ -92,6 +97,8 @@ __all__ = [
     "DEFAULT_MAX_ROWS",
     "DEFAULT_MEMORY_BUDGET",
     "ELEMENTWISE",
+    "ABCError",
+    "ABCNotInstalledError",
     "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
@@ -123,6 +130,7 @@ __all__ = [
     "LeafTracer",
     "MissingRowError",
     "ModelError",
+    "NetlistMismatchError",
     "Node",
     "NodeExecutionError",
     "NodeKind",
@@ -140,6 +148,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "SpecMismatchError",
+    "SynthError",
     "TableError",
     "TableMeta",
     "TableNetwork",

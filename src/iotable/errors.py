@@ -9,6 +9,8 @@ fix when one is known.
 from __future__ import annotations
 
 __all__ = [
+    "ABCError",
+    "ABCNotInstalledError",
     "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
@@ -25,6 +27,7 @@ __all__ = [
     "LayerNotFoundError",
     "MissingRowError",
     "ModelError",
+    "NetlistMismatchError",
     "NodeExecutionError",
     "NotDecomposedError",
     "ObserveError",
@@ -33,6 +36,7 @@ __all__ = [
     "SimulatorNotInstalledError",
     "SpecError",
     "SpecMismatchError",
+    "SynthError",
     "TableError",
     "TableTooLargeError",
     "UnsupportedFakeQuantizeError",
@@ -165,3 +169,23 @@ class LayerNotFoundError(IOTableError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the whole message
         return str(self.args[0])
+
+
+class SynthError(IOTableError, ValueError):
+    """A table cannot be mapped onto LUTs as asked: raw outputs instead of codes, a bad ``k`` or script, an
+    unusable cache directory or executor (the message names the thing and the fix)."""
+
+
+class ABCError(IOTableError, RuntimeError):
+    """ABC, the logic synthesis tool that maps tables onto LUTs, failed or did not finish in time; the
+    message carries its own output."""
+
+
+class ABCNotInstalledError(ABCError):
+    """No ABC program (``berkeley-abc``, ``yosys-abc`` or ``abc``) is on ``PATH``; the message names the
+    Debian package ``berkeley-abc``."""
+
+
+class NetlistMismatchError(IOTableError, RuntimeError):
+    """A mapped LUT netlist does not compute its table: evaluated on every row of the table (its care rows
+    for a partial table), some output differs. The message names the table, the row and both outputs."""

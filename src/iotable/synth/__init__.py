@@ -1,0 +1,45 @@
+"""What tables cost in LUTs: LogicNets' estimate, and ABC's mapping of each table, checked row by row.
+
+- :func:`lut_estimate` / :func:`table_lut_estimate` — LogicNets' analytic count,
+  ``(Y/3) * (2**(X-4) - (-1)**X)`` LUT6 for X input and Y output bits (vectorized; other k generalised).
+- :func:`map_table` — one table mapped onto k-input LUTs by ABC (``collapse; muxes; strash; dch; if -K 6``),
+  don't-cares spent, the LUT netlist read back and evaluated on every row of the table: a
+  :class:`MappedTable` (LUTs, depth, netlist, ABC version and script).
+- :func:`map_luts` — every table of a network or list, each distinct table once, in parallel (a process
+  pool, an ``Executor`` or a ``dask.distributed.Client``), cached on disk as JSON: a :class:`LutReport`
+  with per-layer totals, and with ``dense=`` what the don't-cares of restricted tables saved.
+
+ABC is a program, not a Python package: ``apt-get install berkeley-abc`` on Debian (yosys' ``yosys-abc``
+works too); without one, :class:`~iotable.errors.ABCNotInstalledError` says so. Counts are estimates tied
+to the pinned flow and ABC version each result records, not a vendor tool's placement. docs/hardware.md
+("Cost") describes the flow, the check and the cache.
+"""
+
+from __future__ import annotations
+
+from ..errors import ABCError, ABCNotInstalledError, NetlistMismatchError, SynthError
+from ._abc import DEFAULT_SCRIPT, abc_version
+from ._estimate import lut_estimate, table_lut_estimate
+from ._function import MAX_INPUT_BITS
+from ._map import LayerCost, LutReport, MappedTable, map_luts, map_table
+from ._netlist import Lut, LutNetlist, check_table
+
+__all__ = [
+    "DEFAULT_SCRIPT",
+    "MAX_INPUT_BITS",
+    "ABCError",
+    "ABCNotInstalledError",
+    "LayerCost",
+    "Lut",
+    "LutNetlist",
+    "LutReport",
+    "MappedTable",
+    "NetlistMismatchError",
+    "SynthError",
+    "abc_version",
+    "check_table",
+    "lut_estimate",
+    "map_luts",
+    "map_table",
+    "table_lut_estimate",
+]
