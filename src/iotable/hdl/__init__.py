@@ -17,18 +17,25 @@ from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from ._bench import table_bench
+from ._export import Design, LayerResources, Port, check, export, simulate
 from ._table import TableLayout, layout_of, table_verilog, table_vhdl
 from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
 
 __all__ = [
     "CheckResult",
+    "Design",
     "HDLError",
     "HDLToolError",
+    "LayerResources",
+    "Port",
     "SimulationResult",
     "SimulatorNotInstalledError",
     "TableLayout",
+    "check",
     "check_files",
+    "export",
     "layout_of",
+    "simulate",
     "simulate_files",
     "table_bench",
     "table_verilog",
