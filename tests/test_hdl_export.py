@@ -16,6 +16,7 @@ from torch import nn
 
 import iotable
 from iotable import Domain, HDLError, OptionError
+from iotable.cli import main
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.nn import Quantize
 from tests.optional import require_program
@@ -271,6 +272,31 @@ def test_check_passes(mlp: iotable.TableNetwork, tmp_path: Path, language: str, 
     design = export(mlp, tmp_path, language=language, pipeline=pipeline, top="mlp", vectors=4)
     result = check(design, timeout=300)
     assert result.top == "mlp" and result.language == language
+
+
+# -- the command line ------------------------------------------------------------------------------------------
+
+
+def test_cli_export_writes_a_design_whose_bench_passes(
+    mlp: iotable.TableNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """iotable export verilog BUNDLE DIR writes the design and benches, prints the description; bad paths exit 1."""
+    bundle = iotable.save(mlp, tmp_path / "bundle")
+    assert main(["export", "vhdl", str(bundle), str(tmp_path / "hw"), "--top", "mlp", "--vectors", "20"]) == 0
+    out = capsys.readouterr().out
+    assert "mlp: vhdl design, style unrolled" in out and "wrote " in out
+    assert (tmp_path / "hw" / "mlp.vhd").is_file() and (tmp_path / "hw" / "mlp_design.json").is_file()
+    require_program("ghdl", package="ghdl")
+    names = [p.name for p in (tmp_path / "hw").iterdir() if "_tb" not in p.name or p.name == "mlp_tb.vhd"]
+    files = {n: (tmp_path / "hw" / n).read_text() for n in names if not n.endswith("_vectors.hex")}
+    result = simulate_files(files, "mlp_tb", simulator="ghdl", timeout=120)
+    assert result.passed and "20/20 vectors match" in result.stdout
+    (tmp_path / "afile").write_text("")
+    assert main(["export", "verilog", str(bundle), str(tmp_path / "afile")]) == 1
+    assert "exists and is not a directory" in capsys.readouterr().err
+    layer = iotable.save(mlp["fc1"], tmp_path / "layer")
+    assert main(["export", "verilog", str(layer), str(tmp_path / "x")]) == 1
+    assert "needs a network bundle" in capsys.readouterr().err
 
 
 # -- bad inputs ---------------------------------------------------------------------------------------------
