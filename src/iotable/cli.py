@@ -193,7 +193,8 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         help="write a network bundle as a Verilog or VHDL design with its testbenches",
         description="Write a network bundle as a hardware design in DIRECTORY (created if missing): one module per "
         "distinct table, a layer module per table node, a top module with a valid/ready handshake, a self-checking "
-        "testbench that checks random input vectors against the network's own outputs, an exhaustive bench per table and <top>_design.json. Host nodes stay in software. See docs/hardware.md.",
+        "testbench that checks random input vectors against the network's own outputs, an exhaustive bench per "
+        "table and <top>_design.json. Host nodes stay in software. See docs/hardware.md.",
     )
     export.add_argument("language", choices=("verilog", "vhdl"), help="the language to write")
     export.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
