@@ -379,3 +379,72 @@ def test_examples_on_the_digits_test_split(digits_nets, tmp_path: Path, name: st
     assert torch.equal(net.run(x_test, return_codes=True), model_codes)
     if name == "logicnets_style":  # and simulate() hands the hardware's codes back (the larger MLP: bench only)
         assert torch.equal(simulate(design, x_test, simulator=simulator), model_codes)
+
+
+# -- convolutions, unrolled: pads (every mode), windows (stride, dilation), depthwise, pointwise, pools, 1D and 2D ----
+
+
+def conv2d_net() -> iotable.TableNetwork:
+    """(1, 11, 11) signed 2-bit pixels (pad code 2); a strided conv, a dilated replicate-padded depthwise, a
+    pointwise, a max-pool and a flatten."""
+    torch.manual_seed(3)
+    model = nn.Sequential(
+        OrderedDict(
+            conv=nn.Conv2d(1, 3, 2, stride=2, padding=1), bn=nn.BatchNorm2d(3), q1=Quantize(1),
+            dw=nn.Conv2d(3, 3, 3, padding=2, dilation=2, groups=3, padding_mode="replicate"), q2=Quantize(1),
+            pw=nn.Conv2d(3, 4, 1), q3=Quantize(2, scale=0.5),
+            pool=nn.MaxPool2d(2), flatten=nn.Flatten(),
+        )
+    ).eval()  # fmt: skip
+    half = Domain.uniform(2, signed=True, scale=0.5)
+    return iotable.precompute(model, input_domain=half, example_input=torch.zeros(1, 1, 11, 11))
+
+
+def conv1d_net() -> iotable.TableNetwork:
+    """(2, 9) 2-bit sequences; a strided reflect-padded conv, a circular 'same' depthwise (kernel 4: pads 1 before,
+    2 after), a zero-padded max-pool of kernel 3 and stride 2."""
+    torch.manual_seed(4)
+    model = nn.Sequential(
+        OrderedDict(
+            c1=nn.Conv1d(2, 2, 3, stride=2, padding=1, padding_mode="reflect"), q1=Quantize(1),
+            c2=nn.Conv1d(2, 2, 4, padding="same", groups=2, padding_mode="circular"), q2=Quantize(2, signed=True),
+            pool=nn.MaxPool1d(3, stride=2, padding=1),
+        )
+    ).eval()  # fmt: skip
+    return iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 2, 9))
+
+
+CONV_NETS = {"conv2d": conv2d_net, "conv1d": conv1d_net}
+
+
+@pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
+@pytest.mark.parametrize("key", sorted(CONV_NETS))
+def test_unrolled_convolutions_equal_net_run(tmp_path: Path, key: str, simulator: str) -> None:
+    """Every unit at every position, windows and pads as wiring, pools as comparator trees: the bench passes and
+    simulate returns net.run's codes."""
+    net = CONV_NETS[key]()
+    kinds = {n.kind.value for n in net.graph}
+    assert {"pad", "window", "pool"} <= kinds
+    design = export(net, tmp_path, language=SIMULATORS[simulator], style="unrolled", top=key, vectors=150)
+    result = run_bench(design, simulator)
+    assert result.passed and "150/150 vectors match" in result.stdout, result.stdout
+    node = net.input_node
+    x = values(node.domain, (40, *node.shape), 9)
+    assert torch.equal(simulate(design, x, simulator=simulator), net.run(x, return_codes=True))
+
+
+def test_unrolled_layers_instantiate_each_unit_at_each_position(tmp_path: Path) -> None:
+    """The 2D net's depthwise layer: 3 units x 36 positions, at most 3 distinct tables; its pool: 36 comparator trees of 4."""
+    design = export(conv2d_net(), tmp_path, top="c2", vectors=4)
+    dw = next(r for r in design.layers if r.node == "dw")
+    assert (dw.units, dw.instances) == (3, 108) and dw.tables <= 3
+    text = (tmp_path / "c2.v").read_text()
+    assert text.count("module c2_pool0") == 1 and len(re.findall(r"wire \[1:0\] m\d+_1_0 =", text)) == 36
+
+
+@pytest.mark.parametrize("key", sorted(CONV_NETS))
+def test_unrolled_convolutions_pass_yosys(tmp_path: Path, key: str) -> None:
+    """yosys synthesizes the unrolled convolution designs with check -assert and no latch."""
+    require_program("yosys", package="yosys")
+    design = export(CONV_NETS[key](), tmp_path, top=key, vectors=4)
+    assert check(design, timeout=300).cells
