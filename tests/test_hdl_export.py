@@ -448,3 +448,22 @@ def test_unrolled_convolutions_pass_yosys(tmp_path: Path, key: str) -> None:
     require_program("yosys", package="yosys")
     design = export(CONV_NETS[key](), tmp_path, top=key, vectors=4)
     assert check(design, timeout=300).cells
+
+
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_digits_cnn_exports_up_to_its_host_head(tmp_path: Path, language: str) -> None:
+    """The digits CNN example exports unrolled up to its float head: out_data carries the flatten's 256 codes."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        digits = importlib.import_module("_digits")
+        model = importlib.import_module("digits_cnn").DigitsCNN().eval()
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    net = iotable.precompute(
+        model, input_domain=digits.INPUT_DOMAIN, example_input=torch.zeros(1, 1, 8, 8), host=["fc"]
+    )
+    design = export(net, tmp_path, language=language, top="cnn", vectors=8, table_benches=False)
+    assert design.host == ("fc",) and design.output_node == "flatten" and design.outputs.shape == (256,)
+    assert [(r.units, r.instances) for r in design.layers] == [(8, 128), (8, 128), (16, 256)]
+    assert design.latency == 3 and design.inputs.width == 128 and design.outputs.width == 512
+    assert not design.table_benches
