@@ -88,12 +88,15 @@ def bench_simulation(sizes: tuple[int, int], work: Path) -> list[dict[str, Any]]
             out = simulate(design, x, simulator=simulator)
             timings.append(time.perf_counter() - start)
             assert torch.equal(out, net.run(x, return_codes=True)), f"{simulator} differs from net.run"
-        rate = (sizes[1] - sizes[0]) / max(timings[1] - timings[0], 1e-9)
-        fixed = timings[0] - sizes[0] / rate
+        extra = timings[1] - timings[0]
+        # Below a second of difference the run is lost in the spread of compiling: no rate to report.
+        rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
+        fixed = timings[0] - sizes[0] / rate if rate else timings[0]
         rows.append({"simulator": simulator, "vectors": list(sizes), "seconds": timings, "vectors_per_s": rate,
                      "fixed_s": fixed})  # fmt: skip
+        shown = f"{rate:8.0f} vectors/s" if rate else "run time within the spread of compiling"
         print(f"simulate jsc-m {simulator:9s} {sizes[0]} vectors {timings[0]:6.1f} s, {sizes[1]} vectors "
-              f"{timings[1]:6.1f} s: {rate:8.0f} vectors/s after {fixed:5.1f} s of compiling")  # fmt: skip
+              f"{timings[1]:6.1f} s: {shown} after {fixed:5.1f} s of compiling")  # fmt: skip
     return rows
 
 
