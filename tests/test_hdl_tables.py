@@ -12,6 +12,7 @@ import pytest
 
 from iotable import Domain, HDLError, HDLToolError, IOTable, OptionError, SimulatorNotInstalledError
 from iotable.hdl import check_files, simulate_files, table_bench, table_verilog, table_vhdl, write_files
+from iotable.hdl._table import levels_of
 from tests.optional import require_program
 
 D1, D2, D3 = Domain.uniform(1), Domain.uniform(2), Domain.uniform(3)
@@ -56,11 +57,22 @@ def simulate(files: dict[str, str], name: str, simulator: str):
     return simulate_files(files, f"{name}_tb", simulator=simulator, timeout=120)
 
 
+_ITEM = re.compile(r"^( *)(?:\d+'b|when b\")([01_]+)\"?(?::| =>) codes <?= (?:\d+'b|b\")([01_]+)")
+_HEADER = re.compile(r"^( *)(?:\d+'b|when b\")([01_]+)\"?(?:: case \(| =>$)")
+
+
 def case_rows(text: str) -> tuple[list[list[int]], list[list[int]]]:
-    """The case labels' input fields and the case values' output fields, read back from Verilog or VHDL."""
-    rows = re.findall(r"(?:\d+'b|when b\")([01_]+)\"?(?::| =>) codes <?= (?:\d+'b|b\")([01_]+)", text)
-    fields = [[int(f, 2) for f in a.split("_")] for a, _ in rows]
-    values = [[int(f, 2) for f in c.split("_")] for _, c in rows]
+    """The case labels' input fields and the case values' output fields, read back from Verilog or VHDL; a
+    nested case's item gets the labels of the cases around it (by indentation) in front of its own."""
+    outer: list[tuple[int, str]] = []  # (indentation, label) of the open nested cases
+    fields, values = [], []
+    for line in text.splitlines():
+        if header := _HEADER.match(line):
+            outer = [o for o in outer if o[0] < len(header.group(1))] + [(len(header.group(1)), header.group(2))]
+        elif item := _ITEM.match(line):
+            label = "_".join([o[1] for o in outer if o[0] < len(item.group(1))] + [item.group(2)])
+            fields.append([int(f, 2) for f in label.split("_")])
+            values.append([int(f, 2) for f in item.group(3).split("_")])
     return fields, values
 
 
@@ -106,11 +118,32 @@ def test_dont_care_modes(language: str, x_line: str, zero_line: str) -> None:
     assert zero_line in module(table, "p", language, "zero")[f"p.{'v' if language == 'verilog' else 'vhd'}"]
 
 
-def test_large_table_text_is_exact() -> None:
-    """A 2**16-row table's case lists every row once, in address order, with its codes."""
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_large_table_text_is_exact(language: str) -> None:
+    """A 2**16-row table's nested case lists every row once, in address order, with its codes."""
     table = dense([D2] * 8, 2, D2, 11)
-    fields, values = case_rows(table_verilog(table, "big"))
+    fields, values = case_rows(next(iter(module(table, "big", language).values())))
     assert len(fields) == 2**16
+    assert np.array_equal(np.asarray(fields), table.inputs) and np.array_equal(np.asarray(values), table.outputs)
+
+
+def test_nesting_levels() -> None:
+    """Up to 12 address bits one flat case; beyond, levels of whole fields of at most 10 bits, filled from the last."""
+    assert levels_of((2,) * 6) == [(0, 6)]
+    assert levels_of((2,) * 9) == [(0, 4), (4, 9)]  # 8 + 10 bits: the digits CNN's 18-bit tables
+    assert levels_of((3,) * 8) == [(0, 2), (2, 5), (5, 8)]
+    assert levels_of((13, 1)) == [(0, 1), (1, 2)]  # a wide field is a level of its own
+    text = table_verilog(dense([D2] * 7, 1, D2, 3), "n")
+    assert "case (address[13:10])" in text and "4'b01_10: case (address[9:0])" in text
+
+
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_nested_partial_table_text_is_exact(language: str) -> None:
+    """A partial table of 14 address bits (random rows kept) nests only the groups that hold rows, each row once."""
+    full = dense([D2] * 6 + [TRI], 2, D2, 17)
+    keep = np.sort(np.random.default_rng(1).choice(len(full), size=300, replace=False))
+    table = IOTable(full.inputs[keep], full.outputs[keep], input_domains=full.input_domains, output_domain=D2)
+    fields, values = case_rows(next(iter(module(table, "np", language).values())))
     assert np.array_equal(np.asarray(fields), table.inputs) and np.array_equal(np.asarray(values), table.outputs)
 
 
@@ -211,6 +244,21 @@ def test_bench_passes_a_4096_row_table() -> None:
     table = dense([D3] * 4, 2, D2, 13)
     result = simulate(bench(table, "t12", "verilog"), "t12", "iverilog")
     assert result.passed and "4096/4096 vectors match" in result.stdout
+
+
+@pytest.mark.parametrize("simulator", ["iverilog", "ghdl", "verilator"])
+def test_nested_tables_pass_their_benches(simulator: str) -> None:
+    """A nested 14-bit table (16,384 rows) and a nested partial one pass their exhaustive benches."""
+    if simulator == "verilator":
+        require_program("g++", package="g++")
+    language = "vhdl" if simulator == "ghdl" else "verilog"
+    big = dense([D2] * 7, 1, D2, 19)
+    full = dense([D2] * 6 + [TRI], 2, D2, 17)
+    keep = np.sort(np.random.default_rng(1).choice(len(full), size=300, replace=False))
+    part = IOTable(full.inputs[keep], full.outputs[keep], input_domains=full.input_domains, output_domain=D2)
+    for name, table in (("big14", big), ("part14", part)):
+        result = simulate(bench(table, name, language), name, simulator)
+        assert result.passed and f"{len(table)}/{len(table)} vectors match" in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize("key", ["mixed3", "part"])

@@ -20,9 +20,10 @@ The pipeline:
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
-- **hardware** — :mod:`iotable.hdl` writes one table as a Verilog module or VHDL entity with an exhaustive
-  testbench, and runs open simulators (iverilog, ghdl, verilator) and yosys on them; :mod:`iotable.synth`
-  counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against the table).
+- **hardware** — :mod:`iotable.hdl` writes a table network (or one table) as Verilog or VHDL with
+  self-checking testbenches, and runs open simulators (iverilog, ghdl, verilator) and yosys on them;
+  :mod:`iotable.synth` counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against
+  the table).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts. Every error iotable raises on purpose is an :class:`IOTableError`.

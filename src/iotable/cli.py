@@ -4,7 +4,8 @@
 - ``iotable check BUNDLE`` re-verifies the manifest's checksum, every field and file, the graph's invariants
   and the golden vectors;
 - ``iotable dot BUNDLE [-o FILE]`` writes the interlayer graph as Graphviz DOT (or SVG, for ``FILE.svg``);
-- ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers.
+- ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers;
+- ``iotable export verilog|vhdl BUNDLE DIRECTORY`` writes the network as a hardware design with its testbenches.
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
 missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
@@ -183,9 +184,70 @@ def _pla(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- export -------------------------------------------------------------------------------------------------------
+
+
+def _add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser(
+        "export",
+        help="write a network bundle as a Verilog or VHDL design with its testbenches",
+        description="Write a network bundle as a hardware design in DIRECTORY (created if missing): one module per "
+        "distinct table, a layer module per table node, a top module with a valid/ready handshake, a self-checking "
+        "testbench that checks random input vectors against the network's own outputs, an exhaustive bench per "
+        "table and <top>_design.json. Host nodes stay in software. See docs/hardware.md.",
+    )
+    export.add_argument("language", choices=("verilog", "vhdl"), help="the language to write")
+    export.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
+    export.add_argument("directory", metavar="DIRECTORY", help="where to write the design")
+    export.add_argument("--top", default="iotable_net", help="the top module's name (default: %(default)s)")
+    export.add_argument(
+        "--pipeline",
+        type=int,
+        default=1,
+        metavar="K",
+        help="a register after every K-th table layer; 0: combinational (default: %(default)s)",
+    )
+    export.add_argument("--vectors", type=int, default=256, help="random vectors for the testbench (default: 256)")
+    export.add_argument(
+        "--dont-cares",
+        choices=("x", "zero"),
+        default="x",
+        help="what rows a partial table lacks drive: x (don't-care) or code 0 (default: %(default)s)",
+    )
+    export.set_defaults(run=_export)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .hdl import export
+
+    target = Path(args.directory)
+    if target.exists() and not target.is_dir():
+        msg = f"DIRECTORY {args.directory}: exists and is not a directory; give a directory for the design"
+        raise CommandError(msg)
+    net = _network(args.bundle, "export")
+    design = export(
+        net,
+        target,
+        language=args.language,
+        top=args.top,
+        pipeline=args.pipeline,
+        vectors=args.vectors,
+        dont_cares=args.dont_cares,
+    )
+    print(design.summary())
+    print(f"wrote {len(design.files)} file(s) to {target}")
+    return 0
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 
-_COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (_add_info, _add_check, _add_dot, _add_pla)
+_COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _add_info,
+    _add_check,
+    _add_dot,
+    _add_pla,
+    _add_export,
+)
 
 
 def _parser() -> argparse.ArgumentParser:

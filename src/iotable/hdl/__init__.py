@@ -1,4 +1,9 @@
-"""Hardware: IOTables as Verilog and VHDL, proved equal to the tables by open simulators.
+"""Hardware: IOTables and whole table networks as Verilog and VHDL, proved equal by open simulators.
+
+- :func:`export` — a table network as a design: table modules, layer modules wired by the graph's index
+  maps, pipeline registers and a valid/ready top module, with a network bench from ``net.run`` and a bench per
+  table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`LayerResources`).
+  :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it.
 
 - :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
   over the input codes packed into ``address`` (first input most significant), the output codes packed into
@@ -17,18 +22,25 @@ from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from ._bench import table_bench
+from ._export import Design, LayerResources, Port, check, export, simulate
 from ._table import TableLayout, layout_of, table_verilog, table_vhdl
 from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
 
 __all__ = [
     "CheckResult",
+    "Design",
     "HDLError",
     "HDLToolError",
+    "LayerResources",
+    "Port",
     "SimulationResult",
     "SimulatorNotInstalledError",
     "TableLayout",
+    "check",
     "check_files",
+    "export",
     "layout_of",
+    "simulate",
     "simulate_files",
     "table_bench",
     "table_verilog",

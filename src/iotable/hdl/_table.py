@@ -11,8 +11,15 @@ The I/O contract (docs/hardware.md has worked examples):
   is not a power of two, fall to the ``case``'s default: all ``x`` (Verilog) / ``'-'`` (VHDL) with
   ``dont_cares="x"``, code 0 with ``"zero"``.
 
-The ``case`` body is built as one byte matrix (a row per table row, a column per character) with numpy,
-never a Python loop over rows; case labels separate the input fields with ``_`` so that a reader sees them.
+Tables of more than :data:`FLAT_BITS` address bits are written as **nested** cases: an outer ``case`` over
+the leading input fields whose branches are ``case`` statements over the next fields, each level at most
+:data:`LEVEL_BITS` bits wide (whole fields). The rows and the contract are the same; a flat ``case`` of
+2**18 branches takes iverilog minutes to compile and milliseconds per lookup (it compares branch by branch),
+and verilator longer still, while the nested form compiles in about a second.
+
+The ``case`` body is built as byte matrices (a row per table row, a column per character) with numpy and
+interleaved with the nested levels' headers by one sort, never a Python loop over rows; case labels separate
+the input fields with ``_`` so that a reader sees them.
 """
 
 from __future__ import annotations
@@ -29,7 +36,12 @@ from ..pla import _bits
 from ..table import IOTable
 from ._names import check_name
 
-__all__ = ["DontCares", "TableLayout", "layout_of", "table_verilog", "table_vhdl"]
+__all__ = ["FLAT_BITS", "LEVEL_BITS", "DontCares", "TableLayout", "layout_of", "table_verilog", "table_vhdl"]
+
+#: Tables of at most this many address bits are one flat ``case``.
+FLAT_BITS = 12
+#: Larger tables nest cases; each level spans whole input fields of at most this many bits (or one field).
+LEVEL_BITS = 10
 
 
 class DontCares(str, enum.Enum):
@@ -142,11 +154,149 @@ def _lines(parts: list[np.ndarray | str], rows: int) -> str:
     return np.concatenate(columns, axis=1).tobytes().decode("ascii") if rows else ""
 
 
-def _case_fields(table: IOTable, layout: TableLayout) -> tuple[np.ndarray, np.ndarray]:
-    """Case labels (input fields) and case values (output fields) of every row, as byte matrices."""
-    label = _bit_chars(table.inputs, layout.input_widths, separator=True)
+def levels_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
+    """The nesting of a table's ``case``: ``(first field, end field)`` of each level, outermost first.
+
+    One level when the address has at most :data:`FLAT_BITS` bits; otherwise levels of whole fields of at most
+    :data:`LEVEL_BITS` bits each (a wider field is a level of its own), filled from the last field, so that
+    the outermost level holds what remains.
+    """
+    if sum(widths) <= FLAT_BITS:
+        return [(0, len(widths))]
+    levels = []
+    end = len(widths)
+    while end > 0:
+        start, bits = end - 1, widths[end - 1]
+        while start > 0 and bits + widths[start - 1] <= LEVEL_BITS:
+            start -= 1
+            bits += widths[start]
+        levels.append((start, end))
+        end = start
+    return levels[::-1]
+
+
+@dataclass(frozen=True)
+class _Syntax:
+    """The text of one language's (nested) case statement; ``{...}`` fields are filled per table."""
+
+    top: str  # the outermost case line, then its items at item_indent(0)
+    item: str  # a row: label and value around the '{label}'/'{value}' byte matrices
+    header: tuple[str, str]  # an item opening a nested case: text around the label
+    default: str  # the default item of a case
+    end: str  # the end of a case statement
+    step: int  # indentation of one level of nesting, in units of 4 spaces
+
+    def indent(self, level: int) -> str:
+        """The indentation of the items of the case over level ``level``."""
+        return " " * (12 + 4 * level * self.step)
+
+
+def _syntax(language: str, layout: TableLayout, mode: DontCares) -> _Syntax:
+    cw = layout.code_bits
+    if language == "verilog":
+        fill = "x" * cw if mode is DontCares.X else "0" * cw
+        return _Syntax(
+            top="        case ({range})\n",
+            item=f": codes = {cw}'b",
+            header=("", ": case ({range})\n"),
+            default=f"default: codes = {cw}'b{fill};\n",
+            end="endcase\n",
+            step=1,
+        )
+    fill = "'-'" if mode is DontCares.X else "'0'"
+    return _Syntax(
+        top="        case {range} is\n",
+        item='" => codes <= b"',
+        header=('when b"', '" =>\n{indent}    case {range} is\n'),
+        default=f"when others => codes <= (others => {fill});\n",
+        end="end case;\n",
+        step=2,
+    )
+
+
+def _range(layout: TableLayout, level: tuple[int, int], language: str, *, whole: bool) -> str:
+    """The address bits of a level's fields, as the case expression."""
+    if whole:
+        return "address"
+    first, end = level
+    high = layout.input_offsets[first] + layout.input_widths[first] - 1
+    low = layout.input_offsets[end - 1]
+    return _slice("address", high, low, language)
+
+
+def _case_text(table: IOTable, layout: TableLayout, language: str, mode: DontCares) -> str:
+    """The whole (nested) ``case`` statement of ``table``, from its first line to its ``endcase``/``end case``."""
+    syntax = _syntax(language, layout, mode)
+    widths = layout.input_widths
+    levels = levels_of(widths)
+    depth = len(levels) - 1
+    inputs = table.inputs
     value = _bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=True)
-    return label, value
+    last = levels[-1]
+    label = _bit_chars(inputs[:, last[0] : last[1]], widths[last[0] : last[1]], separator=True)
+    bits = sum(widths[last[0] : last[1]])
+    indent = syntax.indent(depth)
+    item: list[np.ndarray | str]
+    if language == "verilog":
+        item = [f"{indent}{bits}'b", label, syntax.item, value, ";\n"]
+    else:
+        item = [f'{indent}when b"', label, syntax.item, value, '";\n']
+    closing = f"{syntax.indent(0)}{syntax.default}        {syntax.end}"
+    top = syntax.top.format(range=_range(layout, levels[0], language, whole=depth == 0))
+    if depth == 0:
+        return top + _lines(item, layout.rows) + closing
+    return top + _nested(table, layout, language, syntax, levels, _lines(item, layout.rows)) + closing
+
+
+def _nested(
+    table: IOTable, layout: TableLayout, language: str, syntax: _Syntax, levels: list[tuple[int, int]], items: str
+) -> str:
+    """The rows' items (fixed-width lines, in address order) with the headers and ends of the nested cases
+    interleaved: before a row that starts a new group at level k, the cases of levels k+1.. close (innermost
+    first) and open again (outermost first). One stable sort over all segments, no loop over rows."""
+    rows, depth = layout.rows, len(levels) - 1
+    widths, inputs = layout.input_widths, table.inputs
+    item_width = len(items) // rows
+    segments: list[tuple[np.ndarray, int, np.ndarray]] = [
+        (np.arange(rows), 2 * depth + 1, np.frombuffer(items.encode("ascii"), np.uint8).reshape(rows, item_width))
+    ]
+    new_group = np.zeros(rows, dtype=bool)
+    new_group[0] = True
+    for k in range(depth):  # level k's group changes where any field of levels 0..k changes
+        end = levels[k][1]
+        new_group[1:] |= (np.diff(inputs[:, :end].astype(np.int64), axis=0) != 0).any(axis=1)
+        starts = np.flatnonzero(new_group)
+        first, stop = levels[k]
+        label = _bit_chars(inputs[starts, first:stop], widths[first:stop], separator=True)
+        indent = syntax.indent(k)
+        inner = _range(layout, levels[k + 1], language, whole=False)
+        before = f"{indent}{sum(widths[first:stop])}'b" if language == "verilog" else indent + syntax.header[0]
+        after = syntax.header[1].format(range=inner, indent=indent)
+        segments.append((starts, depth + k, _matrix([before, label, after], len(starts))))
+        close = f"{syntax.indent(k + 1)}{syntax.default}{indent}{' ' * 4 * (syntax.step - 1)}{syntax.end}"
+        ends = np.append(starts[1:], rows)  # a group closes before the next one at its level, or at the end
+        segments.append((ends, depth - 1 - k, _matrix([close], len(ends))))
+    return _interleave(segments)
+
+
+def _matrix(parts: list[np.ndarray | str], rows: int) -> np.ndarray:
+    """:func:`_lines`'s rows as a byte matrix ``(rows, width)``."""
+    text = _lines(parts, rows).encode("ascii")
+    return np.frombuffer(text, np.uint8).reshape(rows, -1) if rows else np.zeros((0, 0), np.uint8)
+
+
+def _interleave(segments: list[tuple[np.ndarray, int, np.ndarray]]) -> str:
+    """Byte-matrix segments ``(row, order, text)`` joined in (row, order) order: one lexsort and one gather."""
+    data = np.concatenate([m.reshape(-1) for _, _, m in segments])
+    lengths = np.concatenate([np.full(len(r), m.shape[1], dtype=np.int64) for r, _, m in segments])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    row = np.concatenate([r for r, _, _ in segments])
+    order = np.concatenate([np.full(len(r), o, dtype=np.int64) for r, o, _ in segments])
+    sequence = np.lexsort((order, row))
+    lengths, starts = lengths[sequence], starts[sequence]
+    shift = starts - np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    gather = np.repeat(shift, lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+    return data[gather].tobytes().decode("ascii")
 
 
 def _comment_text(value: object) -> str:
@@ -204,10 +354,7 @@ def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
     layout = layout_of(table, what=what)
     name = check_name(name, language="verilog", what=what)
     mode = DontCares.parse(dont_cares, what=what)
-    label, value = _case_fields(table, layout)
     aw, cw = layout.address_bits, layout.code_bits
-    body = _lines([f"            {aw}'b", label, f": codes = {cw}'b", value, ";\n"], layout.rows)
-    fill = "x" * cw if mode is DontCares.X else "0" * cw
     head = "\n".join(_header(table, layout, mode, "//"))
     return (
         f"{head}\n"
@@ -216,10 +363,7 @@ def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
         f"    output reg  [{cw - 1}:0] codes\n"
         ");\n"
         "    always @(*) begin\n"
-        "        case (address)\n"
-        f"{body}"
-        f"            default: codes = {cw}'b{fill};\n"
-        "        endcase\n"
+        f"{_case_text(table, layout, 'verilog', mode)}"
         "    end\n"
         "endmodule\n"
     )
@@ -255,10 +399,7 @@ def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
     layout = layout_of(table, what=what)
     name = check_name(name, language="vhdl", what=what)
     mode = DontCares.parse(dont_cares, what=what)
-    label, value = _case_fields(table, layout)
     aw, cw = layout.address_bits, layout.code_bits
-    body = _lines(['            when b"', label, '" => codes <= b"', value, '";\n'], layout.rows)
-    fill = "'-'" if mode is DontCares.X else "'0'"
     head = "\n".join(_header(table, layout, mode, "--"))
     return (
         f"{head}\n"
@@ -276,10 +417,7 @@ def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
         "begin\n"
         "    process (all)\n"
         "    begin\n"
-        "        case address is\n"
-        f"{body}"
-        f"            when others => codes <= (others => {fill});\n"
-        "        end case;\n"
+        f"{_case_text(table, layout, 'vhdl', mode)}"
         "    end process;\n"
         "end architecture rtl;\n"
     )

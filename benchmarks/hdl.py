@@ -1,0 +1,145 @@
+"""Hardware export and simulation timings: ``python -m benchmarks.hdl`` (``--quick`` for a smoke run).
+
+- **export**: ``iotable.hdl.export`` of ``jsc-m`` (165 tables of 4,096 rows), ``digits-cnn`` (the digits
+  example's CNN, unrolled: 512 instances of 32 tables of 2^16 to 2^18 rows) and ``cnn`` (3x32x32, its tables
+  of 2^18 rows) in Verilog and VHDL: seconds (median) and megabytes written. Precomputing is not timed.
+- **simulation**: ``iotable.hdl.simulate`` of the ``jsc-m`` design on batches of two sizes under each installed
+  simulator; the difference between the two runs gives the throughput in vectors per second, the rest is the
+  fixed cost of compiling (and elaborating) the design.
+- **table bench**: the exhaustive bench of one 2^18-row table of the digits CNN (a nested case), under
+  iverilog and ghdl: rows per second.
+
+Timings are wall-clock medians on the machine that runs it; the simulators run as subprocesses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import iotable
+from iotable.hdl import export, simulate, simulate_files
+
+from . import workloads
+
+SIMULATORS = {"iverilog": "verilog", "verilator": "verilog", "ghdl": "vhdl"}
+
+
+def _median(fn: Any, repeats: int) -> tuple[float, Any]:
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def _network(name: str) -> iotable.TableNetwork:
+    if name == "digits-cnn":
+        model = workloads.build_digits_cnn()
+        return iotable.precompute(
+            model, input_domain=workloads.DIGITS_DOMAIN, example_input=torch.zeros(1, 1, 8, 8), host=[model[-1]]
+        )
+    return workloads.build(name).precompute()
+
+
+def bench_export(names: list[str], repeats: int, work: Path) -> list[dict[str, Any]]:
+    rows = []
+    for name in names:
+        net = _network(name)
+        for language in ("verilog", "vhdl"):
+            target = work / f"{name}-{language}"
+
+            def run(net: iotable.TableNetwork = net, target: Path = target, language: str = language) -> Any:
+                shutil.rmtree(target, ignore_errors=True)
+                return export(net, target, language=language, top="net", vectors=64, table_benches=False)
+
+            seconds, design = _median(run, repeats)
+            size = sum((target / f).stat().st_size for f in design.sources) / 1e6
+            rows.append({"workload": name, "language": language, "seconds": seconds, "megabytes": size,
+                         "tables": sum(r.tables for r in design.layers),
+                         "instances": sum(r.instances for r in design.layers)})  # fmt: skip
+            print(f"export {name:10s} {language:8s} {seconds:7.2f} s  {size:7.1f} MB of sources  "
+                  f"{rows[-1]['tables']} tables, {rows[-1]['instances']} instances")  # fmt: skip
+    return rows
+
+
+def bench_simulation(sizes: tuple[int, int], work: Path) -> list[dict[str, Any]]:
+    net = _network("jsc-m")
+    rows = []
+    for simulator, language in SIMULATORS.items():
+        if shutil.which(simulator) is None:
+            print(f"simulate jsc-m {simulator}: not installed, skipped")
+            continue
+        design = export(net, work / f"sim-{language}", language=language, top="net", vectors=8, table_benches=False)
+        domain = net.input_node.domain
+        timings = []
+        for n in sizes:
+            x = torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (n, 16))]
+            start = time.perf_counter()
+            out = simulate(design, x, simulator=simulator)
+            timings.append(time.perf_counter() - start)
+            assert torch.equal(out, net.run(x, return_codes=True)), f"{simulator} differs from net.run"
+        extra = timings[1] - timings[0]
+        # Below a second of difference the run is lost in the spread of compiling: no rate to report.
+        rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
+        fixed = timings[0] - sizes[0] / rate if rate else timings[0]
+        rows.append({"simulator": simulator, "vectors": list(sizes), "seconds": timings, "vectors_per_s": rate,
+                     "fixed_s": fixed})  # fmt: skip
+        shown = f"{rate:8.0f} vectors/s" if rate else "run time within the spread of compiling"
+        print(f"simulate jsc-m {simulator:9s} {sizes[0]} vectors {timings[0]:6.1f} s, {sizes[1]} vectors "
+              f"{timings[1]:6.1f} s: {shown} after {fixed:5.1f} s of compiling")  # fmt: skip
+    return rows
+
+
+def bench_table(work: Path) -> list[dict[str, Any]]:
+    net = _network("digits-cnn")
+    rows = []
+    for simulator, language in (("iverilog", "verilog"), ("ghdl", "vhdl")):
+        if shutil.which(simulator) is None:
+            continue
+        target = work / f"table-{language}"
+        design = export(net, target, language=language, top="net", vectors=4)
+        bench = design.table_benches[0]
+        module = bench[: -len("_tb")]
+        suffix = ".v" if language == "verilog" else ".vhd"
+        names = (f"{module}{suffix}", f"{bench}{suffix}", f"{module}_vectors.hex")
+        files = {n: (target / n).read_text() for n in names}
+        result = simulate_files(files, bench, simulator=simulator, timeout=1800)
+        rows_ = net.tables[0].rows
+        assert result.passed, result.stdout
+        rows.append({"simulator": simulator, "rows": rows_, "seconds": result.seconds})
+        print(f"table bench {module} ({rows_} rows) {simulator:9s} {result.seconds:6.1f} s: "
+              f"{rows_ / result.seconds:8.0f} rows/s, {result.stdout.strip().splitlines()[-1]}")  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.hdl", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="one repeat, small batches, jsc-m only")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", metavar="FILE", help="also write the report as JSON")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    repeats = 1 if args.quick else args.repeats
+    with tempfile.TemporaryDirectory(prefix="iotable-hdl-bench-") as tmp:
+        work = Path(tmp)
+        report = {
+            "export": bench_export(["jsc-m"] if args.quick else ["jsc-m", "digits-cnn", "cnn"], repeats, work),
+            "simulation": bench_simulation((20, 100) if args.quick else (200, 2000), work),
+            "table_bench": [] if args.quick else bench_table(work),
+        }
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
