@@ -12,7 +12,6 @@ import enum
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._files import atomic_write
+from .._process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from ._names import check_file_name
 
@@ -184,24 +184,14 @@ def _run(command: list[str], cwd: Path, deadline: float, *, what: str) -> subpro
     if left <= 0:
         msg = f"{what}: no time left for {command[0]}; raise timeout="
         raise HDLToolError(msg)
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=left)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
+    done, late = run_in_group(command, cwd, left)
+    if late:
         msg = (
             f"{what}: {' '.join(command)} did not finish within the timeout; raise timeout= "
-            f"(output so far:\n{_tail(stdout + stderr)})"
+            f"(output so far:\n{_tail(done.stdout + done.stderr)})"
         )
-        raise HDLToolError(msg) from None
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+        raise HDLToolError(msg)
+    return done
 
 
 def _step(command: list[str], cwd: Path, deadline: float, *, what: str) -> subprocess.CompletedProcess[str]:

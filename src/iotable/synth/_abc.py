@@ -10,12 +10,12 @@ import functools
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from .._process import run_in_group
 from ..errors import ABCError, ABCNotInstalledError, SynthError
 
 __all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "abc_version", "find_abc", "resolve_script", "run_abc"]
@@ -63,24 +63,15 @@ def _tail(text: str) -> str:
 
 
 def _run(command: list[str], cwd: str, timeout: float, *, what: str) -> subprocess.CompletedProcess[str]:
-    process = subprocess.Popen(
-        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
-    )
-    try:
-        stdout, stderr = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
+    done, late = run_in_group(command, cwd, timeout)
+    if late:
         msg = (
             f"{what}: {command[0]} did not finish within {timeout:g} s; raise timeout= (a table of 16 input bits "
-            f"takes about 10 s, each further bit about twice as long). Output so far:\n{_tail(stdout + stderr)}"
+            f"takes about 10 s, each further bit about twice as long). Output so far:\n"
+            f"{_tail(done.stdout + done.stderr)}"
         )
-        raise ABCError(msg) from None
-    except BaseException:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.communicate()
-        raise
-    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+        raise ABCError(msg)
+    return done
 
 
 @functools.lru_cache(maxsize=8)
