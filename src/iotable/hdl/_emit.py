@@ -15,7 +15,7 @@ import numpy as np
 from ._netlist import Layer, Netlist, Pool
 from ._table import table_verilog, table_vhdl
 
-__all__ = ["Lang", "design_files", "runs"]
+__all__ = ["Lang", "block_texts", "design_files", "runs", "table_files", "top_parts"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def runs(
     return parts
 
 
-def _top_parts(lang: Lang, netlist: Netlist, ids: np.ndarray) -> str:
+def top_parts(lang: Lang, netlist: Netlist, ids: np.ndarray) -> str:
     """A concatenation of top-level elements ``ids`` (element 0 lowest) as one HDL expression."""
     order = np.asarray(ids, dtype=np.int64)[::-1]
     names = [s.name for s in netlist.signals]
@@ -177,7 +177,7 @@ def _top_text(lang: Lang, netlist: Netlist, header: list[str]) -> str:
     for block in netlist.blocks:
         out = netlist.signals[block.output]
         instance = block.name[len(netlist.top) + 1 :]
-        x = _top_parts(lang, netlist, block.x_ids)
+        x = top_parts(lang, netlist, block.x_ids)
         if lang.verilog:
             signals.append(f"    wire [{out.width - 1}:0] {out.name};")
             body.append(f"    {block.name} {instance} (.x({x}), .y({out.name}));")
@@ -192,7 +192,7 @@ def _top_text(lang: Lang, netlist: Netlist, header: list[str]) -> str:
         else:
             signals.append(f"    signal {reg.name} : {_vector(lang, reg.width)};")
         registers.append((reg.name, src.name))
-    output = _top_parts(lang, netlist, netlist.output_ids)
+    output = top_parts(lang, netlist, netlist.output_ids)
     if lang.verilog:
         return "\n".join(header + _verilog_top(netlist.top, inw, outw, latency, signals, body, registers, output))
     return "\n".join(header + _vhdl_top(netlist.top, inw, outw, latency, signals, body, registers, output))
@@ -307,17 +307,28 @@ def _vhdl_top(
     return lines
 
 
+def table_files(netlist: Netlist, lang: Lang, *, dont_cares: str) -> dict[str, str]:
+    """``<table module>.v|.vhd`` for each distinct table."""
+    emit = table_verilog if lang.verilog else table_vhdl
+    return {
+        f"{module.name}{lang.suffix}": emit(module.table, module.name, dont_cares=dont_cares)
+        for module in netlist.modules.values()
+    }
+
+
+def block_texts(lang: Lang, netlist: Netlist) -> str:
+    """The layer and pool modules of a netlist."""
+    return "".join(
+        _layer_text(lang, netlist, block) if isinstance(block, Layer) else _pool_text(lang, block)
+        for block in netlist.blocks
+    )
+
+
 def design_files(netlist: Netlist, language: str, *, dont_cares: str, header: list[str]) -> dict[str, str]:
     """Every source file of the design: ``<table module>.v|.vhd`` for each distinct table, then
     ``<top>.v|.vhd`` (layer and pool modules, then the top)."""
     lang = Lang(language)
-    files = {}
-    emit = table_verilog if lang.verilog else table_vhdl
-    for module in netlist.modules.values():
-        files[f"{module.name}{lang.suffix}"] = emit(module.table, module.name, dont_cares=dont_cares)
+    files = table_files(netlist, lang, dont_cares=dont_cares)
     comments = [f"{lang.comment} {line}" if line else "" for line in header]
-    parts = []
-    for block in netlist.blocks:
-        parts.append(_layer_text(lang, netlist, block) if isinstance(block, Layer) else _pool_text(lang, block))
-    files[f"{netlist.top}{lang.suffix}"] = "".join(parts) + _top_text(lang, netlist, comments)
+    files[f"{netlist.top}{lang.suffix}"] = block_texts(lang, netlist) + _top_text(lang, netlist, comments)
     return files

@@ -26,6 +26,8 @@ from ._emit import design_files
 from ._names import check_name
 from ._netbench import bench_files, parse_words
 from ._netlist import Layer, Netlist, NetlistBuilder
+from ._stream import Stage, StreamBuilder, WindowStage, beats_of, from_beats
+from ._streamemit import stream_files
 from ._table import DontCares
 from ._tools import CheckResult, Simulator, check_files, simulate_files, write_files
 
@@ -39,6 +41,7 @@ class Style(str, enum.Enum):
     """How a design computes the positions of a spatial layer."""
 
     UNROLLED = "unrolled"  # one instance of every unit at every position: a whole sample per cycle
+    STREAMING = "streaming"  # pixels in raster order through line buffers, one instance of every unit
 
     @classmethod
     def parse(cls, value: Any, *, what: str) -> Style:
@@ -55,9 +58,11 @@ class Style(str, enum.Enum):
 class Port:
     """A data port of the top module and how the codes of a tensor sit in it.
 
-    Element ``i`` of the tensor (flattened in C order, as the graph's node ``node`` holds it) is the unsigned
-    bit field ``[offset(i) + widths[i] - 1 : offset(i)]``, ``offset(i)`` the sum of the widths before it:
-    element 0 in the lowest bits. With one domain for every element, element ``i`` is ``[i*b +: b]``.
+    Element ``i`` of a word is the unsigned bit field ``[offset(i) + widths[i] - 1 : offset(i)]``,
+    ``offset(i)`` the sum of the widths before it: element 0 in the lowest bits. With one domain for every
+    element, element ``i`` is ``[i*b +: b]``. In the unrolled style a word is the whole tensor (flattened in C
+    order, as the graph's node ``node`` holds it); in the streaming style a tensor with positions takes
+    ``beats`` words, one position each in raster order, whose elements are its channels.
     """
 
     name: str
@@ -65,15 +70,16 @@ class Port:
     shape: tuple[int, ...]
     layout: str | None
     widths: tuple[int, ...]
+    beats: int = 1
 
     @property
     def width(self) -> int:
-        """Bits of the port."""
+        """Bits of the port (of one word)."""
         return sum(self.widths)
 
     @property
     def elements(self) -> int:
-        """Codes in the port."""
+        """Codes in one word."""
         return len(self.widths)
 
     @property
@@ -115,16 +121,20 @@ class Design:
     """A design :func:`export` wrote: its files, ports, latency and resources.
 
     Attributes:
-        top: the top module (entity); language: ``"verilog"`` or ``"vhdl"``; style: ``"unrolled"``;
-            pipeline: a register after every ``pipeline``-th table layer (0: none).
+        top: the top module (entity); language: ``"verilog"`` or ``"vhdl"``; style: ``"unrolled"`` or
+            ``"streaming"``; pipeline: a register after every ``pipeline``-th table layer (0: none).
         directory: where the files are.
         sources: the design's source files (tables first, then ``<top>.v|.vhd``): what synthesis reads.
         bench: the network bench's files (bench, input and expected vectors); table_benches: the top of
             each exhaustive table bench (``<module>_tb``), whose files are beside it.
         inputs, outputs: the data ports ``in_data`` and ``out_data``.
-        latency: cycles from a vector taken at ``in_data`` to its codes at ``out_data`` (0: combinational).
+        latency: cycles from a vector taken at ``in_data`` to its codes at ``out_data`` (0: combinational);
+            streaming: the registers a word passes (a line buffer's or a pipeline register's) when nothing
+            stalls, counted from the word that completes its windows.
+        interval: cycles per vector when nothing stalls (1 unrolled; streaming, the most words a stage moves
+            per vector: the largest padded frame).
         layers: resources of each table node; delay_registers: bits of registers that delay tensors which
-            skip a pipeline stage.
+            skip a pipeline stage; line_buffers: bits of the streaming line buffers.
         output_node: the graph node whose codes ``out_data`` carries; host: the host nodes left to software
             (everything after ``output_node`` runs there).
         vectors: how many vectors the network bench checks.
@@ -147,6 +157,8 @@ class Design:
     host: tuple[str, ...]
     vectors: int
     network: TableNetwork = field(repr=False, compare=False)
+    interval: int = 1
+    line_buffers: int = 0
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -164,12 +176,11 @@ class Design:
         """A readable description: ports, latency, layers and their resources, what stays in software."""
         lines = [
             f"{self.top}: {self.language} design, style {self.style}, "
-            + (_every(self.pipeline) if self.pipeline else "combinational")
-            + f", latency {self.latency} cycle(s)",
-            f"in_data:  {self.inputs.width} bits, {self.inputs.elements} codes of node {self.inputs.node!r} "
-            f"{self.inputs.shape}" + (f", {self.inputs.bits} bits each" if self.inputs.bits else ""),
-            f"out_data: {self.outputs.width} bits, {self.outputs.elements} codes of node {self.outputs.node!r} "
-            f"{self.outputs.shape}" + (f", {self.outputs.bits} bits each" if self.outputs.bits else ""),
+            + (_every(self.pipeline) if self.pipeline else "no pipeline register" if self.latency else "combinational")
+            + f", latency {self.latency} cycle(s)"
+            + (f", {self.interval} cycles per vector" if self.interval > 1 else ""),
+            _port_line(self.inputs),
+            _port_line(self.outputs),
             f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}",
         ]
         for r in self.layers:
@@ -179,12 +190,22 @@ class Design:
             )
         if self.delay_registers:
             lines.append(f"delay registers: {self.delay_registers} bits")
+        if self.line_buffers:
+            lines.append(f"line buffers: {self.line_buffers} bits")
         if self.host:
             lines.append(
                 f"host nodes left to software: {', '.join(self.host)} (they read out_data, the codes of "
                 f"{self.output_node!r})"
             )
         return "\n".join(lines)
+
+
+def _port_line(port: Port) -> str:
+    words = f"{port.beats} words of " if port.beats > 1 else ""
+    return (
+        f"{port.name + ':':<10}{port.width} bits, {words}{port.elements} codes of node {port.node!r} {port.shape}"
+        + (f", {port.bits} bits each" if port.bits else "")
+    )
 
 
 def _every(pipeline: int) -> str:
@@ -243,9 +264,61 @@ def _broadcast_sizes(node: Any, sizes: list[int]) -> np.ndarray:
     return np.broadcast_to(array.reshape(shape), node.shape)
 
 
-def _port(name: str, netlist: Netlist, ids: np.ndarray, node: Any) -> Port:
+def _port(name: str, netlist: Netlist, ids: np.ndarray, node: Any, beats: int) -> Port:
     layout = node.layout.value if node.layout is not None else None
-    return Port(name, node.name, tuple(node.shape), layout, tuple(int(w) for w in netlist.width[ids]))
+    return Port(name, node.name, tuple(node.shape), layout, tuple(int(w) for w in netlist.width[ids]), beats)
+
+
+@dataclass(frozen=True)
+class _Built:
+    """A netlist of either style, with what the writer needs to know of its words and stages."""
+
+    netlist: Netlist
+    hosts: list[str]
+    stages: list[Stage] | None = None  # streaming: the clocked stages
+    last: int = 0  # streaming: the handshake of the output
+    in_beats: int = 1
+    out_beats: int = 1
+    interval: int = 1
+    line_buffers: int = 0
+
+    def words(self, codes: np.ndarray, node: Any) -> np.ndarray:
+        """A batch of ``node``'s codes as the words its port carries, one a row."""
+        return beats_of(codes, node) if self.stages is not None else codes.reshape(codes.shape[0], -1)
+
+    def sources(self, language: str, *, dont_cares: str, header: list[str]) -> dict[str, str]:
+        """The design's source files."""
+        if self.stages is None:
+            return design_files(self.netlist, language, dont_cares=dont_cares, header=header)
+        return stream_files(self.netlist, self.stages, self.last, language, dont_cares=dont_cares, header=header)
+
+
+def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> _Built:
+    """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build."""
+    builder = (StreamBuilder if style is Style.STREAMING else NetlistBuilder)(
+        net.graph, net.layers, top=top, pipeline=pipeline
+    )
+    try:
+        netlist = builder.build()
+    except IOTableError as exc:
+        raise HDLError(f"{what}: {exc}") from None
+    if isinstance(builder, StreamBuilder):
+        stream = builder.output_stream
+        assert stream is not None
+        buffers = sum(netlist.signals[s.output].width for s in builder.stages if isinstance(s, WindowStage))
+        return _Built(
+            netlist, builder.hosts, builder.stages, stream.handshake, builder.beats[0], stream.beats,
+            max(builder.beats), buffers,
+        )  # fmt: skip
+    instances = sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer))
+    if instances > UNROLL_LIMIT:
+        msg = (
+            f"{what}: style 'unrolled' needs {instances} table instances (more than {UNROLL_LIMIT}); export with "
+            "style='streaming' (one instance of each unit, pixels in raster order), or a network with fewer "
+            "positions per layer (smaller images, larger strides) or fewer units"
+        )
+        raise HDLError(msg)
+    return _Built(netlist, builder.hosts)
 
 
 def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
@@ -276,21 +349,36 @@ def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResource
     return tuple(layers), delays
 
 
-def _header(net: TableNetwork, top: str, netlist: Netlist, pipeline: int, hosts: list[str]) -> list[str]:
+def _header(net: TableNetwork, top: str, built: _Built, pipeline: int) -> list[str]:
+    netlist = built.netlist
     inw = netlist.signals[0].width
     outw = int(netlist.width[netlist.output_ids].sum())
-    lines = [
-        f"Generated by iotable: the table network as the module {top} (see docs/hardware.md for the contract).",
-        f"in_data ({inw} bits): the codes of node '{netlist.input_node}', element i (C order) in the bits after "
-        "elements 0..i-1, element 0 lowest.",
-        f"out_data ({outw} bits): the codes of node '{netlist.output_node}', packed the same way.",
-        f"Latency: {netlist.latency} cycle(s) from in_valid & in_ready to out_valid"
-        + (f"; {_every(pipeline)}." if pipeline else " (combinational)."),
-        "Handshake: a vector is taken when in_valid and in_ready are high at a rising clock edge; out_data is",
-        "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits.",
-    ]
-    if hosts:
-        lines.append(f"Host nodes left to software, reading out_data: {', '.join(hosts)}.")
+    lines = [f"Generated by iotable: the table network as the module {top} (see docs/hardware.md for the contract)."]
+    if built.stages is None:
+        lines += [
+            f"in_data ({inw} bits): the codes of node '{netlist.input_node}', element i (C order) in the bits "
+            "after elements 0..i-1, element 0 lowest.",
+            f"out_data ({outw} bits): the codes of node '{netlist.output_node}', packed the same way.",
+            f"Latency: {netlist.latency} cycle(s) from in_valid & in_ready to out_valid"
+            + (f"; {_every(pipeline)}." if pipeline else " (combinational)."),
+            "Handshake: a vector is taken when in_valid and in_ready are high at a rising clock edge; out_data is",
+            "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits.",
+        ]
+    else:
+        lines += [
+            f"Streaming: in_data ({inw} bits) takes the codes of node '{netlist.input_node}' one position per "
+            f"word ({built.in_beats} word(s) a vector, positions in raster order), channel c in the bits after "
+            "channels 0..c-1, channel 0 lowest.",
+            f"out_data ({outw} bits): the codes of node '{netlist.output_node}', {built.out_beats} word(s) a "
+            "vector, packed the same way.",
+            f"At most one vector every {built.interval} cycles; {netlist.latency} register stage(s) (line "
+            + (f"buffers and {_every(pipeline)})." if pipeline else "buffers)."),
+            "Handshake: a word is taken when in_valid and in_ready are high at a rising clock edge; out_data is",
+            "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits",
+            "and the position counters.",
+        ]
+    if built.hosts:
+        lines.append(f"Host nodes left to software, reading out_data: {', '.join(built.hosts)}.")
     return lines
 
 
@@ -360,27 +448,20 @@ def export(
     if target.exists() and not target.is_dir():
         msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
         raise HDLError(msg)
-    builder = NetlistBuilder(net.graph, net.layers, top=top, pipeline=depth)
-    try:
-        netlist = builder.build()
-    except IOTableError as exc:
-        raise HDLError(f"{what}: {exc}") from None
-    instances = sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer))
-    if instances > UNROLL_LIMIT:
-        msg = (
-            f"{what}: style 'unrolled' needs {instances} table instances (more than {UNROLL_LIMIT}); export a "
-            "network with fewer positions per layer (smaller images, larger strides) or fewer units"
-        )
-        raise HDLError(msg)
+    built = _build(net, chosen, top, depth, what=what)
+    netlist = built.netlist
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
-    expected = _codes_at(net, stimulus, netlist.output_node).reshape(stimulus.shape[0], -1).numpy()
-    files = design_files(netlist, lang, dont_cares=mode, header=_header(net, top, netlist, depth, builder.hosts))
+    n = int(stimulus.shape[0])
+    expected = _codes_at(net, stimulus, netlist.output_node).numpy()
+    in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
+    files = built.sources(lang, dont_cares=mode, header=_header(net, top, built, depth))
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
     bench = bench_files(
-        top, lang, stimulus.reshape(stimulus.shape[0], -1).numpy(), in_widths, out_widths, origins, expected=expected
-    )
+        top, lang, built.words(stimulus.numpy(), in_node), in_widths, out_widths, origins,
+        expected=built.words(expected, out_node), vectors=n, beats=built.out_beats, interval=built.interval,
+    )  # fmt: skip
     files.update(bench)
     benches = []
     if table_benches:
@@ -398,15 +479,17 @@ def export(
         sources=sources,
         bench=tuple(bench),
         table_benches=tuple(benches),
-        inputs=_port("in_data", netlist, netlist.input_ids, net.graph[netlist.input_node]),
-        outputs=_port("out_data", netlist, netlist.output_ids, net.graph[netlist.output_node]),
+        inputs=_port("in_data", netlist, netlist.input_ids, in_node, built.in_beats),
+        outputs=_port("out_data", netlist, netlist.output_ids, out_node, built.out_beats),
         latency=netlist.latency,
         layers=layers,
         delay_registers=delays,
         output_node=netlist.output_node,
-        host=tuple(builder.hosts),
-        vectors=int(stimulus.shape[0]),
+        host=tuple(built.hosts),
+        vectors=n,
         network=net,
+        interval=built.interval,
+        line_buffers=built.line_buffers,
     )
     files[f"{top}_design.json"] = _description_json(design)
     target.mkdir(parents=True, exist_ok=True)
@@ -468,25 +551,31 @@ def simulate(
         return torch.zeros((0, *design.outputs.shape), dtype=torch.int64)
     in_widths = np.asarray(design.inputs.widths, dtype=np.int64)
     out_widths = np.asarray(design.outputs.widths, dtype=np.int64)
+    graph = design.network.graph
+    streaming = design.style == Style.STREAMING.value
+    words = beats_of(encoded.numpy(), graph[design.inputs.node]) if streaming else encoded.reshape(n, -1).numpy()
     files = _read(design, design.sources, what=what)
-    files.update(
-        bench_files(
-            design.top, design.language, encoded.reshape(n, -1).numpy(), in_widths, out_widths, [], expected=None
-        )
-    )
+    printing = bench_files(
+        design.top, design.language, words, in_widths, out_widths, [], expected=None, vectors=n,
+        beats=design.outputs.beats, interval=design.interval,
+    )  # fmt: skip
+    files.update(printing)
     result = simulate_files(files, f"{design.top}_tb", simulator=sim.value, timeout=timeout)
     digits = -(-design.outputs.width // 4)
     lines = [
         line for line in result.stdout.splitlines() if re.fullmatch(rf"[0-9a-fA-FxXzZuU-]{{{digits}}}", line.strip())
     ]
-    if not result.passed or len(lines) != n:
+    count = n * design.outputs.beats
+    if not result.passed or len(lines) != count:
         msg = (
-            f"{what}: {sim.value} ran {design.top} but printed {len(lines)} of {n} output words (exit status "
+            f"{what}: {sim.value} ran {design.top} but printed {len(lines)} of {count} output words (exit status "
             f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}"
         )
         raise HDLToolError(msg)
     values, unknown = parse_words("\n".join(lines), out_widths, what=what)
     values[unknown] = -1
+    if streaming:
+        return torch.as_tensor(from_beats(values, graph[design.outputs.node], n))
     return torch.as_tensor(values).reshape(n, *design.outputs.shape)
 
 

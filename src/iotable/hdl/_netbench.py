@@ -12,6 +12,8 @@ runs) prints every output word in hexadecimal instead of comparing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..pla import _bits
@@ -73,11 +75,13 @@ def _fields(widths: np.ndarray) -> list[tuple[int, int]]:
     return [(int(lo + w - 1), int(lo)) for lo, w in zip(lsb.tolist(), widths.tolist())]
 
 
-def _verilog_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool) -> str:
-    limit = 8 * n + 1000
+def _verilog_bench(
+    top: str, count: _Count, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool
+) -> str:
+    n, m, limit = count.inputs, count.outputs, count.limit
     in_digits, out_digits = 4 * -(-inw // 4), 4 * -(-outw // 4)
     lines = [
-        f"// Testbench of {top}: {n} vectors from {top}_inputs.hex"
+        f"// Testbench of {top}: {count.vectors} vectors from {top}_inputs.hex"
         + ("; prints every output word." if printing else f", compared with {top}_expected.hex."),
         f"module {top}_tb;",
         "    reg clk = 1'b0;",
@@ -88,7 +92,7 @@ def _verilog_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int
         "    wire in_ready, out_valid;",
         f"    wire [{outw - 1}:0] out_data;",
         f"    reg  [{in_digits - 1}:0] inputs [0:{n - 1}];",
-        f"    reg  [{out_digits - 1}:0] expected [0:{n - 1}];",
+        f"    reg  [{out_digits - 1}:0] expected [0:{m - 1}];",
         f"    reg  [{outw - 1}:0] want;",
         "    integer sent = 0, got = 0, cycle = 0;",
         "",
@@ -118,24 +122,28 @@ def _verilog_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int
             f"                want = expected[got][{outw - 1}:0];",
             "                if (out_data !== want) begin",
         ]
-        fmt = "mismatch at vector %0d: output element {e} ({where}) expected %b got %b"
+        at = "vector %0d position %0d" if count.beats > 1 else "vector %0d"
+        index = f"got / {count.beats}, got % {count.beats}" if count.beats > 1 else "got"
+        fmt = "mismatch at {at}: output element {e} ({where}) expected %b got %b"
         for e, (hi, lo, where) in enumerate(checks):
-            text = fmt.format(e=e, where=where.replace('"', "'"))
+            text = fmt.format(at=at, e=e, where=where.replace('"', "'"))
             lines.append(
                 f"                    if (out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
-                f'$display("{text}", got, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
+                f'$display("{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
                 f'$fatal(1, "{top} differs from {top}_expected.hex"); end'
             )
         lines.append("                end")
     lines += [
         "                got = got + 1;",
-        f"                if (got == {n}) begin",
-        f'                    $display("%0d/%0d vectors match", got, {n});' if not printing else "",
+        f"                if (got == {m}) begin",
+        f'                    $display("%0d/%0d vectors match", got / {count.beats}, {count.vectors});'
+        if not printing
+        else "",
         "                    $finish;",
         "                end",
         "            end",
         f"            if (cycle > {limit}) begin",
-        '                $display("timeout: %0d of %0d outputs after %0d cycles", got, ' + f"{n}, cycle);",
+        '                $display("timeout: %0d of %0d outputs after %0d cycles", got, ' + f"{m}, cycle);",
         f'                $fatal(1, "{top} stopped producing outputs");',
         "            end",
         f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",
@@ -149,14 +157,21 @@ def _verilog_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int
     return "\n".join(line for line in lines if line != "")
 
 
-def _vhdl_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool) -> str:
-    limit = 8 * n + 1000
+def _vhdl_bench(
+    top: str, count: _Count, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool
+) -> str:
+    n, m, limit = count.inputs, count.outputs, count.limit
+    at = (
+        f"integer'image(got / {count.beats}) & \" position \" & integer'image(got mod {count.beats})"
+        if count.beats > 1
+        else "integer'image(got)"
+    )
     in_digits, out_digits = 4 * -(-inw // 4), 4 * -(-outw // 4)
     check_lines = []
     for e, (hi, lo, where) in enumerate(checks):
         check_lines += [
             f"                        if out_data({hi} downto {lo}) /= word_out({hi} downto {lo}) then",
-            f"                            write(msg, string'(\"mismatch at vector \" & integer'image(got) & "
+            f'                            write(msg, string\'("mismatch at vector " & {at} & '
             f'": output element {e} (' + where.replace('"', "'") + ') expected " &',
             f'                                to_string(word_out({hi} downto {lo})) & " got " & '
             f"to_string(out_data({hi} downto {lo}))));",
@@ -181,7 +196,7 @@ def _vhdl_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, i
             "                    end if;",
         ]
     lines = [
-        f"-- Testbench of {top}: {n} vectors from {top}_inputs.hex"
+        f"-- Testbench of {top}: {count.vectors} vectors from {top}_inputs.hex"
         + ("; prints every output word." if printing else f", compared with {top}_expected.hex."),
         "library ieee;",
         "use ieee.std_logic_1164.all;",
@@ -222,8 +237,9 @@ def _vhdl_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, i
         "            if out_valid = '1' and out_ready = '1' then",
         *compare,
         "                got := got + 1;",
-        f"                if got = {n} then",
-        f'                    write(msg, string\'(integer\'image(got) & "/" & integer\'image({n}) & " vectors match"));'
+        f"                if got = {m} then",
+        f"                    write(msg, string'(integer'image(got / {count.beats}) & \"/\" & "
+        f'integer\'image({count.vectors}) & " vectors match"));'
         if not printing
         else "",
         "                    writeline(output, msg);" if not printing else "",
@@ -231,7 +247,7 @@ def _vhdl_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, i
         "                end if;",
         "            end if;",
         f"            if cycle > {limit} then",
-        f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {n}"',
+        f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {m}"',
         "                    severity failure;",
         "            end if;",
         f"            if sent < {n} and not loaded then",
@@ -258,6 +274,26 @@ def _vhdl_bench(top: str, n: int, inw: int, outw: int, checks: list[tuple[int, i
     return "\n".join(line for line in lines if line != "")
 
 
+@dataclass(frozen=True)
+class _Count:
+    """Words in and out of a bench: ``vectors`` samples of ``beats`` output words each (1 unless streaming),
+    ``inputs`` input words, and ``limit`` cycles after which the bench gives up."""
+
+    vectors: int
+    inputs: int
+    beats: int
+    interval: int
+
+    @property
+    def outputs(self) -> int:
+        return self.vectors * self.beats
+
+    @property
+    def limit(self) -> int:
+        # Stalls: the bench holds in_valid low one cycle in 7 and out_ready one in 5.
+        return 8 * self.vectors * max(self.interval, self.beats, self.inputs // max(self.vectors, 1)) + 1000
+
+
 def bench_files(
     top: str,
     language: str,
@@ -267,16 +303,23 @@ def bench_files(
     origins: list[str],
     *,
     expected: np.ndarray | None,
+    vectors: int | None = None,
+    beats: int = 1,
+    interval: int = 1,
 ) -> dict[str, str]:
-    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``)."""
-    n = inputs.shape[0]
+    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``).
+
+    ``inputs`` holds one input word per row, ``expected`` one output word per row; a streaming design takes
+    ``vectors`` samples as several words each and gives ``beats`` output words per sample, one every
+    ``interval`` cycles at best."""
+    count = _Count(vectors if vectors is not None else inputs.shape[0], inputs.shape[0], beats, interval)
     inw, outw = int(in_widths.sum()), int(out_widths.sum())
     checks = [(hi, lo, where) for (hi, lo), where in zip(_fields(out_widths), origins)]
     printing = expected is None
     make = _verilog_bench if language == "verilog" else _vhdl_bench
     suffix = ".v" if language == "verilog" else ".vhd"
     files = {
-        f"{top}_tb{suffix}": make(top, n, inw, outw, checks, printing=printing),
+        f"{top}_tb{suffix}": make(top, count, inw, outw, checks, printing=printing),
         f"{top}_inputs.hex": words(inputs, in_widths),
     }
     if expected is not None:

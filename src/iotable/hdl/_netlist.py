@@ -28,7 +28,16 @@ from ..nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta
 from ..table import IOTable
 from ._table import TableLayout, layout_of
 
-__all__ = ["Layer", "Netlist", "NetlistBuilder", "Pool", "TableModule", "hardware_nodes", "window_gather"]
+__all__ = [
+    "Layer",
+    "Netlist",
+    "NetlistBuilder",
+    "Pool",
+    "TableBuilder",
+    "TableModule",
+    "hardware_nodes",
+    "window_gather",
+]
 
 
 @dataclass
@@ -296,8 +305,9 @@ def _pool_sources(in_shape: tuple[int, ...], out_shape: tuple[int, ...], meta: P
     return sources
 
 
-class NetlistBuilder(GraphInterpreter[Any]):
-    """Walks the hardware part of a graph and builds its :class:`Netlist` (see the module docstring).
+class TableBuilder(GraphInterpreter[Any]):
+    """What both styles' builders share: the hardware part of the graph, the netlist, one module per distinct
+    table and the layer modules that instantiate them.
 
     Args:
         graph: the network's (checked) graph.
@@ -313,10 +323,79 @@ class NetlistBuilder(GraphInterpreter[Any]):
         self.netlist = Netlist(top)
         hardware, self.cut, self.hosts = hardware_nodes(graph)
         self.hardware = {n.name for n in hardware}
-        self.values: dict[str, np.ndarray] = {}
+        self.values: dict[str, Any] = {}
         self.table_count = 0
         self.pool_count = 0
         self._keys: dict[str, str] = {}
+
+    def run_node(self, node: Node, inputs: Any) -> Any:
+        if node.name not in self.hardware:
+            return None
+        result = super().run_node(node, inputs)
+        self.values[node.name] = result
+        return result
+
+    def _module(self, table: IOTable, layer: str, unit: int, index: int) -> str:
+        """The module of ``table``: an existing one of the same content, or a new one."""
+        key = _table_key(table)
+        if key in self._keys:
+            name = self._keys[key]
+            module = self.netlist.modules[name]
+            self.netlist.modules[name] = TableModule(name, module.table, module.layout, (*module.uses, (layer, unit)))
+            return name
+        name = f"{self.netlist.top}_layer{index}_u{unit}"
+        layout = layout_of(table, what=f"export: layer {layer!r} unit {unit}")
+        self.netlist.modules[name] = TableModule(name, table, layout, ((layer, unit),))
+        self._keys[key] = name
+        return name
+
+    def layer_block(
+        self, node: Node, index: int, x_ids: np.ndarray, local: np.ndarray, *, stage: int, streamed: bool = False
+    ) -> tuple[np.ndarray, Layer]:
+        """The layer module of table node ``node``: one instance of every unit at each of ``local``'s rows
+        (positions; each row lists the elements of ``x_ids`` a position reads); its output signal's ids in the
+        node's element order (C order over channels and positions) and the block, appended to the netlist.
+        ``streamed``: the instances serve every position in turn, so ``local`` has one row and the output is
+        one position's channels."""
+        meta = node.meta
+        assert isinstance(meta, TableMeta)  # a checked graph
+        netlist = self.netlist
+        tables = self.layers[meta.layer].tables
+        positions = local.shape[0]
+        instances, units, lsbs, widths, channel_of = [], [], [], [], []
+        offset = 0
+        for unit in meta.units:
+            module = self._module(tables[unit.index], meta.layer, unit.index, index)
+            layout = netlist.modules[module].layout
+            columns = meta.index_map[unit.index, : unit.fan_in]
+            for p in range(positions):
+                instances.append((f"u{unit.index}_p{p}", module, local[p, columns].tolist()))
+                units.append((unit.index, p))
+                lsbs.append(offset)
+                for j, channel in enumerate(unit.out_channels):
+                    widths.append(layout.output_width)
+                    channel_of.append((channel, p, offset + layout.output_offsets[j]))
+                offset += layout.code_bits
+        # The output's elements, C order: channel c at position p sits where its instance put it.
+        element = _channels(channel_of) if streamed else _output_index(node, [(c, p) for c, p, _ in channel_of])
+        lsb = np.empty(len(channel_of), np.int64)
+        lsb[element] = [bit for _, _, bit in channel_of]
+        width = np.empty(len(channel_of), np.int64)
+        width[element] = widths
+        ids = netlist.signal(f"layer{index}_y", width, stage=stage, lsb=lsb)
+        for k, (c, p, _) in enumerate(channel_of):
+            where = "" if streamed else f" position {p}"
+            netlist.origin[int(ids[element[k]])] = f"node '{node.name}' unit {_unit_of(meta, c)}{where}"
+        block = Layer(
+            f"{netlist.top}_layer{index}", node.name, meta.layer, x_ids, netlist.width[x_ids], instances, units,
+            np.asarray(lsbs, np.int64), offset, len(netlist.signals) - 1,
+        )  # fmt: skip
+        netlist.blocks.append(block)
+        return ids, block
+
+
+class NetlistBuilder(TableBuilder):
+    """Walks the hardware part of a graph and builds its unrolled :class:`Netlist` (see the module docstring)."""
 
     def build(self) -> Netlist:
         """Walk the graph; return the netlist, its output aligned to one stage (the latency)."""
@@ -328,13 +407,6 @@ class NetlistBuilder(GraphInterpreter[Any]):
         netlist.output_node = self.cut
         netlist.latency = stage
         return netlist
-
-    def run_node(self, node: Node, inputs: Any) -> Any:
-        if node.name not in self.hardware:
-            return None
-        result = super().run_node(node, inputs)
-        self.values[node.name] = result
-        return result
 
     # -- wiring -----------------------------------------------------------------------------------------------
 
@@ -380,20 +452,6 @@ class NetlistBuilder(GraphInterpreter[Any]):
 
     # -- hardware ---------------------------------------------------------------------------------------------
 
-    def _module(self, table: IOTable, layer: str, unit: int, index: int) -> str:
-        """The module of ``table``: an existing one of the same content, or a new one."""
-        key = _table_key(table)
-        if key in self._keys:
-            name = self._keys[key]
-            module = self.netlist.modules[name]
-            self.netlist.modules[name] = TableModule(name, module.table, module.layout, (*module.uses, (layer, unit)))
-            return name
-        name = f"{self.netlist.top}_layer{index}_u{unit}"
-        layout = layout_of(table, what=f"export: layer {layer!r} unit {unit}")
-        self.netlist.modules[name] = TableModule(name, table, layout, ((layer, unit),))
-        self._keys[key] = name
-        return name
-
     def table(self, node: Node, inputs: Any) -> np.ndarray:
         meta = node.meta
         assert isinstance(meta, TableMeta)  # a checked graph
@@ -412,39 +470,9 @@ class NetlistBuilder(GraphInterpreter[Any]):
         x_ids = port.reshape(-1)
         stage = int(max(netlist.stage_of(x_ids).max(), 0)) if x_ids.size else 0
         x_ids = netlist.aligned(x_ids, stage)
-        tables = self.layers[meta.layer].tables
-        positions = local.shape[0]
-        instances, units, lsbs, widths, channel_of = [], [], [], [], []
-        offset = 0
-        for unit in meta.units:
-            module = self._module(tables[unit.index], meta.layer, unit.index, index)
-            layout = netlist.modules[module].layout
-            columns = meta.index_map[unit.index, : unit.fan_in]
-            for p in range(positions):
-                instances.append((f"u{unit.index}_p{p}", module, local[p, columns].tolist()))
-                units.append((unit.index, p))
-                lsbs.append(offset)
-                for j, channel in enumerate(unit.out_channels):
-                    widths.append(layout.output_width)
-                    channel_of.append((channel, p, offset + layout.output_offsets[j]))
-                offset += layout.code_bits
-        # The output tensor's elements, C order: channel c at position p sits where its instance put it.
-        element = _output_index(node, [(c, p) for c, p, _ in channel_of])
-        lsb = np.empty(len(channel_of), np.int64)
-        lsb[element] = [bit for _, _, bit in channel_of]
-        width = np.empty(len(channel_of), np.int64)
-        width[element] = widths
-        name = f"{netlist.top}_layer{index}"
-        ids = netlist.signal(f"layer{index}_y", width, stage=stage, lsb=lsb)
-        signal = len(netlist.signals) - 1
-        for k, (c, p, _) in enumerate(channel_of):
-            netlist.origin[int(ids[element[k]])] = f"node '{node.name}' unit {_unit_of(meta, c)} position {p}"
-        block = Layer(
-            name, node.name, meta.layer, x_ids, netlist.width[x_ids], instances, units,
-            np.asarray(lsbs, np.int64), offset, signal,
-        )  # fmt: skip
-        netlist.blocks.append(block)
+        ids, block = self.layer_block(node, index, x_ids, local, stage=stage)
         if self.pipeline and (index + 1) % self.pipeline == 0:
+            signal = block.output
             registered = netlist.register(signal, f"layer{index}_q")
             block.register, block.register_bits = registered, netlist.signals[registered].width
             ids = netlist.moved(ids, signal, registered)
@@ -470,6 +498,11 @@ class NetlistBuilder(GraphInterpreter[Any]):
                  len(netlist.signals) - 1)
         )  # fmt: skip
         return ids.reshape(node.shape)
+
+
+def _channels(channel_of: list[tuple[int, int, int]]) -> np.ndarray:
+    """Elements in channel order (one position: the output's elements are its channels)."""
+    return np.array([c for c, _, _ in channel_of], dtype=np.int64)
 
 
 def _unit_of(meta: TableMeta, channel: int) -> int:
