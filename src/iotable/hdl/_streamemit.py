@@ -121,10 +121,10 @@ def _pad_text(lang: Lang, stage: PadStage) -> str:
     pad = _pad_pixel(stage)
     if lang.verilog:
         lines += [
-            "    wire inside = ROWS[row] & COLUMNS[column];",
-            "    assign out_valid = inside ? in_valid : 1'b1;",
-            "    assign in_ready = inside & out_ready;",
-            f"    assign out_data = inside ? in_data : {width}'b{pad};",
+            "    wire in_frame = ROWS[row] & COLUMNS[column];",
+            "    assign out_valid = in_frame ? in_valid : 1'b1;",
+            "    assign in_ready = in_frame & out_ready;",
+            f"    assign out_data = in_frame ? in_data : {width}'b{pad};",
             "    always @(posedge clk) begin",
             "        if (rst) begin",
             "            row <= 0;",
@@ -137,13 +137,13 @@ def _pad_text(lang: Lang, stage: PadStage) -> str:
         ]
     else:
         lines += [
-            "    signal inside, valid : std_logic;",
+            "    signal in_frame, valid : std_logic;",
             "begin",
-            "    inside <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
-            "    valid <= in_valid when inside = '1' else '1';",
+            "    in_frame <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
+            "    valid <= in_valid when in_frame = '1' else '1';",
             "    out_valid <= valid;",
-            "    in_ready <= inside and out_ready;",
-            f"    out_data <= in_data when inside = '1' else \"{pad}\";",
+            "    in_ready <= in_frame and out_ready;",
+            f"    out_data <= in_data when in_frame = '1' else \"{pad}\";",
             "    process (clk)",
             "    begin",
             "        if rising_edge(clk) then",
