@@ -23,6 +23,7 @@ from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..network import TableNetwork
 from ._bench import Language, table_bench
 from ._emit import design_files
+from ._mapped import check_mapped_options, layer_luts, map_modules
 from ._names import check_name
 from ._netbench import bench_files, parse_words
 from ._netlist import Layer, Netlist, NetlistBuilder
@@ -97,6 +98,7 @@ class LayerResources:
         tables: distinct table modules it instantiates (tables shared with an earlier layer count there).
         rows: rows of those tables; table_bits: rows x code bits of those tables (the memory they describe).
         registers: bits of the pipeline register after the layer (0 when not registered).
+        luts: with mapped tables, the LUTs of all its instances (each costs its table's LUTs); else ``None``.
     """
 
     node: str
@@ -108,6 +110,7 @@ class LayerResources:
     rows: int
     table_bits: int
     registers: int
+    luts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,8 @@ class Design:
         output_node: the graph node whose codes ``out_data`` carries; host: the host nodes left to software
             (everything after ``output_node`` runs there).
         vectors: how many vectors the network bench checks.
+        tables: how the table modules are written: ``"case"`` (a ``case`` over the rows) or ``"mapped"`` (each
+            table's LUT netlist, mapped by ABC; ``layers`` then count ``luts``).
     """
 
     top: str
@@ -147,6 +152,7 @@ class Design:
     host: tuple[str, ...]
     vectors: int
     network: TableNetwork = field(repr=False, compare=False)
+    tables: str = "case"
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -165,17 +171,19 @@ class Design:
         lines = [
             f"{self.top}: {self.language} design, style {self.style}, "
             + (_every(self.pipeline) if self.pipeline else "combinational")
-            + f", latency {self.latency} cycle(s)",
+            + f", latency {self.latency} cycle(s)"
+            + (", tables as LUT netlists" if self.tables == "mapped" else ""),
             f"in_data:  {self.inputs.width} bits, {self.inputs.elements} codes of node {self.inputs.node!r} "
             f"{self.inputs.shape}" + (f", {self.inputs.bits} bits each" if self.inputs.bits else ""),
             f"out_data: {self.outputs.width} bits, {self.outputs.elements} codes of node {self.outputs.node!r} "
             f"{self.outputs.shape}" + (f", {self.outputs.bits} bits each" if self.outputs.bits else ""),
-            f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}",
+            f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}"
+            + (f" {'LUTs':>8}" if self.tables == "mapped" else ""),
         ]
         for r in self.layers:
             lines.append(
                 f"{r.node:<24} {r.units:>6} {r.instances:>9} {r.tables:>6} {r.rows:>9} {r.table_bits:>11} "
-                f"{r.registers:>9}"
+                f"{r.registers:>9}" + (f" {r.luts:>8}" if r.luts is not None else "")
             )
         if self.delay_registers:
             lines.append(f"delay registers: {self.delay_registers} bits")
@@ -307,6 +315,10 @@ def export(
     seed: int = 0,
     dont_cares: str = "x",
     table_benches: bool = True,
+    tables: str = "case",
+    k: int = 6,
+    executor: Any = None,
+    cache_dir: str | Path | None = None,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -330,13 +342,19 @@ def export(
         seed: the random vectors' seed.
         dont_cares: rows a partial table lacks drive ``"x"`` (don't-care) or code 0 (``"zero"``).
         table_benches: write an exhaustive bench for every distinct table.
+        tables: ``"case"``: each table module a ``case`` over its rows; ``"mapped"``: each distinct table
+            mapped onto ``k``-input LUTs by :func:`iotable.synth.map_luts` (needs ABC; every netlist checked
+            on every row) and written as that LUT netlist, same ports (needs ``dont_cares="x"``).
+        k: LUT inputs, with ``tables="mapped"``.
+        executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
+        cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
 
     Returns:
         The :class:`Design`.
 
     Raises:
         HDLError: a graph or option the generator cannot build (the message names the node and the fix).
-        OptionError: an unknown language, style, pipeline or dont_cares.
+        OptionError: an unknown language, style, pipeline, dont_cares or tables.
 
     Example:
         >>> import tempfile, torch
@@ -356,6 +374,7 @@ def export(
     depth = _pipeline(pipeline, what=what)
     top = check_name(top, language=lang, what=what)
     mode = DontCares.parse(dont_cares, what=what).value
+    table_kind = check_mapped_options(tables, k, mode, what=what)
     target = Path(directory)
     if target.exists() and not target.is_dir():
         msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
@@ -373,8 +392,12 @@ def export(
         )
         raise HDLError(msg)
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
+    mapped = None
+    if table_kind.value == "mapped":
+        mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
     expected = _codes_at(net, stimulus, netlist.output_node).reshape(stimulus.shape[0], -1).numpy()
-    files = design_files(netlist, lang, dont_cares=mode, header=_header(net, top, netlist, depth, builder.hosts))
+    header = _header(net, top, netlist, depth, builder.hosts)
+    files = design_files(netlist, lang, dont_cares=mode, header=header, mapped=mapped)
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
@@ -389,6 +412,7 @@ def export(
                 files.update(table_bench(module.table, module.name, language=lang))
                 benches.append(f"{module.name}_tb")
     layers, delays = _resources(net, netlist)
+    layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
     design = Design(
         top=top,
         language=lang,
@@ -407,6 +431,7 @@ def export(
         host=tuple(builder.hosts),
         vectors=int(stimulus.shape[0]),
         network=net,
+        tables=table_kind.value,
     )
     files[f"{top}_design.json"] = _description_json(design)
     target.mkdir(parents=True, exist_ok=True)
