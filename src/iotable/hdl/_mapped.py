@@ -298,7 +298,7 @@ def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
             signal n0 : std_logic;
         begin
             n0 <= lut(INIT0, address(0) & address(1));
-            codes <= n0;
+            codes <= (0 => n0);
         end architecture luts;
     """
     what = "mapped_vhdl"
