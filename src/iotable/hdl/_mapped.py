@@ -208,7 +208,10 @@ def _prepare(table: Any, mapped: Any, name: str, language: str, *, what: str) ->
     layout = layout_of(table, what=what)
     name = check_name(name, language=language, what=what)
     if _OWN_NAMES.fullmatch(name):
-        msg = f"{what}: the module name {name!r} is one the mapped netlist uses inside (n<k>, INIT<k>, lut, luts)"
+        msg = (
+            f"{what}: the module name {name!r} is one the mapped netlist uses inside (n<k>, INIT<k>, lut, luts); "
+            f"choose another (e.g. {name}_t)"
+        )
         raise HDLError(msg)
     netlist, how = _netlist_of(mapped, what=what)
     address, drivers = _wiring(table, layout, netlist, what=what)
