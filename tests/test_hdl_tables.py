@@ -367,6 +367,7 @@ def test_hardware_page_snippets_run() -> None:
     """Every ``pycon`` snippet of docs/hardware.md, run in order in one session, prints what the page shows."""
     require_program("iverilog", package="iverilog")
     require_program("yosys", package="yosys")
+    require_program("berkeley-abc", package="berkeley-abc")  # the mapped-tables snippet
     page = Path(__file__).resolve().parent.parent / "docs" / "hardware.md"
     blocks = re.findall(r"^```pycon\n(.*?)^```$", page.read_text(encoding="utf-8"), flags=re.MULTILINE | re.DOTALL)
     assert len(blocks) >= 5

@@ -5,7 +5,8 @@
   and the golden vectors;
 - ``iotable dot BUNDLE [-o FILE]`` writes the interlayer graph as Graphviz DOT (or SVG, for ``FILE.svg``);
 - ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers;
-- ``iotable export verilog|vhdl BUNDLE DIRECTORY`` writes the network as a hardware design with its testbenches.
+- ``iotable export verilog|vhdl BUNDLE DIRECTORY`` writes the network as a hardware design with its testbenches
+  (``--tables mapped``: each table as its LUT netlist).
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
 missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
@@ -214,6 +215,13 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         default="x",
         help="what rows a partial table lacks drive: x (don't-care) or code 0 (default: %(default)s)",
     )
+    export.add_argument(
+        "--tables",
+        choices=("case", "mapped"),
+        default="case",
+        help="each table as a case over its rows, or mapped onto 6-input LUTs by ABC and written as that LUT "
+        "netlist (needs berkeley-abc) (default: %(default)s)",
+    )
     export.set_defaults(run=_export)
 
 
@@ -233,6 +241,7 @@ def _export(args: argparse.Namespace) -> int:
         pipeline=args.pipeline,
         vectors=args.vectors,
         dont_cares=args.dont_cares,
+        tables=args.tables,
     )
     print(design.summary())
     print(f"wrote {len(design.files)} file(s) to {target}")

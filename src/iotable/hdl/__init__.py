@@ -8,6 +8,9 @@
 - :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
   over the input codes packed into ``address`` (first input most significant), the output codes packed into
   ``codes`` (first output most significant); don't-cares as ``x`` / ``'-'`` or code 0.
+- :func:`mapped_verilog` / :func:`mapped_vhdl` — the same table, same ports, as its LUT netlist from
+  :func:`iotable.synth.map_table` (each LUT an INIT mask selected by its inputs); ``export(..., tables="mapped")``
+  writes every table so.
 - :func:`table_bench` — an exhaustive, self-checking testbench of such a module and its vectors file.
 - :func:`simulate_files` — run a bench with iverilog, ghdl or verilator; :func:`check_files` — synthesize
   with yosys and assert no latch, nothing undriven, no combinational loop; :func:`write_files` — write
@@ -23,6 +26,7 @@ from __future__ import annotations
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from ._bench import table_bench
 from ._export import Design, LayerResources, Port, check, export, simulate
+from ._mapped import mapped_verilog, mapped_vhdl
 from ._table import TableLayout, layout_of, table_verilog, table_vhdl
 from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
 
@@ -40,6 +44,8 @@ __all__ = [
     "check_files",
     "export",
     "layout_of",
+    "mapped_verilog",
+    "mapped_vhdl",
     "simulate",
     "simulate_files",
     "table_bench",

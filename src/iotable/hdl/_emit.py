@@ -1,6 +1,7 @@
 """A :class:`~iotable.hdl._netlist.Netlist` as Verilog-2001 or VHDL-2008 source text.
 
-One file per distinct table (``table_verilog`` / ``table_vhdl``) and one file ``<top>.v`` / ``<top>.vhd`` with
+One file per distinct table (``table_verilog`` / ``table_vhdl``, or with mapped tables ``mapped_verilog`` /
+``mapped_vhdl``: the same ports, the table's LUT netlist inside) and one file ``<top>.v`` / ``<top>.vhd`` with
 the layer modules, the pool modules and the top module. The top module's ports and their timing are the
 I/O contract of docs/hardware.md; registers are enabled by ``advance`` (the pipeline moves when its output
 is taken or empty), and only the valid bits are reset.
@@ -8,10 +9,13 @@ is taken or empty), and only the valid bits are reset.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from ._mapped import mapped_verilog, mapped_vhdl
 from ._netlist import Layer, Netlist, Pool
 from ._table import table_verilog, table_vhdl
 
@@ -307,13 +311,21 @@ def _vhdl_top(
     return lines
 
 
-def table_files(netlist: Netlist, lang: Lang, *, dont_cares: str) -> dict[str, str]:
-    """``<table module>.v|.vhd`` for each distinct table."""
+def table_files(
+    netlist: Netlist, lang: Lang, *, dont_cares: str, mapped: Mapping[str, Any] | None = None
+) -> dict[str, str]:
+    """``<table module>.v|.vhd`` for each distinct table: a ``case``, or with ``mapped`` (a
+    :class:`~iotable.synth.MappedTable` per module name) its LUT netlist."""
     emit = table_verilog if lang.verilog else table_vhdl
-    return {
-        f"{module.name}{lang.suffix}": emit(module.table, module.name, dont_cares=dont_cares)
-        for module in netlist.modules.values()
-    }
+    emit_mapped = mapped_verilog if lang.verilog else mapped_vhdl
+    files = {}
+    for module in netlist.modules.values():
+        if mapped is None:
+            text = emit(module.table, module.name, dont_cares=dont_cares)
+        else:
+            text = emit_mapped(module.table, mapped[module.name], module.name)
+        files[f"{module.name}{lang.suffix}"] = text
+    return files
 
 
 def block_texts(lang: Lang, netlist: Netlist) -> str:
@@ -324,11 +336,18 @@ def block_texts(lang: Lang, netlist: Netlist) -> str:
     )
 
 
-def design_files(netlist: Netlist, language: str, *, dont_cares: str, header: list[str]) -> dict[str, str]:
-    """Every source file of the design: ``<table module>.v|.vhd`` for each distinct table, then
-    ``<top>.v|.vhd`` (layer and pool modules, then the top)."""
+def design_files(
+    netlist: Netlist,
+    language: str,
+    *,
+    dont_cares: str,
+    header: list[str],
+    mapped: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Every source file of the design: the table modules (:func:`table_files`), then ``<top>.v|.vhd`` (layer
+    and pool modules, then the top)."""
     lang = Lang(language)
-    files = table_files(netlist, lang, dont_cares=dont_cares)
+    files = table_files(netlist, lang, dont_cares=dont_cares, mapped=mapped)
     comments = [f"{lang.comment} {line}" if line else "" for line in header]
     files[f"{netlist.top}{lang.suffix}"] = block_texts(lang, netlist) + _top_text(lang, netlist, comments)
     return files

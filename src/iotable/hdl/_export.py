@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..network import TableNetwork
 from ._bench import Language, table_bench
 from ._emit import design_files
+from ._mapped import check_mapped_options, layer_luts, map_modules
 from ._names import check_name
 from ._netbench import bench_files, parse_words
 from ._netlist import Layer, Netlist, NetlistBuilder
@@ -103,6 +105,7 @@ class LayerResources:
         tables: distinct table modules it instantiates (tables shared with an earlier layer count there).
         rows: rows of those tables; table_bits: rows x code bits of those tables (the memory they describe).
         registers: bits of the pipeline register after the layer (0 when not registered).
+        luts: with mapped tables, the LUTs of all its instances (each costs its table's LUTs); else ``None``.
     """
 
     node: str
@@ -114,6 +117,7 @@ class LayerResources:
     rows: int
     table_bits: int
     registers: int
+    luts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ class Design:
         output_node: the graph node whose codes ``out_data`` carries; host: the host nodes left to software
             (everything after ``output_node`` runs there).
         vectors: how many vectors the network bench checks.
+        tables: how the table modules are written: ``"case"`` (a ``case`` over the rows) or ``"mapped"`` (each
+            table's LUT netlist, mapped by ABC; ``layers`` then count ``luts``).
     """
 
     top: str
@@ -159,6 +165,7 @@ class Design:
     network: TableNetwork = field(repr=False, compare=False)
     interval: int = 1
     line_buffers: int = 0
+    tables: str = "case"
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -178,15 +185,17 @@ class Design:
             f"{self.top}: {self.language} design, style {self.style}, "
             + (_every(self.pipeline) if self.pipeline else "no pipeline register" if self.latency else "combinational")
             + f", latency {self.latency} cycle(s)"
-            + (f", {self.interval} cycles per vector" if self.interval > 1 else ""),
+            + (f", {self.interval} cycles per vector" if self.interval > 1 else "")
+            + (", tables as LUT netlists" if self.tables == "mapped" else ""),
             _port_line(self.inputs),
             _port_line(self.outputs),
-            f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}",
+            f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}"
+            + (f" {'LUTs':>8}" if self.tables == "mapped" else ""),
         ]
         for r in self.layers:
             lines.append(
                 f"{r.node:<24} {r.units:>6} {r.instances:>9} {r.tables:>6} {r.rows:>9} {r.table_bits:>11} "
-                f"{r.registers:>9}"
+                f"{r.registers:>9}" + (f" {r.luts:>8}" if r.luts is not None else "")
             )
         if self.delay_registers:
             lines.append(f"delay registers: {self.delay_registers} bits")
@@ -286,11 +295,15 @@ class _Built:
         """A batch of ``node``'s codes as the words its port carries, one a row."""
         return beats_of(codes, node) if self.stages is not None else codes.reshape(codes.shape[0], -1)
 
-    def sources(self, language: str, *, dont_cares: str, header: list[str]) -> dict[str, str]:
-        """The design's source files."""
+    def sources(
+        self, language: str, *, dont_cares: str, header: list[str], mapped: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """The design's source files (tables as LUT netlists where ``mapped`` gives them)."""
         if self.stages is None:
-            return design_files(self.netlist, language, dont_cares=dont_cares, header=header)
-        return stream_files(self.netlist, self.stages, self.last, language, dont_cares=dont_cares, header=header)
+            return design_files(self.netlist, language, dont_cares=dont_cares, header=header, mapped=mapped)
+        return stream_files(
+            self.netlist, self.stages, self.last, language, dont_cares=dont_cares, header=header, mapped=mapped
+        )
 
 
 def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> _Built:
@@ -395,6 +408,10 @@ def export(
     seed: int = 0,
     dont_cares: str = "x",
     table_benches: bool = True,
+    tables: str = "case",
+    k: int = 6,
+    executor: Any = None,
+    cache_dir: str | Path | None = None,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -418,13 +435,19 @@ def export(
         seed: the random vectors' seed.
         dont_cares: rows a partial table lacks drive ``"x"`` (don't-care) or code 0 (``"zero"``).
         table_benches: write an exhaustive bench for every distinct table.
+        tables: ``"case"``: each table module a ``case`` over its rows; ``"mapped"``: each distinct table
+            mapped onto ``k``-input LUTs by :func:`iotable.synth.map_luts` (needs ABC; every netlist checked
+            on every row) and written as that LUT netlist, same ports (needs ``dont_cares="x"``).
+        k: LUT inputs, with ``tables="mapped"``.
+        executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
+        cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
 
     Returns:
         The :class:`Design`.
 
     Raises:
         HDLError: a graph or option the generator cannot build (the message names the node and the fix).
-        OptionError: an unknown language, style, pipeline or dont_cares.
+        OptionError: an unknown language, style, pipeline, dont_cares or tables.
 
     Example:
         >>> import tempfile, torch
@@ -444,6 +467,7 @@ def export(
     depth = _pipeline(pipeline, what=what)
     top = check_name(top, language=lang, what=what)
     mode = DontCares.parse(dont_cares, what=what).value
+    table_kind = check_mapped_options(tables, k, mode, what=what)
     target = Path(directory)
     if target.exists() and not target.is_dir():
         msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
@@ -452,9 +476,12 @@ def export(
     netlist = built.netlist
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
+    mapped = None
+    if table_kind.value == "mapped":
+        mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
     expected = _codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
-    files = built.sources(lang, dont_cares=mode, header=_header(net, top, built, depth))
+    files = built.sources(lang, dont_cares=mode, header=_header(net, top, built, depth), mapped=mapped)
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
@@ -470,6 +497,7 @@ def export(
                 files.update(table_bench(module.table, module.name, language=lang))
                 benches.append(f"{module.name}_tb")
     layers, delays = _resources(net, netlist)
+    layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
     design = Design(
         top=top,
         language=lang,
@@ -490,6 +518,7 @@ def export(
         network=net,
         interval=built.interval,
         line_buffers=built.line_buffers,
+        tables=table_kind.value,
     )
     files[f"{top}_design.json"] = _description_json(design)
     target.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,9 @@ registers (counters, valid bits) are reset.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ._emit import Lang, block_texts, table_files, top_parts
 from ._netlist import Netlist
 from ._stream import PadStage, RegisterStage, Stage, WindowStage
@@ -337,12 +340,19 @@ def _top_text(lang: Lang, netlist: Netlist, stages: list[Stage], last: int, head
 
 
 def stream_files(
-    netlist: Netlist, stages: list[Stage], last: int, language: str, *, dont_cares: str, header: list[str]
+    netlist: Netlist,
+    stages: list[Stage],
+    last: int,
+    language: str,
+    *,
+    dont_cares: str,
+    header: list[str],
+    mapped: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Every source file of a streaming design: a file per distinct table, then ``<top>.v|.vhd`` (layer, pool
     and stage modules, then the top); ``last`` is the handshake of the output."""
     lang = Lang(language)
-    files = table_files(netlist, lang, dont_cares=dont_cares)
+    files = table_files(netlist, lang, dont_cares=dont_cares, mapped=mapped)
     comments = [f"{lang.comment} {line}" if line else "" for line in header]
     stage_texts = "".join(_stage_text(lang, netlist, s) for s in stages)
     top = _top_text(lang, netlist, stages, last, comments)
