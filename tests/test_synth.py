@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import iotable
+import iotable.hdl
 from iotable import Domain, IOTable
 from iotable.errors import ABCNotInstalledError, CacheError, NetlistMismatchError, SynthError
 from iotable.synth import LutNetlist, check_table, lut_estimate, map_luts, map_table, table_lut_estimate
@@ -226,6 +227,61 @@ def test_with_dense_a_restricted_table_never_costs_more():
     assert mapped.completion in ("filled", "dense")
     check_table(mapped.netlist, partial)
     assert np.array_equal(_reference(mapped.netlist, partial), partial.outputs)
+
+
+# -- estimates at plan time ---------------------------------------------------------------------------------------
+
+
+def _conv_net() -> iotable.TableNetwork:
+    """Two grouped 1-D convolutions (per-channel input domains, a padded window, 3 and 2 output bits)."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(
+        torch.nn.Conv1d(2, 4, 3, padding=1, groups=2), iotable.nn.Quantize(2),
+        torch.nn.Conv1d(4, 4, 2, groups=4), iotable.nn.Quantize(3),
+    ).eval()  # fmt: skip
+    return iotable.precompute(model, input_domain=[ONE, TRI], example_input=torch.zeros(1, 2, 8), progress=False)
+
+
+def test_plan_estimates_equal_the_tables_estimates():
+    """A plan's per-unit estimates equal table_lut_estimate of the tables later enumerated (per-channel domains)."""
+    net = _conv_net()
+    for layer in net.layers.values():
+        address, code = layer.plan.table_bits
+        assert address.tolist() == [sum(max(d.bits, 1) for d in t.input_domains) for t in layer.tables]
+        assert layer.plan.lut_estimates().tolist() == [table_lut_estimate(t) for t in layer.tables]
+        assert code.tolist() == [t.fan_out * max(t.output_domain.bits, 1) for t in layer.tables]
+        assert layer.plan.lut_estimate(k=4) == sum(table_lut_estimate(t, k=4) for t in layer.tables)
+
+
+def test_plan_estimate_needs_no_rows(monkeypatch):
+    """iotable.plan of a layer of 24-bit tables gives the estimate at once, and no enumeration runs for it."""
+    import iotable.enumerate
+
+    monkeypatch.setattr(iotable.enumerate, "_enumerate", lambda *a, **k: pytest.fail("enumerated"))
+    block = torch.nn.Sequential(torch.nn.Linear(24, 2), iotable.nn.Quantize(2))
+    iotable.decompose(block, fan_in=[list(range(12)), list(range(12, 24))])
+    layer = iotable.plan(block, input_domain=TWO)
+    assert layer.total_rows == 2 * 2**24 and layer.lut_estimate() == 2 * lut_estimate(24, 2)
+    text = layer.summary()
+    assert f"LogicNets estimate: {2 * lut_estimate(24, 2)} LUT6" in text and "holds 4 bit(s) per output" in text
+
+
+def test_summary_estimates_and_registers_match_the_exported_design(tmp_path):
+    """net.summary() gives each layer's estimate and the register bits export(pipeline=1) puts after it."""
+    net = _conv_net()
+    design = iotable.hdl.export(net, tmp_path, pipeline=1, table_benches=False, vectors=4)
+    rows = {r["name"]: r for r in net.rows() if r["kind"] == "table"}
+    assert {r.node: r.registers for r in design.layers} == {n: r["registers"] for n, r in rows.items()}
+    assert [r["estimate"] for r in rows.values()] == [layer.plan.lut_estimate() for layer in net.layers.values()]
+    total = sum(table_lut_estimate(t) for t in net.tables)
+    registers = sum(r.registers for r in design.layers)
+    assert f"LogicNets estimate: {total} LUT6" in net.summary() and f"registers: {registers} bits" in net.summary()
+
+
+def test_raw_outputs_have_no_estimate():
+    """A layer that ends in no quantizer has no estimate, and its summary says why."""
+    layer = iotable.plan(torch.nn.Linear(3, 2), input_domain=TWO)
+    assert layer.table_bits[1] is None and layer.lut_estimate() is None and "raw outputs" in layer.summary()
 
 
 # -- many tables: networks, cache, executors ---------------------------------------------------------------------
