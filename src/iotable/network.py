@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -54,6 +55,7 @@ from .trace import Arithmetic, Step, segment, trace
 
 if TYPE_CHECKING:
     from .diagram import Diagram
+    from .synth import LutReport
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -507,6 +509,53 @@ class TableNetwork:
             return torch.empty((0, *node.shape), dtype=torch.int64 if return_codes else torch.float32)
         out, _ = self.runtime.run(input_codes, values=not return_codes)
         return out
+
+    @cached_property
+    def _lut_results(self) -> dict[str, Any]:
+        """LUT mapping results of this network's tables (from :meth:`cost` or a bundle), kept like the runtime:
+        never compared or copied; :func:`iotable.save` stores them."""
+        return {}
+
+    def cost(
+        self,
+        *,
+        k: int = 6,
+        script: str | None = None,
+        executor: Any = None,
+        workers: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        dense: Any = None,
+        progress: bool | None = None,
+        abc: str | os.PathLike[str] | None = None,
+        timeout: float = 600.0,
+    ) -> LutReport:
+        """Map every table onto k-input LUTs with ABC, each netlist checked on every row of its table.
+
+        :func:`iotable.synth.map_luts` on this network (see it for every option), plus memory: the results
+        stay with the network, so a second call maps nothing, :func:`iotable.save` stores them in the
+        bundle, and ``cost()`` of a loaded bundle maps only the tables whose results it lacks (for this
+        ``k``, script and ABC version). A run that fails or is interrupted keeps what it mapped.
+
+        Returns:
+            A :class:`~iotable.synth.LutReport`: per table layer the tables, their input bits, LogicNets'
+            estimate, ABC's LUTs, the depth and the pipeline register bits after it; totals; ABC's version
+            and the script. Its ``summary()`` prints them.
+
+        Raises:
+            ABCNotInstalledError: no ABC program (install the Debian package ``berkeley-abc``).
+            SynthError: a bad option, or a table without code outputs (raw values) or of over 24 bits.
+
+        Example:
+            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(2))
+            >>> net = precompute(model, input_domain=Domain.uniform(1))
+            >>> report = net.cost(workers=1)  # doctest: +SKIP
+            >>> print(report.summary())  # doctest: +SKIP
+        """
+        from .synth._map import _map_luts  # lazy: the mapping machinery loads when cost is asked for
+
+        options = {"k": k, "script": script, "executor": executor, "workers": workers, "cache_dir": cache_dir}
+        options.update(dense=dense, progress=progress, abc=abc, timeout=timeout)
+        return _map_luts(self, store=self._lut_results, what="net.cost", **options)
 
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""
