@@ -359,6 +359,59 @@ def test_network_layers_and_process_pool():
     assert "total" in report.summary() and "estimates" in report.summary()
 
 
+def _pruned_net() -> iotable.TableNetwork:
+    """Two layers: four 8-bit tables (a pruned linear layer) and two of 8 bits, 2-bit codes out."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(8, 4)
+    mask = torch.zeros(4, 8)
+    for k in range(4):
+        mask[k, [k, k + 1, k + 2, k + 4]] = 1
+    torch.nn.utils.prune.custom_from_mask(linear, "weight", mask)
+    fan_in = [[k, k + 1, k + 2, k + 4] for k in range(4)]
+    model = torch.nn.Sequential(
+        iotable.decompose(linear, fan_in=fan_in), iotable.nn.Quantize(2), torch.nn.Linear(4, 2), iotable.nn.Quantize(2)
+    )
+    return iotable.precompute(model, input_domain=Domain.uniform(2), progress=False)
+
+
+def test_net_cost_reports_layers_registers_and_remembers(tmp_path):
+    """net.cost() gives per layer tables, input bits, estimate, LUTs, depth and registers; a second call maps nothing."""
+    abc, log = _counting_abc(tmp_path)
+    net = _pruned_net()
+    report = net.cost(abc=abc, workers=1)
+    calls = _calls(log)
+    assert calls >= 1 and report.mapped == report.distinct
+    rows = {r["name"]: r for r in net.rows() if r["kind"] == "table"}
+    for name, layer in report.layers.items():
+        assert layer.input_bits == (8,) and layer.registers == rows[name]["registers"]
+        assert layer.estimate == rows[name]["estimate"] == net[name].plan.lut_estimate()
+    assert report.registers == 12 and report.estimate == sum(table_lut_estimate(t) for t in net.tables)
+    text = report.summary()
+    assert "input bits" in text and "registers" in text and "estimates tied to this pinned flow" in text
+    again = net.cost(abc=abc, workers=1)
+    assert _calls(log) == calls and again.mapped == 0 and again.cached == report.distinct
+    assert [t.luts for t in again.tables] == [t.luts for t in report.tables]
+    assert [(t.luts, t.depth) for t in map_luts(net, abc=abc, workers=1).tables] == [
+        (t.luts, t.depth) for t in report.tables
+    ]
+
+
+def test_saved_results_map_only_what_is_missing(tmp_path):
+    """A saved network's results load checked; cost() of the loaded network maps only what it lacks."""
+    abc, log = _counting_abc(tmp_path)
+    net = _pruned_net()
+    first = net.cost(abc=abc, workers=1)
+    loaded = iotable.load(iotable.save(net, tmp_path / "net"))
+    calls = _calls(log)
+    second = loaded.cost(abc=abc, workers=1)
+    assert _calls(log) == calls and second.mapped == 0 and second.luts == first.luts
+    lost = next(iter(loaded._lut_results))
+    del loaded._lut_results[lost]  # as a run interrupted before its last table
+    third = loaded.cost(abc=abc, workers=1)
+    assert third.mapped == 1 and _calls(log) == calls + 1 and third.luts == first.luts
+    assert loaded.cost(abc=abc, workers=1, k=4).mapped == first.distinct  # another flow maps anew
+
+
 def test_any_executor():
     """A concurrent.futures executor given by the caller runs the mapping (threads here)."""
     tables = [_random_table(9, 1, seed=s) for s in range(3)]
