@@ -578,9 +578,8 @@ class TableNetwork:
         rows = [r for r in self.rows() if r["kind"] == "table"]
         if rows and all(r["estimate"] is not None for r in rows):
             lines.append(
-                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once, before mapping: "
-                f"net.cost() maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits "
-                "(a register after every table layer)"
+                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once; net.cost() maps "
+                f"them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
             )
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")

@@ -288,13 +288,14 @@ class LayerPlan:
         lines = [
             f"{self.name}: layout {self.layout.value}, {len(self.units)} unit(s), {self.total_rows} row(s), "
             f"input {inputs}, output {self.output_domain!r}",
-            f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10} {'LUT6':>8}",
+            f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10}"
+            + ("" if estimates is None else f" {'LUT6':>8}"),
         ]
         for u in self.units:
-            estimate = "" if estimates is None else int(estimates[u.index])
+            estimate = "" if estimates is None else f" {int(estimates[u.index]):>8}"
             lines.append(
                 f"{u.index:>5} {_short(u.in_channels):<24} {_short(u.out_channels):<16} "
-                f"{u.fan_in:>6} {sum(d.bits for d in self.unit_domains(u)):>5} {u.rows:>10} {estimate:>8}"
+                f"{u.fan_in:>6} {sum(d.bits for d in self.unit_domains(u)):>5} {u.rows:>10}{estimate}"
             )
         _, code = self.table_bits
         if estimates is None or code is None:
