@@ -30,6 +30,7 @@ import iotable
 from iotable._manifest import _canonical, _difference, _Encoder
 from iotable.cli import main as cli
 from iotable.nn import Quantize
+from iotable.synth import DEFAULT_SCRIPT
 
 S2 = iotable.Domain.uniform(2, signed=True, scale=0.5)
 
@@ -37,7 +38,7 @@ S2 = iotable.Domain.uniform(2, signed=True, scale=0.5)
 #: "Information-only fields"): the loader takes any well-typed value that agrees with the rest.
 INFORMATION = re.compile(
     r"\.layers\[\d+\]\.(build|plan\.spec|plan\.max_rows|plan\.slots)\b|\.graph\.nodes\[\d+\]\.(fx_node|meta\.modules)\b"
-    r"|\.host\[\d+\]\.class\b"
+    r"|\.host\[\d+\]\.class\b|\.luts\[\d+\]\.(script|abc_version|seconds|k)\b"
 )
 
 
@@ -59,11 +60,29 @@ class Small(nn.Module):
         return self.q3(self.q2(self.mix(y)) + y)
 
 
+def direct_results(net: iotable.TableNetwork, *, k: int = 6) -> int:
+    """Give ``net`` the LUT mapping results ``net.cost()`` would hold for its tables of at most ``k`` address bits
+    (one LUT per output bit, written without running ABC, so no ABC is needed); return how many distinct ones."""
+    from iotable.synth._function import bit_function
+    from iotable.synth._map import _Cache, _Job, _run_job
+    from iotable.synth._netlist import LutNetlist
+
+    version = "ABC (not run: tables of at most k bits are written directly)"
+    for table in net.tables:
+        fn = bit_function(table, what="direct_results")
+        if fn.input_bits <= k:
+            (record,) = _run_job(_Job((fn,), (repr(table),), "abc", DEFAULT_SCRIPT.format(k=k), k, 10.0, version))
+            name = _Cache.name(record["key"], k, record["script"], version)
+            net._lut_results[name] = (record, LutNetlist.from_blif(record["blif"]))
+    return len(net._lut_results)
+
+
 def build(folder: Path) -> tuple[iotable.TableNetwork, Path, torch.Tensor]:
-    """The network, its bundle in ``folder`` and a batch of inputs."""
+    """The network (with mapping results for its small tables), its bundle in ``folder`` and a batch of inputs."""
     torch.manual_seed(0)
     model = Small().eval()
     net = iotable.precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
+    assert direct_results(net) >= 2
     codes = torch.randint(0, 4, (64, 2, 6), generator=torch.Generator().manual_seed(1))
     x = torch.tensor(S2.values, dtype=torch.float32)[codes]
     return net, iotable.save(net, folder / "small"), x

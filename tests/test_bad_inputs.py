@@ -972,13 +972,13 @@ CASES = [
         "load-newer-format",
         lambda c: load(c.edited(lambda m: m.update(format_version=99))),
         BundleError,
-        ("format_version 99 was written by a newer iotable", "reads format_version 4", "Upgrade iotable"),
+        ("format_version 99 was written by a newer iotable", "reads format_version 5", "Upgrade iotable"),
     ),
     Case(
         "load-unknown-format-version",
         lambda c: load(c.edited(lambda m: m.update(format_version=-1))),
         BundleError,
-        ("unknown format_version -1", "expected an integer from 1 to 4"),
+        ("unknown format_version -1", "expected an integer from 1 to 5"),
     ),
     Case(
         "load-checksum",

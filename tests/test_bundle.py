@@ -235,7 +235,11 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     """The manifest holds the format, versions, graph, domains, per-table metadata, input shape and checksums."""
     net, path = mlp_bundle
     m = manifest_of(path)
-    assert m["format"] == "iotable-bundle" and m["format_version"] == iotable.bundle.FORMAT_VERSION == 4
+    assert (
+        m["format"] == "iotable-bundle"
+        and m["format_version"] == iotable.bundle.FORMAT_VERSION == 5
+        and m["luts"] == []
+    )
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"
     assert m["input_shape"] == [12] and m["address_digit_order"] == "first input most significant"
     assert m["domains"][0] == {
@@ -362,8 +366,8 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (lambda m: edit_file_entry(m, "dtype", "<u2"), r"unit1\.outputs\.npy: holds dtype \|u1 .* says dtype <u2"),
         (
-            lambda m: m.update(format_version=5),
-            r"manifest\.json: format_version 5 was written by a newer iotable .* Upgrade iotable",
+            lambda m: m.update(format_version=6),
+            r"manifest\.json: format_version 6 was written by a newer iotable .* Upgrade iotable",
         ),
         (lambda m: m.update(format_version="1"), r"manifest\.json: unknown format_version '1'"),
         (lambda m: m.update(format_version=0), r"manifest\.json: unknown format_version 0"),

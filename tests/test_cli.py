@@ -16,7 +16,7 @@ import iotable
 from iotable import Domain, TableNetwork, precompute, save
 from iotable.cli import main
 
-from .optional import require_graphviz
+from .optional import require_graphviz, require_program
 from .test_bundle import stamp
 from .test_network import U2, mlp
 
@@ -241,3 +241,37 @@ def test_new_commands_have_help(command: str, words: tuple[str, ...]) -> None:
     text = " ".join(result.stdout.split())
     for word in words:
         assert word in text, word
+
+
+# -- cost ---------------------------------------------------------------------------------------------------------
+
+
+def test_cost_prints_the_report_and_saves_the_results(network: tuple[TableNetwork, Path], tmp_path: Path) -> None:
+    """``iotable cost --save`` prints the LUT report and stores the results; a rerun maps nothing."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    net, path = network
+    copy = Path(shutil.copytree(path, tmp_path / "mlp"))
+    command = [sys.executable, "-m", "iotable", "cost", str(copy), "--workers", "1"]
+    result = subprocess.run([*command, "--save"], capture_output=True, text=True, check=False, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "input bits" in result.stdout and "registers" in result.stdout and "pinned flow" in result.stdout
+    assert "saved the mapping results of" in result.stdout and result.stderr == ""
+    total = next(line for line in result.stdout.splitlines() if line.startswith("total")).split()
+    assert int(total[3]) == sum(layer.plan.lut_estimate() for layer in net.layers.values())
+    distinct = int(re.search(r"; (\d+) distinct table\(s\)", result.stdout).group(1))
+    assert len(iotable.load(copy)._lut_results) == distinct > 0
+    again = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert again.returncode == 0 and " 0 mapped, " in again.stdout, again.stderr
+
+
+def test_cost_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch) -> None:
+    """``iotable cost`` on a layer bundle with --save, or without ABC, exits 1 with one line naming the fix."""
+    layer = save(precompute(nn.Conv1d(2, 2, kernel_size=2, groups=2), input_domain=Domain.uniform(1)), tmp_path / "l")
+    assert main(["cost", str(layer), "--save"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "iotable cost: error: --save:" in err and "network bundles" in err
+    net = save(precompute(mlp(), input_domain=U2, example_input=torch.zeros(1, 12)), tmp_path / "net")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["cost", str(net), "--workers", "1"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "apt-get install berkeley-abc" in err and "Traceback" not in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import re
 import sys
 from collections import OrderedDict
@@ -18,6 +19,7 @@ import iotable
 from iotable import Diagram, Domain, GraphError, GraphvizNotInstalledError, IOTableError, TableNetwork
 from iotable.graph import _DOT_SHAPES, Edge, Graph, Node, NodeKind
 from iotable.nn import Quantize
+from iotable.synth import table_lut_estimate
 
 from .optional import graphviz_available, require, require_graphviz
 
@@ -168,7 +170,8 @@ def test_partial_tables_show_rows_kept(cnn_net: tuple[nn.Module, TableNetwork, t
 def test_network_html_parses_and_has_a_row_per_node(
     cnn_net: tuple[nn.Module, TableNetwork, torch.Tensor], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A network's HTML view parses, lists every graph node with its kind, and gives each table's rows, method and near ties."""
+    """A network's HTML view parses, lists every graph node with its kind, and gives each table's rows, method, near
+    ties, LUT estimate and pipeline register bits."""
     monkeypatch.setitem(sys.modules, "graphviz", None)  # the table alone, whatever is installed
     _, net, _ = cnn_net
     page = StrictHTML(net._repr_html_())
@@ -185,6 +188,8 @@ def test_network_html_parses_and_has_a_row_per_node(
         "stride",
         "method",
         "near ties",
+        "LUT6 (estimate)",
+        "register bits",
     ]
     assert [(r[0], r[1]) for r in rows] == [(n.kind.value, n.name) for n in net.graph.nodes]
     by_name = {r[1]: dict(zip(header, r)) for r in rows}
@@ -192,6 +197,10 @@ def test_network_html_parses_and_has_a_row_per_node(
     assert by_name["dw"]["rows"] == f"{dw.plan.total_rows:,}"
     assert by_name["dw"]["method"] == dw.method == "conv fast path"
     assert by_name["dw"]["near ties"] == str(dw.near_ties)
+    estimate = sum(table_lut_estimate(t) for t in dw.tables)
+    assert by_name["dw"]["LUT6 (estimate)"] == f"{estimate:,}" == f"{dw.plan.lut_estimate():,}"
+    node = net.graph["dw"]
+    assert by_name["dw"]["register bits"] == f"{math.prod(node.shape) * node.domain.bits:,}"
     assert by_name["conv1:window"]["buffer"] == "23" and by_name["conv1:window"]["stride"] == "(2, 2)"
     assert "svg" not in page.tags
 
@@ -234,7 +243,9 @@ def test_graph_layer_and_report_views_parse(
     assert [r[1] for r in graph.rows[1:]] == [n.name for n in net.graph.nodes]
     assert "method" not in graph.rows[0]  # a graph alone does not know how its tables were built
     layer = StrictHTML(net["dw"]._repr_html_())
-    assert layer.rows[1][:2] == ["table", "dw"] and layer.rows[1][-2:] == ["conv fast path", str(net["dw"].near_ties)]
+    estimate = f"{net['dw'].plan.lut_estimate():,}"
+    assert layer.rows[1][:2] == ["table", "dw"]
+    assert layer.rows[1][-3:] == ["conv fast path", str(net["dw"].near_ties), estimate]
     assert layer.rows[2] == ["unit", "in channels", "out channels", "fan-in", "bits", "rows"]
     assert layer.rows[3] == ["0", "0", "0", "9", "18", "262,144"]
     report = StrictHTML(iotable.verify(model, net, x)._repr_html_())

@@ -133,13 +133,15 @@ def test_readme_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_readme_whole_model_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's whole-model example runs, flags its host head and verifies bit for bit, as its comments say."""
+    """The README's whole-model example runs, flags its host head, estimates its LUTs and verifies bit for bit, as its comments say."""
     blocks = readme_examples()
     assert len(blocks) == 3
     exec(compile(blocks[1], "README.md", "exec"), {})
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == "kind name shape units fan_in bits rows buffer stride".split()
-    assert "host nodes (run with torch, not tabulated)" in out
+    assert (
+        out.splitlines()[0].split() == "kind name shape units fan_in bits rows buffer stride estimate registers".split()
+    )
+    assert "host nodes (run with torch, not tabulated)" in out and "LogicNets estimate: " in out
     assert "torch.Size([32, 10])" in out
     assert "32/32 samples agree bit for bit" in out
 

@@ -321,7 +321,19 @@ def test_summary_and_dot_export():
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 4, 6, 6))
     text = net.summary()
     header = text.splitlines()[0].split()
-    assert header == ["kind", "name", "shape", "units", "fan_in", "bits", "rows", "buffer", "stride"]
+    assert header == [
+        "kind",
+        "name",
+        "shape",
+        "units",
+        "fan_in",
+        "bits",
+        "rows",
+        "buffer",
+        "stride",
+        "estimate",
+        "registers",
+    ]
     assert "(2, 2)" in text and f"{sum(t.rows for t in net.tables)} rows" in text
     dot = net.graph.to_dot()
     assert dot.startswith("digraph iotable {") and all(f'"{n.name}"' in dot for n in net.graph)

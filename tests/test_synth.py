@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import iotable
+import iotable.hdl
 from iotable import Domain, IOTable
 from iotable.errors import ABCNotInstalledError, CacheError, NetlistMismatchError, SynthError
 from iotable.synth import LutNetlist, check_table, lut_estimate, map_luts, map_table, table_lut_estimate
@@ -228,6 +229,61 @@ def test_with_dense_a_restricted_table_never_costs_more():
     assert np.array_equal(_reference(mapped.netlist, partial), partial.outputs)
 
 
+# -- estimates at plan time ---------------------------------------------------------------------------------------
+
+
+def _conv_net() -> iotable.TableNetwork:
+    """Two grouped 1-D convolutions (per-channel input domains, a padded window, 3 and 2 output bits)."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(
+        torch.nn.Conv1d(2, 4, 3, padding=1, groups=2), iotable.nn.Quantize(2),
+        torch.nn.Conv1d(4, 4, 2, groups=4), iotable.nn.Quantize(3),
+    ).eval()  # fmt: skip
+    return iotable.precompute(model, input_domain=[ONE, TRI], example_input=torch.zeros(1, 2, 8), progress=False)
+
+
+def test_plan_estimates_equal_the_tables_estimates():
+    """A plan's per-unit estimates equal table_lut_estimate of the tables later enumerated (per-channel domains)."""
+    net = _conv_net()
+    for layer in net.layers.values():
+        address, code = layer.plan.table_bits
+        assert address.tolist() == [sum(max(d.bits, 1) for d in t.input_domains) for t in layer.tables]
+        assert layer.plan.lut_estimates().tolist() == [table_lut_estimate(t) for t in layer.tables]
+        assert code.tolist() == [t.fan_out * max(t.output_domain.bits, 1) for t in layer.tables]
+        assert layer.plan.lut_estimate(k=4) == sum(table_lut_estimate(t, k=4) for t in layer.tables)
+
+
+def test_plan_estimate_needs_no_rows(monkeypatch):
+    """iotable.plan of a layer of 24-bit tables gives the estimate at once, and no enumeration runs for it."""
+    import iotable.enumerate
+
+    monkeypatch.setattr(iotable.enumerate, "_enumerate", lambda *a, **k: pytest.fail("enumerated"))
+    block = torch.nn.Sequential(torch.nn.Linear(24, 2), iotable.nn.Quantize(2))
+    iotable.decompose(block, fan_in=[list(range(12)), list(range(12, 24))])
+    layer = iotable.plan(block, input_domain=TWO)
+    assert layer.total_rows == 2 * 2**24 and layer.lut_estimate() == 2 * lut_estimate(24, 2)
+    text = layer.summary()
+    assert f"LogicNets estimate: {2 * lut_estimate(24, 2)} LUT6" in text and "holds 4 bit(s) per output" in text
+
+
+def test_summary_estimates_and_registers_match_the_exported_design(tmp_path):
+    """net.summary() gives each layer's estimate and the register bits export(pipeline=1) puts after it."""
+    net = _conv_net()
+    design = iotable.hdl.export(net, tmp_path, pipeline=1, table_benches=False, vectors=4)
+    rows = {r["name"]: r for r in net.rows() if r["kind"] == "table"}
+    assert {r.node: r.registers for r in design.layers} == {n: r["registers"] for n, r in rows.items()}
+    assert [r["estimate"] for r in rows.values()] == [layer.plan.lut_estimate() for layer in net.layers.values()]
+    total = sum(table_lut_estimate(t) for t in net.tables)
+    registers = sum(r.registers for r in design.layers)
+    assert f"LogicNets estimate: {total} LUT6" in net.summary() and f"registers: {registers} bits" in net.summary()
+
+
+def test_raw_outputs_have_no_estimate():
+    """A layer that ends in no quantizer has no estimate, and its summary says why."""
+    layer = iotable.plan(torch.nn.Linear(3, 2), input_domain=TWO)
+    assert layer.table_bits[1] is None and layer.lut_estimate() is None and "raw outputs" in layer.summary()
+
+
 # -- many tables: networks, cache, executors ---------------------------------------------------------------------
 
 
@@ -303,6 +359,59 @@ def test_network_layers_and_process_pool():
     assert "total" in report.summary() and "estimates" in report.summary()
 
 
+def _pruned_net() -> iotable.TableNetwork:
+    """Two layers: four 8-bit tables (a pruned linear layer) and two of 8 bits, 2-bit codes out."""
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(8, 4)
+    mask = torch.zeros(4, 8)
+    for k in range(4):
+        mask[k, [k, k + 1, k + 2, k + 4]] = 1
+    torch.nn.utils.prune.custom_from_mask(linear, "weight", mask)
+    fan_in = [[k, k + 1, k + 2, k + 4] for k in range(4)]
+    model = torch.nn.Sequential(
+        iotable.decompose(linear, fan_in=fan_in), iotable.nn.Quantize(2), torch.nn.Linear(4, 2), iotable.nn.Quantize(2)
+    )
+    return iotable.precompute(model, input_domain=Domain.uniform(2), progress=False)
+
+
+def test_net_cost_reports_layers_registers_and_remembers(tmp_path):
+    """net.cost() gives per layer tables, input bits, estimate, LUTs, depth and registers; a second call maps nothing."""
+    abc, log = _counting_abc(tmp_path)
+    net = _pruned_net()
+    report = net.cost(abc=abc, workers=1)
+    calls = _calls(log)
+    assert calls >= 1 and report.mapped == report.distinct
+    rows = {r["name"]: r for r in net.rows() if r["kind"] == "table"}
+    for name, layer in report.layers.items():
+        assert layer.input_bits == (8,) and layer.registers == rows[name]["registers"]
+        assert layer.estimate == rows[name]["estimate"] == net[name].plan.lut_estimate()
+    assert report.registers == 12 and report.estimate == sum(table_lut_estimate(t) for t in net.tables)
+    text = report.summary()
+    assert "input bits" in text and "registers" in text and "estimates tied to this pinned flow" in text
+    again = net.cost(abc=abc, workers=1)
+    assert _calls(log) == calls and again.mapped == 0 and again.cached == report.distinct
+    assert [t.luts for t in again.tables] == [t.luts for t in report.tables]
+    assert [(t.luts, t.depth) for t in map_luts(net, abc=abc, workers=1).tables] == [
+        (t.luts, t.depth) for t in report.tables
+    ]
+
+
+def test_saved_results_map_only_what_is_missing(tmp_path):
+    """A saved network's results load checked; cost() of the loaded network maps only what it lacks."""
+    abc, log = _counting_abc(tmp_path)
+    net = _pruned_net()
+    first = net.cost(abc=abc, workers=1)
+    loaded = iotable.load(iotable.save(net, tmp_path / "net"))
+    calls = _calls(log)
+    second = loaded.cost(abc=abc, workers=1)
+    assert _calls(log) == calls and second.mapped == 0 and second.luts == first.luts
+    lost = next(iter(loaded._lut_results))
+    del loaded._lut_results[lost]  # as a run interrupted before its last table
+    third = loaded.cost(abc=abc, workers=1)
+    assert third.mapped == 1 and _calls(log) == calls + 1 and third.luts == first.luts
+    assert loaded.cost(abc=abc, workers=1, k=4).mapped == first.distinct  # another flow maps anew
+
+
 def test_any_executor():
     """A concurrent.futures executor given by the caller runs the mapping (threads here)."""
     tables = [_random_table(9, 1, seed=s) for s in range(3)]
@@ -328,10 +437,10 @@ def test_dask_local_cluster(tmp_path):
 
 
 def test_cost_section_example_runs(capsys):
-    """The first code block of docs/hardware.md's Cost section runs and maps its table to 170 LUTs."""
+    """The code block of docs/hardware.md's estimate section (under Cost) runs and maps its table to 170 LUTs."""
     _abc()
     page = (Path(__file__).resolve().parent.parent / "docs" / "hardware.md").read_text(encoding="utf-8")
-    section = page[page.index("## Cost") :]
+    section = page[page.index("### The estimate") :]
     block = section.split("```python\n", 1)[1].split("```", 1)[0]
     exec(compile(block, "hardware.md", "exec"), {})
     assert capsys.readouterr().out.startswith("170 4 ")

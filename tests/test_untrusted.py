@@ -23,6 +23,7 @@ from iotable._manifest import MAX_DOMAIN_VALUES
 from iotable.bundle import MAX_DEPTH, MAX_MANIFEST_BYTES
 from iotable.cli import main as cli
 
+from .manifest_fuzz import direct_results
 from .test_bundle import build, manifest_of, stamp, write_manifest
 from .test_network import U2, random_inputs
 
@@ -87,7 +88,7 @@ def test_a_changed_manifest_byte_fails_the_checksum(bundle: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "words"),
     [
-        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 4 bundle"),
+        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 5 bundle"),
         (lambda p: (p / "manifest.sha256").write_text("0" * 64 + "\n"), r"expected one line '<sha256 in hex>"),
         (
             lambda p: (p / "manifest.sha256").write_text("0" * 64 + "  manifest.json\n"),
@@ -484,16 +485,108 @@ def test_a_full_disk_while_saving_is_a_bundle_error_that_leaves_the_old_bundle(b
     assert sorted(p.name for p in bundle.parent.iterdir()) == ["bundle"]
 
 
+# -- LUT mapping results ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mapped(tmp_path_factory: pytest.TempPathFactory) -> tuple[iotable.TableNetwork, Path]:
+    """The MLP with mapping results for its tables (each of 6 bits: written directly, no ABC), saved."""
+    _, net, _ = build("mlp")
+    assert direct_results(net) > 1
+    return net, save(net, tmp_path_factory.mktemp("mapped") / "mlp")
+
+
+@pytest.fixture
+def mapped_bundle(mapped: tuple[iotable.TableNetwork, Path], tmp_path: Path) -> Path:
+    """A private copy of the mapped MLP bundle, free to damage."""
+    return Path(shutil.copytree(mapped[1], tmp_path / "bundle"))
+
+
+def test_mapping_results_round_trip(mapped: tuple[iotable.TableNetwork, Path], tmp_path: Path) -> None:
+    """A loaded bundle holds the saved mapping results, checked, and saving it again writes the same manifest."""
+    net, path = mapped
+    loaded = load(path)
+    assert {f: r["luts"] for f, (r, _) in loaded._lut_results.items()} == {
+        f: r["luts"] for f, (r, _) in net._lut_results.items()
+    }
+    records = manifest_of(path)["luts"]
+    assert len(records) == len(net._lut_results) and records[0]["netlist"] == "luts/netlist0.npy"
+    again = save(loaded, tmp_path / "again")
+    assert (again / "manifest.json").read_bytes() == (path / "manifest.json").read_bytes()
+    assert check(path)[0] == 0
+
+
+def test_a_wrong_stored_netlist_is_refused(mapped_bundle: Path) -> None:
+    """A stored netlist that computes another function (one cover line changed) is refused, naming its file."""
+    rel = manifest_of(mapped_bundle)["luts"][0]["netlist"]
+    text = np.load(mapped_bundle / rel).tobytes().decode()
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if line[:1] in "01" and line.endswith(" 1"))
+    lines[at] = ("1" if lines[at][0] == "0" else "0") + lines[at][1:]
+    replace_array(mapped_bundle, rel, np.frombuffer(("\n".join(lines) + "\n").encode(), np.uint8))
+    with pytest.raises(BundleError, match=rf"luts\[0\]\.netlist \({rel}\).*does not compute the table"):
+        load(mapped_bundle)
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [(b".model m\n.latch a b\n.end\n", r"\.latch is not supported"), (b"\xff\xfe", "not ASCII")],
+    ids=["not-a-netlist", "not-ascii"],
+)
+def test_a_damaged_netlist_file_is_refused(mapped_bundle: Path, text: bytes, words: str) -> None:
+    """A netlist file that is no LUT netlist (or not text) is refused, naming the file."""
+    rel = manifest_of(mapped_bundle)["luts"][1]["netlist"]
+    replace_array(mapped_bundle, rel, np.frombuffer(text, np.uint8))
+    with pytest.raises(BundleError, match=rf"luts\[1\]\.netlist \({rel}\).*{words}"):
+        load(mapped_bundle)
+
+
+def other_key(m: dict) -> None:
+    m["luts"][0]["key"] = m["luts"][1]["key"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "words"),
+    [
+        (lambda m: m["luts"][0].update(luts=7), r"luts\[0\]\.netlist .* the record says \(luts, depth"),
+        (other_key, r"luts\[0\]\.netlist .* the record's key is not the content hash"),
+        (lambda m: m["luts"][0].update(table=[0, 999]), r"luts\[0\]\.table: \[0, 999\] names no table"),
+        (lambda m: m["luts"][0].update(method="abc"), r"luts\[0\]\.method: 'abc' for a table of 6 address bits"),
+        (lambda m: m["luts"][0].update(k=13), r"luts\[0\]\.k: expected LUTs of 3 to 12 inputs"),
+        (lambda m: m["luts"][0].update(seconds=-1.0), r"luts\[0\]\.seconds: expected a non-negative"),
+        (lambda m: m["luts"][0].update(extra=1), r"luts\[0\]: expected the fields .* unknown \['extra'\]"),
+        (lambda m: m["luts"].append(dict(m["luts"][0])), r"names the file 'luts/netlist0\.npy', which another"),
+        (lambda m: m["luts"].reverse(), r"luts\[0\]\.\w+ holds .*, but the objects it describes give"),
+        (lambda m: m["luts"][0].update(k=3, method="abc"), r"node .* reads \d signals; expected LUTs of at most 3"),
+    ],
+    ids=["luts", "key", "table", "method", "k", "seconds", "field", "twice", "order", "fan-in"],
+)
+def test_edited_mapping_records_are_refused(mapped_bundle: Path, edit, words: str) -> None:
+    """A mapping record that disagrees with its table, its netlist or the format is refused, naming the record."""
+    with pytest.raises(BundleError, match=words):
+        load(edited(mapped_bundle, edit))
+
+
+def test_a_format_4_manifest_holds_no_mapping_results(bundle: Path) -> None:
+    """A format 4 bundle with a luts field is refused (the field is not format 4's); without it, it loads."""
+    edited(bundle, lambda m: m.update(format_version=4))
+    with pytest.raises(BundleError, match=r"unknown \['luts'\]"):
+        load(bundle)
+    edited(bundle, lambda m: m.pop("luts"))
+    assert load(bundle).__dict__.get("_lut_results", {}) == {}
+
+
 # -- older bundles ------------------------------------------------------------------------------------------
 
 
 def as_format_2(path: Path) -> None:
-    """Rewrite a bundle as format 2 wrote it: no checksum file, no golden vectors (the rest as today)."""
+    """Rewrite a bundle as format 2 wrote it: no checksum file, no golden vectors, no mapping results (the rest as
+    today)."""
     manifest = manifest_of(path)
     for rel in [r for r in manifest["files"] if r.startswith("golden/")]:
         del manifest["files"][rel]
         (path / rel).unlink()
-    del manifest["golden"]
+    del manifest["golden"], manifest["luts"]
     manifest["format_version"] = 2
     (path / "manifest.json").write_text(json.dumps(manifest, indent=1))
     (path / "manifest.sha256").unlink()
@@ -512,7 +605,7 @@ def test_format_2_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) 
     assert status == 1 and "format_version 2 has no manifest checksum" in err
     assert "iotable.save(iotable.load(path), path)" in err
     save(load(bundle), bundle)
-    assert manifest_of(bundle)["format_version"] == 4 and check(bundle)[0] == 0
+    assert manifest_of(bundle)["format_version"] == iotable.bundle.FORMAT_VERSION and check(bundle)[0] == 0
 
 
 def test_format_2_bundles_are_still_checked_field_by_field(bundle: Path) -> None:

@@ -33,6 +33,8 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("stride", "stride"),
     ("method", "method"),
     ("near_ties", "near ties"),
+    ("estimate", "LUT6 (estimate)"),
+    ("registers", "register bits"),
 )
 
 # The pictures of larger graphs take Graphviz long to lay out and are unreadable inline: the view leaves

@@ -57,10 +57,13 @@ FORMAT = "iotable-bundle"
 #: The bundle format version this library writes; it reads this version and older ones. Version 2 added
 #: padding modes and asymmetric padding (a version-1 reader would pad a reflect-padded network with zeros);
 #: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors; version 4 the typed graph
-#: metadata (producers only in the edges, index maps and buffer depths in the nodes, one record per kind).
-FORMAT_VERSION = 4
+#: metadata (producers only in the edges, index maps and buffer depths in the nodes, one record per kind);
+#: version 5 the LUT mapping results of ``net.cost()`` (``luts``).
+FORMAT_VERSION = 5
 #: The first format version with a manifest checksum and golden vectors (older bundles load without them).
 CHECKSUMMED = 3
+#: The first format version that can hold LUT mapping results (older bundles load without them).
+LUT_RESULTS = 5
 DIGIT_ORDER = "first input most significant"
 
 MAX_DOMAIN_VALUES = 2**26  # values of all domains together (four 24-bit domains)
@@ -74,6 +77,10 @@ _FIELDS = {
 _FIELDS[2] = _FIELDS[1]
 _FIELDS[3] = _FIELDS[2] | {"golden"}
 _FIELDS[4] = _FIELDS[3]
+_FIELDS[5] = _FIELDS[4] | {"luts"}
+#: The fields of a record in ``luts`` (``netlist`` names the file of its BLIF text).
+_LUT_FIELDS = {"table", "key", "k", "script", "abc_version", "method", "input_bits", "output_bits", "luts", "depth"}
+_LUT_FIELDS |= {"seconds", "netlist"}
 _INFORMATION = ("library_version", "files", "golden")  # fields the round trip does not re-encode
 
 
@@ -91,12 +98,14 @@ class _Encoder:
         from . import __version__
 
         record: dict[str, Any] | None = None
+        luts: list[dict[str, Any]] = []
         if isinstance(obj, TableNetwork):
             content = "network"
             layers = [self.layer(layer, k) for k, layer in enumerate(obj.layers.values())]
             graph = self.graph(obj.graph)
             input_shape: list[int] | None = [int(s) for s in obj.input_shape]
             record = self.golden(obj) if golden else None
+            luts = self.luts(obj)
         elif isinstance(obj, LayerTables):
             content, layers, graph, input_shape = "layer", [self.layer(obj, 0)], None, None
         else:
@@ -117,8 +126,45 @@ class _Encoder:
             "host": self.host,
             "files": {},  # filled with checksums as the files are written
             "golden": record,
+            "luts": luts,
         }
         return manifest, self.arrays
+
+    def luts(self, net: TableNetwork) -> list[dict[str, Any]]:
+        """The LUT mapping results the network holds (``net.cost()``, a loaded bundle) for its own tables: one
+        record per (function, k, script, ABC version), naming the first table with that function, its
+        netlist's BLIF text a ``uint8`` file; ordered by that table, then k, script and version."""
+        held = net.__dict__.get("_lut_results")  # not created by asking: a network that never mapped has none
+        if not held:
+            return []
+        from .synth._function import MAX_INPUT_BITS, bit_function  # lazy, as iotable.synth is
+
+        first: dict[str, tuple[int, int]] = {}
+        for index, layer in enumerate(net.layers.values()):
+            for u, table in enumerate(layer.tables):
+                if (
+                    table.output_domain is not None
+                    and sum(max(d.bits, 1) for d in table.input_domains) <= MAX_INPUT_BITS
+                ):
+                    first.setdefault(bit_function(table, what="save").key(), (index, u))
+        found = [
+            ((*first[r["key"]], r["k"], r["script"], r["abc_version"]), r)
+            for r, _ in held.values()
+            if r["key"] in first
+        ]
+        records = []
+        for i, (order, r) in enumerate(sorted(found, key=lambda item: item[0])):
+            text = np.frombuffer(r["blif"].encode("ascii"), dtype=np.uint8)
+            records.append(
+                {
+                    "table": list(order[:2]),
+                    **{f: r[f] for f in ("key", "k", "script", "abc_version", "method")},
+                    **{f: int(r[f]) for f in ("input_bits", "output_bits", "luts", "depth")},
+                    "seconds": float(r["seconds"]),
+                    "netlist": self.array(f"luts/netlist{i}.npy", text, f"the LUT netlist of luts[{i}]"),
+                }
+            )
+        return records
 
     def golden(self, net: TableNetwork) -> dict[str, Any]:
         """Golden vectors: generated inputs and what the network's table part makes of them (see :func:`_golden`)."""
@@ -398,6 +444,7 @@ class _Decoder:
     """
 
     def __init__(self, manifest: dict[str, Any], arrays: dict[str, np.ndarray], where: str) -> None:
+        self.keys = set(manifest)  # as written: an older format's fields are checked before its upgrade
         manifest, arrays = _upgraded(manifest, arrays)  # older formats as the current one writes them
         self.manifest = manifest
         self.arrays = arrays
@@ -409,7 +456,7 @@ class _Decoder:
         m, where = self.manifest, self.where
         version = m.get("format_version", FORMAT_VERSION)
         fields = _FIELDS.get(version, _FIELDS[FORMAT_VERSION])
-        _obj(m, where, keys=fields)
+        _obj(dict.fromkeys(self.keys), where, keys=fields)
         _str(m["library_version"], f"{where}: library_version", limit=64)
         if m["address_digit_order"] != DIGIT_ORDER:
             msg = f"{where}: address_digit_order is {_shown(m['address_digit_order'])}; expected {DIGIT_ORDER!r}"
@@ -427,6 +474,7 @@ class _Decoder:
             obj: TableNetwork | LayerTables = self.layer_bundle(layers, host_modules)
         else:
             obj = self.network(layers)
+            self.lut_results(obj, _list(m["luts"], f"{where}: luts"))
         self.round_trip(obj)
         if isinstance(obj, TableNetwork) and version >= CHECKSUMMED:
             self.golden(obj, m["golden"])
@@ -435,13 +483,18 @@ class _Decoder:
             msg = f"{where}: files lists {unused[0]!r}, which no field uses; a bundle lists the files it uses"
             raise BundleError(msg)
         if isinstance(obj, TableNetwork):
-            obj = self.attach(obj, host_modules)
+            attached = self.attach(obj, host_modules)
+            attached._lut_results.update(obj._lut_results)  # a network with its host modules is a new one
+            obj = attached
         return obj
 
     def layer_bundle(self, layers: list[LayerTables], host_modules: Any) -> LayerTables:
         m, where = self.manifest, self.where
         if len(layers) != 1:
             msg = f"{where}: a layer bundle holds exactly one layer, this one lists {len(layers)}"
+            raise BundleError(msg)
+        if m["luts"] != []:
+            msg = f"{where}: luts must be [] in a layer bundle (mapping results are stored with networks)"
             raise BundleError(msg)
         for key in ("graph", "input_shape", "golden"):
             if m.get(key) is not None:
@@ -469,6 +522,27 @@ class _Decoder:
             raise BundleError(msg)
         graph = _check_network(graph, by_name, hosts, f"{where}: graph")
         return TableNetwork(graph=graph, layers=by_name, input_shape=input_shape)
+
+    def lut_results(self, net: TableNetwork, records: list[Any]) -> None:
+        """LUT mapping results (``luts``), each checked as a fresh ABC result is: the key is the content hash
+        of the table it names, its netlist (read from its file) computes that table on every row and has the
+        LUTs and depth the record says; then held by the network, where ``net.cost()`` finds them."""
+        if not records:
+            return
+        from .synth._map import _Cache  # lazy, as iotable.synth is
+
+        tables = [list(layer.tables) for layer in net.layers.values()]
+        for i, item in enumerate(records):
+            where = f"{self.where}: luts[{i}]"
+            record = _obj(item, where, keys=_LUT_FIELDS)
+            table = _lut_table(record, tables, where)
+            result, text = _lut_fields(record, where), self.array(record["netlist"], f"{where}.netlist")
+            result["blif"] = _blif_text(text, f"{where}.netlist ({record['netlist']})")
+            file = _Cache.name(result["key"], result["k"], result["script"], result["abc_version"])
+            if file in net._lut_results:
+                msg = f"{where}: a second result for the same table, k, script and ABC version; each is stored once"
+                raise BundleError(msg)
+            net._lut_results[file] = (result, _checked_netlist(result, table, f"{where}.netlist ({record['netlist']})"))
 
     # -- values -------------------------------------------------------------------------------------------
 
@@ -1032,6 +1106,96 @@ class _Decoder:
         return len(inputs)
 
 
+def _lut_table(record: dict[str, Any], tables: list[list[IOTable]], where: str) -> IOTable:
+    """The table a mapping record names (``[layer index, unit]``)."""
+    pair = _ints(record["table"], f"{where}.table", minimum=0)
+    if len(pair) != 2 or pair[0] >= len(tables) or pair[1] >= len(tables[pair[0]]):
+        msg = f"{where}.table: {_shown(record['table'])} names no table; expected [layer index, unit] of this network"
+        raise BundleError(msg)
+    return tables[pair[0]][pair[1]]
+
+
+def _lut_fields(record: dict[str, Any], where: str) -> dict[str, Any]:
+    """A mapping record's values, typed, as the cache of :func:`iotable.synth.map_luts` holds them."""
+    from .synth._map import _FORMAT
+
+    result: dict[str, Any] = {"format": _FORMAT}
+    key = _str(record["key"], f"{where}.key", limit=64)
+    if len(key) != 64 or set(key) - set("0123456789abcdef"):
+        msg = f"{where}.key: expected a sha256 in 64 lowercase hexadecimal digits, received {_shown(key)}"
+        raise BundleError(msg)
+    result["key"] = key
+    result["k"] = _int(record["k"], f"{where}.k", minimum=3)
+    if result["k"] > 12:
+        msg = f"{where}.k: expected LUTs of 3 to 12 inputs, received {result['k']}"
+        raise BundleError(msg)
+    result["script"] = _str(record["script"], f"{where}.script")
+    result["abc_version"] = _str(record["abc_version"], f"{where}.abc_version", limit=512)
+    if record["method"] not in ("abc", "direct"):
+        msg = f"{where}.method: expected 'abc' or 'direct', received {_shown(record['method'])}"
+        raise BundleError(msg)
+    result["method"] = record["method"]
+    for name in ("input_bits", "output_bits", "luts", "depth"):
+        result[name] = _int(record[name], f"{where}.{name}", minimum=0)
+    if (result["method"] == "direct") != (result["input_bits"] <= result["k"]):
+        msg = (
+            f"{where}.method: {result['method']!r} for a table of {result['input_bits']} address bits and k = "
+            f"{result['k']}; tables of at most k bits are written directly ('direct'), larger ones mapped by ABC"
+        )
+        raise BundleError(msg)
+    seconds = record["seconds"]
+    if not isinstance(seconds, float) or not 0 <= seconds < math.inf:
+        msg = f"{where}.seconds: expected a non-negative number of seconds (a JSON float), received {_shown(seconds)}"
+        raise BundleError(msg)
+    result["seconds"] = seconds
+    return result
+
+
+def _blif_text(array: np.ndarray, where: str) -> str:
+    """A netlist file's BLIF text: ``uint8`` ASCII bytes, one axis."""
+    if array.dtype != np.uint8 or array.ndim != 1:
+        msg = (
+            f"{where}: expected the netlist's BLIF text as uint8 bytes (one axis), received {array.dtype} {array.shape}"
+        )
+        raise BundleError(msg)
+    try:
+        return array.tobytes().decode("ascii")
+    except UnicodeDecodeError:
+        msg = f"{where}: the netlist's BLIF text is not ASCII; the file was altered: map again and save"
+        raise BundleError(msg) from None
+
+
+def _checked_netlist(result: dict[str, Any], table: IOTable, where: str) -> Any:
+    """The record's netlist, parsed and evaluated on every row of ``table``: it must compute the table (with
+    LUTs of at most k inputs) and have the LUTs, depth and bits the record says, and the key must be the
+    table's content hash."""
+    from .synth._function import bit_function
+    from .synth._netlist import LutNetlist, check_netlist
+
+    fix = "the bundle was altered or damaged: run net.cost() again and save"
+    try:
+        fn = bit_function(table, what=where)
+        if fn.key() != result["key"]:
+            msg = f"{where}: the record's key is not the content hash of {table!r}, the table it names; {fix}"
+            raise BundleError(msg)
+        netlist = LutNetlist.from_blif(result["blif"], what=where)
+        check_netlist(netlist, fn, name=f"{where}, for {table!r}", k=result["k"])
+    except BundleError:
+        raise
+    except IOTableError as exc:  # SynthError (not a netlist), NetlistMismatchError (a wrong one)
+        msg = f"{exc}; {fix}"
+        raise BundleError(msg) from None
+    found = (netlist.luts, netlist.depth, fn.input_bits, fn.output_bits)
+    said = tuple(result[f] for f in ("luts", "depth", "input_bits", "output_bits"))
+    if found != said:
+        msg = (
+            f"{where}: the record says (luts, depth, input bits, output bits) {said}, the netlist and table give "
+            f"{found}; {fix}"
+        )
+        raise BundleError(msg)
+    return netlist
+
+
 def _plan_units(records: Any, geometry: Geometry, in_channels: int, out_channels: int, where: str) -> tuple[Unit, ...]:
     """A plan's units: in index order, reading channels below ``in_channels`` at every kernel position, writing
     each output channel once."""
@@ -1108,6 +1272,9 @@ def _upgraded(manifest: dict[str, Any], arrays: dict[str, np.ndarray]) -> tuple[
         manifest, arrays = _upgrade_1(manifest, arrays)
     if manifest.get("format_version") in (2, 3):
         manifest, arrays = _upgrade_graph(manifest, arrays)
+    version = manifest.get("format_version")
+    if isinstance(version, int) and version < LUT_RESULTS and "luts" not in manifest:
+        manifest = {**manifest, "luts": []}  # no mapping results (the fields as written are checked apart)
     return manifest, arrays
 
 

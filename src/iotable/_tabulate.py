@@ -85,6 +85,7 @@ class LayerTables:
             "rows": sum(t.rows for t in self.tables),
             "method": self.method,
             "near_ties": self.near_ties,
+            "estimate": self.plan.lut_estimate(),
         }
 
     def __repr__(self) -> str:

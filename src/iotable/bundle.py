@@ -5,7 +5,8 @@ the interlayer graph, every layer's plan and per-table metadata, the network inp
 dtype, shape and size of every array file, and golden vectors), ``manifest.sha256`` (the sha256 of
 ``manifest.json``'s bytes, in ``sha256sum`` format) and arrays as ``.npy`` files (format version 1.0, C
 order, no pickled objects): table outputs, the input codes and packed addresses of partial tables, the
-graph's index maps, the weights of host modules and the golden vectors. ``docs/bundle.md`` describes every
+graph's index maps, the weights of host modules, the golden vectors and the LUT netlists of the mapping
+results a network holds (``net.cost()``). ``docs/bundle.md`` describes every
 field, so that any language that reads JSON and ``.npy`` can read a bundle.
 
 Nothing on disk is trusted. Saving and loading run one validator: ``save`` decodes the manifest it is about
@@ -69,7 +70,9 @@ def save(obj: TableNetwork | LayerTables, path: str | os.PathLike[str]) -> Path:
     The bundle is then written into a temporary sibling directory, synced, and renamed over ``path``. An
     existing bundle at ``path`` is replaced atomically; any other existing file or non-empty directory is
     refused. Host modules are stored as their class name and weights (``state_dict`` arrays), not their
-    code: pass them back to :func:`load` (``host_modules=``).
+    code: pass them back to :func:`load` (``host_modules=``). The LUT mapping results a network holds (from
+    :meth:`TableNetwork.cost`, or from the bundle it was loaded from) are stored with it, and :func:`load`
+    checks every stored netlist on every row of its table.
 
     Args:
         obj: a :class:`~iotable.network.TableNetwork` from :func:`iotable.precompute` on a whole model, or

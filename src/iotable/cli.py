@@ -6,7 +6,10 @@
 - ``iotable dot BUNDLE [-o FILE]`` writes the interlayer graph as Graphviz DOT (or SVG, for ``FILE.svg``);
 - ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers;
 - ``iotable export verilog|vhdl BUNDLE DIRECTORY`` writes the network as a hardware design with its testbenches
-  (``--tables mapped``: each table as its LUT netlist).
+  (``--style streaming``: pixels in raster order through line buffers; ``--tables mapped``: each table as its
+  LUT netlist);
+- ``iotable cost BUNDLE`` maps every table onto LUTs with ABC and prints the LUT report (``--save`` keeps the
+  results in the bundle).
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
 missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
@@ -216,6 +219,13 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         help="what rows a partial table lacks drive: x (don't-care) or code 0 (default: %(default)s)",
     )
     export.add_argument(
+        "--style",
+        choices=("unrolled", "streaming"),
+        default="unrolled",
+        help="unrolled: every unit at every position, a vector per cycle; streaming: pixels in raster order "
+        "through line buffers, every unit instantiated once (default: %(default)s)",
+    )
+    export.add_argument(
         "--tables",
         choices=("case", "mapped"),
         default="case",
@@ -241,10 +251,57 @@ def _export(args: argparse.Namespace) -> int:
         pipeline=args.pipeline,
         vectors=args.vectors,
         dont_cares=args.dont_cares,
+        style=args.style,
         tables=args.tables,
     )
     print(design.summary())
     print(f"wrote {len(design.files)} file(s) to {target}")
+    return 0
+
+
+# -- cost ---------------------------------------------------------------------------------------------------------
+
+
+def _add_cost(commands: argparse._SubParsersAction) -> None:
+    cost = commands.add_parser(
+        "cost",
+        help="map a bundle's tables onto LUTs with ABC and print what they cost",
+        description="Map every distinct table of a bundle onto k-input LUTs with ABC (Debian package "
+        "berkeley-abc), check every netlist on every row of its table, and print per table layer the tables, "
+        "their input bits, LogicNets' estimate, ABC's LUTs, the depth and the pipeline register bits, with the "
+        "totals, the ABC version and the script. Results a network bundle holds (from net.cost() or --save) are "
+        "reused; --save stores the new ones in the bundle, so a rerun maps only what is missing. See "
+        "docs/hardware.md, section Cost.",
+    )
+    cost.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
+    cost.add_argument("--k", type=int, default=6, help="LUT inputs (default: %(default)s)")
+    cost.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: the cores)")
+    cost.add_argument("--cache", metavar="DIR", default=None, help="a folder for the JSON cache of results")
+    cost.add_argument("--script", default=None, help="ABC commands; {k} stands for k (default: the pinned flow)")
+    cost.add_argument("--timeout", type=float, default=600.0, help="seconds ABC may run per table (default: 600)")
+    cost.add_argument("--save", action="store_true", help="store the results in the (network) bundle")
+    cost.set_defaults(run=_cost)
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from .bundle import save
+    from .synth import map_luts
+
+    if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
+        msg = f"--cache {args.cache}: exists and is not a directory; give a folder for the cache"
+        raise CommandError(msg)
+    obj, _ = _open(args.bundle)
+    if args.save and not isinstance(obj, TableNetwork):
+        msg = f"--save: {args.bundle} holds one layer ({obj.name!r}); mapping results are stored in network bundles"
+        raise CommandError(msg)
+    options = {"k": args.k, "workers": args.workers, "cache_dir": args.cache, "script": args.script}
+    options["timeout"] = args.timeout
+    report = obj.cost(**options) if isinstance(obj, TableNetwork) else map_luts(obj, **options)
+    print(report.summary())
+    if args.save:
+        assert isinstance(obj, TableNetwork)  # checked above, before any mapping
+        save(obj, args.bundle)
+        print(f"saved the mapping results of {report.distinct} distinct table(s) in {args.bundle}")
     return 0
 
 
@@ -256,6 +313,7 @@ _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_dot,
     _add_pla,
     _add_export,
+    _add_cost,
 )
 
 

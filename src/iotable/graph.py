@@ -264,12 +264,7 @@ class Graph:
 
     def summary(self) -> str:
         """A readable table: kind, name, shape, units, fan-in, bits, rows, buffer, stride."""
-        columns = ["kind", "name", "shape", "units", "fan_in", "bits", "rows", "buffer", "stride"]
-        table = [[str(r.get(c, "")) for c in columns] for r in self.rows()]
-        widths = [max(len(c), *(len(r[i]) for r in table)) for i, c in enumerate(columns)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
-        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in table]
-        return "\n".join(lines)
+        return text_table(self.rows(), SUMMARY_COLUMNS)
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT, for :meth:`to_svg` or ``dot -Tsvg``.
@@ -355,6 +350,19 @@ _DOT_STYLES = {
 def _dot_text(text: str) -> str:
     """``text`` inside a double-quoted DOT string (where ``\\`` and ``"`` must be escaped)."""
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+#: The columns of :meth:`Graph.summary`, keys of :meth:`Graph.rows`.
+SUMMARY_COLUMNS = ("kind", "name", "shape", "units", "fan_in", "bits", "rows", "buffer", "stride")
+
+
+def text_table(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> str:
+    """``rows`` as plain-text columns headed by their keys (a missing or ``None`` value is blank)."""
+    table = [["" if r.get(c) is None else str(r[c]) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(r[i]) for r in table)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in table]
+    return "\n".join(lines)
 
 
 def _dot_id(name: str) -> str:

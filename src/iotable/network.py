@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -23,6 +25,7 @@ from ._tabulate import LayerTables, tabulate_layers
 from .domain import Domain
 from .errors import InputError, LayerNotFoundError, ModelError, SpecError, TableTooLargeError
 from .graph import (
+    SUMMARY_COLUMNS,
     DuplicateMeta,
     Edge,
     ElementOrder,
@@ -39,6 +42,7 @@ from .graph import (
     TableMeta,
     WindowMeta,
     pad_index_map,
+    text_table,
     window_buffer_depth,
 )
 from .nn import domain_of
@@ -51,6 +55,7 @@ from .trace import Arithmetic, Step, segment, trace
 
 if TYPE_CHECKING:
     from .diagram import Diagram
+    from .synth import LutReport
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -505,22 +510,77 @@ class TableNetwork:
         out, _ = self.runtime.run(input_codes, values=not return_codes)
         return out
 
+    @cached_property
+    def _lut_results(self) -> dict[str, Any]:
+        """LUT mapping results of this network's tables (from :meth:`cost` or a bundle), kept like the runtime:
+        never compared or copied; :func:`iotable.save` stores them."""
+        return {}
+
+    def cost(
+        self,
+        *,
+        k: int = 6,
+        script: str | None = None,
+        executor: Any = None,
+        workers: int | None = None,
+        cache_dir: str | os.PathLike[str] | None = None,
+        dense: Any = None,
+        progress: bool | None = None,
+        abc: str | os.PathLike[str] | None = None,
+        timeout: float = 600.0,
+    ) -> LutReport:
+        """Map every table onto k-input LUTs with ABC, each netlist checked on every row of its table.
+
+        :func:`iotable.synth.map_luts` on this network (see it for every option), plus memory: the results
+        stay with the network, so a second call maps nothing, :func:`iotable.save` stores them in the
+        bundle, and ``cost()`` of a loaded bundle maps only the tables whose results it lacks (for this
+        ``k``, script and ABC version). A run that fails or is interrupted keeps what it mapped.
+
+        Returns:
+            A :class:`~iotable.synth.LutReport`: per table layer the tables, their input bits, LogicNets'
+            estimate, ABC's LUTs, the depth and the pipeline register bits after it; totals; ABC's version
+            and the script. Its ``summary()`` prints them.
+
+        Raises:
+            ABCNotInstalledError: no ABC program (install the Debian package ``berkeley-abc``).
+            SynthError: a bad option, or a table without code outputs (raw values) or of over 24 bits.
+
+        Example:
+            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(2))
+            >>> net = precompute(model, input_domain=Domain.uniform(1))
+            >>> report = net.cost(workers=1)  # doctest: +SKIP
+            >>> print(report.summary())  # doctest: +SKIP
+        """
+        from .synth._map import _map_luts  # lazy: the mapping machinery loads when cost is asked for
+
+        options = {"k": k, "script": script, "executor": executor, "workers": workers, "cache_dir": cache_dir}
+        options.update(dense=dense, progress=progress, abc=abc, timeout=timeout)
+        return _map_luts(self, store=self._lut_results, what="net.cost", **options)
+
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""
         return restrict(self, observation, min_count=min_count, default=default)
 
     def summary(self) -> str:
-        """A readable table of the graph (kind, name, shape, units, fan-in, bits, rows, buffer, stride).
+        """A readable table of the graph (kind, name, shape, units, fan-in, bits, rows, buffer, stride) with,
+        for table layers, LogicNets' LUT6 estimate of their tables and the pipeline register bits after them
+        (what ``iotable.hdl.export(pipeline=1)`` registers), both known from the plans before any row.
 
         For partial tables (after :meth:`restrict`) a line per layer gives the rows kept of the rows in all.
         """
-        return "\n".join([self.graph.summary(), *self._notes()])
+        return "\n".join([text_table(self.rows(), (*SUMMARY_COLUMNS, "estimate", "registers")), *self._notes()])
 
     def _notes(self) -> list[str]:
         """The summary's lines after the graph's table: totals, rows kept of partial tables, host nodes."""
         total = sum(t.rows for t in self.tables)
         host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
         lines = [f"{len(self.tables)} tables, {total} rows"]
+        rows = [r for r in self.rows() if r["kind"] == "table"]
+        if rows and all(r["estimate"] is not None for r in rows):
+            lines.append(
+                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once; net.cost() maps "
+                f"them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
+            )
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
             for name, layer in self.layers.items():
@@ -531,10 +591,14 @@ class TableNetwork:
         return lines
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method`` and ``near_ties``.
+        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method``, ``near_ties``,
+        ``estimate`` and ``registers``.
 
         ``method`` says how the layer's tables were built and ``near_ties`` counts the rows the fast path
-        computed through the module (see :class:`LayerTables`). The notebook view shows these columns.
+        computed through the module (see :class:`LayerTables`); ``estimate`` is LogicNets' LUT6 estimate of
+        the layer's tables (:meth:`LayerPlan.lut_estimate`, each table once) and ``registers`` the bits of a
+        pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)``
+        registers it); both are ``None`` for raw outputs. The notebook view shows these columns.
 
         Example:
             >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(1))
@@ -547,6 +611,7 @@ class TableNetwork:
             layer = self.layers.get(node.meta.layer) if isinstance(node.meta, TableMeta) else None
             if layer is not None:
                 row.update(method=layer.method, near_ties=layer.near_ties)
+                row.update(estimate=layer.plan.lut_estimate(), registers=pipeline_registers(node))
         return result
 
     def draw(self) -> Diagram:
@@ -572,6 +637,14 @@ class TableNetwork:
     def _repr_html_(self) -> str:
         table = _display.table(self.rows())
         return _display.view(repr(self), table, notes=self._notes(), picture=self.graph.picture_html())
+
+
+def pipeline_registers(node: Node) -> int | None:
+    """Bits of a pipeline register after table node ``node``: every output code of every position, each
+    ``max(1, bits)`` wide (what ``iotable.hdl.export`` registers); ``None`` for raw outputs."""
+    if not isinstance(node.domain, Domain):
+        return None
+    return math.prod(node.shape) * max(node.domain.bits, 1)
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:

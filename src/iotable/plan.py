@@ -229,6 +229,47 @@ class LayerPlan:
         """Input bits of ``unit``'s table (its rows are at most ``2 ** bits``)."""
         return sum(d.bits for d in self.unit_domains(unit))
 
+    @cached_property
+    def table_bits(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(address bits, code bits)`` of each unit's table as ``iotable.hdl`` packs them, ``int64`` arrays
+        ``(units,)``: every input code a field of ``max(1, bits)`` bits, every output code too; code bits
+        ``None`` when the layer outputs raw values. Known from the plan alone: no row is computed."""
+        shared = self.shared_domain
+        fan_in = np.fromiter((u.fan_in for u in self.units), np.int64, len(self.units))
+        if shared is not None:
+            address = fan_in * max(shared.bits, 1)
+        else:  # units reading the same channels have the same bits: one sum per distinct channel group
+            groups: dict[tuple[int, ...], int] = {}
+            for u in self.units:
+                if u.in_channels not in groups:
+                    groups[u.in_channels] = sum(max(d.bits, 1) for d in self.unit_domains(u))
+            address = np.fromiter((groups[u.in_channels] for u in self.units), np.int64, len(self.units))
+        if self.output_domain is None:
+            return address, None
+        fan_out = np.fromiter((u.fan_out for u in self.units), np.int64, len(self.units))
+        return address, fan_out * max(self.output_domain.bits, 1)
+
+    def lut_estimates(self, *, k: int = 6) -> np.ndarray | None:
+        """LogicNets' LUT estimate of each unit's table (:func:`iotable.synth.lut_estimate` of its
+        :attr:`table_bits`), from the plan alone, before any row is computed; ``None`` for raw outputs.
+
+        Example:
+            >>> layer = torch.nn.Sequential(torch.nn.Conv1d(3, 3, 3, groups=3), iotable.nn.Quantize(2))
+            >>> p = plan(layer, input_domain=Domain.uniform(3))
+            >>> [b.tolist() for b in p.table_bits], p.lut_estimates().tolist(), p.lut_estimate()
+            ([[9, 9, 9], [2, 2, 2]], [22, 22, 22], 66)
+        """
+        from .synth._estimate import lut_estimate  # lazy: iotable.synth loads when cost is asked for
+
+        address, code = self.table_bits
+        return None if code is None else lut_estimate(address, code, k=k)
+
+    def lut_estimate(self, *, k: int = 6) -> int | None:
+        """LogicNets' LUT estimate of all the layer's tables together (:meth:`lut_estimates` summed), known
+        before any row is computed; ``None`` when the layer outputs raw values (no table of codes)."""
+        estimates = self.lut_estimates(k=k)
+        return None if estimates is None else int(estimates.sum())
+
     def __repr__(self) -> str:
         kernel = f", kernel {self.geometry.kernel}" if self.geometry.rank else ""
         return _display.bounded(
@@ -238,18 +279,31 @@ class LayerPlan:
         )
 
     def summary(self) -> str:
-        """A readable table of the units: index, input channels, output channels, fan-in, bits, rows."""
+        """A readable table of the units: index, input channels, output channels, fan-in, bits, rows, and
+        LogicNets' LUT6 estimate of each table; then the layer's estimate and the register bits a pipeline
+        register after the layer holds per output position (all known before any row is computed)."""
         shared = self.input_domain
         inputs = repr(shared) if shared is not None else "per-channel domains"
+        estimates = self.lut_estimates()
         lines = [
             f"{self.name}: layout {self.layout.value}, {len(self.units)} unit(s), {self.total_rows} row(s), "
             f"input {inputs}, output {self.output_domain!r}",
-            f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10}",
+            f"{'unit':>5} {'in channels':<24} {'out channels':<16} {'fan-in':>6} {'bits':>5} {'rows':>10}"
+            + ("" if estimates is None else f" {'LUT6':>8}"),
         ]
         for u in self.units:
+            estimate = "" if estimates is None else f" {int(estimates[u.index]):>8}"
             lines.append(
                 f"{u.index:>5} {_short(u.in_channels):<24} {_short(u.out_channels):<16} "
-                f"{u.fan_in:>6} {sum(d.bits for d in self.unit_domains(u)):>5} {u.rows:>10}"
+                f"{u.fan_in:>6} {sum(d.bits for d in self.unit_domains(u)):>5} {u.rows:>10}{estimate}"
+            )
+        _, code = self.table_bits
+        if estimates is None or code is None:
+            lines.append("raw outputs: no table of codes, so no LUT estimate")
+        else:
+            lines.append(
+                f"LogicNets estimate: {int(estimates.sum())} LUT6 for the layer's tables; a pipeline register after "
+                f"the layer holds {int(code.sum())} bit(s) per output position"
             )
         return "\n".join(lines)
 

@@ -28,6 +28,8 @@ from typing import Any
 from .._files import atomic_write
 from .._progress import progress_bar
 from ..errors import CacheError, IOTableError, NetlistMismatchError, SynthError
+from ..graph import NodeKind
+from ..network import TableNetwork, pipeline_registers
 from ..table import IOTable
 from ._abc import abc_version, find_abc, resolve_script, run_abc
 from ._estimate import check_k, lut_estimate
@@ -93,7 +95,12 @@ class MappedTable:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """One layer's totals: tables, LUTs, the analytic estimate, the deepest table, dense LUTs (if known)."""
+    """One layer's totals: tables, LUTs, the analytic estimate, the deepest table, dense LUTs (if known).
+
+    ``input_bits`` lists the distinct address bits of the layer's tables; ``registers`` is the bits of a
+    pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)`` registers
+    it), known for a network's layers, ``None`` for tables given alone.
+    """
 
     name: str
     tables: int
@@ -101,6 +108,8 @@ class LayerCost:
     estimate: int
     depth: int
     dense_luts: int | None = None
+    input_bits: tuple[int, ...] = ()
+    registers: int | None = None
 
 
 @dataclass(frozen=True)
@@ -138,6 +147,12 @@ class LutReport:
         return max((t.depth for t in self.tables), default=0)
 
     @property
+    def registers(self) -> int | None:
+        """Pipeline register bits after every layer, in all (``None`` unless every layer's is known)."""
+        known = [c.registers for c in self.layers.values()]
+        return sum(r or 0 for r in known) if known and None not in known else None
+
+    @property
     def dense_luts(self) -> int | None:
         """LUTs of the dense tables the partial ones came from (``dense=``), else ``None``."""
         if any(t.dense_luts is None for t in self.tables):
@@ -151,16 +166,22 @@ class LutReport:
         return None if dense is None else (1.0 - self.luts / dense if dense else 0.0)
 
     def summary(self) -> str:
-        """A plain-text table: per layer and in total, tables, estimate, LUTs, depth (and dense LUTs)."""
+        """A plain-text table: per layer and in total, tables, input bits, estimate, LUTs, depth, pipeline
+        registers (for a network) and dense LUTs (with ``dense=``); then the flow and what the counts mean."""
         dense = self.dense_luts is not None
-        head = ["layer", "tables", "estimate", "LUTs", "depth"] + (["dense LUTs", "saved"] if dense else [])
+        registers = self.registers is not None
+        head = ["layer", "tables", "input bits", "estimate", "LUTs", "depth"]
+        head += (["registers"] if registers else []) + (["dense LUTs", "saved"] if dense else [])
         rows: list[list[Any]] = [
-            [c.name, c.tables, c.estimate, c.luts, c.depth]
+            [c.name, c.tables, "/".join(map(str, c.input_bits)), c.estimate, c.luts, c.depth]
+            + ([c.registers] if registers else [])
             + ([c.dense_luts, _percent(c.luts, c.dense_luts)] if dense else [])
             for c in self.layers.values()
         ]
+        bits = "/".join(map(str, sorted({t.input_bits for t in self.tables})))
         rows.append(
-            ["total", len(self.tables), self.estimate, self.luts, self.depth]
+            ["total", len(self.tables), bits, self.estimate, self.luts, self.depth]
+            + ([self.registers] if registers else [])
             + ([self.dense_luts, _percent(self.luts, self.dense_luts)] if dense else [])
         )
         cells = [[str(v) for v in row] for row in [head, *rows]]
@@ -170,8 +191,11 @@ class LutReport:
         ]
         lines.append(
             f"k={self.k}, ABC script {self.script!r}, {self.abc_version}; {self.distinct} distinct table(s), "
-            f"{self.mapped} mapped, {self.cached} from the cache, {self.seconds:.1f} s. Counts are estimates of "
-            "this open flow, not a vendor tool's."
+            f"{self.mapped} mapped, {self.cached} from the cache, {self.seconds:.1f} s."
+        )
+        lines.append(
+            "Open-tool counts are estimates tied to this pinned flow (the script and ABC version above), not a "
+            "vendor tool's placement; each table is counted once (registers: every output code of a layer)."
         )
         return "\n".join(lines)
 
@@ -422,10 +446,13 @@ def map_table(
 
 
 class _Cache:
-    """JSON records of mapped functions in one folder, one file per (function, k, script, ABC version)."""
+    """JSON records of mapped functions in one folder, one file per (function, k, script, ABC version), and
+    in memory: ``store`` maps each file name to its record and checked netlist (a network's own results,
+    see :meth:`TableNetwork.cost <iotable.TableNetwork.cost>`; read first, and kept up to date)."""
 
-    def __init__(self, folder: Any, *, what: str) -> None:
+    def __init__(self, folder: Any, *, what: str, store: dict[str, Any] | None = None) -> None:
         self.what = what
+        self.memory: dict[str, Any] = {} if store is None else store
         self.folder: Path | None = None
         if folder is None:
             return
@@ -463,6 +490,10 @@ class _Cache:
             msg = f"{self.what}: the cache file {str(path)!r} is unreadable or not a mapping record; delete it, rerun"
             raise CacheError(msg)
         return record
+
+    def keep(self, file: str, record: dict[str, Any], netlist: LutNetlist) -> None:
+        """Hold a checked result in memory (the record as the cache file holds it, and its parsed netlist)."""
+        self.memory[file] = (record, netlist)
 
     def save(self, file: str, record: dict[str, Any]) -> None:
         if self.folder is None:
@@ -570,7 +601,40 @@ def map_luts(
         >>> report.distinct, [t.luts for t in report.tables]
         (1, [1, 1])
     """
-    what = "map_luts"
+    return _map_luts(
+        tables,
+        store=None,
+        k=k,
+        script=script,
+        executor=executor,
+        workers=workers,
+        cache_dir=cache_dir,
+        progress=progress,
+        abc=abc,
+        timeout=timeout,
+        dense=dense,
+        what="map_luts",
+    )
+
+
+def _map_luts(
+    tables: Any,
+    *,
+    store: dict[str, Any] | None,
+    k: int,
+    script: str | None,
+    executor: Any,
+    workers: int | None,
+    cache_dir: str | os.PathLike[str] | None,
+    progress: bool | None,
+    abc: str | os.PathLike[str] | None,
+    timeout: float,
+    dense: Any,
+    what: str,
+) -> LutReport:
+    """:func:`map_luts`, with results held in ``store`` too (see :class:`_Cache`): read before the cache
+    folder, and every result checked or mapped here is added as it arrives, so an interrupted run keeps
+    what it mapped. ``what`` names the caller in errors."""
     start = time.perf_counter()
     k = check_k(k, what=what)
     items = _items(tables, what=what, argument="tables")
@@ -579,7 +643,7 @@ def map_luts(
     script = resolve_script(script, k, what=what)
     timeout = _timeout(timeout, what=what)
     enabled = _check_progress(progress, what=what)
-    cache = _Cache(cache_dir, what=what)
+    cache = _Cache(cache_dir, what=what, store=store)
     program = find_abc(abc, what=what)
     version = abc_version(program)
     distinct, keys, dense_keys = _distinct(items, functions, dense_functions)
@@ -591,9 +655,11 @@ def map_luts(
     )
     with progress_bar(total=sum(job.rows for job in jobs + local), desc=what, enabled=enabled) as bar:
         for record in _mapped_records(jobs, local, executor, workers, what=what, bar=bar):
-            cache.save(cache.name(record["key"], k, script, version), record)
+            file = cache.name(record["key"], k, script, version)
+            cache.save(file, record)
             fn = distinct[record["key"]][0]
             results[record["key"]] = _result(record, LutNetlist.from_blif(record["blif"]), cached=False, fn=fn)
+            cache.keep(file, record, results[record["key"]].netlist)
     mapped = [results[key] for key in keys]
     if dense is not None:
         mapped = [
@@ -602,7 +668,7 @@ def map_luts(
         ]
     return LutReport(
         tables=tuple(mapped),
-        layers=_layers(mapped, [layer for _, layer in items]),
+        layers=_layers(mapped, [layer for _, layer in items], _registers(tables)),
         k=k,
         script=script,
         abc_version=version,
@@ -652,11 +718,16 @@ def _cached(
     pending = []
     for key, (fn, name) in distinct.items():
         file = cache.name(key, k, script, version)
+        if file in cache.memory:  # checked when it was mapped, read from the cache or loaded from a bundle
+            record, netlist = cache.memory[file]
+            results[key] = _result(record, netlist, cached=True, fn=fn)
+            continue
         record = cache.load(file)
         if record is None:
             pending.append((fn, name))
             continue
         results[key] = _from_cache(record, fn, name, k, cache, file, what=what)
+        cache.keep(file, record, results[key].netlist)
     return results, pending
 
 
@@ -701,7 +772,21 @@ def _from_cache(
     return _result(record, netlist, cached=True, fn=fn)
 
 
-def _layers(mapped: list[MappedTable], layers: list[str | None]) -> dict[str, LayerCost]:
+def _registers(tables: Any) -> dict[str, int | None]:
+    """Pipeline register bits after each layer of a network (``None`` for raw outputs); ``{}`` otherwise."""
+    if not isinstance(tables, TableNetwork):
+        return {}
+    found: dict[str, int | None] = {}
+    for node in tables.graph.nodes_of(NodeKind.TABLE):
+        layer, bits = node.meta.layer, pipeline_registers(node)  # type: ignore[attr-defined]  # a table node's
+        held = found.get(layer, 0)
+        found[layer] = None if bits is None or held is None else held + bits
+    return found
+
+
+def _layers(
+    mapped: list[MappedTable], layers: list[str | None], registers: dict[str, int | None]
+) -> dict[str, LayerCost]:
     totals: dict[str, list[MappedTable]] = {}
     for result, layer in zip(mapped, layers):
         if layer is not None:
@@ -714,6 +799,8 @@ def _layers(mapped: list[MappedTable], layers: list[str | None]) -> dict[str, La
             estimate=sum(m.estimate for m in group),
             depth=max(m.depth for m in group),
             dense_luts=None if any(m.dense_luts is None for m in group) else sum(m.dense_luts or 0 for m in group),
+            input_bits=tuple(sorted({m.input_bits for m in group})),
+            registers=registers.get(name),
         )
         for name, group in totals.items()
     }
