@@ -5,7 +5,8 @@ The pipeline:
 - **decorate** — :func:`decompose` attaches decomposition metadata (groups, sparse fan-in, receptive field,
   layout) to a module or class; common torch layers need none (:func:`spec_of`).
 - **plan** — :func:`plan` resolves it against the input: units, fan-ins, domains, table sizes, validated
-  before any work.
+  before any work; :func:`estimate` gives a whole model's LUT estimate and pipeline registers from its plans,
+  before any row is computed.
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
   module as a black box and returns one :class:`IOTable` per unit (:func:`precompute_layer` and
   :func:`precompute_model` are its layer and whole-model paths, each with one return type).
@@ -64,6 +65,7 @@ from .errors import (
     UnsupportedFakeQuantizeError,
     UnsupportedQuantizerError,
 )
+from .estimate import CostEstimate, LayerEstimate, estimate
 from .graph import (
     DuplicateMeta,
     Edge,
@@ -103,6 +105,7 @@ __all__ = [
     "BrevitasNotInstalledError",
     "BundleError",
     "CacheError",
+    "CostEstimate",
     "Diagram",
     "Domain",
     "DomainError",
@@ -124,6 +127,7 @@ __all__ = [
     "InputError",
     "InputMeta",
     "JoinMeta",
+    "LayerEstimate",
     "LayerNotFoundError",
     "LayerPlan",
     "LayerTables",
@@ -164,6 +168,7 @@ __all__ = [
     "code_dtype",
     "decompose",
     "enumerate_tables",
+    "estimate",
     "export_pla",
     "has_spec",
     "kinds",

@@ -701,6 +701,33 @@ def build_network(
     (tracing, planning, the graph) done for the same model with the same structure (see
     :mod:`iotable._reuse`) is reused; the tables are always built from the current weights.
     """
+    skeleton = model_skeleton(
+        model,
+        input_domain=input_domain,
+        example_input=example_input,
+        host=host,
+        input_layout=input_layout,
+        reuse=reuse,
+        options=options,
+    )
+    total = sum(plan.total_rows for _, plan in skeleton.planned.values())
+    with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
+        layers = tabulate_layers(skeleton.planned, bar=bar, **options)
+    return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
+
+
+def model_skeleton(
+    model: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any,
+    host: Iterable[Any],
+    input_layout: str | Layout | None,
+    reuse: bool,
+    options: dict[str, Any],
+) -> _Skeleton:
+    """What a model's structure fixes, before any row: the graph and every table layer's plan (all sizes
+    checked), traced and planned once per structure (``reuse``). ``options`` are the network builder's."""
     if isinstance(example_input, np.ndarray):
         example_input = torch.from_numpy(example_input)
     if isinstance(example_input, (tuple, list)):
@@ -749,10 +776,7 @@ def build_network(
             builder.add(step)
         skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
         remember(model, key, skeleton)
-    total = sum(plan.total_rows for _, plan in skeleton.planned.values())
-    with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
-        layers = tabulate_layers(skeleton.planned, bar=bar, **options)
-    return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
+    return skeleton
 
 
 @dataclass(frozen=True)
