@@ -118,13 +118,40 @@ def test_dont_care_modes(language: str, x_line: str, zero_line: str) -> None:
     assert zero_line in module(table, "p", language, "zero")[f"p.{'v' if language == 'verilog' else 'vhd'}"]
 
 
+_BLOCK = re.compile(r"^ *(?:\d+'b|when b\")([01]+)\"?(?::| =>) chunk <?= (?:\d+'b|b\")([01x-]+)")
+
+
+def block_codes(text: str, layout_bits: int, code_bits: int) -> np.ndarray:
+    """Every address's codes ``(2**A, C)`` read back from a table in blocks (``-1`` where a bit is a
+    don't-care): block ``b``'s constant holds address ``b * 2**low + j`` at bits ``[j*C +: C]``."""
+    low = layout_bits // 2
+    codes = np.full((1 << layout_bits, code_bits), -1, dtype=np.int64)
+    for line in text.splitlines():
+        if item := _BLOCK.match(line):
+            block, constant = int(item.group(1), 2), item.group(2)
+            assert len(constant) == code_bits << low
+            for j in range(1 << low):  # a test reader, not the emitter: a loop is the plainest oracle
+                field = constant[len(constant) - (j + 1) * code_bits : len(constant) - j * code_bits]
+                codes[(block << low) + j] = [int(c) if c in "01" else -1 for c in field]
+    return codes
+
+
 @pytest.mark.parametrize("language", ["verilog", "vhdl"])
-def test_large_table_text_is_exact(language: str) -> None:
-    """A 2**16-row table's nested case lists every row once, in address order, with its codes."""
+@pytest.mark.parametrize("kept", [None, 3000])
+def test_large_table_text_is_exact(language: str, kept: int | None) -> None:
+    """A 2**16-row table (and a partial one of 3,000 rows) in blocks holds every row's codes at its address and
+    don't-cares everywhere else."""
     table = dense([D2] * 8, 2, D2, 11)
-    fields, values = case_rows(next(iter(module(table, "big", language).values())))
-    assert len(fields) == 2**16
-    assert np.array_equal(np.asarray(fields), table.inputs) and np.array_equal(np.asarray(values), table.outputs)
+    if kept is not None:
+        keep = np.sort(np.random.default_rng(2).choice(len(table), size=kept, replace=False))
+        table = IOTable(table.inputs[keep], table.outputs[keep], input_domains=table.input_domains, output_domain=D2)
+    text = next(iter(module(table, "big", language).values()))
+    assert "chunk" in text and "codes = 4'b" not in text
+    codes = block_codes(text, 16, 4)
+    bits = ((table.outputs[:, :, None] >> np.array([1, 0])) & 1).reshape(len(table), 4)
+    assert np.array_equal(codes[table.addresses], bits)
+    others = np.setdiff1d(np.arange(2**16), table.addresses)
+    assert (codes[others] == -1).all()
 
 
 def test_nesting_levels() -> None:
@@ -247,8 +274,9 @@ def test_bench_passes_a_4096_row_table() -> None:
 
 
 @pytest.mark.parametrize("simulator", ["iverilog", "ghdl", "verilator"])
-def test_nested_tables_pass_their_benches(simulator: str) -> None:
-    """A nested 14-bit table (16,384 rows) and a nested partial one pass their exhaustive benches."""
+def test_nested_tables_and_blocks_pass_their_benches(simulator: str) -> None:
+    """A nested 14-bit table (16,384 rows), a nested partial one, a 16-bit table in blocks (65,536 rows) and a
+    partial one in blocks of 17 bits pass their exhaustive benches."""
     if simulator == "verilator":
         require_program("g++", package="g++")
     language = "vhdl" if simulator == "ghdl" else "verilog"
@@ -256,7 +284,14 @@ def test_nested_tables_pass_their_benches(simulator: str) -> None:
     full = dense([D2] * 6 + [TRI], 2, D2, 17)
     keep = np.sort(np.random.default_rng(1).choice(len(full), size=300, replace=False))
     part = IOTable(full.inputs[keep], full.outputs[keep], input_domains=full.input_domains, output_domain=D2)
-    for name, table in (("big14", big), ("part14", part)):
+    blocks = dense([D2] * 8, 2, D2, 11)
+    full17 = dense([D2] * 7 + [TRI, D1], 2, D2, 23)
+    keep17 = np.sort(np.random.default_rng(3).choice(len(full17), size=2000, replace=False))
+    part17 = IOTable(
+        full17.inputs[keep17], full17.outputs[keep17], input_domains=full17.input_domains, output_domain=D2
+    )
+    tables = (("big14", big), ("part14", part), ("blocks16", blocks), ("part17", part17))
+    for name, table in tables:
         result = simulate(bench(table, name, language), name, simulator)
         assert result.passed and f"{len(table)}/{len(table)} vectors match" in result.stdout, result.stdout
 

@@ -47,7 +47,9 @@ _VHDL_KEYWORDS = frozenset(
 )
 
 # Names the generated text uses itself: the ports, the bench's signals and the architecture.
-_TAKEN = frozenset({"address", "codes", "expected", "vectors", "word", "matched", "dut", "rtl", "bench", "row"})
+_TAKEN = frozenset(
+    {"address", "codes", "chunk", "expected", "vectors", "word", "matched", "dut", "rtl", "bench", "row"}
+)
 
 _VERILOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VHDL_NAME = re.compile(r"[A-Za-z](?:_?[A-Za-z0-9])*\Z")

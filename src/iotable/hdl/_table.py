@@ -17,6 +17,13 @@ the leading input fields whose branches are ``case`` statements over the next fi
 2**18 branches takes iverilog minutes to compile and milliseconds per lookup (it compares branch by branch),
 and verilator longer still, while the nested form compiles in about a second.
 
+Tables of more than :data:`BLOCK_BITS` address bits are written as **blocks**, a row a line being more text
+than simulators hold (the digits CNN's 32 tables of 2**16 to 2**18 rows are 270 MB of nested cases, past
+ghdl's limits): a ``case`` over the high half of the address picks a constant holding the codes of the
+``2**L`` addresses that share it (address ``j`` of the block at bits ``[j*C +: C]``, ``C`` the code bits),
+and the low ``L`` address bits select the codes from it. The function and the ports are the same; synthesis
+reads the constant select as multiplexers, as it reads a ``case``.
+
 The ``case`` body is built as byte matrices (a row per table row, a column per character) with numpy and
 interleaved with the nested levels' headers by one sort, never a Python loop over rows; case labels separate
 the input fields with ``_`` so that a reader sees them.
@@ -36,12 +43,23 @@ from ..pla import _bits
 from ..table import IOTable
 from ._names import check_name
 
-__all__ = ["FLAT_BITS", "LEVEL_BITS", "DontCares", "TableLayout", "layout_of", "table_verilog", "table_vhdl"]
+__all__ = [
+    "BLOCK_BITS",
+    "FLAT_BITS",
+    "LEVEL_BITS",
+    "DontCares",
+    "TableLayout",
+    "layout_of",
+    "table_verilog",
+    "table_vhdl",
+]
 
 #: Tables of at most this many address bits are one flat ``case``.
 FLAT_BITS = 12
 #: Larger tables nest cases; each level spans whole input fields of at most this many bits (or one field).
 LEVEL_BITS = 10
+#: Tables of more address bits than this are written as blocks of rows selected by the high address bits.
+BLOCK_BITS = 14
 
 
 class DontCares(str, enum.Enum):
@@ -299,6 +317,58 @@ def _interleave(segments: list[tuple[np.ndarray, int, np.ndarray]]) -> str:
     return data[gather].tobytes().decode("ascii")
 
 
+def _block_codes(table: IOTable, layout: TableLayout, fill: int) -> np.ndarray:
+    """The codes of every address ``(2**A, C)`` as ASCII bits, most significant first; addresses the table
+    lacks (and bit patterns that are no code) hold ``fill``."""
+    chars = np.full((1 << layout.address_bits, layout.code_bits), fill, dtype=np.uint8)
+    offsets = np.asarray(layout.input_offsets, dtype=np.int64)
+    address = (table.inputs.astype(np.int64) << offsets).sum(axis=1) if table.fan_in else np.zeros(1, np.int64)
+    chars[address] = _bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=False)
+    return chars
+
+
+def _blocks_text(table: IOTable, layout: TableLayout, language: str, mode: DontCares) -> str:
+    """The blocks form (see the module docstring): a ``case`` over the high address bits assigning ``chunk``,
+    the codes of ``2**low`` addresses; blocks holding no row fall to the default."""
+    bits, cw = layout.address_bits, layout.code_bits
+    low = bits // 2
+    high = bits - low
+    width = cw << low
+    fill = ord(("x" if language == "verilog" else "-") if mode is DontCares.X else "0")
+    chars = _block_codes(table, layout, fill)
+    # block b's constant: address b*2**low + j at bits [j*cw +: cw], so the highest address comes first
+    constants = chars.reshape(1 << high, 1 << low, cw)[:, ::-1, :].reshape(1 << high, width)
+    used = np.flatnonzero(~(constants == fill).all(axis=1))
+    labels = _bits(used.reshape(-1, 1), [high]) + np.uint8(ord("0"))
+    indent = " " * 12
+    if language == "verilog":
+        item: list[np.ndarray | str] = [f"{indent}{high}'b", labels, f": chunk = {width}'b", constants[used], ";\n"]
+        other = "x" if mode is DontCares.X else "0"
+        return (
+            f"        case (address[{bits - 1}:{low}])\n"
+            + _lines(item, len(used))
+            + f"{indent}default: chunk = {{{width}{{1'b{other}}}}};\n"
+            + "        endcase\n"
+            + f"        codes = chunk[address[{low - 1}:0] * {cw} +: {cw}];\n"
+        )
+    other = "'-'" if mode is DontCares.X else "'0'"
+    item = [f'{indent}when b"', labels, '" => chunk <= b"', constants[used], '";\n']
+    return (
+        f"        case address({bits - 1} downto {low}) is\n"
+        + _lines(item, len(used))
+        + f"{indent}when others => chunk <= (others => {other});\n"
+        + "        end case;\n"
+    )
+
+
+def _blocks_note(layout: TableLayout, marker: str) -> list[str]:
+    low, cw = layout.address_bits // 2, layout.code_bits
+    return [
+        f"{marker} In blocks: chunk holds the codes of the {1 << low} addresses that share the high address bits, "
+        f"address j of the block at bits [j*{cw} +: {cw}]; the low {low} address bits pick them.",
+    ]
+
+
 def _comment_text(value: object) -> str:
     """``value`` as printable ASCII for a one-line comment."""
     text = str(value).encode("ascii", "replace").decode("ascii")
@@ -355,16 +425,18 @@ def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
     name = check_name(name, language="verilog", what=what)
     mode = DontCares.parse(dont_cares, what=what)
     aw, cw = layout.address_bits, layout.code_bits
-    head = "\n".join(_header(table, layout, mode, "//"))
+    blocks = aw > BLOCK_BITS
+    head = "\n".join(_header(table, layout, mode, "//") + (_blocks_note(layout, "//") if blocks else []))
     return (
         f"{head}\n"
         f"module {name} (\n"
         f"    input  wire [{aw - 1}:0] address,\n"
         f"    output reg  [{cw - 1}:0] codes\n"
         ");\n"
-        "    always @(*) begin\n"
-        f"{_case_text(table, layout, 'verilog', mode)}"
-        "    end\n"
+        + (f"    reg [{(cw << (aw // 2)) - 1}:0] chunk;\n" if blocks else "")
+        + "    always @(*) begin\n"
+        + (_blocks_text(table, layout, "verilog", mode) if blocks else _case_text(table, layout, "verilog", mode))
+        + "    end\n"
         "endmodule\n"
     )
 
@@ -400,12 +472,14 @@ def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
     name = check_name(name, language="vhdl", what=what)
     mode = DontCares.parse(dont_cares, what=what)
     aw, cw = layout.address_bits, layout.code_bits
-    head = "\n".join(_header(table, layout, mode, "--"))
+    low = aw // 2
+    blocks = aw > BLOCK_BITS
+    head = "\n".join(_header(table, layout, mode, "--") + (_blocks_note(layout, "--") if blocks else []))
+    select = f"to_integer(unsigned(address({low - 1} downto 0))) * {cw}"
     return (
         f"{head}\n"
         "library ieee;\n"
-        "use ieee.std_logic_1164.all;\n"
-        "\n"
+        "use ieee.std_logic_1164.all;\n" + ("use ieee.numeric_std.all;\n" if blocks else "") + "\n"
         f"entity {name} is\n"
         "    port (\n"
         f"        address : in  std_logic_vector({aw - 1} downto 0);\n"
@@ -414,10 +488,12 @@ def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
         f"end entity {name};\n"
         "\n"
         f"architecture rtl of {name} is\n"
-        "begin\n"
+        + (f"    signal chunk : std_logic_vector({(cw << low) - 1} downto 0);\n" if blocks else "")
+        + "begin\n"
         "    process (all)\n"
         "    begin\n"
-        f"{_case_text(table, layout, 'vhdl', mode)}"
-        "    end process;\n"
-        "end architecture rtl;\n"
+        + (_blocks_text(table, layout, "vhdl", mode) if blocks else _case_text(table, layout, "vhdl", mode))
+        + "    end process;\n"
+        + (f"    codes <= chunk({select} + {cw - 1} downto {select});\n" if blocks else "")
+        + "end architecture rtl;\n"
     )
