@@ -3,7 +3,9 @@ benches under iverilog, ghdl and verilator equal to net.run, yosys checks, a tam
 
 from __future__ import annotations
 
+import importlib
 import re
+import sys
 from collections import OrderedDict
 from pathlib import Path
 
@@ -14,11 +16,21 @@ from torch import nn
 
 import iotable
 from iotable import Domain, HDLError
-from iotable.hdl import Design, check, export, simulate
+from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.hdl._stream import beats_of, from_beats
 from iotable.nn import Quantize
 from tests.optional import require_program
-from tests.test_hdl_export import D2, SIMULATORS, Residual, files_of, run_bench, small_mlp, sparse, values
+from tests.test_hdl_export import (
+    D2,
+    EXAMPLES,
+    SIMULATORS,
+    Residual,
+    files_of,
+    run_bench,
+    small_mlp,
+    sparse,
+    values,
+)
 
 HALF = Domain.uniform(2, signed=True, scale=0.5)  # pad code 2 (real 0 is not code 0)
 
@@ -223,3 +235,63 @@ def test_a_table_reading_a_whole_frame_is_refused_by_name(tmp_path: Path) -> Non
     headless = iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 1, 6), host=["fc", "q2"])
     design = stream(headless, tmp_path, vectors=4)
     assert design.output_node == "conv" and design.outputs.beats == 4 and design.host == ("fc", "q2")
+
+
+# -- the digits CNN example, streamed -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def digits_cnn():
+    """The digits CNN example trained briefly, precomputed up to its float head, with the digits test split."""
+    sys.path.insert(0, str(EXAMPLES))
+    try:
+        digits = importlib.import_module("_digits")
+        x_train, y_train, x_test, _ = digits.load(image=True)
+        torch.manual_seed(0)
+        model = importlib.import_module("digits_cnn").DigitsCNN()
+        digits.train(model, x_train[:400], y_train[:400], epochs=1)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    model.eval()
+    net = iotable.precompute(model, input_domain=digits.INPUT_DOMAIN, example_input=x_train[:1], host=["fc"])
+    return model, net, x_test
+
+
+@pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
+def test_digits_cnn_streams_the_whole_test_split(digits_cnn, tmp_path: Path, simulator: str) -> None:
+    """The digits CNN (32 tables of 2^16 to 2^18 rows, one instance each) passes its bench on all 360 test digits,
+    and the hardware's codes are the model's features, quantized, which its float head reads."""
+    model, net, x_test = digits_cnn
+    design = stream(net, tmp_path, language=SIMULATORS[simulator], top="cnn", inputs=x_test)
+    assert [(r.units, r.instances) for r in design.layers] == [(8, 8), (8, 8), (16, 16)]
+    assert design.output_node == "features.pointwise" and design.host == ("fc",)
+    assert (design.inputs.beats, design.outputs.beats, design.interval) == (64, 16, 100)
+    result = run_bench(design, simulator)
+    assert result.passed and "360/360 vectors match" in result.stdout, result.stdout[-2000:]
+    with torch.no_grad():
+        features = model.features(x_test).numpy()
+    expected = torch.as_tensor(net.graph[design.output_node].domain.encode(features), dtype=torch.int64)
+    assert torch.equal(design.reference(x_test), expected)
+    # the host head on the hardware's codes gives the model's class scores, as net.run does
+    with torch.no_grad():
+        head = model.fc(torch.tensor(net.graph[design.output_node].domain.values)[expected].reshape(360, -1).float())
+    assert torch.equal(head, net.run(x_test))
+
+
+def test_digits_cnn_tables_pass_their_exhaustive_benches(digits_cnn, tmp_path: Path) -> None:
+    """Every one of the digits CNN's 32 tables (2^16 or 2^18 rows, in blocks) passes its exhaustive bench under ghdl;
+    the first table of each layer under iverilog too."""
+    _, net, _ = digits_cnn
+    rows = {name: len(layer.tables[0]) for name, layer in net.layers.items()}
+    for language, simulator in (("vhdl", "ghdl"), ("verilog", "iverilog")):
+        require_program(simulator, package=simulator)
+        design = stream(net, tmp_path / language, language=language, top="cnn", vectors=2)
+        assert len(design.table_benches) == 32
+        first = ("cnn_layer0_u0_tb", "cnn_layer1_u0_tb", "cnn_layer2_u0_tb")
+        suffix = ".v" if language == "verilog" else ".vhd"
+        for bench in design.table_benches if simulator == "ghdl" else first:
+            name = bench[: -len("_tb")]
+            layer = design.layers[int(name.split("_layer")[1].split("_")[0])].layer
+            files = files_of(design, (f"{name}{suffix}", f"{bench}{suffix}", f"{name}_vectors.hex"))
+            result = simulate_files(files, bench, simulator=simulator, timeout=300)
+            assert result.passed and f"{rows[layer]}/{rows[layer]} vectors match" in result.stdout, bench
