@@ -1,13 +1,15 @@
 """Hardware export and simulation timings: ``python -m benchmarks.hdl`` (``--quick`` for a smoke run).
 
 - **export**: ``iotable.hdl.export`` of ``jsc-m`` (165 tables of 4,096 rows), ``digits-cnn`` (the digits
-  example's CNN, unrolled: 512 instances of 32 tables of 2^16 to 2^18 rows) and ``cnn`` (3x32x32, its tables
-  of 2^18 rows) in Verilog and VHDL: seconds (median) and megabytes written. Precomputing is not timed.
-- **simulation**: ``iotable.hdl.simulate`` of the ``jsc-m`` design on batches of two sizes under each installed
-  simulator; the difference between the two runs gives the throughput in vectors per second, the rest is the
-  fixed cost of compiling (and elaborating) the design.
-- **table bench**: the exhaustive bench of one 2^18-row table of the digits CNN (a nested case), under
-  iverilog and ghdl: rows per second.
+  example's CNN: 32 tables of 2^16 to 2^18 rows; unrolled 512 instances, streamed 32) and ``cnn`` (3x32x32,
+  its tables of 2^18 rows) in Verilog and VHDL, in the unrolled and the streaming style: seconds (median) and
+  megabytes written. Precomputing is not timed.
+- **simulation**: ``iotable.hdl.simulate`` of the ``jsc-m`` design (unrolled) and of the streamed
+  ``digits-cnn`` and ``cnn`` designs on batches of two sizes under each installed simulator (the CNNs under
+  iverilog and ghdl); the difference between the two runs gives the throughput in vectors per second, the
+  rest is the fixed cost of compiling (and elaborating) the design.
+- **table bench**: the exhaustive bench of one 2^18-row table of the digits CNN (in blocks), under iverilog
+  and ghdl: rows per second.
 
 Timings are wall-clock medians on the machine that runs it; the simulators run as subprocesses.
 """
@@ -55,48 +57,59 @@ def bench_export(names: list[str], repeats: int, work: Path) -> list[dict[str, A
     rows = []
     for name in names:
         net = _network(name)
-        for language in ("verilog", "vhdl"):
-            target = work / f"{name}-{language}"
+        styles = ("unrolled",) if name == "jsc-m" else ("unrolled", "streaming")
+        for style, language in [(s, lang) for s in styles for lang in ("verilog", "vhdl")]:
+            target = work / f"{name}-{style}-{language}"
 
-            def run(net: iotable.TableNetwork = net, target: Path = target, language: str = language) -> Any:
+            def run(net: Any = net, target: Path = target, language: str = language, style: str = style) -> Any:
                 shutil.rmtree(target, ignore_errors=True)
-                return export(net, target, language=language, top="net", vectors=64, table_benches=False)
+                return export(net, target, language=language, style=style, top="net", vectors=64, table_benches=False)
 
             seconds, design = _median(run, repeats)
             size = sum((target / f).stat().st_size for f in design.sources) / 1e6
-            rows.append({"workload": name, "language": language, "seconds": seconds, "megabytes": size,
-                         "tables": sum(r.tables for r in design.layers),
+            rows.append({"workload": name, "style": style, "language": language, "seconds": seconds,
+                         "megabytes": size, "tables": sum(r.tables for r in design.layers),
                          "instances": sum(r.instances for r in design.layers)})  # fmt: skip
-            print(f"export {name:10s} {language:8s} {seconds:7.2f} s  {size:7.1f} MB of sources  "
+            print(f"export {name:10s} {style:9s} {language:8s} {seconds:7.2f} s  {size:7.1f} MB of sources  "
                   f"{rows[-1]['tables']} tables, {rows[-1]['instances']} instances")  # fmt: skip
     return rows
 
 
-def bench_simulation(sizes: tuple[int, int], work: Path) -> list[dict[str, Any]]:
-    net = _network("jsc-m")
+def _random_input(net: iotable.TableNetwork, n: int) -> torch.Tensor:
+    domain = net.input_node.domain
+    return torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (n, *net.input_node.shape))]
+
+
+def bench_simulation(cases: list[tuple[str, str, tuple[int, int]]], work: Path) -> list[dict[str, Any]]:
+    """``cases``: (workload, style, (small, large) batch sizes), each under every installed simulator (the
+    streamed CNNs under iverilog and ghdl: verilator takes minutes to compile them)."""
     rows = []
-    for simulator, language in SIMULATORS.items():
-        if shutil.which(simulator) is None:
-            print(f"simulate jsc-m {simulator}: not installed, skipped")
-            continue
-        design = export(net, work / f"sim-{language}", language=language, top="net", vectors=8, table_benches=False)
-        domain = net.input_node.domain
-        timings = []
-        for n in sizes:
-            x = torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (n, 16))]
-            start = time.perf_counter()
-            out = simulate(design, x, simulator=simulator)
-            timings.append(time.perf_counter() - start)
-            assert torch.equal(out, net.run(x, return_codes=True)), f"{simulator} differs from net.run"
-        extra = timings[1] - timings[0]
-        # Below a second of difference the run is lost in the spread of compiling: no rate to report.
-        rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
-        fixed = timings[0] - sizes[0] / rate if rate else timings[0]
-        rows.append({"simulator": simulator, "vectors": list(sizes), "seconds": timings, "vectors_per_s": rate,
-                     "fixed_s": fixed})  # fmt: skip
-        shown = f"{rate:8.0f} vectors/s" if rate else "run time within the spread of compiling"
-        print(f"simulate jsc-m {simulator:9s} {sizes[0]} vectors {timings[0]:6.1f} s, {sizes[1]} vectors "
-              f"{timings[1]:6.1f} s: {shown} after {fixed:5.1f} s of compiling")  # fmt: skip
+    for name, style, sizes in cases:
+        net = _network(name)
+        for simulator, language in SIMULATORS.items():
+            if shutil.which(simulator) is None:
+                print(f"simulate {name} {simulator}: not installed, skipped")
+                continue
+            if style == "streaming" and simulator == "verilator":
+                continue
+            target = work / f"sim-{name}-{language}"
+            design = export(net, target, language=language, style=style, top="net", vectors=8, table_benches=False)
+            timings = []
+            for n in sizes:
+                x = _random_input(net, n)
+                start = time.perf_counter()
+                out = simulate(design, x, simulator=simulator)
+                timings.append(time.perf_counter() - start)
+                assert torch.equal(out, design.reference(x)), f"{simulator} differs from net.run"
+            extra = timings[1] - timings[0]
+            # Below a second of difference the run is lost in the spread of compiling: no rate to report.
+            rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
+            fixed = timings[0] - sizes[0] / rate if rate else timings[0]
+            rows.append({"workload": name, "style": style, "simulator": simulator, "vectors": list(sizes),
+                         "seconds": timings, "vectors_per_s": rate, "fixed_s": fixed})  # fmt: skip
+            shown = f"{rate:8.0f} vectors/s" if rate else "run time within the spread of compiling"
+            print(f"simulate {name} ({style}) {simulator:9s} {sizes[0]} vectors {timings[0]:6.1f} s, {sizes[1]} "
+                  f"vectors {timings[1]:6.1f} s: {shown} after {fixed:5.1f} s of compiling")  # fmt: skip
     return rows
 
 
@@ -107,7 +120,7 @@ def bench_table(work: Path) -> list[dict[str, Any]]:
         if shutil.which(simulator) is None:
             continue
         target = work / f"table-{language}"
-        design = export(net, target, language=language, top="net", vectors=4)
+        design = export(net, target, language=language, style="streaming", top="net", vectors=4)
         bench = design.table_benches[0]
         module = bench[: -len("_tb")]
         suffix = ".v" if language == "verilog" else ".vhd"
@@ -134,7 +147,16 @@ def main(argv: list[str] | None = None) -> None:
         work = Path(tmp)
         report = {
             "export": bench_export(["jsc-m"] if args.quick else ["jsc-m", "digits-cnn", "cnn"], repeats, work),
-            "simulation": bench_simulation((20, 100) if args.quick else (200, 2000), work),
+            "simulation": bench_simulation(
+                [("jsc-m", "unrolled", (20, 100))]
+                if args.quick
+                else [
+                    ("jsc-m", "unrolled", (200, 2000)),
+                    ("digits-cnn", "streaming", (200, 2000)),
+                    ("cnn", "streaming", (4, 24)),
+                ],
+                work,
+            ),
             "table_bench": [] if args.quick else bench_table(work),
         }
     if args.json:
