@@ -156,6 +156,18 @@ def test_flat_networks_stream_one_word_per_vector(tmp_path: Path, simulator: str
     assert result.passed and "25/25 vectors match" in result.stdout
 
 
+def test_streaming_with_mapped_tables(nets, tmp_path: Path) -> None:
+    """Tables as their ABC LUT netlists stream as the case tables do: the bench passes and simulate equals net.run."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    net = nets["conv1d"]
+    design = stream(net, tmp_path, top="s1", vectors=20, tables="mapped", cache_dir=tmp_path / "cache")
+    assert design.tables == "mapped" and all(r.luts for r in design.layers)
+    result = run_bench(design, "iverilog")
+    assert result.passed and "20/20 vectors match" in result.stdout, result.stdout
+    x = values(D2, (6, 2, 13), 5)
+    assert torch.equal(simulate(design, x), net.run(x, return_codes=True))
+
+
 # -- the tamper test ------------------------------------------------------------------------------------------
 
 
