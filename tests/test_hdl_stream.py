@@ -307,3 +307,18 @@ def test_digits_cnn_tables_pass_their_exhaustive_benches(digits_cnn, tmp_path: P
             files = files_of(design, (f"{name}{suffix}", f"{bench}{suffix}", f"{name}_vectors.hex"))
             result = simulate_files(files, bench, simulator=simulator, timeout=300)
             assert result.passed and f"{rows[layer]}/{rows[layer]} vectors match" in result.stdout, bench
+
+
+def test_cli_export_streaming(nets, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """iotable export --style streaming writes the streaming design of a saved network and prints its description."""
+    from iotable.cli import main
+
+    bundle = iotable.save(nets["conv1d"], tmp_path / "bundle")
+    argv = ["export", "verilog", str(bundle), str(tmp_path / "hw"), "--top", "s1", "--style", "streaming"]
+    assert main([*argv, "--vectors", "12"]) == 0
+    out = capsys.readouterr().out
+    assert "s1: verilog design, style streaming" in out and "line buffers:" in out
+    assert "module s1_window0" in (tmp_path / "hw" / "s1.v").read_text()
+    with pytest.raises(SystemExit) as exit_info:  # argparse refuses an unknown style
+        main([*argv[:-1], "folded"])
+    assert exit_info.value.code == 2 and "invalid choice: 'folded'" in capsys.readouterr().err
