@@ -6,8 +6,10 @@ top module through its valid/ready handshake with a clock of 10 time units, hold
 cycle in 7 and ``out_ready`` low one cycle in 5 so that stalls are exercised, and compares every output it
 takes with the next expected word. It prints ``N/N vectors match`` and exits with status 0, or prints the
 first mismatch, ``mismatch at vector V: output element E (node 'NAME' unit U position P) expected B got B``
-(codes in binary), and stops with a non-zero exit status. A *printing* bench (what :func:`iotable.hdl.simulate`
-runs) prints every output word in hexadecimal instead of comparing.
+(codes in binary), and stops with a non-zero exit status. A streaming design takes a vector as several input
+words and gives ``beats`` output words per vector (one per position): the bench counts vectors, and a mismatch
+names the vector and the position (``mismatch at vector V position P: ...``). A *printing* bench (what
+:func:`iotable.hdl.simulate` runs) prints every output word in hexadecimal instead of comparing.
 """
 
 from __future__ import annotations
