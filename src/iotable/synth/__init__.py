@@ -2,7 +2,7 @@
 
 - :func:`lut_estimate` / :func:`table_lut_estimate` — LogicNets' analytic count,
   ``(Y/3) * (2**(X-4) - (-1)**X)`` LUT6 for X input and Y output bits (vectorized; other k generalised).
-- :func:`map_table` — one table mapped onto k-input LUTs by ABC (``collapse; muxes; strash; dch; if -K 6``),
+- :func:`map_table` — one table mapped onto k-input LUTs by ABC (``collapse; muxes; strash; if -K 6``),
   don't-cares spent, the LUT netlist read back and evaluated on every row of the table: a
   :class:`MappedTable` (LUTs, depth, netlist, ABC version and script).
 - :func:`map_luts` — every table of a network or list, each distinct table once, in parallel (a process

@@ -394,7 +394,7 @@ def map_table(
 
     The table's function on bits (``iotable.hdl``'s packing) is written as BLIF with its don't-cares spent
     (rows a partial table lacks, bit patterns that are no code), ABC runs ``script`` (default
-    :data:`DEFAULT_SCRIPT`: ``collapse; muxes; strash; dch; if -K {k}``), and the LUT netlist it writes is
+    :data:`DEFAULT_SCRIPT`: ``collapse; muxes; strash; if -K {k}``), and the LUT netlist it writes is
     read back and evaluated, vectorized, on every care row.
 
     Args:
@@ -402,7 +402,7 @@ def map_table(
         k: LUT inputs (6 for today's FPGAs).
         script: ABC commands between reading the table and writing the netlist; ``{k}`` is replaced by k.
         abc: the ABC program (name or path); default the first of ``berkeley-abc``, ``yosys-abc``, ``abc``.
-        timeout: seconds ABC may run (a 16-bit table takes about 10 s).
+        timeout: seconds ABC may run (a 16-bit table takes about 3 s).
         dense: for a partial table, the dense table it was restricted from: its LUTs fill ``dense_luts``, and
             its netlist is kept instead when it has fewer LUTs (it computes the partial table too).
 
