@@ -284,8 +284,8 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
 
     Verilog: yosys ``read_verilog``, ``synth -top TOP``, ``check -assert`` (nothing undriven, no multiple
     drivers, no combinational loop) and an assertion that synthesis inferred no latch. VHDL: Debian's yosys
-    has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 TOP``: elaborates and
-    refuses what does not synthesize); the latch, undriven and loop assertions are yosys's, on Verilog.
+    has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 --out=none TOP``:
+    elaborates and refuses what does not synthesize, writing no netlist); the latch, undriven and loop assertions are yosys's, on Verilog.
 
     Args:
         files: the design's sources by plain file name (no testbench: it does not synthesize).
@@ -317,7 +317,8 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
         _write_all(files, work)
         if language == "vhdl":
             _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
-            done = _step(["ghdl", "--synth", "--std=08", top], work, deadline, what=what)
+            # --out=none: the synthesized netlist is not needed, and printed it can be gigabytes
+            done = _step(["ghdl", "--synth", "--std=08", "--out=none", top], work, deadline, what=what)
             return CheckResult(top, language, None, done.stdout + done.stderr, time.perf_counter() - start)
         script = [
             f"read_verilog {' '.join(sources)}",
