@@ -285,7 +285,8 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     Verilog: yosys ``read_verilog``, ``synth -top TOP``, ``check -assert`` (nothing undriven, no multiple
     drivers, no combinational loop) and an assertion that synthesis inferred no latch. VHDL: Debian's yosys
     has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 --out=none TOP``:
-    elaborates and refuses what does not synthesize, writing no netlist); the latch, undriven and loop assertions are yosys's, on Verilog.
+    elaborates and refuses what does not synthesize, writing no netlist); the latch, undriven and loop
+    assertions are yosys's, on Verilog.
 
     Args:
         files: the design's sources by plain file name (no testbench: it does not synthesize).
