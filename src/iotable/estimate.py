@@ -117,7 +117,7 @@ def estimate(
         >>> cost.luts, cost.registers, cost.rows
         (30, 6, 768)
     """
-    from .synth._estimate import check_k, lut_estimate  # lazy: iotable.synth loads when cost is asked for
+    from .synth._estimate import check_k  # lazy: iotable.synth loads when cost is asked for
 
     k = check_k(k, what="estimate")
     options = _Options(max_rows=max_rows).as_kwargs()
@@ -145,7 +145,7 @@ def estimate(
                 rows=plan.total_rows,
                 input_bits=tuple(sorted({int(b) for b in address})),
                 output_bits=int(code.max()),
-                luts=int(lut_estimate(address, code, k=k).sum()),
+                luts=plan.lut_estimate(k=k) or 0,
                 registers=pipeline_registers(node) or 0,
             )
         )

@@ -32,7 +32,7 @@ from ..errors import HDLError
 from ..graph import Graph, Node, NodeKind
 from ..nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta, window_buffer_depth
 from ..spec import PaddingMode
-from ._netlist import Pool, TableBuilder, element_widths
+from ._netlist import Netlist, Pool, TableBuilder, element_widths
 
 __all__ = ["PadStage", "RegisterStage", "Stream", "StreamBuilder", "WindowStage", "beats_of", "from_beats"]
 
@@ -158,7 +158,7 @@ class StreamBuilder(TableBuilder):
         self.pad_count = 0
         self.output_stream: Stream | None = None
 
-    def build(self) -> Any:
+    def build(self) -> Netlist:
         """Walk the graph; return the netlist, its output the beat of the last hardware node's stream."""
         self.run_graph()
         netlist = self.netlist
