@@ -341,7 +341,7 @@ _PIPELINE = [
     "iotable.domain",
     "iotable.spec",
     "iotable.plan",
-    "iotable._probe",
+    "iotable.tabulate.probe",
     "iotable.enumerate",
     "iotable.table",
     "iotable.precompute",

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import iotable
-from iotable._manifest import _canonical, _difference, _Encoder
+from iotable.bundle.manifest import _canonical, _difference, _Encoder
 from iotable.cli import main as cli
 from iotable.nn import Quantize
 from iotable.synth import DEFAULT_SCRIPT

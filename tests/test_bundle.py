@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 import iotable
+import iotable.bundle.bundle
 from iotable import BundleError, Domain, IOTable, LayerTables, NodeKind, TableNetwork, load, precompute, save
 from iotable.nn import Quantize
 
@@ -237,7 +238,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     m = manifest_of(path)
     assert (
         m["format"] == "iotable-bundle"
-        and m["format_version"] == iotable.bundle.FORMAT_VERSION == 5
+        and m["format_version"] == iotable.bundle.bundle.FORMAT_VERSION == 5
         and m["luts"] == []
     )
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"

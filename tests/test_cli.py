@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 import iotable
+import iotable.bundle.bundle
 from iotable import Domain, TableNetwork, precompute, save
 from iotable.cli import main
 
@@ -40,7 +41,7 @@ def test_info_prints_the_summary(network: tuple[TableNetwork, Path]) -> None:
     result = run_cli("info", str(path))
     assert result.returncode == 0, result.stderr
     first, rest = result.stdout.split("\n", 1)
-    version = iotable.bundle.FORMAT_VERSION
+    version = iotable.bundle.bundle.FORMAT_VERSION
     assert (
         first
         == f"{path}: iotable bundle (format version {version}, written by iotable {iotable.__version__}), one network"

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from iotable._design import finite_field, pack
-from iotable.enumerate import _field_codes
+from iotable.tabulate.design import finite_field, pack
+from iotable.tabulate.enumerate import _field_codes
 
 from .strategies import packable_fan_ins
 

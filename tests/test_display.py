@@ -17,7 +17,7 @@ from torch import nn
 
 import iotable
 from iotable import Diagram, Domain, GraphError, GraphvizNotInstalledError, IOTableError, TableNetwork
-from iotable.graph import _DOT_SHAPES, Edge, Graph, Node, NodeKind
+from iotable.graph.graph import _DOT_SHAPES, Edge, Graph, Node, NodeKind
 from iotable.nn import Quantize
 from iotable.synth import table_lut_estimate
 

@@ -9,10 +9,10 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
-import iotable.enumerate as enumerate_module
+import iotable.tabulate.enumerate as enumerate_module
 from iotable import Domain, decompose, precompute
-from iotable.enumerate import _classes, _colours, _Packed, _passes
 from iotable.nn import Quantize
+from iotable.tabulate.enumerate import _classes, _colours, _Packed, _passes
 
 from .conftest import dyadic_
 from .oracle import assert_tables_match

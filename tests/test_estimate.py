@@ -54,12 +54,12 @@ def test_estimate_equals_the_formula_on_the_tables_built_later(build: str, tmp_p
 
 def test_no_row_is_computed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tables of 2^22 rows are estimated from the plans alone: enumeration made to fail is never reached."""
-    import iotable.network
+    import iotable.network.network
 
     def refuse(*args, **kwargs):
         raise AssertionError("estimate computed rows")
 
-    monkeypatch.setattr(iotable.network, "tabulate_layers", refuse)
+    monkeypatch.setattr(iotable.network.network, "tabulate_layers", refuse)
     model = nn.Sequential(nn.Linear(11, 4), Quantize(3)).eval()  # 11 inputs x 2 bits: 2^22 rows per unit
     cost = estimate(model, input_domain=D2, example_input=torch.zeros(1, 11))
     (layer,) = cost.layers

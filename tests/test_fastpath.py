@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from torch import nn
 from torch.nn.utils import prune
 
-import iotable._fastpath as fastpath
+import iotable.tabulate.fastpath as fastpath
 from iotable import Domain, SpecMismatchError, decompose, plan, precompute, verify
 from iotable.nn import Quantize
 

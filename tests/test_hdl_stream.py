@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 import iotable
+import iotable.graph.nodes
 from iotable import Domain, HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.hdl._stream import beats_of, from_beats
@@ -100,7 +101,7 @@ def test_line_buffers_hold_exactly_the_graphs_buffer_depth(nets, tmp_path: Path)
     windows = [n for n in net.graph if n.kind.value == "window"]
     bits = {"conv:window": 2, "dw:window": 1, "pw:window": 2}  # bits of one element of each window's input
     expected = [n.meta.buffer_depth * bits[n.name] for n in windows]
-    pool_depth = iotable.nodes.window_buffer_depth((2, 2), (1, 1), (7, 7), 4) * 2  # 5x5 pw output, padded by 1
+    pool_depth = iotable.graph.nodes.window_buffer_depth((2, 2), (1, 1), (7, 7), 4) * 2  # 5x5 pw output, padded by 1
     assert declared == [*expected, pool_depth]
     assert design.line_buffers == sum(declared)
 

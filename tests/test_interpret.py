@@ -15,9 +15,9 @@ import torch
 
 import iotable
 from iotable import EnumerationError, NodeKind, TableNetwork
-from iotable.graph import Node
-from iotable.interpret import GraphInterpreter, NodeExecutionError
-from iotable.runtime import Runtime
+from iotable.graph.graph import Node
+from iotable.graph.interpret import GraphInterpreter, NodeExecutionError
+from iotable.runtime.runtime import Runtime
 
 from .test_bundle import build
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from iotable import Domain, Graph, GraphError, Layout, NodeKind, Unit
-from iotable.graph import Edge, ElementOrder, OutputMeta
+from iotable.graph.graph import Edge, ElementOrder, OutputMeta
 
 from .test_bundle import build
 

@@ -32,8 +32,8 @@ from iotable import (
     verify,
 )
 from iotable import _reuse as reuse
-from iotable._store import layer_fingerprint
 from iotable.nn import Quantize, domain_of
+from iotable.tabulate.cache import layer_fingerprint
 
 from .oracle import assert_tables_match
 from .test_network import assert_bit_exact, random_inputs

@@ -25,7 +25,7 @@ from iotable import (
     precompute,
     verify,
 )
-from iotable.graph import Edge, ElementOrder, Graph, JoinMeta, Node
+from iotable.graph.graph import Edge, ElementOrder, Graph, JoinMeta, Node
 from iotable.nn import Quantize
 
 U2 = Domain.uniform(2, scale=0.5)

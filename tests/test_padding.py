@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from torch import nn
 
 import iotable
+import iotable.bundle.bundle
 from iotable import (
     BundleError,
     Domain,
@@ -38,11 +39,11 @@ from iotable import (
     spec_of,
     verify,
 )
-from iotable._fastpath import recognize
-from iotable._probe import _allowed
-from iotable.graph import PadMeta, pad_index_map
+from iotable.graph.graph import PadMeta, pad_index_map
 from iotable.nn import Quantize
-from iotable.runtime import Runtime
+from iotable.runtime.runtime import Runtime
+from iotable.tabulate.fastpath import recognize
+from iotable.tabulate.probe import _allowed
 
 from .oracle import assert_tables_match
 from .strategies import PADDING_MODES, pad_configs, padded_conv_configs
@@ -586,5 +587,5 @@ def test_format_1_bundle_still_loads(tmp_path):
     copy = tmp_path / "copy.bundle"
     shutil.copytree(source, copy)
     again = load(save(net, copy), host_modules={"8": nn.Linear(70, 3)})
-    assert json.loads((copy / "manifest.json").read_text())["format_version"] == iotable.bundle.FORMAT_VERSION
+    assert json.loads((copy / "manifest.json").read_text())["format_version"] == iotable.bundle.bundle.FORMAT_VERSION
     assert torch.equal(again.run(x), y)

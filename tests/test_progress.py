@@ -21,8 +21,8 @@ from torch import nn
 
 import iotable
 from iotable import Domain, TableNetwork, _progress, decompose, precompute
-from iotable.enumerate import _classes, _Packed, _passes
 from iotable.nn import Quantize
+from iotable.tabulate.enumerate import _classes, _Packed, _passes
 
 from .conftest import dyadic_
 from .optional import require

@@ -10,9 +10,9 @@ from torch import nn
 from torch.nn.utils import prune
 
 from iotable import Domain, DomainError, SpecError, decompose, plan, precompute
-from iotable._probe import _allowed
-from iotable.enumerate import _classes, _colours, _Encoder, _Packed, _passes
 from iotable.nn import Quantize
+from iotable.tabulate.enumerate import _classes, _colours, _Encoder, _Packed, _passes
+from iotable.tabulate.probe import _allowed
 
 from .conftest import dyadic_
 from .oracle import assert_tables_match

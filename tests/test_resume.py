@@ -225,7 +225,7 @@ def test_swapped_cache_entries_are_recomputed(tmp_path):
 
 def test_cache_entry_with_codes_outside_the_domain_is_recomputed(tmp_path):
     """A well-formed, checksummed entry holding code 255 of a 4-code domain is recomputed, and the result runs."""
-    from iotable._store import TableCache
+    from iotable.tabulate.cache import TableCache
 
     fresh = precompute(depthwise(), input_domain=U2)
     precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
@@ -240,7 +240,7 @@ def test_cache_entry_with_codes_outside_the_domain_is_recomputed(tmp_path):
 
 def test_stale_part_files_go_when_the_cache_opens_and_live_ones_stay(tmp_path):
     """A .part file no process holds is removed when the cache is opened; one still being written is kept."""
-    from iotable._store import TableCache
+    from iotable.tabulate.cache import TableCache
 
     cache = TableCache(tmp_path)
     stale = tmp_path / ".0123.npy.abcd.part"
@@ -265,7 +265,7 @@ def test_full_disk_while_caching_is_a_cache_error_and_leaves_no_part_file(tmp_pa
 
     from iotable import CacheError
 
-    monkeypatch.setattr("iotable._store.os.fsync", fail_with(errno.ENOSPC))
+    monkeypatch.setattr("iotable.tabulate.cache.os.fsync", fail_with(errno.ENOSPC))
     with pytest.raises(CacheError, match=r"cannot write '.*\.part': No space left on device; free space on that disk"):
         precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
     assert not list(tmp_path.iterdir())
@@ -279,7 +279,7 @@ def test_full_temporary_disk_is_a_cache_error_and_leaves_nothing(tmp_path, monke
     from iotable import CacheError
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("iotable._store.os.fsync", fail_with(errno.ENOSPC))
+    monkeypatch.setattr("iotable.tabulate.cache.os.fsync", fail_with(errno.ENOSPC))
     layer = decompose(nn.Sequential(nn.Linear(10, 1), Quantize(3, signed=True, scale=0.25)))
     with pytest.raises(CacheError, match=r"No space left on device; .*point TMPDIR at a folder with room"):
         precompute(layer, input_domain=Domain.uniform(1), memory_budget=512, check=False)
@@ -292,7 +292,7 @@ def test_unwritable_cache_folder_is_a_cache_error(tmp_path, monkeypatch):
 
     from iotable import CacheError
 
-    monkeypatch.setattr("iotable._store.tempfile.mkstemp", fail_with(errno.EACCES))
+    monkeypatch.setattr("iotable.tabulate.cache.tempfile.mkstemp", fail_with(errno.EACCES))
     with pytest.raises(CacheError, match=r"cannot create a table file in '.*': Permission denied; make it writable"):
         precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
 

@@ -15,12 +15,12 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
-import iotable.runtime as runtime_module
+import iotable.runtime.runtime as runtime_module
 from iotable import Domain, DomainError, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute, verify
-from iotable.graph import Node
+from iotable.front.spec import Layout
+from iotable.graph.graph import Node
 from iotable.nn import Quantize
-from iotable.runtime import InputEncoder, Runtime, _Grid
-from iotable.spec import Layout
+from iotable.runtime.runtime import InputEncoder, Runtime, _Grid
 
 from .strategies import domains
 from .test_network import S2, U2, PoolFlattenHead, Residual, conv_model, random_inputs, random_stats_

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-import iotable._fastpath as fastpath
+import iotable.tabulate.fastpath as fastpath
 from iotable import Domain, decompose, precompute
 from iotable.nn import Quantize
 

@@ -14,9 +14,29 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
+def _module_name(path: Path) -> str:
+    """A source file's dotted name below ``iotable`` (``graph.nodes``; ``graph`` for its ``__init__``; ``""``
+    for the package itself)."""
+    parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _with_packages(name: str) -> set[str]:
+    """A module and the sub-packages above it that importing it runs (``a.b.c``: ``a.b.c``, ``a.b``, ``a``);
+    the root package, whose ``__init__`` only re-exports, is not counted."""
+    parts = name.split(".")
+    return {".".join(parts[: k + 1]) for k in range(len(parts))}
+
+
+def _imports(tree: ast.AST, modules: set[str], name: str = "", package: bool = False) -> set[str]:
     """The package modules a module's source imports, at any depth (inside functions too), except under
-    ``if TYPE_CHECKING:``."""
+    ``if TYPE_CHECKING:``; importing a module counts the ``__init__`` of every sub-package above it but those
+    that hold the importing module."""
+    here = name.split(".") if name else []
+    if not package:
+        here = here[:-1]
     found: set[str] = set()
     stack = list(ast.iter_child_nodes(tree))
     while stack:
@@ -24,22 +44,33 @@ def _imports(tree: ast.AST, modules: set[str]) -> set[str]:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
             stack.extend(node.orelse)
             continue
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            names = [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
-            found.update(n for n in names if n in modules)
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+            targets.append(".".join([*base, *([node.module] if node.module else [])]))
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "iotable":
-            parts = node.module.split(".")
-            found.update([parts[1]] if len(parts) > 1 else [a.name for a in node.names if a.name in modules])
+            targets.append(node.module.partition(".")[2])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("iotable."))
+            targets.extend(a.name.partition(".")[2] for a in node.names if a.name.startswith("iotable."))
+        if isinstance(node, ast.ImportFrom) and targets:
+            # ``from pkg import mod`` imports the module ``pkg.mod``
+            targets.extend(f"{targets[0]}.{a.name}".strip(".") for a in node.names)
+        for target in targets:
+            if target in modules:
+                found.update(_with_packages(target) if target else {target})
         stack.extend(ast.iter_child_nodes(node))
-    return found & modules
+    # the packages that hold the module itself are being imported already when its imports run
+    return {m for m in found & modules if not (m == "" or (name + ".").startswith(m + "."))}
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Each module of the package and the package modules it imports."""
-    modules = {p.stem for p in SOURCE.glob("*.py")}
-    return {p.stem: _imports(ast.parse(p.read_text(encoding="utf-8")), modules) - {p.stem} for p in SOURCE.glob("*.py")}
+    """Each module of the package (dotted, below ``iotable``) and the package modules it imports."""
+    paths = {_module_name(p): p for p in SOURCE.rglob("*.py")}
+    modules = set(paths)
+    return {
+        name: _imports(ast.parse(p.read_text(encoding="utf-8")), modules, name, p.name == "__init__.py") - {name}
+        for name, p in paths.items()
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -93,8 +124,15 @@ def test_imports_inside_functions_count_and_type_checking_ones_do_not() -> None:
     assert _imports(ast.parse(source), {"b", "c"}) == {"c"}
 
 
+def test_importing_a_module_counts_the_packages_above_it() -> None:
+    """``from ..graph.nodes import X`` in ``hdl.netlist`` imports ``graph.nodes`` and the ``graph`` package."""
+    source = "from ..graph.nodes import X\nfrom . import table\n"
+    modules = {"graph", "graph.nodes", "hdl", "hdl.netlist", "hdl.table"}
+    assert _imports(ast.parse(source), modules, "hdl.netlist") == {"graph", "graph.nodes", "hdl", "hdl.table"}
+
+
 def test_no_import_cycles() -> None:
     """No module imports, directly or through others, a module that imports it."""
     graph = import_graph()
-    assert {"graph", "runtime", "network", "interpret", "precompute", "trace"} <= set(graph)  # the source was found
+    assert {"graph.graph", "runtime", "network.network", "graph.interpret", "front.trace", "hdl"} <= set(graph)  # the source was found
     assert cycles(graph) == []

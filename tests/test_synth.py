@@ -241,9 +241,9 @@ def test_plan_estimates_equal_the_tables_estimates():
 
 def test_plan_estimate_needs_no_rows(monkeypatch):
     """iotable.plan of a layer of 24-bit tables gives the estimate at once, and no enumeration runs for it."""
-    import iotable.enumerate
+    import iotable.tabulate.enumerate
 
-    monkeypatch.setattr(iotable.enumerate, "_enumerate", lambda *a, **k: pytest.fail("enumerated"))
+    monkeypatch.setattr(iotable.tabulate.enumerate, "_enumerate", lambda *a, **k: pytest.fail("enumerated"))
     block = torch.nn.Sequential(torch.nn.Linear(24, 2), iotable.nn.Quantize(2))
     iotable.decompose(block, fan_in=[list(range(12)), list(range(12, 24))])
     layer = iotable.plan(block, input_domain=TWO)

@@ -19,8 +19,8 @@ import torch
 
 import iotable
 from iotable import BundleError, Domain, IOTable, LayerTables, load, precompute, save
-from iotable._manifest import MAX_DOMAIN_VALUES
-from iotable.bundle import MAX_DEPTH, MAX_MANIFEST_BYTES
+from iotable.bundle.bundle import MAX_DEPTH, MAX_MANIFEST_BYTES
+from iotable.bundle.manifest import MAX_DOMAIN_VALUES
 from iotable.cli import main as cli
 
 from .manifest_fuzz import direct_results

@@ -33,11 +33,9 @@ scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
 from __future__ import annotations
 
 from . import kinds, nn
-from ._probe import check_decomposition
-from .bundle import load, save
-from .diagram import Diagram, GraphvizNotInstalledError
+from ._version import __version__
+from .bundle.bundle import load, save
 from .domain import Domain, code_dtype
-from .enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .errors import (
     ABCError,
     ABCNotInstalledError,
@@ -65,8 +63,11 @@ from .errors import (
     UnsupportedFakeQuantizeError,
     UnsupportedQuantizerError,
 )
-from .estimate import CostEstimate, LayerEstimate, estimate
-from .graph import (
+from .front.plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
+from .front.spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
+from .front.trace import LeafTracer
+from .graph.diagram import Diagram, GraphvizNotInstalledError
+from .graph.graph import (
     DuplicateMeta,
     Edge,
     ElementOrder,
@@ -84,17 +85,15 @@ from .graph import (
     TableMeta,
     WindowMeta,
 )
-from .interpret import GraphInterpreter, NodeExecutionError
-from .network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
-from .observe import Observation, ObserveError, observe, restrict
+from .graph.interpret import GraphInterpreter, NodeExecutionError
+from .network.network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
+from .network.observe import Observation, ObserveError, observe, restrict
+from .network.precompute import LayerTables, precompute, precompute_layer, precompute_model
 from .pla import export_pla, read_pla, write_pla
-from .plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
-from .precompute import LayerTables, precompute, precompute_layer, precompute_model
-from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
+from .synth.estimate import CostEstimate, LayerEstimate, estimate
 from .table import IOTable
-from .trace import LeafTracer
-
-__version__ = "0.1.0"
+from .tabulate.enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
+from .tabulate.probe import check_decomposition
 
 __all__ = [
     "DEFAULT_MAX_ROWS",

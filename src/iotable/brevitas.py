@@ -28,7 +28,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
-from ._modules import eval_mode
+from ._util.modules import eval_mode
 from .domain import Domain
 from .errors import BrevitasNotInstalledError, DomainError, ModelError, UnsupportedQuantizerError
 

@@ -24,11 +24,11 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ._files import atomic_write
-from ._manifest import CHECKSUMMED
-from .bundle import _open
+from ._util.files import atomic_write
+from .bundle.bundle import _open
+from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
-from .network import TableNetwork
+from .network.network import TableNetwork
 from .pla import export_pla
 
 __all__ = ["main"]
@@ -284,7 +284,7 @@ def _add_cost(commands: argparse._SubParsersAction) -> None:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from .bundle import save
+    from .bundle.bundle import save
     from .synth import map_luts
 
     if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
@@ -318,7 +318,7 @@ _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
 
 
 def _parser() -> argparse.ArgumentParser:
-    from . import __version__
+    from ._version import __version__
 
     parser = argparse.ArgumentParser(prog="iotable", description=_DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"iotable {__version__}")

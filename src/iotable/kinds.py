@@ -30,9 +30,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from ._registry import LayerKind, Role, kind_of, register, registered, role_of, unregister
 from .errors import SpecError
-from .spec import ELEMENTWISE, Layout, PaddingMode, Spec, _normalize_padding, _pool_geometry, mask_fan_in
+from .front.registry import LayerKind, Role, kind_of, register, registered, role_of, unregister
+from .front.spec import ELEMENTWISE, Layout, PaddingMode, Spec, _normalize_padding, _pool_geometry, mask_fan_in
 
 __all__ = ["LayerKind", "Role", "is_elementwise", "kind_of", "register", "registered", "role_of", "unregister"]
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ._files import atomic_write
+from ._util.files import atomic_write
 from .domain import Domain
 from .errors import IOTableError, PLAError
 from .table import IOTable

@@ -15,7 +15,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from . import _display
+from ._util import display as _display
 from .domain import Domain, _as_array, code_dtype
 from .errors import MissingRowError, TableError
 

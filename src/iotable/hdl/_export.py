@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
-from ..network import TableNetwork
+from ..network.network import TableNetwork
 from ._bench import Language, table_bench
 from ._emit import design_files
 from ._mapped import check_mapped_options, layer_luts, map_modules

@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import HDLError
-from ..graph import Graph, Node, NodeKind
-from ..interpret import GraphInterpreter
-from ..nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta
+from ..graph.graph import Graph, Node, NodeKind
+from ..graph.interpret import GraphInterpreter
+from ..graph.nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta
 from ..table import IOTable
 from ._table import TableLayout, layout_of
 

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import HDLError
-from ..graph import Graph, Node, NodeKind
-from ..nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta, window_buffer_depth
-from ..spec import PaddingMode
+from ..front.spec import PaddingMode
+from ..graph.graph import Graph, Node, NodeKind
+from ..graph.nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta, window_buffer_depth
 from ._netlist import Netlist, Pool, TableBuilder, element_widths
 
 __all__ = ["PadStage", "RegisterStage", "Stream", "StreamBuilder", "WindowStage", "beats_of", "from_beats"]

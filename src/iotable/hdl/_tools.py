@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._files import atomic_write
-from .._process import run_in_group
+from .._util.files import atomic_write
+from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from ._names import check_file_name
 

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .._process import run_in_group
+from .._util.process import run_in_group
 from ..errors import ABCError, ABCNotInstalledError, SynthError
 
 __all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "abc_version", "find_abc", "resolve_script", "run_abc"]

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._files import atomic_write
-from .._progress import progress_bar
+from .._util.files import atomic_write
+from .._util.progress import progress_bar
 from ..errors import CacheError, IOTableError, NetlistMismatchError, SynthError
-from ..graph import NodeKind
-from ..network import TableNetwork, pipeline_registers
+from ..graph.graph import NodeKind
+from ..network.network import TableNetwork, pipeline_registers
 from ..table import IOTable
 from ._abc import abc_version, find_abc, resolve_script, run_abc
 from ._estimate import check_k, lut_estimate

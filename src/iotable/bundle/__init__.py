@@ -1,0 +1,2 @@
+"""Bundles on disk: the format (:mod:`.manifest`), its JSON field checks (:mod:`.jsonfields`), file I/O
+(:mod:`.files`), host modules (:mod:`.hosts`) and the :func:`save` / :func:`load` verbs (:mod:`.bundle`)."""

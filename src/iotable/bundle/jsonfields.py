@@ -1,0 +1,96 @@
+"""Checked access to the values of a parsed JSON manifest: each helper returns the value typed, or raises a
+:class:`~iotable.errors.BundleError` naming the field, what was expected and what it holds."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import BundleError, IOTableError
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _int(value: Any, where: str, *, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        msg = f"{where}: expected an integer{bound}, received {_shown(value)}"
+        raise BundleError(msg)
+    return value
+
+
+def _ints(value: Any, where: str, *, minimum: int | None = None) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        msg = f"{where}: expected a list of integers, received {_kind(value)}"
+        raise BundleError(msg)
+    return tuple(_int(v, f"{where}[{k}]", minimum=minimum) for k, v in enumerate(value))
+
+
+def _str(value: Any, where: str, *, limit: int = 4096) -> str:
+    if not isinstance(value, str) or len(value) > limit:
+        msg = f"{where}: expected a string of at most {limit} characters, received {_kind(value)}"
+        raise BundleError(msg)
+    return value
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        msg = f"{where}: expected true or false, received {_shown(value)}"
+        raise BundleError(msg)
+    return value
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        msg = f"{where}: expected a list, received {_kind(value)}"
+        raise BundleError(msg)
+    return value
+
+
+def _obj(value: Any, where: str, *, keys: set[str] | None = None) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        msg = f"{where}: expected an object, received {_kind(value)}"
+        raise BundleError(msg)
+    if keys is not None and set(value) != keys:
+        missing, extra = sorted(keys - set(value)), sorted(set(value) - keys)
+        msg = f"{where}: expected the fields {sorted(keys)}; missing {missing}, unknown {extra}"
+        raise BundleError(msg)
+    return value
+
+
+def _field(record: dict[str, Any], key: str, where: str) -> Any:
+    if key not in record:
+        msg = f"{where}: missing field {key!r}; the manifest is incomplete or was edited"
+        raise BundleError(msg)
+    return record[key]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+@contextlib.contextmanager
+def _context(where: str) -> Iterator[None]:
+    """Report a library error raised while rebuilding an object from the manifest as a bundle error there."""
+    try:
+        yield
+    except BundleError:
+        raise
+    except IOTableError as exc:
+        msg = f"{where}: {exc}"
+        raise BundleError(msg) from None
+    except (TypeError, ValueError) as exc:
+        msg = f"{where}: malformed ({exc})"
+        raise BundleError(msg) from None
+
+
+def _pair(value: Any, where: str) -> tuple[int, int]:
+    pair = _ints(value, where, minimum=0)
+    if len(pair) != 2:
+        msg = f"{where}: expected a [before, after] pair, received {_shown(value)}"
+        raise BundleError(msg)
+    return pair[0], pair[1]

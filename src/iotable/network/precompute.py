@@ -1,0 +1,324 @@
+"""``precompute()``: the notebook entry point from a layer (or decorated block) to its unit tables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, overload
+
+from torch import nn
+
+from .._util.progress import progress_bar
+from ..domain import Domain
+from ..errors import SpecError
+from ..front.modelcheck import warn_training
+from ..front.plan import DEFAULT_MAX_ROWS, plan
+from ..front.reuse import remember, remembered, structure_key
+from ..front.spec import _declared, has_spec
+from ..tabulate.cache import check_cache_dir
+from ..tabulate.enumerate import DEFAULT_MEMORY_BUDGET
+from ..tabulate.layers import LayerTables, tabulate
+from .network import TableNetwork, build_network
+
+__all__ = ["LayerTables", "precompute", "precompute_layer", "precompute_model"]
+
+
+def _is_model(module: nn.Module) -> bool:
+    """Whole models: an undecorated ``nn.Sequential`` or any module no spec describes."""
+    if isinstance(module, nn.Sequential):
+        return _declared(module) is None
+    return not has_spec(module)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """How every layer's tables are built: the options :func:`precompute` checks once and passes down."""
+
+    max_rows: int = DEFAULT_MAX_ROWS
+    memory_budget: int = DEFAULT_MEMORY_BUDGET
+    check: bool = True
+    progress: bool | None = None
+    cache_dir: str | os.PathLike[str] | None = None
+    fast_path: bool = True
+
+    def __post_init__(self) -> None:
+        for option, value in (("memory_budget", self.memory_budget), ("max_rows", self.max_rows)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                msg = f"precompute: {option} must be a positive integer, received {value!r}"
+                raise SpecError(msg)
+        flags = (("check", self.check), ("fast_path", self.fast_path), ("progress", self.progress))
+        for option, flag in flags:
+            if not isinstance(flag, bool) and not (option == "progress" and flag is None):
+                accepted = "True, False or None" if option == "progress" else "True or False"
+                msg = f"precompute: {option} must be {accepted}, received {type(flag).__name__} {flag!r}"
+                raise SpecError(msg)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The options as keyword arguments (of :func:`tabulate_layers` and the network builder)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _check_front(*, reuse: Any, name: Any, options: _Options) -> None:
+    """The checks every entry makes before any work: ``reuse`` and ``name``, and a usable ``cache_dir``."""
+    if not isinstance(reuse, bool):
+        msg = f"precompute: reuse must be True or False, received {type(reuse).__name__} {reuse!r}"
+        raise SpecError(msg)
+    if name is not None and (not isinstance(name, str) or not name):
+        msg = f"precompute: name must be a non-empty string (the layer's name in tables and bundles), received {name!r}"
+        raise SpecError(msg)
+    if options.cache_dir is not None:
+        check_cache_dir(options.cache_dir)  # a bad cache_dir is refused before any work
+
+
+@overload
+def precompute(
+    module: nn.Linear | nn.Conv1d | nn.Conv2d,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    host: tuple[()] = (),
+    input_layout: None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> LayerTables: ...
+
+
+@overload
+def precompute(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    host: Iterable[Any] = (),
+    input_layout: str,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> TableNetwork: ...
+
+
+@overload
+def precompute(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    host: Iterable[Any] = (),
+    input_layout: None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> LayerTables | TableNetwork: ...
+
+
+def precompute(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    host: Iterable[Any] = (),
+    input_layout: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> LayerTables | TableNetwork:
+    """Turn a layer, a decorated block or a whole model into lookup tables.
+
+    A layer or a decorated block gives one dense table per smallest unit, as :class:`LayerTables`. A
+    whole model (an undecorated ``nn.Sequential``, or any module no decomposition describes) is traced
+    with torch.fx, cut into table layers at its quantizers and returned as a
+    :class:`~iotable.network.TableNetwork` (tables, interlayer graph and a table-only runtime); so is any
+    module given with ``host=`` or ``input_layout=``. :func:`precompute_layer` and :func:`precompute_model`
+    are the two paths on their own, each with one return type.
+    For every layer: the decomposition is planned (every table size is checked
+    before any work), probed against the module (``check=True``), then every input combination of every
+    unit is enumerated through the unmodified module, in eval mode (as hardware runs it): modules left in
+    training mode that behave differently there (dropout, batch norm, ...) are named in an
+    :class:`~iotable.IOTableWarning`. Whole models must compute in float32 (``model.float()``).
+
+    Args:
+        module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
+            ``nn.Sequential`` of one layer and elementwise modules), a module decorated with
+            :func:`iotable.decompose`, or a whole model.
+        input_domain: the domain of every input element, or one domain per input channel.
+        example_input: a batch giving the input shape when the module cannot state it (required for
+            whole models).
+        max_rows: the largest table allowed (default ``2**24``).
+        memory_budget: bytes one forward pass may hold (default 256 MiB).
+        check: probe the decomposition metadata before enumerating.
+        progress: a progress bar over the rows (one bar for a whole model); ``None`` shows it for long work
+            in a terminal or a Jupyter notebook.
+        name: the layer's name in tables and messages (default: its class name).
+        host: whole models only: submodules (names or modules) to run with torch instead of tables, such
+            as a float classifier head; what follows a host node runs on the host too.
+        input_layout: whole models only: the input's layout when it is not the first layer's.
+        cache_dir: a directory where each finished table is written as soon as it is done, keyed by a hash
+            of its layer's parameters, metadata and domains; a rerun (also after an interruption) loads
+            those tables and computes only what is missing.
+        fast_path: build linear layers (``Linear``, ``Conv1d``/``Conv2d``, then monotone elementwise modules
+            and ``Quantize``) with a structured path instead of the black box; it gives the same tables
+            (rows within float rounding of a quantization boundary are computed through the module and
+            counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
+        reuse: reuse the planning of an earlier call on the same layer or block (for whole models, the
+            tracing, planning and graph) when its structure (modules, metadata, shapes, hyper-parameters,
+            domains) and these arguments are unchanged; the tables are always built from the current weights,
+            and a black-box layer is probed again. ``False`` plans anew.
+
+    Returns:
+        :class:`LayerTables` for a layer (``.tables`` in unit order), or a
+        :class:`~iotable.network.TableNetwork` for a whole model.
+
+    Example:
+        >>> conv = torch.nn.Conv1d(3, 3, kernel_size=3, groups=3, bias=False)
+        >>> _ = torch.nn.init.ones_(conv.weight)
+        >>> tables = precompute(decompose(conv, groups=3), input_domain=Domain.uniform(2)).tables
+        >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
+        (3, 64, [6.0])
+    """
+    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_front(reuse=reuse, name=name, options=options)
+    warn_training(module, "precompute")  # called here: the warning points at the caller's line
+    if host or input_layout is not None or _is_model(module):
+        return _model(module, input_domain, example_input, host, input_layout, reuse=reuse, options=options)
+    return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
+
+
+def precompute_layer(
+    module: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> LayerTables:
+    """:func:`precompute` of one layer or decorated block, even an ``nn.Sequential``: its unit tables.
+
+    The arguments are :func:`precompute`'s. A module no decomposition describes raises
+    :class:`~iotable.NotDecomposedError` (give it to :func:`precompute_model` to cut it into layers).
+
+    Example:
+        >>> layer = precompute_layer(torch.nn.Linear(2, 3), input_domain=Domain.uniform(1))
+        >>> len(layer), layer[0].rows
+        (3, 4)
+    """
+    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_front(reuse=reuse, name=name, options=options)
+    warn_training(module, "precompute")  # called here: the warning points at the caller's line
+    return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
+
+
+def precompute_model(
+    model: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    host: Iterable[Any] = (),
+    input_layout: str | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> TableNetwork:
+    """:func:`precompute` of a whole model, even a decorated block: its :class:`~iotable.network.TableNetwork`.
+
+    The arguments are :func:`precompute`'s; the model's forward is traced with torch.fx and cut into table
+    layers at its quantizers (a lone layer, whose forward is a function call, goes in an ``nn.Sequential``).
+
+    Example:
+        >>> from iotable.nn import Quantize
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 3), Quantize(1))
+        >>> net = precompute_model(model, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 2))
+        >>> [len(layer) for layer in net.layers.values()]
+        [3]
+    """
+    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_front(reuse=reuse, name=None, options=options)
+    warn_training(model, "precompute")  # called here: the warning points at the caller's line
+    return _model(model, input_domain, example_input, host, input_layout, reuse=reuse, options=options)
+
+
+def _model(
+    model: nn.Module,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any,
+    host: Iterable[Any],
+    input_layout: str | None,
+    *,
+    reuse: bool,
+    options: _Options,
+) -> TableNetwork:
+    """Trace, cut, plan and tabulate a whole model (see :func:`iotable.network.build_network`)."""
+    return build_network(
+        model,
+        input_domain=input_domain,
+        example_input=example_input,
+        host=host,
+        input_layout=input_layout,
+        reuse=reuse,
+        **options.as_kwargs(),
+    )
+
+
+def _layer(
+    module: nn.Module,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any,
+    name: str | None,
+    *,
+    reuse: bool,
+    options: _Options,
+) -> LayerTables:
+    """Plan one layer (or reuse the plan of an earlier call on the same structure), then tabulate it."""
+    layer = None
+    if reuse:  # the plan depends on the module's structure and these arguments, not on its weights
+        shape = None if example_input is None else tuple(getattr(example_input, "shape", ())[1:])
+        domains = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
+        key = structure_key(module, input_domain=domains, example=shape, max_rows=options.max_rows, name=name)
+        layer = remembered(module, key)
+    if layer is None:
+        layer = plan(
+            module, input_domain=input_domain, example_input=example_input, max_rows=options.max_rows, name=name
+        )
+        if reuse:
+            remember(module, key, layer)
+    with progress_bar(total=layer.total_rows, desc=layer.name, enabled=options.progress) as bar:
+        return tabulate(
+            module,
+            layer,
+            check=options.check,
+            memory_budget=options.memory_budget,
+            cache_dir=options.cache_dir,
+            fast_path=options.fast_path,
+            bar=bar,
+        )

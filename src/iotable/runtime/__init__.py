@@ -1,0 +1,1 @@
+"""The table network's runtime: compiled per-node kernels that evaluate a graph from its tables alone."""

@@ -1,0 +1,152 @@
+"""What a model's tables will cost, before any row is computed: :func:`estimate`.
+
+A whole model is traced, cut into table layers and planned exactly as :func:`iotable.precompute` does it, and
+stops there: the plans know every table's input and output bits, so LogicNets' LUT6 estimate of each table and
+the pipeline register bits after each table layer follow without enumerating anything. This is the figure to
+watch while choosing fan-ins and bit widths during training; :meth:`TableNetwork.cost
+<iotable.network.TableNetwork.cost>` maps the built tables with ABC afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from ..domain import Domain
+from ..front.plan import DEFAULT_MAX_ROWS
+from ..front.spec import Layout
+from ..graph.graph import TableMeta, text_table
+from ..network.network import model_skeleton, pipeline_registers
+from ..network.precompute import _Options
+
+__all__ = ["CostEstimate", "LayerEstimate", "estimate"]
+
+
+@dataclass(frozen=True)
+class LayerEstimate:
+    """One table layer's tables as planned.
+
+    Attributes:
+        layer: the layer's name (its node); units: its tables; rows: their rows together.
+        input_bits: the distinct table input (address) widths; output_bits: the widest table output.
+        luts: LogicNets' LUT estimate of its tables (k-input LUTs), each table once; registers: the bits of a
+            pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)``
+            registers it).
+    """
+
+    layer: str
+    units: int
+    rows: int
+    input_bits: tuple[int, ...]
+    output_bits: int
+    luts: int
+    registers: int
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """The planned cost of a model's table layers (see :func:`estimate`)."""
+
+    layers: tuple[LayerEstimate, ...]
+    k: int
+
+    @property
+    def luts(self) -> int:
+        """LUTs of every table layer together."""
+        return sum(layer.luts for layer in self.layers)
+
+    @property
+    def registers(self) -> int:
+        """Pipeline register bits after every table layer together."""
+        return sum(layer.registers for layer in self.layers)
+
+    @property
+    def rows(self) -> int:
+        """Table rows enumeration would compute."""
+        return sum(layer.rows for layer in self.layers)
+
+    def summary(self) -> str:
+        """A table per layer and the totals."""
+        rows = [
+            {
+                "layer": e.layer,
+                "tables": e.units,
+                "input bits": ", ".join(map(str, e.input_bits)),
+                "output bits": e.output_bits,
+                "rows": e.rows,
+                f"LUT{self.k} estimate": e.luts,
+                "registers": e.registers,
+            }
+            for e in self.layers
+        ]
+        columns = ("layer", "tables", "input bits", "output bits", "rows", f"LUT{self.k} estimate", "registers")
+        return "\n".join(
+            [
+                text_table(rows, columns),
+                f"total: {self.rows} rows, {self.luts} LUT{self.k} (LogicNets' formula, each table once), "
+                f"{self.registers} pipeline register bits",
+            ]
+        )
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def estimate(
+    model: nn.Module,
+    *,
+    input_domain: Domain | Sequence[Domain],
+    example_input: Any = None,
+    host: Iterable[Any] = (),
+    input_layout: str | Layout | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    k: int = 6,
+) -> CostEstimate:
+    """The LUT estimate and pipeline registers of a whole model's tables, from its plans alone: no row is
+    computed, so it takes the time of tracing and planning (milliseconds) however large the tables.
+
+    The arguments are :func:`iotable.precompute`'s for a whole model; ``k`` is the LUT size. Refusals are the
+    same as :func:`iotable.precompute` would make, before any work.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), iotable.nn.Quantize(2)).eval()
+        >>> cost = estimate(model, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 4))
+        >>> cost.luts, cost.registers, cost.rows
+        (30, 6, 768)
+    """
+    from ._estimate import check_k  # lazy: iotable.synth loads when cost is asked for
+
+    k = check_k(k, what="estimate")
+    options = _Options(max_rows=max_rows).as_kwargs()
+    skeleton = model_skeleton(
+        model,
+        input_domain=input_domain,
+        example_input=example_input,
+        host=host,
+        input_layout=input_layout,
+        reuse=True,
+        options=options,
+    )
+    layers = []
+    for node in skeleton.graph.nodes:
+        if not isinstance(node.meta, TableMeta):
+            continue
+        _, plan = skeleton.planned[node.meta.layer]
+        address, code = plan.table_bits
+        if code is None:
+            continue  # raw outputs: not a table of codes (a float head), nothing to estimate
+        layers.append(
+            LayerEstimate(
+                layer=node.name,
+                units=len(plan.units),
+                rows=plan.total_rows,
+                input_bits=tuple(sorted({int(b) for b in address})),
+                output_bits=int(code.max()),
+                luts=plan.lut_estimate(k=k) or 0,
+                registers=pipeline_registers(node) or 0,
+            )
+        )
+    return CostEstimate(tuple(layers), k)
