@@ -104,7 +104,7 @@ def table_bits(input_domains: Sequence[Domain], output_domain: Domain | None, fa
     output fields of ``output_domain`` (``None`` when the table holds raw values, which hardware cannot hold).
 
     Example:
-        >>> table_bits([Domain.uniform(4)] * 3, Domain.uniform(3), 2)
+        >>> table_bits([Domain.uniform(2)] * 3, Domain([0.0, 0.5, 1.0]), 2)
         (6, 4)
     """
     address = sum(widths(input_domains))
