@@ -1,4 +1,6 @@
-"""The package's structure: no import cycles among its modules (read from the source, not by importing it)."""
+"""The package's structure, read from the source (not by importing it): no import cycles among its modules, no
+module over about 600 lines, no private name imported across sub-packages, and the core never importing the
+cost or hardware layers."""
 
 from __future__ import annotations
 
@@ -6,6 +8,15 @@ import ast
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "iotable"
+
+#: The longest a module may be: past it, a module holds more than one concept.
+MAX_LINES = 620
+
+#: The sub-packages of the core (trace and plan, tabulate, graph and node kinds, runtime, network, bundle):
+#: none of them imports the layers above it.
+CORE = ("_util", "front", "tabulate", "graph", "nodekinds", "runtime", "network", "bundle")
+#: The layers above the core: cost (LUT mapping) and hardware.
+ABOVE_CORE = ("synth", "hdl")
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -134,5 +145,71 @@ def test_importing_a_module_counts_the_packages_above_it() -> None:
 def test_no_import_cycles() -> None:
     """No module imports, directly or through others, a module that imports it."""
     graph = import_graph()
-    assert {"graph.graph", "runtime", "network.network", "graph.interpret", "front.trace", "hdl"} <= set(graph)  # the source was found
+    assert {"graph.graph", "runtime", "network.network", "graph.interpret", "front.trace", "hdl"} <= set(
+        graph
+    )  # the source was found
     assert cycles(graph) == []
+
+
+def _unit(name: str) -> str:
+    """What a module belongs to: its sub-package (``graph`` for ``graph.nodes``), or itself at the top."""
+    return name.split(".")[0]
+
+
+def _cross_imports() -> list[tuple[str, str, str]]:
+    """``(module, imported module, imported name)`` for every ``from X import name`` whose X lies in another
+    sub-package than the importing module's (inside functions too, ``TYPE_CHECKING`` ones too)."""
+    found = []
+    for path in SOURCE.rglob("*.py"):
+        name = _module_name(path)
+        here = name.split(".") if name else []
+        if path.name != "__init__.py":
+            here = here[:-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.level:
+                continue
+            base = here[: len(here) - (node.level - 1)] if node.level > 1 else here
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            for alias in node.names:
+                full = f"{target}.{alias.name}".strip(".")
+                module = full if (SOURCE / (full.replace(".", "/") + ".py")).exists() else target
+                if name and _unit(module or alias.name) != _unit(name):
+                    found.append((name, module, alias.name))
+    return found
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    """Every module of the package has at most MAX_LINES lines."""
+    lengths = {_module_name(p): len(p.read_text(encoding="utf-8").splitlines()) for p in SOURCE.rglob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > MAX_LINES} == {}
+
+
+def test_no_private_name_crosses_a_sub_package() -> None:
+    """An import from another sub-package names neither a private name nor a private module (``_util``, the
+    helpers every stage shares, and ``_version`` excepted)."""
+    shared = {"_util", "_version", "__version__"}
+    private = [
+        (name, module, imported)
+        for name, module, imported in _cross_imports()
+        if (imported.startswith("_") and imported not in shared)
+        or any(part.startswith("_") and part not in shared for part in module.split("."))
+    ]
+    assert private == []
+
+
+def test_the_cross_import_finder_finds_private_names() -> None:
+    """The finder reports a private name imported from another sub-package, and not one from its own."""
+    found = _cross_imports()
+    assert all(_unit(module or name) != _unit(name) for name, module, _ in found if module)
+    assert any(module == "graph.nodes" for _, module, _ in found)  # the graph records are used across the package
+
+
+def test_the_core_does_not_import_cost_or_hardware() -> None:
+    """No module of the core imports iotable.synth or iotable.hdl, not even inside a function."""
+    graph = import_graph()
+    wrong = {
+        name: sorted(m for m in imported if _unit(m) in ABOVE_CORE)
+        for name, imported in graph.items()
+        if _unit(name) in CORE and any(_unit(m) in ABOVE_CORE for m in imported)
+    }
+    assert wrong == {}
