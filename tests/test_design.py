@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from iotable.tabulate.design import finite_field, pack
-from iotable.tabulate.enumerate import _field_codes
+from iotable.tabulate.packed import _field_codes
 
 from .strategies import packable_fan_ins
 

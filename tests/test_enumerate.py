@@ -9,10 +9,11 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
-import iotable.tabulate.enumerate as enumerate_module
+import iotable.tabulate.forward as forward_module
+import iotable.tabulate.passes as passes_module
 from iotable import Domain, decompose, precompute
 from iotable.nn import Quantize
-from iotable.tabulate.enumerate import _classes, _colours, _Packed, _passes
+from iotable.tabulate.passes import _classes, _colours, _Packed, _passes
 
 from .conftest import dyadic_
 from .oracle import assert_tables_match
@@ -396,7 +397,7 @@ class MaskedBlock(nn.Module):
 )
 def test_overlapping_units_share_packed_passes_with_exact_tables(domain, width, monkeypatch):
     """Units whose fan-ins overlap share few forward passes (a linear design) and every row is the module's."""
-    monkeypatch.setattr(enumerate_module, "_CACHE_BYTES", 1)  # chunks of a few blocks: codes add high digits
+    monkeypatch.setattr(forward_module, "_CACHE_BYTES", 1)  # chunks of a few blocks: codes add high digits
     n_in, units = 12, 6
     fan_in = overlapping_fan_in(n_in, units, width)
     module = decompose(MaskedBlock(n_in, fan_in), fan_in=fan_in, output_domain=Domain.uniform(2, scale=0.5))
@@ -417,7 +418,7 @@ def test_packed_and_coloured_passes_give_identical_tables(monkeypatch):
     domains = [Domain.uniform(2, scale=0.5), Domain.uniform(2, signed=True), Domain.values([-1, 0.5, 2, 3])] * 3
     packed = precompute(module, input_domain=domains, example_input=torch.zeros(1, n_in), memory_budget=2**16)
     assert packed.tables[0].outputs.dtype == np.float32
-    monkeypatch.setattr(enumerate_module, "_PACK_MIN_ROWS", 2**30)
+    monkeypatch.setattr(passes_module, "_PACK_MIN_ROWS", 2**30)
     coloured = precompute(module, input_domain=domains, example_input=torch.zeros(1, n_in), memory_budget=2**16)
     assert packed.tables == coloured.tables
     assert_tables_match(packed, module, domain=domains, in_shape=(n_in,))
@@ -497,7 +498,7 @@ def test_packed_pass_error_names_the_bad_row():
 def test_row_digits_split_anywhere(low_rows, layout, monkeypatch):
     """Row-order passes take a row's trailing digits from a table and compute the leading ones; wherever the
     split falls (no table, mid-row, all digits), with tiled slots and mixed radices, rows are the module's."""
-    monkeypatch.setattr(enumerate_module, "_LOW_ROWS", low_rows)
+    monkeypatch.setattr(forward_module, "_LOW_ROWS", low_rows)
     conv = dyadic_(nn.Conv1d(4, 2, 2, groups=2))
     module = ChannelsLast(conv) if layout == "NWC" else conv
     module = decompose(module, layout=layout, groups=2, kernel_size=2)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from torch import nn
 from torch.nn.utils import prune
 
+import iotable.tabulate.affine as affine
 import iotable.tabulate.fastpath as fastpath
 from iotable import Domain, SpecMismatchError, decompose, plan, precompute, verify
 from iotable.nn import Quantize
@@ -175,15 +176,15 @@ def test_tables_larger_than_the_memory_budget_are_streamed():
 def test_a_wrong_analytic_tail_is_caught_before_use(monkeypatch):
     """If the analytic model of the tail disagreed with the modules, the both-ends path would be used."""
     block = sparse_block(FAN_IN, 8, seed=1)
-    real = fastpath._affine_tail
+    real = affine._affine_tail
 
     def shifted(*args, **kwargs):
         tail = real(*args, **kwargs)
-        return None if tail is None else fastpath._AffineTail(**{**vars(tail), "offset": tail.offset + 0.3})
+        return None if tail is None else affine._AffineTail(**{**vars(tail), "offset": tail.offset + 0.3})
 
     calls = []
     original_two_ends = fastpath._two_ends
-    monkeypatch.setattr(fastpath, "_affine_tail", shifted)
+    monkeypatch.setattr(affine, "_affine_tail", shifted)
     monkeypatch.setattr(fastpath, "_two_ends", lambda *a, **k: calls.append(1) or original_two_ends(*a, **k))
     fast = precompute(block, input_domain=U3)
     assert calls, "the shifted tail was not rejected"

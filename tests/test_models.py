@@ -31,7 +31,7 @@ from iotable import (
     precompute,
     verify,
 )
-from iotable import _reuse as reuse
+from iotable.front import reuse
 from iotable.nn import Quantize, domain_of
 from iotable.tabulate.cache import layer_fingerprint
 

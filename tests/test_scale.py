@@ -14,6 +14,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable.tabulate.fastpath as fastpath
+import iotable.tabulate.recognition as recognition
 from iotable import Domain, decompose, precompute
 from iotable.nn import Quantize
 
@@ -123,7 +124,7 @@ def test_tie_rows_compute_only_the_units_they_need(monkeypatch):
 
     monkeypatch.setattr(fastpath.FastPath, "head_weight", head_weight)
     fast = precompute(block, input_domain=S2)
-    assert fast.near_ties > 0 and widths and max(widths) <= fastpath._TIE_CHANNELS < 200
+    assert fast.near_ties > 0 and widths and max(widths) <= recognition._TIE_CHANNELS < 200
     monkeypatch.undo()
     assert fast.tables == precompute(block, input_domain=S2, fast_path=False).tables
 

@@ -28,7 +28,7 @@ from torch import nn
 from ..domain import Domain
 from ..errors import IOTableError
 from ..nn import domain_of
-from .spec import _ATTR
+from .metadata import SPEC_ATTRIBUTE
 
 __all__ = ["plan_tensors", "remember", "remembered", "settings", "stable_bytes", "structure_key"]
 
@@ -77,8 +77,8 @@ def settings(m: nn.Module) -> tuple[Hashable, ...]:
     return (
         _hashable(type(m)),
         m.__dict__.get("forward"),
-        m.__dict__.get(_ATTR),
-        getattr(type(m), _ATTR, None),
+        m.__dict__.get(SPEC_ATTRIBUTE),
+        getattr(type(m), SPEC_ATTRIBUTE, None),
         _domain(m),
         plain,
         tuple(m._forward_hooks.values()),
@@ -96,7 +96,7 @@ def plan_tensors(m: nn.Module) -> tuple[torch.Tensor, ...]:
     mask = getattr(m, "weight_mask", None)
     if isinstance(mask, torch.Tensor):
         found.append(mask)
-    spec = m.__dict__.get(_ATTR) or getattr(type(m), _ATTR, None)
+    spec = m.__dict__.get(SPEC_ATTRIBUTE) or getattr(type(m), SPEC_ATTRIBUTE, None)
     if spec is not None and spec.fan_in_from is not None:
         target: Any = m
         for part in spec.fan_in_from.split("."):

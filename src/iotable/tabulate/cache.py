@@ -38,8 +38,8 @@ from torch import nn
 
 from .._util.files import commit, temporary_beside
 from ..errors import CacheError
+from ..front.glue import Arithmetic
 from ..front.reuse import settings, stable_bytes
-from ..front.trace import Arithmetic
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
 

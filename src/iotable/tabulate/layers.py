@@ -12,12 +12,11 @@ from torch import nn
 
 from .._util import display as _display
 from .._util.progress import QUIET, Progress
-from ..front.plan import LayerPlan
-from ..front.plan import _short as _channels
+from ..front.layerplan import LayerPlan, abbreviated
 from ..table import IOTable
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
-from .fastpath import _ieee_float32, recognize
 from .probe import check_decomposition
+from .recognition import _ieee_float32, recognize
 
 __all__ = ["LayerTables", "tabulate", "tabulate_layers"]
 
@@ -103,8 +102,8 @@ class LayerTables:
         unit_rows = [
             {
                 "unit": u.index,
-                "in": _channels(u.in_channels),
-                "out": _channels(u.out_channels),
+                "in": abbreviated(u.in_channels),
+                "out": abbreviated(u.out_channels),
                 "fan_in": u.fan_in,
                 "bits": self.plan._unit_bits(u),
                 "rows": self.tables[u.index].rows,

@@ -20,9 +20,11 @@ from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..errors import SpecMismatchError
-from ..front.plan import LayerPlan, _frame_strides, own_window
+from ..front.layerplan import LayerPlan, frame_strides
+from ..front.window import own_window
 from ..graph.graph import pad_index_map
-from .enumerate import _BYTES_PER_ELEMENT, _CACHE_BYTES, DEFAULT_MEMORY_BUDGET, FrameValues
+from .enumerate import DEFAULT_MEMORY_BUDGET
+from .forward import _BYTES_PER_ELEMENT, _CACHE_BYTES, FrameValues
 
 __all__ = ["check_decomposition"]
 
@@ -218,7 +220,7 @@ def _check_padding(
     c_in = layer.in_channels
     # Flat indices, in a padded frame, of every element of each edge window (the order input_indices uses).
     padded_shape = (*g.padded_size(size), c_in) if channels_last else (c_in, *g.padded_size(size))
-    ch_stride, pos_stride = _frame_strides(padded_shape, layer.layout)
+    ch_stride, pos_stride = frame_strides(padded_shape, layer.layout)
     taps = (edges * np.asarray(g.stride))[:, None, :] + g.offsets()[None, :, :]  # (edges, window, rank)
     pos_flat, ch_flat = taps @ pos_stride, np.arange(c_in) * ch_stride
     if channels_last:
@@ -245,7 +247,7 @@ def _check_padding(
     batch = torch.cat([base_x, filled.reshape(-1, n_in)]).reshape(-1, *layer.frame_in)
     out = run_module(module, batch, layer.name, switched=True).reshape(batch.shape[0], -1)
     c_out = layer.out_channels
-    out_ch_stride, out_pos_stride = _frame_strides(layer.frame_out, layer.layout)
+    out_ch_stride, out_pos_stride = frame_strides(layer.frame_out, layer.layout)
     at_edge = (edges @ out_pos_stride)[:, None] + np.arange(c_out)[None, :] * out_ch_stride  # (edges, c_out)
     at_slot = torch.as_tensor(layer.output_indices(np.arange(c_out))[j % n_slots])  # (edges, c_out)
     edge_out = out[:samples][:, torch.as_tensor(at_edge)]

@@ -1,0 +1,347 @@
+"""Cutting a traced model into steps at quantizers (:func:`segment`).
+
+Everything from a quantized tensor up to the next quantizer is one *segment*: a table layer (one mixing layer
+such as a Linear or a convolution plus elementwise modules, or an add of two quantized tensors, then a
+quantizer). Max-pools, flattens and concats of quantized tensors become structural steps; modules the user
+marks as host run with torch.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.fx as fx
+from torch import nn
+
+from ..errors import ModelError
+from ..nn import domain_of
+from .glue import Arithmetic, _elementwise_call
+from .metadata import declared_spec
+from .registry import Role, kind_of, role_of
+
+if TYPE_CHECKING:
+    from .trace import Chain
+
+__all__ = ["Step", "segment"]
+
+_RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
+_RESHAPE_METHODS = {"flatten", "view", "reshape"}
+_ADD = {operator.add, torch.add}
+
+
+def _user_module(node: fx.Node) -> tuple[str, str] | None:
+    """``(qualified name, class name)`` of the innermost user module (not torch's, not brevitas') ``node`` was
+    traced inside, from torch.fx's module stack; ``None`` at the model's top level."""
+    stack = node.meta.get("nn_module_stack") or {}
+    for path, cls in reversed(list(stack.values())):
+        origin = getattr(cls, "__module__", "") or ""
+        if path and not origin.startswith(("torch.", "brevitas.")):
+            return str(path), getattr(cls, "__name__", str(cls))
+    return None
+
+
+@dataclass
+class Step:
+    """One step of the table network, in model order.
+
+    ``kind`` is ``"table"`` (a segment: ``modules`` from ``sources`` up to a quantizer or the output),
+    ``"pool"``, ``"reshape"``, ``"concat"``, ``"host"``, ``"input"`` or ``"output"``. ``sources`` are
+    the names of earlier steps; ``mixing`` names the segment's mixing layer (``"add"`` for a join).
+    """
+
+    name: str
+    kind: str
+    sources: list[str]
+    shape: tuple[int, ...]
+    modules: list[nn.Module] = field(default_factory=list)
+    module_names: list[str] = field(default_factory=list)
+    mixing: str | None = None
+    closed: bool = False
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _is_mixing(m: nn.Module) -> bool:
+    return declared_spec(m) is not None or role_of(m) is Role.MIXING
+
+
+def _averages(m: nn.Module) -> bool:
+    """Whether ``m``'s output is a float that only a quantizer turns back into codes (an average)."""
+    kind = kind_of(m)
+    return kind is not None and kind.needs_quantizer_after
+
+
+def _closes(m: nn.Module) -> bool:
+    """Whether a module's outputs are codes: a quantizer, or a module that declares its ``output_domain``.
+
+    Neuron modules in the LogicNets / PolyLUT / NeuraLUT style apply their output quantizer inside their own
+    forward; declaring it (``decompose(..., output_domain=...)``) closes their table layer as a quantizer does.
+    """
+    declared = declared_spec(m)
+    if declared is not None and (declared.output_domain is not None or declared.output_domain_from is not None):
+        return True
+    return domain_of(m) is not None
+
+
+def segment(module: fx.GraphModule | Chain, *, host: frozenset[str]) -> list[Step]:
+    """Cut a traced model into steps (see :class:`Step`); raise :class:`ModelError` where it cannot."""
+    return _Segmenter(module, host).run()
+
+
+class _Segmenter:
+    """One walk over a traced graph, node by node in model order, growing the steps of :func:`segment`.
+
+    ``steps`` holds the steps found so far by name, ``order`` their order, and ``value`` the step that
+    produces each fx node's tensor. A table step stays *open* (``closed=False``) while elementwise modules
+    and a mixing layer join it, and closes at its quantizer.
+    """
+
+    def __init__(self, module: fx.GraphModule | Chain, host: frozenset[str]) -> None:
+        self.module, self.host = module, host
+        self.root = module.meta.get("root")
+        self.steps: dict[str, Step] = {}
+        self.value: dict[str, str] = {}  # fx node name -> step name producing it
+        self.order: list[str] = []
+
+    def run(self) -> list[Step]:
+        """Every node in turn, then each step's ``meta["fx_node"]``: the last node it produced."""
+        for node in self.module.graph.nodes:
+            self.visit(node)
+        for fx_name, step_name in self.value.items():  # in model order: the last node a step produced is its output
+            if step_name in self.steps:
+                self.steps[step_name].meta["fx_node"] = fx_name
+        return [self.steps[n] for n in self.order]
+
+    def visit(self, node: fx.Node) -> None:
+        """Dispatch one node by its kind: the input, the output, a module (or an elementwise call), a function."""
+        if node.op == "placeholder":
+            self.placeholder(node)
+        elif node.op == "output":
+            self.output(node)
+        elif node.meta.get("shape") is None:
+            return  # parameters (read by the glue that uses them), sizes and other non-tensor values
+        else:
+            functional = _elementwise_call(node, self.root)
+            if node.op == "call_module" or functional is not None:
+                self.call_module(node, functional)
+            else:
+                self.call_function(node)
+
+    # Bookkeeping.
+
+    def add(self, step: Step) -> Step:
+        """Record a new step, renamed ``name_1``, ``name_2``, ... when a module is called more than once."""
+        base, k = step.name, 1
+        while step.name in self.steps:
+            step.name, k = f"{base}_{k}", k + 1
+        self.steps[step.name] = step
+        self.order.append(step.name)
+        return step
+
+    def remove(self, step: Step) -> None:
+        """Forget a step (it is about to be merged into another, or added again under a new name)."""
+        self.order.remove(step.name)
+        del self.steps[step.name]
+
+    def produce(self, node: fx.Node, step: Step) -> None:
+        """Record that ``node``'s tensor comes from ``step``."""
+        self.value[node.name] = step.name
+
+    def source(self, node: Any, user: fx.Node) -> Step:
+        """The step that produced ``node``, an argument of ``user``; a non-tensor argument is refused."""
+        if not isinstance(node, fx.Node) or node.name not in self.value:
+            owner = _user_module(user)
+            where = f" in module {owner[0]!r} ({owner[1]})" if owner else ""
+            msg = f"{user.name}{where}: expected a tensor produced by an earlier layer, received {node!r}"
+            raise ModelError(msg)
+        return self.steps[self.value[node.name]]
+
+    @staticmethod
+    def check_users(step: Step, node: fx.Node) -> None:
+        """An open (unquantized) table output must not fan out: each consumer reads codes."""
+        if not step.closed and len(node.users) > 1:
+            msg = (
+                f"{node.name}: the unquantized output of {step.mixing or step.name} feeds {len(node.users)} consumers; "
+                "put a Quantize before the fan-out so each consumer reads codes"
+            )
+            raise ModelError(msg)
+
+    # The model's input and output.
+
+    def placeholder(self, node: fx.Node) -> None:
+        """The model's one input."""
+        if self.steps:
+            msg = f"{node.name}: models with more than one input are not supported; wrap them to take one tensor"
+            raise ModelError(msg)
+        self.produce(node, self.add(Step("input", "input", [], node.meta["shape"], closed=True)))
+
+    def output(self, node: fx.Node) -> None:
+        """The model's one output: it closes the step producing it (raw values when that has no quantizer)."""
+        result = node.args[0]
+        if not isinstance(result, fx.Node):
+            msg = f"the model returns {type(result).__name__}; expected a single tensor"
+            raise ModelError(msg)
+        last = self.source(result, node)
+        if not last.closed and last.kind == "table" and any(_averages(m) for m in last.modules):
+            msg = (
+                f"{last.mixing}: the model's output is the unquantized average of {last.mixing}, a float no "
+                f"table network can hold exactly in codes; put a quantizer after {last.mixing} (an average "
+                "of quantized codes followed by a quantizer is one table per window)"
+            )
+            raise ModelError(msg)
+        last.closed = True
+        self.add(Step("output", "output", [last.name], last.shape, closed=True))
+
+    # Modules, and calls that act as elementwise modules.
+
+    def call_module(self, node: fx.Node, functional: nn.Module | None) -> None:
+        """A module (or the module equivalent of an elementwise call): host, pool, flatten or table layer."""
+        shape = node.meta["shape"]
+        m = functional if functional is not None else self.module.get_submodule(str(node.target))
+        target = node.name if functional is not None else str(node.target)
+        reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
+        src = self.source(node.args[1] if reverse else node.args[0], node)
+        if target in self.host or src.kind == "host":
+            self.host_module(node, target, m, src)
+            return
+        quantizer = _closes(m)
+        role = role_of(m) if declared_spec(m) is None else None
+        if role is Role.POOL:
+            if not src.closed:
+                msg = (
+                    f"{target}: max-pool reads the unquantized output of {src.mixing or src.name}; "
+                    "put a Quantize before the pool (pooling quantized codes is exact)"
+                )
+                raise ModelError(msg)
+            self.produce(node, self.add(Step(target, "pool", [src.name], shape, [m], [target], closed=True)))
+        elif role is Role.RESHAPE:
+            if not src.closed:
+                msg = f"{target}: flatten reads an unquantized tensor; put a Quantize before it"
+                raise ModelError(msg)
+            self.produce(node, self.add(Step(target, "reshape", [src.name], shape, closed=True)))
+        elif quantizer or role is Role.ELEMENTWISE or isinstance(m, Arithmetic) or _is_mixing(m):
+            self.table_module(node, target, m, src, quantizer=quantizer)
+        else:
+            msg = (
+                f"{target}: {type(m).__name__} has no decomposition metadata and no built-in rule; decorate "
+                "it with iotable.decompose(...), or list it in host= to run it with torch"
+            )
+            raise ModelError(msg)
+
+    def host_module(self, node: fx.Node, target: str, m: nn.Module, src: Step) -> None:
+        """A module run with torch: listed in ``host=``, or after one. An open table layer before it becomes
+        part of the host step, which then runs from that layer's quantized input."""
+        shape = node.meta["shape"]
+        if not src.closed and src.kind == "table":
+            self.remove(src)
+            merged = [*src.modules, m], [*src.module_names, target]
+            self.produce(node, self.add(Step(target, "host", list(src.sources), shape, *merged, closed=True)))
+        else:
+            self.produce(node, self.add(Step(target, "host", [src.name], shape, [m], [target], closed=True)))
+
+    def table_module(self, node: fx.Node, target: str, m: nn.Module, src: Step, *, quantizer: bool) -> None:
+        """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
+        or joins the open one (which takes the mixing layer's name); a quantizer closes the layer."""
+        mixing = _is_mixing(m)
+        if src.closed:
+            step = self.add(Step(target, "table", [src.name], node.meta["shape"]))
+        elif mixing and src.mixing is not None:
+            raise ModelError(_two_mixing_layers(target, m, src.mixing))
+        else:
+            step = src
+            self.remove(step)
+            step.name = target if mixing else step.name
+            self.add(step)
+        step.modules.append(m)
+        step.module_names.append(target)
+        step.shape = node.meta["shape"]
+        if mixing:
+            step.mixing = target
+        if quantizer:
+            step.closed = True
+        self.produce(node, step)
+        self.check_users(step, node)
+
+    # Function and method calls between tables.
+
+    def call_function(self, node: fx.Node) -> None:
+        """A function or method call: a reshape, an add of two quantized tensors, a channel concat."""
+        target = node.target
+        if target in _RESHAPE_FUNCTIONS or (node.op == "call_method" and target in _RESHAPE_METHODS):
+            src = self.source(node.args[0], node)
+            if not src.closed:
+                msg = f"{node.name}: a reshape of an unquantized tensor; put a Quantize before it"
+                raise ModelError(msg)
+            self.produce(node, self.add(Step(node.name, "reshape", [src.name], node.meta["shape"], closed=True)))
+        elif target in _ADD or (node.op == "call_method" and target == "add"):
+            self.add_join(node)
+        elif target is torch.cat:
+            self.concat(node)
+        else:
+            raise ModelError(_unsupported_call(node))
+
+    def add_join(self, node: fx.Node) -> None:
+        """``a + b`` of two quantized tensors of one shape: a table layer that reads both."""
+        tensor_args = [a for a in node.args if isinstance(a, fx.Node) and a.meta.get("shape") is not None]
+        if len(tensor_args) != 2 or node.kwargs:
+            msg = f"{node.name}: only the add of two tensors is supported; received args {node.args}"
+            raise ModelError(msg)
+        a, b = (self.source(t, node) for t in tensor_args)
+        if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
+            msg = f"{node.name}: an add must read two quantized tensors; put a Quantize on each operand"
+            raise ModelError(msg)
+        if a.shape != b.shape:
+            msg = f"{node.name}: adding shapes {a.shape} and {b.shape}; broadcasting adds are not supported"
+            raise ModelError(msg)
+        step = self.add(Step(node.name, "table", [a.name, b.name], node.meta["shape"], mixing="add"))
+        self.produce(node, step)
+        self.check_users(step, node)
+
+    def concat(self, node: fx.Node) -> None:
+        """``torch.cat`` of quantized tensors along the channel axis."""
+        parts = node.args[0]
+        dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+        srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
+        if dim != 1 or not all(s.closed and s.kind != "host" for s in srcs):
+            msg = f"{node.name}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
+            raise ModelError(msg)
+        self.produce(node, self.add(Step(node.name, "concat", [s.name for s in srcs], node.meta["shape"], closed=True)))
+
+
+def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:
+    """The message for a mixing layer reading the unquantized output of another."""
+    if _averages(m):
+        return (
+            f"{target}: average pooling reads the unquantized output of {previous}; put a quantizer "
+            f"after {previous} (an average of quantized codes followed by a quantizer is one table per "
+            "window), or list both in host="
+        )
+    return (
+        f"{target}: {previous} and {target} sit between the same pair of quantizers, so "
+        "their composition has no small table; put a quantizer (iotable.nn.Quantize, or brevitas' "
+        f"QuantIdentity) after {previous}, decorate a block holding both as one unit, or list "
+        f"{target} in host="
+    )
+
+
+def _unsupported_call(node: fx.Node) -> str:
+    """The message for a function no table step stands for, naming the user module it was traced in."""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
+    owner = _user_module(node)
+    if owner is not None:  # an undecorated custom module that torch.fx traced into: name it, not the node
+        path, cls = owner
+        return (
+            f"{path}: {cls} has no decomposition metadata, so its forward was traced into, and its call of "
+            f"{name} is not supported between tables; decorate {cls} with iotable.decompose(...) (e.g. "
+            f"fan_in=..., output_domain=...) so it becomes one unit, or list {path!r} in host= to run it "
+            "with torch"
+        )
+    return (
+        f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
+        "modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
+        "quantizers, add, cat, flatten/view/reshape, max-pool, avg-pool); wrap the computation in a module "
+        "decorated with iotable.decompose, or list the layer in host="
+    )
