@@ -303,7 +303,7 @@ import numpy as np
 import torch
 from torch import nn
 import iotable
-from iotable import _store
+from iotable.tabulate import cache as _store
 from iotable.nn import Quantize
 
 write = _store.FileSink.write
