@@ -58,7 +58,7 @@ class MappedTable:
         luts: LUTs of the mapped netlist (nodes that read a signal; wires and constants are free).
         depth: LUTs on the longest input-to-output path.
         estimate: LogicNets' analytic estimate for the same address and code bits (:func:`lut_estimate`).
-        input_bits: address bits (each input code a field of ``max(1, ceil(log2 n))`` bits).
+        input_bits: address bits (each input code a field of :func:`iotable.bits.width` bits).
         output_bits: code bits of all outputs.
         k: LUT inputs the script mapped to.
         script: the ABC commands run between reading the table and writing the netlist.
