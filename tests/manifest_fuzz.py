@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
 import io
 import re
@@ -60,29 +61,28 @@ class Small(nn.Module):
         return self.q3(self.q2(self.mix(y)) + y)
 
 
-def direct_results(net: iotable.TableNetwork, *, k: int = 6) -> int:
-    """Give ``net`` the LUT mapping results ``net.cost()`` would hold for its tables of at most ``k`` address bits
-    (one LUT per output bit, written without running ABC, so no ABC is needed); return how many distinct ones."""
-    from iotable.synth._function import bit_function
-    from iotable.synth._map import _Cache, _Job, _run_job
-    from iotable.synth._netlist import LutNetlist
+def direct_results(net: iotable.TableNetwork, *, k: int = 6) -> iotable.TableNetwork:
+    """``net`` holding the LUT mapping results ``iotable.synth.cost`` would give for its tables of at most ``k``
+    address bits (one LUT per output bit, written without running ABC, so no ABC is needed)."""
+    from iotable.lutnet import LutNetlist, LutResult, bit_function
+    from iotable.synth._map import _Job, _run_job
 
     version = "ABC (not run: tables of at most k bits are written directly)"
+    results = []
     for table in net.tables:
         fn = bit_function(table, what="direct_results")
         if fn.input_bits <= k:
             (record,) = _run_job(_Job((fn,), (repr(table),), "abc", DEFAULT_SCRIPT.format(k=k), k, 10.0, version))
-            name = _Cache.name(record["key"], k, record["script"], version)
-            net._lut_results[name] = (record, LutNetlist.from_blif(record["blif"]))
-    return len(net._lut_results)
+            results.append(LutResult.from_record(record, LutNetlist.from_blif(record["blif"])))
+    return dataclasses.replace(net, luts=net.luts.adding(results))
 
 
 def build(folder: Path) -> tuple[iotable.TableNetwork, Path, torch.Tensor]:
     """The network (with mapping results for its small tables), its bundle in ``folder`` and a batch of inputs."""
     torch.manual_seed(0)
     model = Small().eval()
-    net = iotable.precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6))
-    assert direct_results(net) >= 2
+    net = direct_results(iotable.precompute(model, input_domain=S2, example_input=torch.zeros(1, 2, 6)))
+    assert len(net.luts) >= 2
     codes = torch.randint(0, 4, (64, 2, 6), generator=torch.Generator().manual_seed(1))
     x = torch.tensor(S2.values, dtype=torch.float32)[codes]
     return net, iotable.save(net, folder / "small"), x

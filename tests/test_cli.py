@@ -260,7 +260,7 @@ def test_cost_prints_the_report_and_saves_the_results(network: tuple[TableNetwor
     total = next(line for line in result.stdout.splitlines() if line.startswith("total")).split()
     assert int(total[3]) == sum(layer.plan.lut_estimate() for layer in net.layers.values())
     distinct = int(re.search(r"; (\d+) distinct table\(s\)", result.stdout).group(1))
-    assert len(iotable.load(copy)._lut_results) == distinct > 0
+    assert len(iotable.load(copy).luts) == distinct > 0
     again = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     assert again.returncode == 0 and " 0 mapped, " in again.stdout, again.stderr
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import shutil
@@ -17,7 +18,16 @@ import iotable
 import iotable.hdl
 from iotable import Domain, IOTable
 from iotable.errors import ABCNotInstalledError, CacheError, NetlistMismatchError, SynthError
-from iotable.synth import LutNetlist, check_table, lut_estimate, map_luts, map_table, table_lut_estimate
+from iotable.synth import (
+    LutNetlist,
+    LutResults,
+    check_table,
+    cost,
+    lut_estimate,
+    map_luts,
+    map_table,
+    table_lut_estimate,
+)
 
 from .optional import require, require_program
 
@@ -360,11 +370,12 @@ def _pruned_net() -> iotable.TableNetwork:
     return iotable.precompute(model, input_domain=Domain.uniform(2), progress=False)
 
 
-def test_net_cost_reports_layers_registers_and_remembers(tmp_path):
-    """net.cost() gives per layer tables, input bits, estimate, LUTs, depth and registers; a second call maps nothing."""
+def test_cost_reports_layers_registers_and_remembers(tmp_path):
+    """cost(net) gives per layer tables, input bits, estimate, LUTs, depth and registers, and the network holding
+    the results, whose cost maps nothing; the network given is not changed."""
     abc, log = _counting_abc(tmp_path)
     net = _pruned_net()
-    report = net.cost(abc=abc, workers=1)
+    report = cost(net, abc=abc, workers=1)
     calls = _calls(log)
     assert calls >= 1 and report.mapped == report.distinct
     rows = {r["name"]: r for r in net.rows() if r["kind"] == "table"}
@@ -374,8 +385,10 @@ def test_net_cost_reports_layers_registers_and_remembers(tmp_path):
     assert report.registers == 12 and report.estimate == sum(table_lut_estimate(t) for t in net.tables)
     text = report.summary()
     assert "input bits" in text and "registers" in text and "estimates tied to this pinned flow" in text
-    again = net.cost(abc=abc, workers=1)
+    assert len(net.luts) == 0 and len(report.network.luts) == report.distinct and report.network == net
+    again = cost(report.network, abc=abc, workers=1)
     assert _calls(log) == calls and again.mapped == 0 and again.cached == report.distinct
+    assert again.network.luts == report.network.luts
     assert [t.luts for t in again.tables] == [t.luts for t in report.tables]
     assert [(t.luts, t.depth) for t in map_luts(net, abc=abc, workers=1).tables] == [
         (t.luts, t.depth) for t in report.tables
@@ -385,17 +398,23 @@ def test_net_cost_reports_layers_registers_and_remembers(tmp_path):
 def test_saved_results_map_only_what_is_missing(tmp_path):
     """A saved network's results load checked; cost() of the loaded network maps only what it lacks."""
     abc, log = _counting_abc(tmp_path)
-    net = _pruned_net()
-    first = net.cost(abc=abc, workers=1)
-    loaded = iotable.load(iotable.save(net, tmp_path / "net"))
+    first = cost(_pruned_net(), abc=abc, workers=1)
+    loaded = iotable.load(iotable.save(first.network, tmp_path / "net"))
+    assert loaded.luts == first.network.luts
     calls = _calls(log)
-    second = loaded.cost(abc=abc, workers=1)
+    second = cost(loaded, abc=abc, workers=1)
     assert _calls(log) == calls and second.mapped == 0 and second.luts == first.luts
-    lost = next(iter(loaded._lut_results))
-    del loaded._lut_results[lost]  # as a run interrupted before its last table
-    third = loaded.cost(abc=abc, workers=1)
+    lost = next(iter(loaded.luts))
+    partial = dataclasses.replace(loaded, luts=LutResults(r for f, r in loaded.luts.items() if f != lost))
+    third = cost(partial, abc=abc, workers=1)  # as a run interrupted before its last table
     assert third.mapped == 1 and _calls(log) == calls + 1 and third.luts == first.luts
-    assert loaded.cost(abc=abc, workers=1, k=4).mapped == first.distinct  # another flow maps anew
+    assert cost(loaded, abc=abc, workers=1, k=4).mapped == first.distinct  # another flow maps anew
+
+
+def test_cost_takes_a_network():
+    """cost() refuses what is not a network, and says what maps tables given alone."""
+    with pytest.raises(SynthError, match=r"cost: expected a TableNetwork .* received list; map_luts maps tables"):
+        cost([], workers=1)
 
 
 def test_any_executor():

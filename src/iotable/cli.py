@@ -269,8 +269,8 @@ def _add_cost(commands: argparse._SubParsersAction) -> None:
         description="Map every distinct table of a bundle onto k-input LUTs with ABC (Debian package "
         "berkeley-abc), check every netlist on every row of its table, and print per table layer the tables, "
         "their input bits, LogicNets' estimate, ABC's LUTs, the depth and the pipeline register bits, with the "
-        "totals, the ABC version and the script. Results a network bundle holds (from net.cost() or --save) are "
-        "reused; --save stores the new ones in the bundle, so a rerun maps only what is missing. See "
+        "totals, the ABC version and the script. Results a network bundle holds (from iotable.synth.cost or "
+        "--save) are reused; --save stores the new ones in the bundle, so a rerun maps only what is missing. See "
         "docs/hardware.md, section Cost.",
     )
     cost.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
@@ -285,7 +285,7 @@ def _add_cost(commands: argparse._SubParsersAction) -> None:
 
 def _cost(args: argparse.Namespace) -> int:
     from .bundle.bundle import save
-    from .synth import map_luts
+    from .synth import cost, map_luts
 
     if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
         msg = f"--cache {args.cache}: exists and is not a directory; give a folder for the cache"
@@ -296,11 +296,11 @@ def _cost(args: argparse.Namespace) -> int:
         raise CommandError(msg)
     options = {"k": args.k, "workers": args.workers, "cache_dir": args.cache, "script": args.script}
     options["timeout"] = args.timeout
-    report = obj.cost(**options) if isinstance(obj, TableNetwork) else map_luts(obj, **options)
+    report = cost(obj, **options) if isinstance(obj, TableNetwork) else map_luts(obj, **options)
     print(report.summary())
     if args.save:
-        assert isinstance(obj, TableNetwork)  # checked above, before any mapping
-        save(obj, args.bundle)
+        assert report.network is not None  # a network, checked above before any mapping
+        save(report.network, args.bundle)
         print(f"saved the mapping results of {report.distinct} distinct table(s) in {args.bundle}")
     return 0
 

@@ -12,6 +12,7 @@ so they are don't-cares as well. Text is produced with vectorized byte arithmeti
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from . import bits
 from ._util.files import atomic_write
 from .domain import Domain
 from .errors import IOTableError, PLAError
@@ -31,17 +33,8 @@ __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
 _EXPLICIT_LIMIT = 2**16
 
 
-def _bits(codes: np.ndarray, widths: Sequence[int]) -> np.ndarray:
-    """Binary digits, most significant first, of each column of ``codes``: shape ``(N, sum(widths))``."""
-    columns = []
-    for j, width in enumerate(widths):
-        shifts = np.arange(width - 1, -1, -1, dtype=np.int64)
-        columns.append((codes[:, j : j + 1].astype(np.int64) >> shifts) & 1)
-    return np.concatenate(columns, axis=1).astype(np.uint8) if columns else np.zeros((len(codes), 0), np.uint8)
-
-
-def _widths(domains: Sequence[Domain]) -> list[int]:
-    return [max(d.bits, 1) for d in domains]
+# The HDL generators read the digits of codes here; they move to bits.digits, the contract's own name.
+_bits = bits.digits
 
 
 def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
@@ -55,19 +48,23 @@ def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
     if dont_cares not in ("auto", "explicit", "implicit"):
         msg = f"write_pla: dont_cares must be 'auto', 'explicit' or 'implicit', received {dont_cares!r}"
         raise PLAError(msg)
-    in_widths = _widths(table.input_domains)
-    out_widths = [max(table.output_domain.bits, 1)] * table.fan_out
+    in_widths = bits.widths(table.input_domains)
+    out_widths = [bits.width(table.output_domain)] * table.fan_out
     full = int(np.prod(table.radices))
     explicit = dont_cares == "explicit" or (dont_cares == "auto" and full <= _EXPLICIT_LIMIT)
     rows = np.concatenate(
-        [_bits(table.inputs, in_widths), np.full((len(table), 1), 2, np.uint8), _bits(table.outputs, out_widths)],
+        [
+            bits.digits(table.inputs, in_widths),
+            np.full((len(table), 1), 2, np.uint8),
+            bits.digits(table.outputs, out_widths),
+        ],
         axis=1,
     )
     if explicit and not table.is_dense:
         missing = np.setdiff1d(np.arange(full, dtype=np.int64), table.addresses, assume_unique=True)
         dc = np.concatenate(
             [
-                _bits(table.unpack(missing), in_widths),
+                bits.digits(table.unpack(missing), in_widths),
                 np.full((len(missing), 1), 2, np.uint8),
                 np.full((len(missing), sum(out_widths)), 3, np.uint8),
             ],
@@ -190,7 +187,7 @@ def _read_domains(input_domains: Any, output_domain: Any, inputs: int | None, fi
         )
         raise PLAError(msg)
     if isinstance(input_domains, Domain):
-        width = max(input_domains.bits, 1)
+        width = bits.width(input_domains)
         if inputs is None or inputs % width:
             msg = (
                 f"read_pla: {file} declares .i {inputs}, not a multiple of the {width} bit(s) of one input of "
@@ -238,8 +235,8 @@ def read_pla(path: str | os.PathLike[str], *, input_domains: Sequence[Domain], o
         raise PLAError(msg) from None
     n_in, n_out, declared_rows = (_header(text, key, name) for key in (b"i", b"o", b"p"))
     domains = _read_domains(input_domains, output_domain, n_in, name)
-    in_widths = _widths(domains)
-    out_width = max(output_domain.bits, 1)
+    in_widths = bits.widths(domains)
+    out_width = bits.width(output_domain)
     if n_in is None or n_out is None:
         missing = " and ".join(f".{k}" for k, v in (("i", n_in), ("o", n_out)) if v is None)
         msg = f"read_pla: {name} has no {missing} line; a PLA file declares its input and output bits first"
@@ -299,11 +296,8 @@ def _care_rows(
     return ins[care] - ord("0"), outs[care] - ord("0")
 
 
-def _codes(bits: np.ndarray, widths: Sequence[int]) -> np.ndarray:
-    """Codes from most-significant-first binary digits, one code per width."""
-    codes, start = [], 0
-    for width in widths:
-        weights = 1 << np.arange(width - 1, -1, -1, dtype=np.int64)
-        codes.append(bits[:, start : start + width].astype(np.int64) @ weights)
-        start += width
-    return np.stack(codes, axis=1)
+def _codes(digits: np.ndarray, widths: Sequence[int]) -> np.ndarray:
+    """Codes from binary digits (:func:`iotable.bits.digits`' layout), one code per width: each field's digits
+    packed as one-bit fields, most significant first."""
+    starts = np.cumsum((0, *widths))
+    return np.stack([bits.pack(digits[:, a:b], (1,) * (b - a)) for a, b in itertools.pairwise(starts)], axis=1)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..bits import widths
 from ..domain import Domain, code_dtype
 from ..errors import BundleError, IOTableError
 from ..front.plan import Geometry, LayerPlan, Unit
@@ -43,6 +44,16 @@ from ..graph.graph import (
     WindowMeta,
     pad_index_map,
 )
+from ..lutnet import (
+    MAX_INPUT_BITS,
+    RECORD_FORMAT,
+    LutNetlist,
+    LutResult,
+    LutResults,
+    bit_function,
+    check_netlist,
+    result_name,
+)
 from ..network.network import TableNetwork
 from ..runtime.runtime import Runtime, decode
 from ..table import IOTable
@@ -58,7 +69,7 @@ FORMAT = "iotable-bundle"
 #: padding modes and asymmetric padding (a version-1 reader would pad a reflect-padded network with zeros);
 #: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors; version 4 the typed graph
 #: metadata (producers only in the edges, index maps and buffer depths in the nodes, one record per kind);
-#: version 5 the LUT mapping results of ``net.cost()`` (``luts``).
+#: version 5 the LUT mapping results a network holds (``net.luts``, from :func:`iotable.synth.cost`).
 FORMAT_VERSION = 5
 #: The first format version with a manifest checksum and golden vectors (older bundles load without them).
 CHECKSUMMED = 3
@@ -131,36 +142,27 @@ class _Encoder:
         return manifest, self.arrays
 
     def luts(self, net: TableNetwork) -> list[dict[str, Any]]:
-        """The LUT mapping results the network holds (``net.cost()``, a loaded bundle) for its own tables: one
-        record per (function, k, script, ABC version), naming the first table with that function, its
-        netlist's BLIF text a ``uint8`` file; ordered by that table, then k, script and version."""
-        held = net.__dict__.get("_lut_results")  # not created by asking: a network that never mapped has none
-        if not held:
+        """The LUT mapping results the network holds (``net.luts``: from :func:`iotable.synth.cost`, a loaded
+        bundle) for its own tables: one record per (function, k, script, ABC version), naming the first table
+        with that function, its netlist's BLIF text a ``uint8`` file; ordered by that table, then k, script
+        and version."""
+        if not net.luts:
             return []
-        from ..synth._function import MAX_INPUT_BITS, bit_function  # lazy, as iotable.synth is
-
         first: dict[str, tuple[int, int]] = {}
         for index, layer in enumerate(net.layers.values()):
             for u, table in enumerate(layer.tables):
-                if (
-                    table.output_domain is not None
-                    and sum(max(d.bits, 1) for d in table.input_domains) <= MAX_INPUT_BITS
-                ):
+                if table.output_domain is not None and sum(widths(table.input_domains)) <= MAX_INPUT_BITS:
                     first.setdefault(bit_function(table, what="save").key(), (index, u))
-        found = [
-            ((*first[r["key"]], r["k"], r["script"], r["abc_version"]), r)
-            for r, _ in held.values()
-            if r["key"] in first
-        ]
+        found = [((*first[r.key], r.k, r.script, r.abc_version), r) for r in net.luts.values() if r.key in first]
         records = []
         for i, (order, r) in enumerate(sorted(found, key=lambda item: item[0])):
-            text = np.frombuffer(r["blif"].encode("ascii"), dtype=np.uint8)
+            text = np.frombuffer(r.netlist.blif.encode("ascii"), dtype=np.uint8)
             records.append(
                 {
                     "table": list(order[:2]),
-                    **{f: r[f] for f in ("key", "k", "script", "abc_version", "method")},
-                    **{f: int(r[f]) for f in ("input_bits", "output_bits", "luts", "depth")},
-                    "seconds": float(r["seconds"]),
+                    **{f: getattr(r, f) for f in ("key", "k", "script", "abc_version", "method")},
+                    **{f: int(getattr(r, f)) for f in ("input_bits", "output_bits", "luts", "depth")},
+                    "seconds": float(r.seconds),
                     "netlist": self.array(f"luts/netlist{i}.npy", text, f"the LUT netlist of luts[{i}]"),
                 }
             )
@@ -474,7 +476,7 @@ class _Decoder:
             obj: TableNetwork | LayerTables = self.layer_bundle(layers, host_modules)
         else:
             obj = self.network(layers)
-            self.lut_results(obj, _list(m["luts"], f"{where}: luts"))
+            obj = dataclasses.replace(obj, luts=self.lut_results(obj, _list(m["luts"], f"{where}: luts")))
         self.round_trip(obj)
         if isinstance(obj, TableNetwork) and version >= CHECKSUMMED:
             self.golden(obj, m["golden"])
@@ -483,9 +485,7 @@ class _Decoder:
             msg = f"{where}: files lists {unused[0]!r}, which no field uses; a bundle lists the files it uses"
             raise BundleError(msg)
         if isinstance(obj, TableNetwork):
-            attached = self.attach(obj, host_modules)
-            attached._lut_results.update(obj._lut_results)  # a network with its host modules is a new one
-            obj = attached
+            obj = self.attach(obj, host_modules)  # a new network with its host modules, holding the same luts
         return obj
 
     def layer_bundle(self, layers: list[LayerTables], host_modules: Any) -> LayerTables:
@@ -523,14 +523,12 @@ class _Decoder:
         graph = _check_network(graph, by_name, hosts, f"{where}: graph")
         return TableNetwork(graph=graph, layers=by_name, input_shape=input_shape)
 
-    def lut_results(self, net: TableNetwork, records: list[Any]) -> None:
+    def lut_results(self, net: TableNetwork, records: list[Any]) -> LutResults:
         """LUT mapping results (``luts``), each checked as a fresh ABC result is: the key is the content hash
         of the table it names, its netlist (read from its file) computes that table on every row and has the
-        LUTs and depth the record says; then held by the network, where ``net.cost()`` finds them."""
-        if not records:
-            return
-        from ..synth._map import _Cache  # lazy, as iotable.synth is
-
+        LUTs and depth the record says; the network loaded holds them (``net.luts``), where
+        :func:`iotable.synth.cost` finds them."""
+        found: dict[str, LutResult] = {}
         tables = [list(layer.tables) for layer in net.layers.values()]
         for i, item in enumerate(records):
             where = f"{self.where}: luts[{i}]"
@@ -538,11 +536,13 @@ class _Decoder:
             table = _lut_table(record, tables, where)
             result, text = _lut_fields(record, where), self.array(record["netlist"], f"{where}.netlist")
             result["blif"] = _blif_text(text, f"{where}.netlist ({record['netlist']})")
-            file = _Cache.name(result["key"], result["k"], result["script"], result["abc_version"])
-            if file in net._lut_results:
+            file = result_name(result["key"], result["k"], result["script"], result["abc_version"])
+            if file in found:
                 msg = f"{where}: a second result for the same table, k, script and ABC version; each is stored once"
                 raise BundleError(msg)
-            net._lut_results[file] = (result, _checked_netlist(result, table, f"{where}.netlist ({record['netlist']})"))
+            netlist = _checked_netlist(result, table, f"{where}.netlist ({record['netlist']})")
+            found[file] = LutResult.from_record(result, netlist)
+        return LutResults(found.values())
 
     # -- values -------------------------------------------------------------------------------------------
 
@@ -1117,9 +1117,7 @@ def _lut_table(record: dict[str, Any], tables: list[list[IOTable]], where: str) 
 
 def _lut_fields(record: dict[str, Any], where: str) -> dict[str, Any]:
     """A mapping record's values, typed, as the cache of :func:`iotable.synth.map_luts` holds them."""
-    from ..synth._map import _FORMAT
-
-    result: dict[str, Any] = {"format": _FORMAT}
+    result: dict[str, Any] = {"format": RECORD_FORMAT}
     key = _str(record["key"], f"{where}.key", limit=64)
     if len(key) != 64 or set(key) - set("0123456789abcdef"):
         msg = f"{where}.key: expected a sha256 in 64 lowercase hexadecimal digits, received {_shown(key)}"
@@ -1165,14 +1163,11 @@ def _blif_text(array: np.ndarray, where: str) -> str:
         raise BundleError(msg) from None
 
 
-def _checked_netlist(result: dict[str, Any], table: IOTable, where: str) -> Any:
+def _checked_netlist(result: dict[str, Any], table: IOTable, where: str) -> LutNetlist:
     """The record's netlist, parsed and evaluated on every row of ``table``: it must compute the table (with
     LUTs of at most k inputs) and have the LUTs, depth and bits the record says, and the key must be the
     table's content hash."""
-    from ..synth._function import bit_function
-    from ..synth._netlist import LutNetlist, check_netlist
-
-    fix = "the bundle was altered or damaged: run net.cost() again and save"
+    fix = "the bundle was altered or damaged: map again (iotable.synth.cost, or iotable cost BUNDLE --save) and save"
     try:
         fn = bit_function(table, what=where)
         if fn.key() != result["key"]:

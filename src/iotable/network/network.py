@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .. import bits
 from .._util import display as _display
 from .._util.modules import module_dtype, run_module
 from .._util.progress import progress_bar
@@ -47,6 +47,7 @@ from ..graph.graph import (
     text_table,
     window_buffer_depth,
 )
+from ..lutnet import LutResults
 from ..nn import domain_of
 from ..runtime.runtime import Runtime, decode
 from ..table import IOTable
@@ -55,7 +56,6 @@ from .observe import restrict
 
 if TYPE_CHECKING:
     from ..graph.diagram import Diagram
-    from ..synth import LutReport
 
 __all__ = ["InputError", "TableNetwork", "VerifyReport", "build_network", "verify"]
 
@@ -451,11 +451,16 @@ class TableNetwork:
     is the :class:`~iotable.graph.Graph`; ``net.run(x)`` evaluates the network from the tables alone.
     A network is immutable (its graph too), so networks may share a graph; two are equal when their
     graphs, layers and input shapes are, and ``dataclasses.replace`` gives one with its own runtime.
+
+    ``net.luts`` holds the checked LUT mapping results of its tables (:class:`~iotable.lutnet.LutResults`, empty
+    unless the cost layer, :func:`iotable.synth.cost`, or a loaded bundle gave them; never compared):
+    :func:`iotable.save` stores them.
     """
 
     graph: Graph
     layers: dict[str, LayerTables]
     input_shape: tuple[int, ...]
+    luts: LutResults = field(default_factory=LutResults, compare=False, repr=False)
 
     @property
     def tables(self) -> list[IOTable]:
@@ -510,53 +515,6 @@ class TableNetwork:
         out, _ = self.runtime.run(input_codes, values=not return_codes)
         return out
 
-    @cached_property
-    def _lut_results(self) -> dict[str, Any]:
-        """LUT mapping results of this network's tables (from :meth:`cost` or a bundle), kept like the runtime:
-        never compared or copied; :func:`iotable.save` stores them."""
-        return {}
-
-    def cost(
-        self,
-        *,
-        k: int = 6,
-        script: str | None = None,
-        executor: Any = None,
-        workers: int | None = None,
-        cache_dir: str | os.PathLike[str] | None = None,
-        dense: Any = None,
-        progress: bool | None = None,
-        abc: str | os.PathLike[str] | None = None,
-        timeout: float = 600.0,
-    ) -> LutReport:
-        """Map every table onto k-input LUTs with ABC, each netlist checked on every row of its table.
-
-        :func:`iotable.synth.map_luts` on this network (see it for every option), plus memory: the results
-        stay with the network, so a second call maps nothing, :func:`iotable.save` stores them in the
-        bundle, and ``cost()`` of a loaded bundle maps only the tables whose results it lacks (for this
-        ``k``, script and ABC version). A run that fails or is interrupted keeps what it mapped.
-
-        Returns:
-            A :class:`~iotable.synth.LutReport`: per table layer the tables, their input bits, LogicNets'
-            estimate, ABC's LUTs, the depth and the pipeline register bits after it; totals; ABC's version
-            and the script. Its ``summary()`` prints them.
-
-        Raises:
-            ABCNotInstalledError: no ABC program (install the Debian package ``berkeley-abc``).
-            SynthError: a bad option, or a table without code outputs (raw values) or of over 24 bits.
-
-        Example:
-            >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(2))
-            >>> net = precompute(model, input_domain=Domain.uniform(1))
-            >>> report = net.cost(workers=1)  # doctest: +SKIP
-            >>> print(report.summary())  # doctest: +SKIP
-        """
-        from ..synth._map import _map_luts  # lazy: the mapping machinery loads when cost is asked for
-
-        options = {"k": k, "script": script, "executor": executor, "workers": workers, "cache_dir": cache_dir}
-        options.update(dense=dense, progress=progress, abc=abc, timeout=timeout)
-        return _map_luts(self, store=self._lut_results, what="net.cost", **options)
-
     def restrict(self, observation: Any, *, min_count: int = 1, default: Any = None) -> TableNetwork:
         """Partial tables keeping the rows observed at least ``min_count`` times (see :func:`iotable.restrict`)."""
         return restrict(self, observation, min_count=min_count, default=default)
@@ -578,8 +536,8 @@ class TableNetwork:
         rows = [r for r in self.rows() if r["kind"] == "table"]
         if rows and all(r["estimate"] is not None for r in rows):
             lines.append(
-                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once; net.cost() maps "
-                f"them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
+                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once; iotable.synth.cost "
+                f"maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
             )
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
@@ -640,11 +598,11 @@ class TableNetwork:
 
 
 def pipeline_registers(node: Node) -> int | None:
-    """Bits of a pipeline register after table node ``node``: every output code of every position, each
-    ``max(1, bits)`` wide (what ``iotable.hdl.export`` registers); ``None`` for raw outputs."""
+    """Bits of a pipeline register after table node ``node``: every output code of every position, each a field
+    of :func:`iotable.bits.width` bits (what ``iotable.hdl.export`` registers); ``None`` for raw outputs."""
     if not isinstance(node.domain, Domain):
         return None
-    return math.prod(node.shape) * max(node.domain.bits, 1)
+    return math.prod(node.shape) * bits.width(node.domain)
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:

@@ -7,7 +7,14 @@
   :class:`MappedTable` (LUTs, depth, netlist, ABC version and script).
 - :func:`map_luts` — every table of a network or list, each distinct table once, in parallel (a process
   pool, an ``Executor`` or a ``dask.distributed.Client``), cached on disk as JSON: a :class:`LutReport`
-  with per-layer totals, and with ``dense=`` what the don't-cares of restricted tables saved.
+  with per-layer totals (:class:`LayerCost`, the record :func:`iotable.estimate` gives too), and with
+  ``dense=`` what the don't-cares of restricted tables saved.
+- :func:`cost` — :func:`map_luts` of a network, reusing the results it holds (``net.luts``); the report's
+  ``network`` is the network holding every result, which :func:`iotable.save` stores.
+
+This package is the cost layer, above the network: nothing of the core (front, tabulate, graph, runtime,
+network, bundle) imports it. The LUT netlist value and its check (:mod:`iotable.lutnet`) and LogicNets'
+count (:mod:`iotable.lutcount`) are core modules it shares with them.
 
 ABC is a program, not a Python package: ``apt-get install berkeley-abc`` on Debian (yosys' ``yosys-abc``
 works too); without one, :class:`~iotable.errors.ABCNotInstalledError` says so. Counts are estimates tied
@@ -18,11 +25,12 @@ to the pinned flow and ABC version each result records, not a vendor tool's plac
 from __future__ import annotations
 
 from ..errors import ABCError, ABCNotInstalledError, NetlistMismatchError, SynthError
+from ..lutcount import lut_estimate
+from ..lutnet import MAX_INPUT_BITS, Lut, LutNetlist, LutResult, LutResults
 from ._abc import DEFAULT_SCRIPT, abc_version
-from ._estimate import lut_estimate, table_lut_estimate
-from ._function import MAX_INPUT_BITS
-from ._map import LayerCost, LutReport, MappedTable, map_luts, map_table
-from ._netlist import Lut, LutNetlist, check_table
+from ._estimate import table_lut_estimate
+from ._map import LayerCost, LutReport, MappedTable, cost, map_luts, map_table
+from ._netlist import check_table
 
 __all__ = [
     "DEFAULT_SCRIPT",
@@ -33,11 +41,14 @@ __all__ = [
     "Lut",
     "LutNetlist",
     "LutReport",
+    "LutResult",
+    "LutResults",
     "MappedTable",
     "NetlistMismatchError",
     "SynthError",
     "abc_version",
     "check_table",
+    "cost",
     "lut_estimate",
     "map_luts",
     "map_table",

@@ -1,10 +1,6 @@
-"""A table as the Boolean function hardware sees: address bits in, code bits out, and its care set.
+"""A table's function on bits (:class:`iotable.lutnet.BitFunction`) handed to ABC: don't-cares spent, as BLIF.
 
-Bits follow ``iotable.hdl``'s contract: input i's code is a field of ``max(1, ceil(log2 n_i))`` bits, the
-first input most significant; output j's code a field of ``max(1, ceil(log2 n))`` bits, the first output
-most significant. The *care set* is the bit addresses of the rows the table holds; every other address is a
-don't-care: rows a partial (restricted) table lacks, and bit patterns that are no code of a domain whose
-size is not a power of two.
+The function, its bits and its care set are :mod:`iotable.lutnet`'s; this module completes it for the mapper.
 
 Don't-cares are spent before ABC sees the function (ABC's mapping flow takes a completely specified
 function): :func:`fill_dont_cares` assigns them so that the function's multiplexer tree (its BDD, in the
@@ -16,100 +12,12 @@ Everything is whole-array numpy over all rows, a loop over the (at most 24) addr
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
-
 import numpy as np
 
-from ..pla import _bits
-from ..table import IOTable
-from ._estimate import table_bits
+from ..bits import digits
+from ..lutnet import MAX_INPUT_BITS, BitFunction, bit_function
 
 __all__ = ["MAX_INPUT_BITS", "BitFunction", "bit_function", "blif_text", "direct_blif", "fill_dont_cares"]
-
-#: Tables up to this many address bits are mapped (2**24 rows; ABC needs minutes from about 2**16).
-MAX_INPUT_BITS = 24
-
-# Part of every cache key: bump when the function handed to ABC changes for the same table.
-_FLOW_VERSION = b"iotable.synth/1"
-
-
-@dataclass(frozen=True, eq=False)
-class BitFunction:
-    """A table's function on bits: ``outputs`` (care rows, code bits MSB first) at ``care`` bit addresses.
-
-    ``care`` is ``None`` when every bit address is a row (a dense table over power-of-two domains): then
-    ``outputs`` is in address order.
-    """
-
-    input_widths: tuple[int, ...]
-    output_width: int
-    fan_out: int
-    care: np.ndarray | None
-    outputs: np.ndarray  # (rows, output_bits) uint8
-
-    @property
-    def input_bits(self) -> int:
-        return sum(self.input_widths)
-
-    @property
-    def output_bits(self) -> int:
-        return self.output_width * self.fan_out
-
-    @property
-    def space(self) -> int:
-        return 1 << self.input_bits
-
-    def input_names(self) -> list[str]:
-        """Address bit names, most significant first: ``x<input>_<bit>`` as in iotable's PLA files."""
-        return [f"x{j}_{b}" for j, w in enumerate(self.input_widths) for b in range(w - 1, -1, -1)]
-
-    def output_names(self) -> list[str]:
-        """Code bit names, most significant first: ``y<output>_<bit>``."""
-        return [f"y{j}_{b}" for j in range(self.fan_out) for b in range(self.output_width - 1, -1, -1)]
-
-    def truth(self) -> tuple[np.ndarray, np.ndarray]:
-        """``(values, care)``: every output bit over every bit address, shape ``(output_bits, space)`` uint8
-        (0 where not cared), and the care mask ``(space,)`` bool."""
-        values = np.zeros((self.output_bits, self.space), dtype=np.uint8)
-        if self.care is None:
-            values[:] = self.outputs.T
-            return values, np.ones(self.space, dtype=bool)
-        care = np.zeros(self.space, dtype=bool)
-        care[self.care] = True
-        values[:, self.care] = self.outputs.T
-        return values, care
-
-    def key(self) -> str:
-        """A content hash of the function (what is mapped): widths, care set and output bits."""
-        digest = hashlib.sha256(_FLOW_VERSION)
-        digest.update(repr((self.input_widths, self.output_width, self.fan_out)).encode())
-        digest.update(b"dense" if self.care is None else self.care.astype("<i8").tobytes())
-        digest.update(np.packbits(self.outputs, axis=None).tobytes())
-        return digest.hexdigest()
-
-
-def bit_function(table: IOTable, *, what: str) -> BitFunction:
-    """The function ``table`` computes on bits (see the module docstring); checked: codes out, bits bounded."""
-    input_bits, _ = table_bits(table, what=what)
-    if input_bits > MAX_INPUT_BITS:
-        msg = (
-            f"{what}: {table!r} has {input_bits} address bits; ABC mapping is limited to {MAX_INPUT_BITS} "
-            "(2**24 rows); use lut_estimate for larger tables or decompose finer"
-        )
-        from ..errors import SynthError
-
-        raise SynthError(msg)
-    widths = tuple(max(d.bits, 1) for d in table.input_domains)
-    out_width = max(table.output_domain.bits, 1) if table.output_domain is not None else 1
-    outputs = _bits(np.asarray(table.outputs), [out_width] * table.fan_out)
-    whole = all(n == 1 << w for n, w in zip(table.radices, widths))
-    if table.is_dense and whole:
-        return BitFunction(widths, out_width, table.fan_out, None, outputs)
-    shifts = np.cumsum((0, *widths[::-1]))[:-1][::-1].astype(np.int64)
-    # Fields have fixed widths, so bit addresses rise with packed addresses: the rows stay sorted.
-    care = (table.inputs.astype(np.int64) << shifts[None, :]).sum(axis=1) if len(table) else np.zeros(0, np.int64)
-    return BitFunction(widths, out_width, table.fan_out, care, outputs)
 
 
 def fill_dont_cares(values: np.ndarray, care: np.ndarray) -> np.ndarray:
@@ -167,7 +75,7 @@ def blif_text(fn: BitFunction, values: np.ndarray) -> bytes:
             continue
         if minterm_bits is None:  # every address in binary, one row of '0'/'1' bytes each
             addresses = np.arange(fn.space, dtype=np.int64)[:, None]
-            minterm_bits = _bits(addresses, [n]) + np.uint8(ord("0"))
+            minterm_bits = digits(addresses, [n]) + np.uint8(ord("0"))
         on = count <= fn.space // 2
         rows = minterm_bits[ones if on else ~ones]
         tail = np.frombuffer(b" 1\n" if on else b" 0\n", dtype=np.uint8)
@@ -199,7 +107,7 @@ def direct_blif(fn: BitFunction, values: np.ndarray) -> str:
             lines.append(f".names {names_in[support[0]]} {name}\n1 1")
             continue
         ones = np.flatnonzero(reduced)
-        rows = _bits(ones[:, None].astype(np.int64), [len(support)]) + np.uint8(ord("0"))
+        rows = digits(ones[:, None].astype(np.int64), [len(support)]) + np.uint8(ord("0"))
         tail = np.broadcast_to(np.frombuffer(b" 1\n", dtype=np.uint8), (len(rows), 3))
         cover = np.concatenate([rows, tail], axis=1).tobytes().decode().rstrip("\n")
         lines.append(".names " + " ".join(names_in[i] for i in support) + f" {name}\n{cover}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import hashlib
 import itertools
 import json
 import math
@@ -29,16 +28,25 @@ from .._util.files import atomic_write
 from .._util.progress import progress_bar
 from ..errors import CacheError, IOTableError, NetlistMismatchError, SynthError
 from ..graph.graph import NodeKind
+from ..lutcount import check_k, lut_estimate
+from ..lutnet import (
+    RECORD_FORMAT,
+    BitFunction,
+    LutNetlist,
+    LutResult,
+    LutResults,
+    bit_function,
+    check_netlist,
+    result_name,
+)
 from ..network.network import TableNetwork, pipeline_registers
 from ..table import IOTable
 from ._abc import abc_version, find_abc, resolve_script, run_abc
-from ._estimate import check_k, lut_estimate
-from ._function import BitFunction, bit_function, blif_text, direct_blif, fill_dont_cares
-from ._netlist import LutNetlist, check_netlist
+from ._function import blif_text, direct_blif, fill_dont_cares
 
-__all__ = ["LayerCost", "LutReport", "MappedTable", "map_luts", "map_table"]
+__all__ = ["LayerCost", "LutReport", "MappedTable", "cost", "map_luts", "map_table"]
 
-_FORMAT = 2  # of the cache's JSON records
+_FORMAT = RECORD_FORMAT  # of the cache's JSON records
 _DEFAULT_TIMEOUT = 600.0
 
 
@@ -50,7 +58,7 @@ class MappedTable:
         luts: LUTs of the mapped netlist (nodes that read a signal; wires and constants are free).
         depth: LUTs on the longest input-to-output path.
         estimate: LogicNets' analytic estimate for the same address and code bits (:func:`lut_estimate`).
-        input_bits: address bits (each input code a field of ``max(1, ceil(log2 n))`` bits).
+        input_bits: address bits (each input code a field of :func:`iotable.bits.width` bits).
         output_bits: code bits of all outputs.
         k: LUT inputs the script mapped to.
         script: the ABC commands run between reading the table and writing the netlist.
@@ -95,21 +103,44 @@ class MappedTable:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """One layer's totals: tables, LUTs, the analytic estimate, the deepest table, dense LUTs (if known).
+    """What one table layer costs: the one per-layer record of :func:`map_luts` / :func:`cost` (each layer's
+    tables mapped by ABC) and of :func:`iotable.estimate` (the layer's tables as planned, before any row).
 
-    ``input_bits`` lists the distinct address bits of the layer's tables; ``registers`` is the bits of a
-    pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)`` registers
-    it), known for a network's layers, ``None`` for tables given alone.
+    Attributes:
+        name: the layer's name (its node; :attr:`layer` too).
+        tables: the layer's tables, one per unit (:attr:`units` too).
+        luts: the LUTs of its tables: ABC's mapped count in a :class:`LutReport`, LogicNets' estimate in an
+            estimate (where nothing is mapped), each table counted once.
+        estimate: LogicNets' estimate of its tables (:func:`iotable.lutcount.lut_estimate`).
+        depth: the deepest table's LUTs on a path (``None`` when not mapped).
+        dense_luts: LUTs of the dense tables partial ones were restricted from (``dense=``), else ``None``.
+        input_bits: the distinct address bits of its tables.
+        registers: the bits of a pipeline register after the layer (every output code, as
+            ``iotable.hdl.export(pipeline=1)`` registers it); ``None`` for tables given alone.
+        rows: the rows of its tables together (``None`` when not known).
+        output_bits: the widest table's code bits (``None`` when not known).
     """
 
     name: str
     tables: int
     luts: int
     estimate: int
-    depth: int
+    depth: int | None = None
     dense_luts: int | None = None
     input_bits: tuple[int, ...] = ()
     registers: int | None = None
+    rows: int | None = None
+    output_bits: int | None = None
+
+    @property
+    def layer(self) -> str:
+        """The layer's name (:attr:`name`)."""
+        return self.name
+
+    @property
+    def units(self) -> int:
+        """The layer's units, one table each (:attr:`tables`)."""
+        return self.tables
 
 
 @dataclass(frozen=True)
@@ -118,7 +149,9 @@ class LutReport:
 
     ``layers`` holds per-layer totals where tables name their layer (a network's layers, or tables from
     :func:`iotable.precompute`). ``distinct`` counts distinct functions, ``mapped`` those ABC ran on in
-    this call, ``cached`` those read from the cache; ``seconds`` is this call's wall time.
+    this call, ``cached`` those read from the cache; ``seconds`` is this call's wall time. ``network``, for a
+    network mapped, is that network holding every result (``network.luts``; :func:`iotable.save` stores
+    them); ``None`` for tables given alone.
     """
 
     tables: tuple[MappedTable, ...]
@@ -130,6 +163,7 @@ class LutReport:
     mapped: int
     cached: int
     seconds: float
+    network: TableNetwork | None = field(default=None, repr=False, compare=False)
 
     @property
     def luts(self) -> int:
@@ -447,12 +481,13 @@ def map_table(
 
 class _Cache:
     """JSON records of mapped functions in one folder, one file per (function, k, script, ABC version), and
-    in memory: ``store`` maps each file name to its record and checked netlist (a network's own results,
-    see :meth:`TableNetwork.cost <iotable.TableNetwork.cost>`; read first, and kept up to date)."""
+    in memory: ``memory`` maps each file name to its checked :class:`~iotable.lutnet.LutResult`, first those
+    a network holds (``net.luts``, see :func:`cost`; read before the folder), then every result checked or
+    mapped here."""
 
-    def __init__(self, folder: Any, *, what: str, store: dict[str, Any] | None = None) -> None:
+    def __init__(self, folder: Any, *, what: str, held: Mapping[str, LutResult] | None = None) -> None:
         self.what = what
-        self.memory: dict[str, Any] = {} if store is None else store
+        self.memory: dict[str, LutResult] = dict(held or {})
         self.folder: Path | None = None
         if folder is None:
             return
@@ -472,8 +507,7 @@ class _Cache:
 
     @staticmethod
     def name(key: str, k: int, script: str, version: str) -> str:
-        digest = hashlib.sha256(json.dumps([_FORMAT, key, k, script, version]).encode()).hexdigest()
-        return f"{digest[:40]}.json"
+        return result_name(key, k, script, version)
 
     def load(self, file: str) -> dict[str, Any] | None:
         if self.folder is None or not (self.folder / file).exists():
@@ -492,8 +526,8 @@ class _Cache:
         return record
 
     def keep(self, file: str, record: dict[str, Any], netlist: LutNetlist) -> None:
-        """Hold a checked result in memory (the record as the cache file holds it, and its parsed netlist)."""
-        self.memory[file] = (record, netlist)
+        """Hold a checked result in memory (from the record as the cache file holds it, and its parsed netlist)."""
+        self.memory[file] = LutResult.from_record(record, netlist)
 
     def save(self, file: str, record: dict[str, Any]) -> None:
         if self.folder is None:
@@ -603,7 +637,6 @@ def map_luts(
     """
     return _map_luts(
         tables,
-        store=None,
         k=k,
         script=script,
         executor=executor,
@@ -617,10 +650,69 @@ def map_luts(
     )
 
 
+def cost(
+    net: TableNetwork,
+    *,
+    k: int = 6,
+    script: str | None = None,
+    executor: Any = None,
+    workers: int | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    dense: Any = None,
+    progress: bool | None = None,
+    abc: str | os.PathLike[str] | None = None,
+    timeout: float = _DEFAULT_TIMEOUT,
+) -> LutReport:
+    """Map every table of ``net`` onto k-input LUTs with ABC, each netlist checked on every row of its table.
+
+    :func:`map_luts` on a network (see it for every option), reusing the results the network holds
+    (``net.luts``, from an earlier call or a loaded bundle: only the tables whose results it lacks for this
+    ``k``, script and ABC version are mapped). The network is a value and is not changed: the report's
+    ``network`` is a copy of ``net`` holding every result, which :func:`iotable.save` stores in the bundle
+    and whose ``cost`` maps nothing. With ``cache_dir``, a run that fails or is interrupted keeps what it
+    mapped there.
+
+    Returns:
+        A :class:`LutReport`: per table layer the tables, their input bits, LogicNets' estimate, ABC's LUTs,
+        the depth and the pipeline register bits after it; totals; ABC's version and the script; and
+        ``network``, ``net`` with the results. Its ``summary()`` prints them.
+
+    Raises:
+        ABCNotInstalledError: no ABC program (install the Debian package ``berkeley-abc``).
+        SynthError: ``net`` is not a network, a bad option, or a table without code outputs (raw values) or of
+            over 24 bits.
+
+    Example:
+        >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(2))
+        >>> net = iotable.precompute(model, input_domain=Domain.uniform(1))
+        >>> report = cost(net, workers=1, progress=False)
+        >>> report.distinct, len(report.network.luts), cost(report.network, workers=1).mapped
+        (2, 2, 0)
+    """
+    if not isinstance(net, TableNetwork):
+        msg = (
+            f"cost: expected a TableNetwork (from iotable.precompute or iotable.load), received "
+            f"{type(net).__name__}; map_luts maps tables given alone"
+        )
+        raise SynthError(msg)
+    return _map_luts(
+        net,
+        k=k,
+        script=script,
+        executor=executor,
+        workers=workers,
+        cache_dir=cache_dir,
+        progress=progress,
+        abc=abc,
+        timeout=timeout,
+        dense=dense,
+        what="cost",
+    )
+
+
 def _map_luts(
     tables: Any,
     *,
-    store: dict[str, Any] | None,
     k: int,
     script: str | None,
     executor: Any,
@@ -632,9 +724,9 @@ def _map_luts(
     dense: Any,
     what: str,
 ) -> LutReport:
-    """:func:`map_luts`, with results held in ``store`` too (see :class:`_Cache`): read before the cache
-    folder, and every result checked or mapped here is added as it arrives, so an interrupted run keeps
-    what it mapped. ``what`` names the caller in errors."""
+    """:func:`map_luts`; for a network, the results it holds (``net.luts``) are read before the cache folder,
+    and the report's ``network`` is the network holding them and every result checked or mapped here.
+    ``what`` names the caller in errors."""
     start = time.perf_counter()
     k = check_k(k, what=what)
     items = _items(tables, what=what, argument="tables")
@@ -643,7 +735,8 @@ def _map_luts(
     script = resolve_script(script, k, what=what)
     timeout = _timeout(timeout, what=what)
     enabled = _check_progress(progress, what=what)
-    cache = _Cache(cache_dir, what=what, store=store)
+    network = tables if isinstance(tables, TableNetwork) else None
+    cache = _Cache(cache_dir, what=what, held=network.luts if network is not None else None)
     program = find_abc(abc, what=what)
     version = abc_version(program)
     distinct, keys, dense_keys = _distinct(items, functions, dense_functions)
@@ -676,6 +769,7 @@ def _map_luts(
         mapped=len(pending),
         cached=len(distinct) - len(pending),
         seconds=time.perf_counter() - start,
+        network=None if network is None else dataclasses.replace(network, luts=LutResults(cache.memory.values())),
     )
 
 
@@ -719,8 +813,8 @@ def _cached(
     for key, (fn, name) in distinct.items():
         file = cache.name(key, k, script, version)
         if file in cache.memory:  # checked when it was mapped, read from the cache or loaded from a bundle
-            record, netlist = cache.memory[file]
-            results[key] = _result(record, netlist, cached=True, fn=fn)
+            held = cache.memory[file]
+            results[key] = _result(held.record(), held.netlist, cached=True, fn=fn)
             continue
         record = cache.load(file)
         if record is None:
@@ -796,6 +890,7 @@ def _layers(
             name=name,
             tables=len(group),
             luts=sum(m.luts for m in group),
+            output_bits=max(m.output_bits for m in group),
             estimate=sum(m.estimate for m in group),
             depth=max(m.depth for m in group),
             dense_luts=None if any(m.dense_luts is None for m in group) else sum(m.dense_luts or 0 for m in group),

@@ -3,8 +3,8 @@
 A whole model is traced, cut into table layers and planned exactly as :func:`iotable.precompute` does it, and
 stops there: the plans know every table's input and output bits, so LogicNets' LUT6 estimate of each table and
 the pipeline register bits after each table layer follow without enumerating anything. This is the figure to
-watch while choosing fan-ins and bit widths during training; :meth:`TableNetwork.cost
-<iotable.network.TableNetwork.cost>` maps the built tables with ABC afterwards.
+watch while choosing fan-ins and bit widths during training; :func:`iotable.synth.cost` maps the built tables
+with ABC afterwards. Each layer is a :class:`~iotable.synth.LayerCost`, the record a mapping reports too.
 """
 
 from __future__ import annotations
@@ -19,38 +19,23 @@ from ..domain import Domain
 from ..front.plan import DEFAULT_MAX_ROWS
 from ..front.spec import Layout
 from ..graph.graph import TableMeta, text_table
+from ..lutcount import check_k
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import _Options
+from ._map import LayerCost
 
 __all__ = ["CostEstimate", "LayerEstimate", "estimate"]
 
 
-@dataclass(frozen=True)
-class LayerEstimate:
-    """One table layer's tables as planned.
-
-    Attributes:
-        layer: the layer's name (its node); units: its tables; rows: their rows together.
-        input_bits: the distinct table input (address) widths; output_bits: the widest table output.
-        luts: LogicNets' LUT estimate of its tables (k-input LUTs), each table once; registers: the bits of a
-            pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)``
-            registers it).
-    """
-
-    layer: str
-    units: int
-    rows: int
-    input_bits: tuple[int, ...]
-    output_bits: int
-    luts: int
-    registers: int
+#: The per-layer record of an estimate: :class:`~iotable.synth.LayerCost` (``luts`` is LogicNets' estimate there).
+LayerEstimate = LayerCost
 
 
 @dataclass(frozen=True)
 class CostEstimate:
     """The planned cost of a model's table layers (see :func:`estimate`)."""
 
-    layers: tuple[LayerEstimate, ...]
+    layers: tuple[LayerCost, ...]
     k: int
 
     @property
@@ -61,19 +46,19 @@ class CostEstimate:
     @property
     def registers(self) -> int:
         """Pipeline register bits after every table layer together."""
-        return sum(layer.registers for layer in self.layers)
+        return sum(layer.registers or 0 for layer in self.layers)
 
     @property
     def rows(self) -> int:
         """Table rows enumeration would compute."""
-        return sum(layer.rows for layer in self.layers)
+        return sum(layer.rows or 0 for layer in self.layers)
 
     def summary(self) -> str:
         """A table per layer and the totals."""
         rows = [
             {
-                "layer": e.layer,
-                "tables": e.units,
+                "layer": e.name,
+                "tables": e.tables,
                 "input bits": ", ".join(map(str, e.input_bits)),
                 "output bits": e.output_bits,
                 "rows": e.rows,
@@ -117,8 +102,6 @@ def estimate(
         >>> cost.luts, cost.registers, cost.rows
         (30, 6, 768)
     """
-    from ._estimate import check_k  # lazy: iotable.synth loads when cost is asked for
-
     k = check_k(k, what="estimate")
     options = _Options(max_rows=max_rows).as_kwargs()
     skeleton = model_skeleton(
@@ -138,15 +121,17 @@ def estimate(
         address, code = plan.table_bits
         if code is None:
             continue  # raw outputs: not a table of codes (a float head), nothing to estimate
+        luts = plan.lut_estimate(k=k) or 0
         layers.append(
-            LayerEstimate(
-                layer=node.name,
-                units=len(plan.units),
-                rows=plan.total_rows,
+            LayerCost(
+                name=node.name,
+                tables=len(plan.units),
+                luts=luts,
+                estimate=luts,
                 input_bits=tuple(sorted({int(b) for b in address})),
-                output_bits=int(code.max()),
-                luts=plan.lut_estimate(k=k) or 0,
                 registers=pipeline_registers(node) or 0,
+                rows=plan.total_rows,
+                output_bits=int(code.max()),
             )
         )
     return CostEstimate(tuple(layers), k)
