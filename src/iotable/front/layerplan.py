@@ -25,6 +25,7 @@ from .._util.order import unit_elements
 from ..bits import width, widths
 from ..domain import Domain
 from ..errors import SpecError
+from ..lutcount import lut_estimate
 from .layout import Layout, PaddingMode
 from .metadata import Spec
 
@@ -252,8 +253,6 @@ class LayerPlan:
             >>> [b.tolist() for b in p.table_bits], p.lut_estimates().tolist(), p.lut_estimate()
             ([[9, 9, 9], [2, 2, 2]], [22, 22, 22], 66)
         """
-        from ..synth._estimate import lut_estimate  # lazy: iotable.synth loads when cost is asked for
-
         address, code = self.table_bits
         return None if code is None else lut_estimate(address, code, k=k)
 
