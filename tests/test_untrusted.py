@@ -636,6 +636,6 @@ def test_the_command_line_never_prints_a_traceback(bundle: Path, monkeypatch) ->
     def broken(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")
 
-    monkeypatch.setattr(iotable.cli, "_open", broken)
+    monkeypatch.setattr(iotable.cli, "open_bundle", broken)
     status, err = check(bundle)
     assert status == 1 and err.startswith("iotable check: internal error (RecursionError") and "Traceback" not in err

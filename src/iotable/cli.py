@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ._util.files import atomic_write
-from .bundle.bundle import _open
+from .bundle.bundle import open_bundle
 from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
 from .network.network import TableNetwork
@@ -40,7 +40,7 @@ Inspect, check, draw and export iotable bundles: the directories iotable.save() 
 
 def _network(path: str, command: str) -> TableNetwork:
     """The network a bundle holds, or an error naming the layer it holds instead."""
-    obj, _ = _open(path)
+    obj, _ = open_bundle(path)
     if not isinstance(obj, TableNetwork):
         msg = (
             f"{path} holds one layer ({obj.name!r}), which has no interlayer graph; iotable {command} needs a network "
@@ -66,7 +66,7 @@ def _add_info(commands: argparse._SubParsersAction) -> None:
 
 
 def _info(args: argparse.Namespace) -> int:
-    obj, manifest = _open(args.bundle)
+    obj, manifest = open_bundle(args.bundle)
     kind = "network" if isinstance(obj, TableNetwork) else f"layer {obj.name!r}"
     print(
         f"{args.bundle}: iotable bundle (format version {manifest['format_version']}, written by iotable "
@@ -94,7 +94,7 @@ def _add_check(commands: argparse._SubParsersAction) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    obj, manifest = _open(args.bundle)
+    obj, manifest = open_bundle(args.bundle)
     version = manifest["format_version"]
     if version < CHECKSUMMED:
         msg = (
@@ -182,7 +182,7 @@ def _pla(args: argparse.Namespace) -> int:
     if target.exists() and not target.is_dir():
         msg = f"DIRECTORY {args.directory}: exists and is not a directory; give a directory for the .pla files"
         raise CommandError(msg)
-    obj, _ = _open(args.bundle)
+    obj, _ = open_bundle(args.bundle)
     paths = export_pla(obj, target, dont_cares=args.dont_cares)
     print(f"wrote {len(paths)} PLA file(s) to {target}")
     return 0
@@ -290,7 +290,7 @@ def _cost(args: argparse.Namespace) -> int:
     if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
         msg = f"--cache {args.cache}: exists and is not a directory; give a folder for the cache"
         raise CommandError(msg)
-    obj, _ = _open(args.bundle)
+    obj, _ = open_bundle(args.bundle)
     if args.save and not isinstance(obj, TableNetwork):
         msg = f"--save: {args.bundle} holds one layer ({obj.name!r}); mapping results are stored in network bundles"
         raise CommandError(msg)

@@ -30,7 +30,7 @@ def code_dtype(n: int) -> np.dtype:
     return np.dtype(np.uint64)
 
 
-def _as_array(values: Any, *, what: str, error: type[Exception] = DomainError) -> np.ndarray:
+def as_array(values: Any, *, what: str, error: type[Exception] = DomainError) -> np.ndarray:
     """``values`` (array, tensor or nested sequence) as a numpy array, or ``error`` naming ``what``.
 
     Tensors are taken as they hold their values: sparse ones densified, bfloat16 (which numpy lacks)
@@ -121,7 +121,7 @@ class Domain:
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             msg = f"Domain: expected a sequence of numbers, received {type(values).__name__} {values!r}"
             raise DomainError(msg)
-        array = _as_array(list(values) if not hasattr(values, "shape") else values, what="Domain values")
+        array = as_array(list(values) if not hasattr(values, "shape") else values, what="Domain values")
         if array.size and array.dtype.kind not in "biuf":
             msg = f"Domain: expected real numbers, received {array.dtype} values {list(array.reshape(-1)[:4])}"
             raise DomainError(msg)
@@ -255,7 +255,7 @@ class Domain:
 
         Values within float32 rounding of a domain value are accepted, so float32 model outputs encode.
         """
-        array = _as_array(values, what="Domain.encode")
+        array = as_array(values, what="Domain.encode")
         if array.dtype.kind not in "biuf":
             msg = f"Domain.encode: expected numeric values, received dtype {array.dtype}"
             raise DomainError(msg)
@@ -275,7 +275,7 @@ class Domain:
 
     def decode(self, codes: Any, *, dtype: Any = np.float64) -> np.ndarray:
         """Values of integer ``codes`` (any shape); a code outside ``0..n-1`` raises :class:`DomainError`."""
-        array = _as_array(codes, what="Domain.decode")
+        array = as_array(codes, what="Domain.decode")
         if array.dtype.kind not in "biu":
             msg = f"Domain.decode: expected integer codes, received dtype {array.dtype}"
             raise DomainError(msg)

@@ -32,7 +32,7 @@ from torch import nn
 
 from .errors import SpecError
 from .front.registry import LayerKind, Role, kind_of, register, registered, role_of, unregister
-from .front.spec import ELEMENTWISE, Layout, PaddingMode, Spec, _normalize_padding, _pool_geometry, mask_fan_in
+from .front.spec import ELEMENTWISE, Layout, PaddingMode, Spec, mask_fan_in, normalize_padding, pool_geometry
 
 __all__ = ["LayerKind", "Role", "is_elementwise", "kind_of", "register", "registered", "role_of", "unregister"]
 
@@ -60,7 +60,7 @@ def _conv(module: Any) -> Spec:
         "kernel_size": tuple(module.kernel_size),
         "stride": tuple(module.stride),
         "dilation": tuple(module.dilation),
-        "padding": _normalize_padding(module),
+        "padding": normalize_padding(module),
         "padding_mode": PaddingMode.parse(module.padding_mode, what=f"nn.{type(module).__name__}"),
         "layout": Layout.NCW if rank == 1 else Layout.NCHW,
     }
@@ -75,7 +75,7 @@ def _conv(module: Any) -> Spec:
 def _avg_pool(module: Any) -> Spec:
     """One unit per channel over its window (a quantizer must follow: see ``needs_quantizer_after``)."""
     rank = 1 if isinstance(module, nn.AvgPool1d) else 2
-    kernel, stride, padding = _pool_geometry(module, rank)
+    kernel, stride, padding = pool_geometry(module, rank)
     if any(padding) and not module.count_include_pad:
         msg = (
             f"{type(module).__name__}(padding={padding}, count_include_pad=False) divides edge windows by fewer "

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ._torchao import fake_quantize_domain, is_fake_quantize
 from .brevitas import is_brevitas, quantizer_domain
 from .domain import Domain
+from .front.torchao import fake_quantize_domain, is_fake_quantize
 
 __all__ = ["Quantize", "domain_of"]
 

@@ -16,7 +16,7 @@ from typing import Any, overload
 import numpy as np
 
 from ._util import display as _display
-from .domain import Domain, _as_array, code_dtype
+from .domain import Domain, as_array, code_dtype
 from .errors import MissingRowError, TableError
 
 __all__ = ["IOTable", "TableList", "place_values"]
@@ -36,7 +36,7 @@ def place_values(radices: Any) -> np.ndarray:
 
 
 def _to_numpy(array: Any, what: str) -> np.ndarray:
-    return _as_array(array, what=f"IOTable: {what}", error=TableError)
+    return as_array(array, what=f"IOTable: {what}", error=TableError)
 
 
 def _domains(input_domains: Domain | Sequence[Domain], fan_in: int | None) -> tuple[Domain, ...]:

@@ -153,10 +153,10 @@ def load(
         >>> loaded[1] == layer[1], loaded.plan.units == layer.plan.units
         (True, True)
     """
-    return _open(path, host_modules=host_modules)[0]
+    return open_bundle(path, host_modules=host_modules)[0]
 
 
-def _open(
+def open_bundle(
     path: str | os.PathLike[str], *, host_modules: Mapping[str, nn.Module] | None = None
 ) -> tuple[TableNetwork | LayerTables, dict[str, Any]]:
     """:func:`load`, also returning the manifest (for the command line)."""

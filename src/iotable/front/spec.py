@@ -43,6 +43,3 @@ __all__ = [
 
 # The names other packages imported before these had public ones.
 _ATTR = SPEC_ATTRIBUTE
-_declared = declared_spec
-_normalize_padding = normalize_padding
-_pool_geometry = pool_geometry

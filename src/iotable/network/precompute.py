@@ -15,7 +15,7 @@ from ..errors import SpecError
 from ..front.modelcheck import warn_training
 from ..front.plan import DEFAULT_MAX_ROWS, plan
 from ..front.reuse import remember, remembered, structure_key
-from ..front.spec import _declared, has_spec
+from ..front.spec import declared_spec, has_spec
 from ..tabulate.cache import check_cache_dir
 from ..tabulate.enumerate import DEFAULT_MEMORY_BUDGET
 from ..tabulate.layers import LayerTables, tabulate
@@ -27,12 +27,12 @@ __all__ = ["LayerTables", "precompute", "precompute_layer", "precompute_model"]
 def _is_model(module: nn.Module) -> bool:
     """Whole models: an undecorated ``nn.Sequential`` or any module no spec describes."""
     if isinstance(module, nn.Sequential):
-        return _declared(module) is None
+        return declared_spec(module) is None
     return not has_spec(module)
 
 
 @dataclass(frozen=True)
-class _Options:
+class PrecomputeOptions:
     """How every layer's tables are built: the options :func:`precompute` checks once and passes down."""
 
     max_rows: int = DEFAULT_MAX_ROWS
@@ -59,7 +59,7 @@ class _Options:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _check_front(*, reuse: Any, name: Any, options: _Options) -> None:
+def _check_front(*, reuse: Any, name: Any, options: PrecomputeOptions) -> None:
     """The checks every entry makes before any work: ``reuse`` and ``name``, and a usable ``cache_dir``."""
     if not isinstance(reuse, bool):
         msg = f"precompute: reuse must be True or False, received {type(reuse).__name__} {reuse!r}"
@@ -197,7 +197,7 @@ def precompute(
         >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
         (3, 64, [6.0])
     """
-    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
     if host or input_layout is not None or _is_model(module):
@@ -229,7 +229,7 @@ def precompute_layer(
         >>> len(layer), layer[0].rows
         (3, 4)
     """
-    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
     return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
@@ -262,7 +262,7 @@ def precompute_model(
         >>> [len(layer) for layer in net.layers.values()]
         [3]
     """
-    options = _Options(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
     _check_front(reuse=reuse, name=None, options=options)
     warn_training(model, "precompute")  # called here: the warning points at the caller's line
     return _model(model, input_domain, example_input, host, input_layout, reuse=reuse, options=options)
@@ -276,7 +276,7 @@ def _model(
     input_layout: str | None,
     *,
     reuse: bool,
-    options: _Options,
+    options: PrecomputeOptions,
 ) -> TableNetwork:
     """Trace, cut, plan and tabulate a whole model (see :func:`iotable.network.build_network`)."""
     return build_network(
@@ -297,7 +297,7 @@ def _layer(
     name: str | None,
     *,
     reuse: bool,
-    options: _Options,
+    options: PrecomputeOptions,
 ) -> LayerTables:
     """Plan one layer (or reuse the plan of an earlier call on the same structure), then tabulate it."""
     layer = None

@@ -21,7 +21,7 @@ from ..front.spec import Layout
 from ..graph.graph import TableMeta, text_table
 from ..lutcount import check_k
 from ..network.network import model_skeleton, pipeline_registers
-from ..network.precompute import _Options
+from ..network.precompute import PrecomputeOptions
 from ._map import LayerCost
 
 __all__ = ["CostEstimate", "LayerEstimate", "estimate"]
@@ -103,7 +103,7 @@ def estimate(
         (30, 6, 768)
     """
     k = check_k(k, what="estimate")
-    options = _Options(max_rows=max_rows).as_kwargs()
+    options = PrecomputeOptions(max_rows=max_rows).as_kwargs()
     skeleton = model_skeleton(
         model,
         input_domain=input_domain,
