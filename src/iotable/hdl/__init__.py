@@ -24,11 +24,12 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
-from ._bench import table_bench
-from ._export import Design, LayerResources, Port, check, export, simulate
-from ._mapped import mapped_verilog, mapped_vhdl
-from ._table import TableLayout, layout_of, table_verilog, table_vhdl
-from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+from .bench import table_bench
+from .design import Design, LayerResources, Port
+from .mapped import mapped_verilog, mapped_vhdl
+from .table import TableLayout, layout_of, table_verilog, table_vhdl
+from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+from .writer import check, export, simulate
 
 __all__ = [
     "CheckResult",
