@@ -18,9 +18,9 @@ import iotable
 from iotable import Domain, HDLError, IOTable, OptionError
 from iotable.cli import main
 from iotable.hdl import Design, check, export, mapped_verilog, mapped_vhdl, simulate, simulate_files, table_bench
-from iotable.hdl._mapped import lut_init, map_modules
-from iotable.hdl._netlist import TableModule
-from iotable.hdl._table import layout_of
+from iotable.hdl.mapped import lut_init, map_modules
+from iotable.hdl.netlist import TableModule
+from iotable.hdl.table import layout_of
 from iotable.nn import Quantize
 from iotable.synth import Lut, map_table
 from tests.optional import require_program

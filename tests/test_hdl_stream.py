@@ -18,7 +18,7 @@ import iotable
 import iotable.graph.nodes
 from iotable import Domain, HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
-from iotable.hdl._stream import beats_of, from_beats
+from iotable.hdl.streaming import beats_of, from_beats
 from iotable.nn import Quantize
 from tests.optional import require_program
 from tests.test_hdl_export import (

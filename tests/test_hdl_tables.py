@@ -12,7 +12,7 @@ import pytest
 
 from iotable import Domain, HDLError, HDLToolError, IOTable, OptionError, SimulatorNotInstalledError
 from iotable.hdl import check_files, simulate_files, table_bench, table_verilog, table_vhdl, write_files
-from iotable.hdl._table import levels_of
+from iotable.hdl.table import levels_of
 from tests.optional import require_program
 
 D1, D2, D3 = Domain.uniform(1), Domain.uniform(2), Domain.uniform(3)

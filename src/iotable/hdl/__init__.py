@@ -16,6 +16,13 @@
   with yosys and assert no latch, nothing undriven, no combinational loop; :func:`write_files` — write
   generated files atomically.
 
+Inside: :mod:`.netlist` is the hardware IR of a design (elements, signals, table modules, layer and pool
+blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a graph with
+one function per node kind and style (:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`);
+:mod:`.verilog` and :mod:`.vhdl` print it (:mod:`.emit`: what they share; :mod:`.sources`: the files), every
+identifier and comment through :mod:`.names`; :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
+it returns.
+
 The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
 ``apt-get install iverilog ghdl verilator yosys`` on Debian; a missing one raises
 :class:`~iotable.errors.SimulatorNotInstalledError` naming its package.
@@ -24,11 +31,12 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
-from ._bench import table_bench
-from ._export import Design, LayerResources, Port, check, export, simulate
-from ._mapped import mapped_verilog, mapped_vhdl
-from ._table import TableLayout, layout_of, table_verilog, table_vhdl
-from ._tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+from .bench import table_bench
+from .design import Design, LayerResources, Port
+from .mapped import mapped_verilog, mapped_vhdl
+from .table import TableLayout, layout_of, table_verilog, table_vhdl
+from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+from .writer import check, export, simulate
 
 __all__ = [
     "CheckResult",

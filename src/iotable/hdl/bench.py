@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import HDLError, OptionError
 from ..table import IOTable
-from ._names import check_name
-from ._table import TableLayout, _lines, layout_of
+from .names import check_name
+from .table import TableLayout, _lines, layout_of
 
 __all__ = ["Language", "table_bench"]
 

@@ -1,6 +1,6 @@
 """A whole table network as Verilog or VHDL: :func:`export`, :func:`simulate` and :func:`check`.
 
-:func:`export` walks the network's graph with :class:`~iotable.hdl._netlist.NetlistBuilder` (a
+:func:`export` walks the network's graph with :class:`~iotable.hdl.netlist.NetlistBuilder` (a
 :class:`~iotable.interpret.GraphInterpreter`), writes the design, its self-checking testbench with vectors
 from ``net.run`` and an exhaustive bench per distinct table, and returns a :class:`Design`: the files, the
 top module's ports and their bit packing, the latency, and each layer's resources. docs/hardware.md is the
@@ -9,11 +9,9 @@ I/O contract.
 
 from __future__ import annotations
 
-import enum
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,219 +20,22 @@ import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..network.network import TableNetwork
-from ._bench import Language, table_bench
-from ._emit import design_files
-from ._mapped import check_mapped_options, layer_luts, map_modules
-from ._names import check_name
-from ._netbench import bench_files, parse_words
-from ._netlist import Layer, Netlist, NetlistBuilder
-from ._stream import Stage, StreamBuilder, WindowStage, beats_of, from_beats
-from ._streamemit import stream_files
-from ._table import DontCares
-from ._tools import CheckResult, Simulator, check_files, simulate_files, write_files
+from .bench import Language, table_bench
+from .build import build_netlist
+from .design import Design, LayerResources, Port, codes_at
+from .mapped import check_mapped_options, layer_luts, map_modules
+from .names import check_name
+from .netbench import bench_files, parse_words
+from .netlist import Layer, Netlist, Style
+from .sources import design_files, header_lines
+from .streaming import beats_of, from_beats
+from .table import DontCares
+from .tools import CheckResult, Simulator, check_files, simulate_files, write_files
 
-__all__ = ["Design", "LayerResources", "Port", "Style", "check", "export", "simulate"]
+__all__ = ["UNROLL_LIMIT", "check", "export", "simulate"]
 
 #: More instances than this make an unrolled design refuse (an image too large to unroll).
 UNROLL_LIMIT = 200_000
-
-
-class Style(str, enum.Enum):
-    """How a design computes the positions of a spatial layer."""
-
-    UNROLLED = "unrolled"  # one instance of every unit at every position: a whole sample per cycle
-    STREAMING = "streaming"  # pixels in raster order through line buffers, one instance of every unit
-
-    @classmethod
-    def parse(cls, value: Any, *, what: str) -> Style:
-        if isinstance(value, Style):
-            return value
-        if isinstance(value, str) and value.lower() in {m.value for m in cls}:
-            return cls(value.lower())
-        accepted = ", ".join(repr(m.value) for m in cls)
-        msg = f"{what}: unknown style {value!r}; expected one of {accepted}"
-        raise OptionError(msg)
-
-
-@dataclass(frozen=True)
-class Port:
-    """A data port of the top module and how the codes of a tensor sit in it.
-
-    Element ``i`` of a word is the unsigned bit field ``[offset(i) + widths[i] - 1 : offset(i)]``,
-    ``offset(i)`` the sum of the widths before it: element 0 in the lowest bits. With one domain for every
-    element, element ``i`` is ``[i*b +: b]``. In the unrolled style a word is the whole tensor (flattened in C
-    order, as the graph's node ``node`` holds it); in the streaming style a tensor with positions takes
-    ``beats`` words, one position each in raster order, whose elements are its channels.
-    """
-
-    name: str
-    node: str
-    shape: tuple[int, ...]
-    layout: str | None
-    widths: tuple[int, ...]
-    beats: int = 1
-
-    @property
-    def width(self) -> int:
-        """Bits of the port (of one word)."""
-        return sum(self.widths)
-
-    @property
-    def elements(self) -> int:
-        """Codes in one word."""
-        return len(self.widths)
-
-    @property
-    def bits(self) -> int | None:
-        """Bits of every element when they are all the same, else ``None``."""
-        return self.widths[0] if self.widths and len(set(self.widths)) == 1 else None
-
-    def field(self, element: int) -> tuple[int, int]:
-        """``(high, low)``: the bits of element ``element``."""
-        low = sum(self.widths[:element])
-        return low + self.widths[element] - 1, low
-
-
-@dataclass(frozen=True)
-class LayerResources:
-    """What one table node costs: its module, instances, distinct tables, their rows and bits, registers.
-
-    Attributes:
-        node: the table node; layer: its layer in ``net.layers``; module: its layer module.
-        units: units of the layer; instances: table instances (units x positions).
-        tables: distinct table modules it instantiates (tables shared with an earlier layer count there).
-        rows: rows of those tables; table_bits: rows x code bits of those tables (the memory they describe).
-        registers: bits of the pipeline register after the layer (0 when not registered).
-        luts: with mapped tables, the LUTs of all its instances (each costs its table's LUTs); else ``None``.
-    """
-
-    node: str
-    layer: str
-    module: str
-    units: int
-    instances: int
-    tables: int
-    rows: int
-    table_bits: int
-    registers: int
-    luts: int | None = None
-
-
-@dataclass(frozen=True)
-class Design:
-    """A design :func:`export` wrote: its files, ports, latency and resources.
-
-    Attributes:
-        top: the top module (entity); language: ``"verilog"`` or ``"vhdl"``; style: ``"unrolled"`` or
-            ``"streaming"``; pipeline: a register after every ``pipeline``-th table layer (0: none).
-        directory: where the files are.
-        sources: the design's source files (tables first, then ``<top>.v|.vhd``): what synthesis reads.
-        bench: the network bench's files (bench, input and expected vectors); table_benches: the top of
-            each exhaustive table bench (``<module>_tb``), whose files are beside it.
-        inputs, outputs: the data ports ``in_data`` and ``out_data``.
-        latency: cycles from a vector taken at ``in_data`` to its codes at ``out_data`` (0: combinational);
-            streaming: the registers a word passes (a line buffer's or a pipeline register's) when nothing
-            stalls, counted from the word that completes its windows.
-        interval: cycles per vector when nothing stalls (1 unrolled; streaming, the most words a stage moves
-            per vector: the largest padded frame).
-        layers: resources of each table node; delay_registers: bits of registers that delay tensors which
-            skip a pipeline stage; line_buffers: bits of the streaming line buffers.
-        output_node: the graph node whose codes ``out_data`` carries; host: the host nodes left to software
-            (everything after ``output_node`` runs there).
-        vectors: how many vectors the network bench checks.
-        tables: how the table modules are written: ``"case"`` (a ``case`` over the rows) or ``"mapped"`` (each
-            table's LUT netlist, mapped by ABC; ``layers`` then count ``luts``).
-    """
-
-    top: str
-    language: str
-    style: str
-    pipeline: int
-    directory: Path
-    sources: tuple[str, ...]
-    bench: tuple[str, ...]
-    table_benches: tuple[str, ...]
-    inputs: Port
-    outputs: Port
-    latency: int
-    layers: tuple[LayerResources, ...]
-    delay_registers: int
-    output_node: str
-    host: tuple[str, ...]
-    vectors: int
-    network: TableNetwork = field(repr=False, compare=False)
-    interval: int = 1
-    line_buffers: int = 0
-    tables: str = "case"
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        """Every file written, sources first."""
-        tables = tuple(f for t in self.table_benches for f in _table_bench_names(t, self.language))
-        return (*self.sources, *self.bench, *tables, f"{self.top}_design.json")
-
-    def reference(self, x: Any, *, codes: bool = False) -> torch.Tensor:
-        """What ``out_data`` must carry for a batch ``x``: ``net.run``'s codes at :attr:`output_node`, shaped
-        ``(N, *outputs.shape)`` (``codes=True``: ``x`` holds input codes)."""
-        encoded = self.network.encode_input(x, codes=codes, what="Design.reference")
-        return _codes_at(self.network, encoded, self.output_node)
-
-    def summary(self) -> str:
-        """A readable description: ports, latency, layers and their resources, what stays in software."""
-        lines = [
-            f"{self.top}: {self.language} design, style {self.style}, "
-            + (_every(self.pipeline) if self.pipeline else "no pipeline register" if self.latency else "combinational")
-            + f", latency {self.latency} cycle(s)"
-            + (f", {self.interval} cycles per vector" if self.interval > 1 else "")
-            + (", tables as LUT netlists" if self.tables == "mapped" else ""),
-            _port_line(self.inputs),
-            _port_line(self.outputs),
-            f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}"
-            + (f" {'LUTs':>8}" if self.tables == "mapped" else ""),
-        ]
-        for r in self.layers:
-            lines.append(
-                f"{r.node:<24} {r.units:>6} {r.instances:>9} {r.tables:>6} {r.rows:>9} {r.table_bits:>11} "
-                f"{r.registers:>9}" + (f" {r.luts:>8}" if r.luts is not None else "")
-            )
-        if self.delay_registers:
-            lines.append(f"delay registers: {self.delay_registers} bits")
-        if self.line_buffers:
-            lines.append(f"line buffers: {self.line_buffers} bits")
-        if self.host:
-            lines.append(
-                f"host nodes left to software: {', '.join(self.host)} (they read out_data, the codes of "
-                f"{self.output_node!r})"
-            )
-        return "\n".join(lines)
-
-
-def _port_line(port: Port) -> str:
-    words = f"{port.beats} words of " if port.beats > 1 else ""
-    return (
-        f"{port.name + ':':<10}{port.width} bits, {words}{port.elements} codes of node {port.node!r} {port.shape}"
-        + (f", {port.bits} bits each" if port.bits else "")
-    )
-
-
-def _every(pipeline: int) -> str:
-    return "a register after every table layer" if pipeline == 1 else f"a register after every {pipeline} table layers"
-
-
-def _table_bench_names(top: str, language: str) -> tuple[str, str]:
-    module = top[: -len("_tb")]
-    return (f"{top}{'.v' if language == 'verilog' else '.vhd'}", f"{module}_vectors.hex")
-
-
-def _codes_at(net: TableNetwork, codes: torch.Tensor, node: str) -> torch.Tensor:
-    if codes.shape[0] == 0:
-        return torch.zeros((0, *net.graph[node].shape), dtype=torch.int64)
-    if node == net.output_node.name or (
-        net.graph.consumers(node) and net.graph.consumers(node)[0] == net.output_node.name
-    ):
-        return net.run(codes, codes=True, return_codes=True)
-    _, env = net.runtime.run(codes, capture=True)
-    return env[node].to(torch.int64)
 
 
 def _pipeline(value: Any, *, what: str) -> int:
@@ -278,60 +79,26 @@ def _port(name: str, netlist: Netlist, ids: np.ndarray, node: Any, beats: int) -
     return Port(name, node.name, tuple(node.shape), layout, tuple(int(w) for w in netlist.width[ids]), beats)
 
 
-@dataclass(frozen=True)
-class _Built:
-    """A netlist of either style, with what the writer needs to know of its words and stages."""
-
-    netlist: Netlist
-    hosts: list[str]
-    stages: list[Stage] | None = None  # streaming: the clocked stages
-    last: int = 0  # streaming: the handshake of the output
-    in_beats: int = 1
-    out_beats: int = 1
-    interval: int = 1
-    line_buffers: int = 0
-
-    def words(self, codes: np.ndarray, node: Any) -> np.ndarray:
-        """A batch of ``node``'s codes as the words its port carries, one a row."""
-        return beats_of(codes, node) if self.stages is not None else codes.reshape(codes.shape[0], -1)
-
-    def sources(
-        self, language: str, *, dont_cares: str, header: list[str], mapped: Mapping[str, Any] | None
-    ) -> dict[str, str]:
-        """The design's source files (tables as LUT netlists where ``mapped`` gives them)."""
-        if self.stages is None:
-            return design_files(self.netlist, language, dont_cares=dont_cares, header=header, mapped=mapped)
-        return stream_files(
-            self.netlist, self.stages, self.last, language, dont_cares=dont_cares, header=header, mapped=mapped
-        )
-
-
-def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> _Built:
+def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> Netlist:
     """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build."""
-    builder = (StreamBuilder if style is Style.STREAMING else NetlistBuilder)(
-        net.graph, net.layers, top=top, pipeline=pipeline
-    )
     try:
-        netlist = builder.build()
+        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline)
     except IOTableError as exc:
         raise HDLError(f"{what}: {exc}") from None
-    if isinstance(builder, StreamBuilder):
-        stream = builder.output_stream
-        assert stream is not None
-        buffers = sum(netlist.signals[s.output].width for s in builder.stages if isinstance(s, WindowStage))
-        return _Built(
-            netlist, builder.hosts, builder.stages, stream.handshake, builder.beats[0], stream.beats,
-            max(builder.beats), buffers,
-        )  # fmt: skip
     instances = sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer))
-    if instances > UNROLL_LIMIT:
+    if not netlist.streaming and instances > UNROLL_LIMIT:
         msg = (
             f"{what}: style 'unrolled' needs {instances} table instances (more than {UNROLL_LIMIT}); export with "
             "style='streaming' (one instance of each unit, pixels in raster order), or a network with fewer "
             "positions per layer (smaller images, larger strides) or fewer units"
         )
         raise HDLError(msg)
-    return _Built(netlist, builder.hosts)
+    return netlist
+
+
+def _words(netlist: Netlist, codes: np.ndarray, node: Any) -> np.ndarray:
+    """A batch of ``node``'s codes as the words its port carries, one a row."""
+    return beats_of(codes, node) if netlist.streaming else codes.reshape(codes.shape[0], -1)
 
 
 def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
@@ -360,39 +127,6 @@ def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResource
     layer_registers = {b.register for b in netlist.blocks if isinstance(b, Layer) and b.register is not None}
     delays = sum(s.width for k, s in enumerate(netlist.signals) if s.source is not None and k not in layer_registers)
     return tuple(layers), delays
-
-
-def _header(net: TableNetwork, top: str, built: _Built, pipeline: int) -> list[str]:
-    netlist = built.netlist
-    inw = netlist.signals[0].width
-    outw = int(netlist.width[netlist.output_ids].sum())
-    lines = [f"Generated by iotable: the table network as the module {top} (see docs/hardware.md for the contract)."]
-    if built.stages is None:
-        lines += [
-            f"in_data ({inw} bits): the codes of node '{netlist.input_node}', element i (C order) in the bits "
-            "after elements 0..i-1, element 0 lowest.",
-            f"out_data ({outw} bits): the codes of node '{netlist.output_node}', packed the same way.",
-            f"Latency: {netlist.latency} cycle(s) from in_valid & in_ready to out_valid"
-            + (f"; {_every(pipeline)}." if pipeline else " (combinational)."),
-            "Handshake: a vector is taken when in_valid and in_ready are high at a rising clock edge; out_data is",
-            "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits.",
-        ]
-    else:
-        lines += [
-            f"Streaming: in_data ({inw} bits) takes the codes of node '{netlist.input_node}' one position per "
-            f"word ({built.in_beats} word(s) a vector, positions in raster order), channel c in the bits after "
-            "channels 0..c-1, channel 0 lowest.",
-            f"out_data ({outw} bits): the codes of node '{netlist.output_node}', {built.out_beats} word(s) a "
-            "vector, packed the same way.",
-            f"At most one vector every {built.interval} cycles; {netlist.latency} register stage(s) (line "
-            + (f"buffers and {_every(pipeline)})." if pipeline else "buffers)."),
-            "Handshake: a word is taken when in_valid and in_ready are high at a rising clock edge; out_data is",
-            "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits",
-            "and the position counters.",
-        ]
-    if built.hosts:
-        lines.append(f"Host nodes left to software, reading out_data: {', '.join(built.hosts)}.")
-    return lines
 
 
 def export(
@@ -472,22 +206,21 @@ def export(
     if target.exists() and not target.is_dir():
         msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
         raise HDLError(msg)
-    built = _build(net, chosen, top, depth, what=what)
-    netlist = built.netlist
+    netlist = _build(net, chosen, top, depth, what=what)
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
     mapped = None
     if table_kind.value == "mapped":
         mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
-    expected = _codes_at(net, stimulus, netlist.output_node).numpy()
+    expected = codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
-    files = built.sources(lang, dont_cares=mode, header=_header(net, top, built, depth), mapped=mapped)
+    files = design_files(netlist, lang, dont_cares=mode, header=header_lines(netlist, depth), mapped=mapped)
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
     bench = bench_files(
-        top, lang, built.words(stimulus.numpy(), in_node), in_widths, out_widths, origins,
-        expected=built.words(expected, out_node), vectors=n, beats=built.out_beats, interval=built.interval,
+        top, lang, _words(netlist, stimulus.numpy(), in_node), in_widths, out_widths, origins,
+        expected=_words(netlist, expected, out_node), vectors=n, beats=netlist.out_beats, interval=netlist.interval,
     )  # fmt: skip
     files.update(bench)
     benches = []
@@ -507,17 +240,17 @@ def export(
         sources=sources,
         bench=tuple(bench),
         table_benches=tuple(benches),
-        inputs=_port("in_data", netlist, netlist.input_ids, in_node, built.in_beats),
-        outputs=_port("out_data", netlist, netlist.output_ids, out_node, built.out_beats),
+        inputs=_port("in_data", netlist, netlist.input_ids, in_node, netlist.in_beats),
+        outputs=_port("out_data", netlist, netlist.output_ids, out_node, netlist.out_beats),
         latency=netlist.latency,
         layers=layers,
         delay_registers=delays,
         output_node=netlist.output_node,
-        host=tuple(built.hosts),
+        host=tuple(netlist.hosts),
         vectors=n,
         network=net,
-        interval=built.interval,
-        line_buffers=built.line_buffers,
+        interval=netlist.interval,
+        line_buffers=netlist.line_buffers,
         tables=table_kind.value,
     )
     files[f"{top}_design.json"] = _description_json(design)

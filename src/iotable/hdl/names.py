@@ -1,4 +1,13 @@
-"""Legal names for generated modules and entities, and the file names the tools accept."""
+"""Every name and every free text that reaches HDL source passes through here.
+
+- :func:`check_name` validates a user's module name; :func:`verilog_name` / :func:`vhdl_name` are the one door
+  for every identifier a printer writes (generated names are checked too, so a bad one fails loudly here
+  instead of as a simulator's syntax error).
+- :func:`verilog_comment` / :func:`vhdl_comment` turn free text (node and layer names, which come from the
+  model) into the body of a one-line comment: printable ASCII, no line break, no comment delimiter, so that
+  nothing a model is named can end a comment and become code. :func:`verilog_string` / :func:`vhdl_string`
+  do the same for the text of a string literal (the benches' messages).
+"""
 
 from __future__ import annotations
 
@@ -91,3 +100,54 @@ def check_file_name(name: object, *, what: str) -> str:
         )
         raise HDLError(msg)
     return name
+
+
+def printable(text: object) -> str:
+    """``text`` as printable ASCII on one line: every other character (newlines, control characters,
+    non-ASCII) becomes ``?``."""
+    ascii_text = str(text).encode("ascii", "replace").decode("ascii")
+    return "".join(c if c.isprintable() else "?" for c in ascii_text)
+
+
+def _identifier(name: str, pattern: re.Pattern[str], language: str) -> str:
+    if pattern.match(name) is None:
+        msg = f"generated {language} identifier {name!r} is not legal; this is a bug in iotable.hdl, please report it"
+        raise HDLError(msg)
+    return name
+
+
+def verilog_name(name: str) -> str:
+    """``name`` as a Verilog identifier: checked, returned unchanged."""
+    return _identifier(name, _VERILOG_NAME, "Verilog")
+
+
+def vhdl_name(name: str) -> str:
+    """``name`` as a VHDL identifier: checked, returned unchanged."""
+    return _identifier(name, _VHDL_NAME, "VHDL")
+
+
+def verilog_comment(text: object) -> str:
+    """``text`` safe inside a Verilog ``//`` comment (and a ``/* */`` one): one printable line without
+    ``/*`` or ``*/``.
+
+    Example:
+        >>> verilog_comment("a\\nmodule evil; endmodule // */")
+        'a?module evil; endmodule // *?'
+    """
+    return printable(text).replace("/*", "/?").replace("*/", "*?")
+
+
+def vhdl_comment(text: object) -> str:
+    """``text`` safe inside a VHDL ``--`` comment (and a ``/* */`` one of VHDL-2008): one printable line
+    without ``/*`` or ``*/``."""
+    return verilog_comment(text)
+
+
+def verilog_string(text: object) -> str:
+    """``text`` safe inside a Verilog string literal: one printable line, no ``"``, ``\\`` or ``%``."""
+    return printable(text).replace('"', "'").replace("\\", "/").replace("%", "%%")
+
+
+def vhdl_string(text: object) -> str:
+    """``text`` safe inside a VHDL string literal: one printable line, no ``"``."""
+    return printable(text).replace('"', "'")

@@ -39,8 +39,8 @@ from typing import Any
 
 from ..errors import HDLError, OptionError
 from ..table import IOTable
-from ._names import check_name
-from ._table import TableLayout, _comment_text, layout_of
+from .names import check_name
+from .table import TableLayout, _comment_text, layout_of
 
 __all__ = [
     "Tables",
@@ -377,7 +377,7 @@ def check_mapped_options(tables: Any, k: Any, dont_cares: str, *, what: str) -> 
 def layer_luts(layers: tuple[Any, ...], netlist: Any, mapped: Mapping[str, Any]) -> tuple[Any, ...]:
     """Each layer's :class:`~iotable.hdl.LayerResources` with ``luts``: its instances' LUTs (an instance of a
     table costs that table's LUTs, however many instances share the module)."""
-    from ._netlist import Layer
+    from .netlist import Layer
 
     blocks = [block for block in netlist.blocks if isinstance(block, Layer)]
     return tuple(

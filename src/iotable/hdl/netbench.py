@@ -18,8 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..pla import _bits
-from ._table import _lines
+from ..bits import digits as binary_digits
+from .names import verilog_string, vhdl_string
+from .table import _lines
 
 __all__ = ["bench_files", "parse_words", "words"]
 
@@ -30,7 +31,7 @@ def words(codes: np.ndarray, widths: np.ndarray) -> str:
     """One hexadecimal word per row of ``codes`` ``(N, elements)``: element i at bits ``[offset_i +: width_i]``
     (element 0 lowest), zero-padded on the left to whole hex digits; one line each. Vectorized."""
     n = codes.shape[0]
-    bits = _bits(np.ascontiguousarray(codes[:, ::-1]), [int(w) for w in widths[::-1]])  # most significant first
+    bits = binary_digits(np.ascontiguousarray(codes[:, ::-1]), [int(w) for w in widths[::-1]])  # most significant first
     total = bits.shape[1]
     digits = -(-total // 4)
     padded = np.zeros((n, 4 * digits), dtype=np.uint8)
@@ -128,7 +129,7 @@ def _verilog_bench(
         index = f"got / {count.beats}, got % {count.beats}" if count.beats > 1 else "got"
         fmt = "mismatch at {at}: output element {e} ({where}) expected %b got %b"
         for e, (hi, lo, where) in enumerate(checks):
-            text = fmt.format(at=at, e=e, where=where.replace('"', "'"))
+            text = fmt.format(at=at, e=e, where=verilog_string(where))
             lines.append(
                 f"                    if (out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
                 f'$display("{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
@@ -174,7 +175,7 @@ def _vhdl_bench(
         check_lines += [
             f"                        if out_data({hi} downto {lo}) /= word_out({hi} downto {lo}) then",
             f'                            write(msg, string\'("mismatch at vector " & {at} & '
-            f'": output element {e} (' + where.replace('"', "'") + ') expected " &',
+            f'": output element {e} (' + vhdl_string(where) + ') expected " &',
             f'                                to_string(word_out({hi} downto {lo})) & " got " & '
             f"to_string(out_data({hi} downto {lo}))));",
             "                            writeline(output, msg);",

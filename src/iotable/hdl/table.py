@@ -38,10 +38,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import bits as bitfields
 from ..errors import HDLError, OptionError
-from ..pla import _bits
 from ..table import IOTable
-from ._names import check_name
+from .names import check_name, verilog_comment
 
 __all__ = [
     "BLOCK_BITS",
@@ -106,13 +106,12 @@ class TableLayout:
     @property
     def input_offsets(self) -> tuple[int, ...]:
         """Lowest bit of each input's field in ``address`` (the first input's is the highest)."""
-        ends = np.cumsum((0, *self.input_widths[::-1]))[:-1][::-1]
-        return tuple(int(v) for v in ends)
+        return bitfields.offsets(self.input_widths)
 
     @property
     def output_offsets(self) -> tuple[int, ...]:
         """Lowest bit of each output's field in ``codes`` (the first output's is the highest)."""
-        return tuple(self.output_width * (self.fan_out - 1 - j) for j in range(self.fan_out))
+        return bitfields.offsets((self.output_width,) * self.fan_out)
 
     def input_slices(self, signal: str, *, language: str) -> list[str]:
         """Each input field of ``signal`` as an HDL slice, first input first."""
@@ -143,8 +142,8 @@ def layout_of(table: Any, *, what: str) -> TableLayout:
         )
         raise HDLError(msg)
     return TableLayout(
-        input_widths=tuple(max(d.bits, 1) for d in table.input_domains),
-        output_width=max(table.output_domain.bits, 1),
+        input_widths=bitfields.widths(table.input_domains),
+        output_width=bitfields.width(table.output_domain),
         fan_out=table.fan_out,
         rows=len(table),
         space=math.prod(table.radices),
@@ -153,7 +152,7 @@ def layout_of(table: Any, *, what: str) -> TableLayout:
 
 def _bit_chars(codes: np.ndarray, widths: tuple[int, ...], *, separator: bool) -> np.ndarray:
     """ASCII '0'/'1' of each column of ``codes`` (N, k), fields most significant first, optionally '_'-joined."""
-    bits = _bits(codes, widths) + np.uint8(ord("0"))
+    bits = bitfields.digits(codes, widths) + np.uint8(ord("0"))
     if not separator or len(widths) < 2:
         return bits
     cuts = np.cumsum(widths)[:-1]
@@ -339,7 +338,7 @@ def _blocks_text(table: IOTable, layout: TableLayout, language: str, mode: DontC
     # block b's constant: address b*2**low + j at bits [j*cw +: cw], so the highest address comes first
     constants = chars.reshape(1 << high, 1 << low, cw)[:, ::-1, :].reshape(1 << high, width)
     used = np.flatnonzero(~(constants == fill).all(axis=1))
-    labels = _bits(used.reshape(-1, 1), [high]) + np.uint8(ord("0"))
+    labels = bitfields.digits(used.reshape(-1, 1), [high]) + np.uint8(ord("0"))
     indent = " " * 12
     if language == "verilog":
         item: list[np.ndarray | str] = [f"{indent}{high}'b", labels, f": chunk = {width}'b", constants[used], ";\n"]
@@ -370,9 +369,8 @@ def _blocks_note(layout: TableLayout, marker: str) -> list[str]:
 
 
 def _comment_text(value: object) -> str:
-    """``value`` as printable ASCII for a one-line comment."""
-    text = str(value).encode("ascii", "replace").decode("ascii")
-    return "".join(c if c.isprintable() else "?" for c in text)
+    """``value`` as the text of a one-line comment (both languages' comments escape alike)."""
+    return verilog_comment(value)
 
 
 def _header(table: IOTable, layout: TableLayout, mode: DontCares, marker: str) -> list[str]:

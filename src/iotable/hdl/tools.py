@@ -23,7 +23,7 @@ from typing import Any
 from .._util.files import atomic_write
 from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
-from ._names import check_file_name
+from .names import check_file_name
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
 

@@ -1,0 +1,361 @@
+"""The VHDL-2008 printer: every piece of VHDL text of a design, from the :class:`~.netlist.Netlist` IR.
+
+A module of functions that is a :class:`~.emit.Printer`: names and comments through :mod:`.names`, element
+runs as slices and ``&`` concatenations, one template per block and stage (layer, pool, pad stage, line
+buffer, register stage), one top for both styles (the valid pipeline of the unrolled style, the handshakes
+of the streaming one) under one entity header.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from ..table import IOTable
+from . import emit
+from .mapped import mapped_vhdl
+from .names import vhdl_comment, vhdl_name
+from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
+from .table import table_vhdl
+
+__all__ = [
+    "comment",
+    "concat",
+    "constant",
+    "layer",
+    "mapped",
+    "name",
+    "pad",
+    "pool",
+    "register",
+    "slice",
+    "suffix",
+    "table",
+    "top",
+    "window",
+]
+
+
+def suffix() -> str:
+    return ".vhd"
+
+
+def name(name: str) -> str:
+    return vhdl_name(name)
+
+
+def comment(text: object) -> str:
+    return f"-- {vhdl_comment(text)}"
+
+
+def slice(signal: str, high: int, low: int) -> str:
+    return f"{signal}({high} downto {low})"
+
+
+def constant(width: int, value: int) -> str:
+    return '"' + format(value, f"0{width}b") + '"'
+
+
+def concat(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else " & ".join(parts)
+
+
+def table(table: IOTable, name: str, *, dont_cares: str) -> str:
+    return table_vhdl(table, name, dont_cares=dont_cares)
+
+
+def mapped(table: IOTable, mapped: Any, name: str) -> str:
+    return mapped_vhdl(table, mapped, name)
+
+
+def _this() -> emit.Printer:
+    return sys.modules[__name__]  # type: ignore[return-value]
+
+
+def _vector(width: int) -> str:
+    return f"std_logic_vector({width - 1} downto 0)"
+
+
+def _entity(entity: str, ports: list[str], declarations: list[str], body: list[str]) -> list[str]:
+    """The one header of every entity (the libraries, the ports), its architecture's declarations and body."""
+    return [
+        "library ieee;",
+        "use ieee.std_logic_1164.all;",
+        "use ieee.numeric_std.all;",
+        "",
+        f"entity {name(entity)} is",
+        "    port (",
+        *ports,
+        "    );",
+        f"end entity {name(entity)};",
+        "",
+        f"architecture rtl of {name(entity)} is",
+        *declarations,
+        "begin",
+        *body,
+        "end architecture rtl;",
+    ]
+
+
+def _module(module: str, xw: int, yw: int, declarations: list[str], body: list[str]) -> str:
+    """A combinational entity ``x -> y``."""
+    ports = [f"        x : in  {_vector(xw)};", f"        y : out {_vector(yw)}"]
+    return "\n".join([*_entity(module, ports, declarations, body), "", ""])
+
+
+def _ports(in_width: int, out_width: int) -> list[str]:
+    """The ports of every clocked entity and of the top: clock, reset and a valid/ready port on each side."""
+    return [
+        "        clk       : in  std_logic;",
+        "        rst       : in  std_logic;",
+        "        in_valid  : in  std_logic;",
+        "        in_ready  : out std_logic;",
+        f"        in_data   : in  {_vector(in_width)};",
+        "        out_valid : out std_logic;",
+        "        out_ready : in  std_logic;",
+        f"        out_data  : out {_vector(out_width)}",
+    ]
+
+
+def _clocked(entity: str, head: str, in_width: int, out_width: int, declarations: list[str], body: list[str]) -> str:
+    return "\n".join([comment(head), *_entity(entity, _ports(in_width, out_width), declarations, body)]) + "\n\n"
+
+
+def layer(netlist: Netlist, block: Layer) -> str:
+    p = _this()
+    lines = []
+    for (instance, module, elements), lsb in zip(block.instances, block.y_lsb.tolist()):
+        cw = netlist.modules[module].layout.code_bits
+        address = emit.local_parts(p, block.x_widths, elements)
+        lines.append(
+            f"    {name(instance)} : entity work.{name(module)} port map (address => {address}, "
+            f"codes => {slice('y', lsb + cw - 1, lsb)});"
+        )
+    head = [
+        comment(
+            f"Layer module of table node '{block.node}' (layer '{block.layer}'): {len(block.instances)} instance(s) "
+            f"of {len({m for _, m, _ in block.instances})} table module(s)."
+        ),
+        comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
+    ]
+    return "\n".join(head) + "\n" + _module(block.name, int(block.x_widths.sum()), block.y_width, [], lines)
+
+
+def pool(block: Pool) -> str:
+    p, declarations, lines = _this(), [], []
+    for k in range(len(block.maxima)):  # a comparator tree per output element
+        w, comparators, result, target = emit.comparator_tree(p, block, k)
+        for m, a, b in comparators:
+            declarations.append(f"    signal {m} : {_vector(w)};")
+            lines.append(f"    {m} <= {a} when unsigned({a}) > unsigned({b}) else {b};")
+        lines.append(f"    {target} <= {result};")
+    head = comment(
+        f"Pool module of node '{block.node}': each output code is the largest of the codes its window covers "
+        "(codes ascend with values)."
+    )
+    xw, yw = int(block.x_widths.sum()), int(block.y_widths.sum())
+    return head + "\n" + _module(block.name, xw, yw, declarations, lines)
+
+
+def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:
+    """The ROWS and COLUMNS masks and the row and column counters of a frame."""
+    rb, cb = emit.counter_bits(frame[0]), emit.counter_bits(frame[1])
+    return [
+        f'    constant ROWS : std_logic_vector({frame[0] - 1} downto 0) := "{emit.mask(rows)}";',
+        f'    constant COLUMNS : std_logic_vector({frame[1] - 1} downto 0) := "{emit.mask(columns)}";',
+        f"    signal row : unsigned({rb - 1} downto 0);",
+        f"    signal column : unsigned({cb - 1} downto 0);",
+    ]
+
+
+def _step(frame: tuple[int, int], indent: str) -> list[str]:
+    """The raster counters' step to the next position of the frame."""
+    return [
+        f"{indent}if column = {frame[1] - 1} then",
+        f"{indent}    column <= (others => '0');",
+        f"{indent}    if row = {frame[0] - 1} then",
+        f"{indent}        row <= (others => '0');",
+        f"{indent}    else",
+        f"{indent}        row <= row + 1;",
+        f"{indent}    end if;",
+        f"{indent}else",
+        f"{indent}    column <= column + 1;",
+        f"{indent}end if;",
+    ]
+
+
+def pad(stage: PadStage) -> str:
+    width, frame = sum(stage.widths), stage.frame
+    head = (
+        f"Pad stage of node '{stage.node}': takes frames of {sum(stage.rows)} x {sum(stage.columns)} pixels and "
+        f"sends {frame[0]} x {frame[1]} in raster order, the pad codes outside the input."
+    )
+    declarations = [*_raster(frame, stage.rows, stage.columns), "    signal in_frame, valid : std_logic;"]
+    body = [
+        "    in_frame <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
+        "    valid <= in_valid when in_frame = '1' else '1';",
+        "    out_valid <= valid;",
+        "    in_ready <= in_frame and out_ready;",
+        f"    out_data <= in_data when in_frame = '1' else \"{emit.pad_pixel(stage)}\";",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            if rst = '1' then",
+        "                row <= (others => '0');",
+        "                column <= (others => '0');",
+        "            elsif valid = '1' and out_ready = '1' then",
+        *_step(frame, " " * 16),
+        "            end if;",
+        "        end if;",
+        "    end process;",
+    ]
+    return _clocked(stage.name, head, width, width, declarations, body)
+
+
+def window(stage: WindowStage) -> str:
+    pw, depth = stage.pixel, stage.depth
+    total = pw * depth
+    head = (
+        f"Line buffer of node '{stage.node}': the last {depth} pixels of a {stage.frame[0]} x {stage.frame[1]} "
+        f"frame, the newest at out_data[{pw - 1}:0]; out_valid after a pixel that completes a window."
+    )
+    shift = "in_data" if depth == 1 else f"pixels({total - pw - 1} downto 0) & in_data"
+    declarations = [
+        *_raster(stage.frame, stage.rows, stage.columns),
+        f"    signal pixels : {_vector(total)};",
+        "    signal pending, ready : std_logic;",
+    ]
+    body = [
+        "    ready <= (not pending) or out_ready;",
+        "    in_ready <= ready;",
+        "    out_valid <= pending;",
+        "    out_data <= pixels;",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            if rst = '1' then",
+        "                pending <= '0';",
+        "                row <= (others => '0');",
+        "                column <= (others => '0');",
+        "            else",
+        "                if out_ready = '1' then",
+        "                    pending <= '0';",
+        "                end if;",
+        "                if in_valid = '1' and ready = '1' then",
+        f"                    pixels <= {shift};",
+        "                    pending <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
+        *_step(stage.frame, " " * 20),
+        "                end if;",
+        "            end if;",
+        "        end if;",
+        "    end process;",
+    ]
+    return _clocked(stage.name, head, pw, total, declarations, body)
+
+
+def register(stage: RegisterStage, width: int) -> str:
+    declarations = ["    signal valid, ready : std_logic;", f"    signal data : {_vector(width)};"]
+    body = [
+        "    ready <= (not valid) or out_ready;",
+        "    in_ready <= ready;",
+        "    out_valid <= valid;",
+        "    out_data <= data;",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            if rst = '1' then",
+        "                valid <= '0';",
+        "            elsif ready = '1' then",
+        "                valid <= in_valid;",
+        "            end if;",
+        "            if in_valid = '1' and ready = '1' then",
+        "                data <= in_data;",
+        "            end if;",
+        "        end if;",
+        "    end process;",
+    ]
+    return _clocked(stage.name, f"Pipeline register after node '{stage.node}'.", width, width, declarations, body)
+
+
+def _valid_pipeline(latency: int) -> tuple[list[str], list[str]]:
+    """The unrolled style's control (declarations, statements): ``latency`` valid bits moving on ``advance``
+    (or none: combinational)."""
+    if not latency:
+        return [], [
+            "    -- Combinational: no register, so out_valid is in_valid and in_ready is out_ready.",
+            "    in_ready <= out_ready;",
+            "    out_valid <= in_valid;",
+        ]
+    shift = "valid(0) <= in_valid;" if latency == 1 else f"valid <= valid({latency - 2} downto 0) & in_valid;"
+    declarations = ["    signal advance : std_logic;", f"    signal valid : {_vector(latency)};"]
+    return declarations, [
+        "    -- The pipeline advances when its output is taken or not valid; only the valid bits are reset.",
+        f"    advance <= (not valid({latency - 1})) or out_ready;",
+        "    in_ready <= advance;",
+        f"    out_valid <= valid({latency - 1});",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            if rst = '1' then",
+        "                valid <= (others => '0');",
+        "            elsif advance = '1' then",
+        f"                {shift}",
+        "            end if;",
+        "        end if;",
+        "    end process;",
+    ]
+
+
+def _registers(netlist: Netlist) -> list[str]:
+    """The unrolled style's pipeline and delay registers, all loading on ``advance``."""
+    if not netlist.registers:
+        return []
+    copies = [
+        f"                {name(r.name)} <= {name(netlist.signals[r.source].name)};"  # type: ignore[index]
+        for r in netlist.registers
+    ]
+    head = ["    process (clk)", "    begin", "        if rising_edge(clk) then", "            if advance = '1' then"]
+    return [*head, *copies, "            end if;", "        end if;", "    end process;"]
+
+
+def _instances(netlist: Netlist) -> list[str]:
+    p, lines = _this(), []
+    for stage in netlist.stages:
+        (iv, ir), (ov, orr) = emit.handshake(stage.source), emit.handshake(stage.target)
+        data, out = emit.top_parts(p, netlist, stage.x_ids), name(netlist.signals[stage.output].name)
+        lines.append(
+            f"    {name(emit.instance_of(netlist, stage.name))} : entity work.{name(stage.name)} port map (clk => clk, "
+            f"rst => rst, in_valid => {iv}, in_ready => {ir}, in_data => {data}, out_valid => {ov}, "
+            f"out_ready => {orr}, out_data => {out});"
+        )
+    for block in netlist.blocks:
+        x, out = emit.top_parts(p, netlist, block.x_ids), name(netlist.signals[block.output].name)
+        lines.append(
+            f"    {name(emit.instance_of(netlist, block.name))} : entity work.{name(block.name)} port map "
+            f"(x => {x}, y => {out});"
+        )
+    return lines
+
+
+def top(netlist: Netlist, header: Sequence[str]) -> str:
+    handshakes = sorted({s.target for s in netlist.stages})
+    declarations = [f"    signal {v}, {r} : std_logic;" for v, r in map(emit.handshake, handshakes)]
+    declarations += [f"    signal {name(s.name)} : {_vector(s.width)};" for s in netlist.signals[1:]]
+    if netlist.streaming:
+        valid, ready = emit.handshake(netlist.last)
+        control: list[str] = []
+        ends = [f"    out_valid <= {valid};", f"    {ready} <= out_ready;"]
+    else:
+        control_declarations, control = _valid_pipeline(netlist.latency)
+        declarations, ends = declarations + control_declarations, []
+    body = [
+        *control,
+        *_instances(netlist),
+        *_registers(netlist),
+        *ends,
+        f"    out_data <= {emit.top_parts(_this(), netlist, netlist.output_ids)};",
+    ]
+    ports = _ports(netlist.in_width, netlist.out_width)
+    lines = [*(comment(line) if line else "" for line in header), *_entity(netlist.top, ports, declarations, body), ""]
+    return "\n".join(lines)
