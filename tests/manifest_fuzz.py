@@ -65,14 +65,14 @@ def direct_results(net: iotable.TableNetwork, *, k: int = 6) -> iotable.TableNet
     """``net`` holding the LUT mapping results ``iotable.synth.cost`` would give for its tables of at most ``k``
     address bits (one LUT per output bit, written without running ABC, so no ABC is needed)."""
     from iotable.lutnet import LutNetlist, LutResult, bit_function
-    from iotable.synth._map import _Job, _run_job
+    from iotable.synth.jobs import Job, run_job
 
     version = "ABC (not run: tables of at most k bits are written directly)"
     results = []
     for table in net.tables:
         fn = bit_function(table, what="direct_results")
         if fn.input_bits <= k:
-            (record,) = _run_job(_Job((fn,), (repr(table),), "abc", DEFAULT_SCRIPT.format(k=k), k, 10.0, version))
+            (record,) = run_job(Job((fn,), (repr(table),), "abc", DEFAULT_SCRIPT.format(k=k), k, 10.0, version))
             results.append(LutResult.from_record(record, LutNetlist.from_blif(record["blif"])))
     return dataclasses.replace(net, luts=net.luts.adding(results))
 

@@ -18,7 +18,7 @@ A LUT's inputs are listed most significant first in the select: its first netlis
 significant, and bit ``i`` of ``INIT`` is its output where its inputs, read as that binary number, equal
 ``i``. Wires (buffers) and constants are plain assignments. The netlist names address bits ``x<input>_<bit>``
 and code bits ``y<output>_<bit>`` (``<bit>`` 0 the least significant bit of the code,
-:mod:`iotable.synth._function`): ``x<j>_<b>`` is ``address[offset_j + b]`` and ``y<j>_<b>`` is
+:meth:`iotable.lutnet.BitFunction.input_names`): ``x<j>_<b>`` is ``address[offset_j + b]`` and ``y<j>_<b>`` is
 ``codes[offset_j + b]``, offsets from :class:`~iotable.hdl.TableLayout`.
 
 Don't-cares: a mapped netlist drives *some* value on rows a partial table lacks and on bit patterns that are
@@ -356,7 +356,7 @@ def check_mapped_options(tables: Any, k: Any, dont_cares: str, *, what: str) -> 
     """``tables`` as a :class:`Tables`; with ``"mapped"``, ``k`` checked and ``dont_cares`` ``"x"``: a mapped
     table spends its don't-cares on fewer LUTs, so code 0 there cannot be promised."""
     from ..errors import SynthError
-    from ..synth._estimate import check_k
+    from ..lutcount import check_k
 
     chosen = Tables.parse(tables, what=what)
     if chosen is Tables.MAPPED:

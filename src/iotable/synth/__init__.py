@@ -27,10 +27,10 @@ from __future__ import annotations
 from ..errors import ABCError, ABCNotInstalledError, NetlistMismatchError, SynthError
 from ..lutcount import lut_estimate
 from ..lutnet import MAX_INPUT_BITS, Lut, LutNetlist, LutResult, LutResults
-from ._abc import DEFAULT_SCRIPT, abc_version
-from ._estimate import table_lut_estimate
-from ._map import LayerCost, LutReport, MappedTable, cost, map_luts, map_table
-from ._netlist import check_table
+from .abcrun import DEFAULT_SCRIPT, abc_version
+from .estimate import table_lut_estimate
+from .mapping import check_table, cost, map_luts, map_table
+from .records import LayerCost, LutReport, MappedTable
 
 __all__ = [
     "DEFAULT_SCRIPT",

@@ -1,4 +1,5 @@
-"""What a model's tables will cost, before any row is computed: :func:`estimate`.
+"""What a model's tables will cost, before any row is computed (:func:`estimate`), and LogicNets' estimate of
+one built table (:func:`table_lut_estimate`); the count itself is :mod:`iotable.lutcount`'s.
 
 A whole model is traced, cut into table layers and planned exactly as :func:`iotable.precompute` does it, and
 stops there: the plans know every table's input and output bits, so LogicNets' LUT6 estimate of each table and
@@ -19,12 +20,27 @@ from ..domain import Domain
 from ..front.plan import DEFAULT_MAX_ROWS
 from ..front.spec import Layout
 from ..graph.graph import TableMeta, text_table
-from ..lutcount import check_k
+from ..lutcount import check_k, lut_estimate
+from ..lutnet import table_bits
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import PrecomputeOptions
-from ._map import LayerCost
+from ..table import IOTable
+from .records import LayerCost
 
-__all__ = ["CostEstimate", "LayerEstimate", "estimate"]
+__all__ = ["CostEstimate", "LayerEstimate", "estimate", "table_lut_estimate"]
+
+
+def table_lut_estimate(table: IOTable, *, k: int = 6) -> int:
+    """:func:`lut_estimate` for one table: its address bits and code bits as ``iotable.hdl`` packs them.
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0]] * 4096, input_domains=[Domain.uniform(2)] * 6, output_domain=Domain.uniform(2))
+        >>> table_lut_estimate(t)
+        170
+    """
+    x, y = table_bits(table, what="table_lut_estimate")
+    return int(lut_estimate(x, y, k=k))
 
 
 #: The per-layer record of an estimate: :class:`~iotable.synth.LayerCost` (``luts`` is LogicNets' estimate there).

@@ -15,9 +15,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..bits import digits
-from ..lutnet import MAX_INPUT_BITS, BitFunction, bit_function
+from ..lutnet import BitFunction
 
-__all__ = ["MAX_INPUT_BITS", "BitFunction", "bit_function", "blif_text", "direct_blif", "fill_dont_cares"]
+__all__ = ["blif_text", "direct_blif", "fill_dont_cares"]
 
 
 def fill_dont_cares(values: np.ndarray, care: np.ndarray) -> np.ndarray:

@@ -1,0 +1,184 @@
+"""Mapping jobs: functions mapped in one ABC session (:class:`Job`, :func:`run_job`), grouped by
+:func:`batches`, and run by :func:`mapped_records` in this process, a local process pool, any
+``concurrent.futures.Executor`` or a ``dask.distributed.Client``.
+
+A job is picklable (arrays and strings) and its result is plain data: the JSON records the cache stores,
+each netlist already checked on every care row of its function by the worker that mapped it.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import multiprocessing
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import IOTableError, SynthError
+from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, check_netlist
+from .abcrun import run_abc
+from .blif import blif_text, direct_blif, fill_dont_cares
+
+__all__ = ["Job", "batches", "mapped_records", "run_job"]
+
+
+# -- functions mapped in one ABC run, in whichever process runs it ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """Everything a worker needs to map some functions in one ABC run (picklable: arrays and strings)."""
+
+    functions: tuple[BitFunction, ...]
+    names: tuple[str, ...]
+    program: str
+    script: str
+    k: int
+    timeout: float
+    version: str
+
+    @property
+    def rows(self) -> int:
+        return sum(fn.space for fn in self.functions)
+
+
+def run_job(job: Job) -> list[dict[str, Any]]:
+    """Map ``job``'s functions with ABC, check each netlist on every care row, and return the cache records."""
+    texts: list[tuple[str, float, str] | None] = []
+    blifs, names = [], []
+    for fn, name in zip(job.functions, job.names):
+        values, care = fn.truth()
+        if not care.all():
+            values = fill_dont_cares(values, care)
+        if fn.input_bits <= job.k:  # one LUT per output bit at most: no mapper needed
+            texts.append((direct_blif(fn, values), 0.0, "direct"))
+            continue
+        texts.append(None)
+        blifs.append(blif_text(fn, values))
+        names.append(name)
+    mapped = iter(run_abc(job.program, blifs, job.script, timeout=job.timeout, names=names) if blifs else [])
+    records = []
+    for fn, name, direct in zip(job.functions, job.names, texts):
+        text, seconds, method = direct if direct is not None else (*next(mapped), "abc")
+        netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
+        check_netlist(netlist, fn, name=name, k=job.k)
+        records.append(
+            {
+                "format": RECORD_FORMAT,
+                "key": fn.key(),
+                "k": job.k,
+                "script": job.script,
+                "abc_version": job.version,
+                "input_bits": fn.input_bits,
+                "output_bits": fn.output_bits,
+                "method": method,
+                "luts": netlist.luts,
+                "depth": netlist.depth,
+                "seconds": round(seconds, 4),
+                "blif": text,
+            }
+        )
+    return records
+
+
+# ABC runs share one session up to this many rows, or this many tables (the start-up is ~0.07 s).
+_BATCH_ROWS = 2**14
+_BATCH_TABLES = 64
+
+
+def batches(
+    pending: list[tuple[BitFunction, str]], *, program: str, script: str, k: int, timeout: float, version: str
+) -> list[Job]:
+    """Jobs of one or more functions, the largest first (the pool's tail stays short)."""
+    pending = sorted(pending, key=lambda item: -item[0].input_bits)
+    jobs: list[Job] = []
+    group: list[tuple[BitFunction, str]] = []
+
+    def flush() -> None:
+        if group:
+            functions, names = zip(*group)
+            jobs.append(Job(tuple(functions), tuple(names), program, script, k, timeout, version))
+            group.clear()
+
+    for fn, name in pending:
+        if group and (sum(f.space for f, _ in group) + fn.space > _BATCH_ROWS or len(group) >= _BATCH_TABLES):
+            flush()
+        group.append((fn, name))
+    flush()
+    return jobs
+
+
+def _available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[Any, bool]:
+    """``(executor or None for in-process, whether we own it)`` from the user's ``executor``/``workers``."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        msg = f"{what}: workers must be a positive integer, received {workers!r}"
+        raise SynthError(msg)
+    if executor is None:
+        count = min(workers if workers is not None else _available_cores(), jobs)
+        if count <= 1:
+            return None, False
+        # spawn, not fork: the parent holds torch's threads, and a forked copy of them can deadlock.
+        context = multiprocessing.get_context("spawn")
+        return concurrent.futures.ProcessPoolExecutor(max_workers=count, mp_context=context), True
+    if workers is not None:
+        msg = f"{what}: give workers= or executor=, not both (the executor decides its own workers)"
+        raise SynthError(msg)
+    if isinstance(executor, concurrent.futures.Executor):
+        return executor, False
+    if type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "get_executor"):
+        return executor.get_executor(pure=False), False  # a dask.distributed.Client, seen as an Executor
+    msg = (
+        f"{what}: executor must be a concurrent.futures.Executor or a dask.distributed.Client, received "
+        f"{type(executor).__name__}"
+    )
+    raise SynthError(msg)
+
+
+def _results(pool: Any, jobs: list[Job]) -> Iterator[tuple[Job, list[dict[str, Any]]]]:
+    """Each job with its records, as they finish; in this process when ``pool`` is ``None``."""
+    if pool is None:
+        for job in jobs:
+            yield job, run_job(job)
+        return
+    futures = {pool.submit(run_job, job): job for job in jobs}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            yield futures[future], future.result()
+    finally:
+        for future in futures:
+            future.cancel()
+
+
+def mapped_records(
+    jobs: list[Any], local: list[Any], executor: Any, workers: int | None, *, what: str, bar: Any
+) -> Iterator[dict[str, Any]]:
+    """Every record of ``local`` jobs (run here) and ``jobs`` (on the executor), as each job finishes; a
+    failure outside iotable is a :class:`SynthError` that says where (results so far are cached)."""
+    pool, owned = _submitter(executor, workers, len(jobs), what=what) if jobs else (None, False)
+    try:
+        done = itertools.chain(((job, run_job(job)) for job in local), _results(pool, jobs))
+        for job, records in done:
+            yield from records
+            bar.update(job.rows)
+    except IOTableError:
+        raise
+    except Exception as exc:  # a worker or the cluster failed outside iotable: say where
+        msg = f"{what}: mapping failed in the executor ({type(exc).__name__}: {exc}); results so far are cached"
+        if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+            msg += (
+                ". The default pool starts fresh Python processes (spawn): a script that calls map_luts must guard "
+                "its main code with `if __name__ == '__main__':`"
+            )
+        raise SynthError(msg) from exc
+    finally:
+        if owned and pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

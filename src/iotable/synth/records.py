@@ -1,0 +1,279 @@
+"""What a mapping reports: one table's :class:`MappedTable`, a layer's :class:`LayerCost` and the whole
+:class:`LutReport` with its summary; and how they are built from the mapping records of :mod:`.jobs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..graph.graph import NodeKind
+from ..lutcount import lut_estimate
+from ..lutnet import BitFunction, LutNetlist, check_netlist
+from ..network.network import TableNetwork, pipeline_registers
+
+__all__ = ["LayerCost", "LutReport", "MappedTable", "from_record", "layer_costs", "layer_registers", "with_dense"]
+
+
+@dataclass(frozen=True)
+class MappedTable:
+    """One table mapped onto k-input LUTs by ABC, its netlist checked against the table.
+
+    Attributes:
+        luts: LUTs of the mapped netlist (nodes that read a signal; wires and constants are free).
+        depth: LUTs on the longest input-to-output path.
+        estimate: LogicNets' analytic estimate for the same address and code bits (:func:`lut_estimate`).
+        input_bits: address bits (each input code a field of :func:`iotable.bits.width` bits).
+        output_bits: code bits of all outputs.
+        k: LUT inputs the script mapped to.
+        script: the ABC commands run between reading the table and writing the netlist.
+        abc_version: the version line of the ABC program that mapped it.
+        seconds: ABC's wall time for this function (when it was mapped, for a cached result).
+        key: the content hash of the mapped function (equal tables share it and are mapped once).
+        method: ``"abc"``, or ``"direct"`` for a table of at most k address bits: each output bit is one LUT
+            over the bits it depends on (or a constant, or a wire), written without running ABC.
+        cached: whether this result was read from the cache instead of running ABC.
+        dense_luts: LUTs of the dense table this (partial) one was restricted from, when it was given
+            (``dense=``); ``None`` otherwise.
+        completion: how the mapped function fills the table's don't-cares: ``"none"`` (the table has none),
+            ``"filled"`` (iotable's fill, see docs/hardware.md), or ``"dense"`` (with ``dense=``: the dense
+            table is a completion too, and its netlist had fewer LUTs, so it was kept, checked on this
+            table's rows).
+        netlist: the LUT netlist (:class:`LutNetlist`, with ABC's BLIF text in ``netlist.blif``).
+    """
+
+    luts: int
+    depth: int
+    estimate: int
+    input_bits: int
+    output_bits: int
+    k: int
+    script: str
+    abc_version: str
+    seconds: float
+    key: str
+    method: str = "abc"
+    cached: bool = False
+    dense_luts: int | None = None
+    completion: str = "none"
+    netlist: LutNetlist = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    @property
+    def reduction(self) -> float | None:
+        """``1 - luts / dense_luts``: the share of LUTs the don't-cares saved (``None`` without ``dense_luts``)."""
+        if self.dense_luts is None:
+            return None
+        return 1.0 - self.luts / self.dense_luts if self.dense_luts else 0.0
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """What one table layer costs: the one per-layer record of :func:`map_luts` / :func:`cost` (each layer's
+    tables mapped by ABC) and of :func:`iotable.estimate` (the layer's tables as planned, before any row).
+
+    Attributes:
+        name: the layer's name (its node; :attr:`layer` too).
+        tables: the layer's tables, one per unit (:attr:`units` too).
+        luts: the LUTs of its tables: ABC's mapped count in a :class:`LutReport`, LogicNets' estimate in an
+            estimate (where nothing is mapped), each table counted once.
+        estimate: LogicNets' estimate of its tables (:func:`iotable.lutcount.lut_estimate`).
+        depth: the deepest table's LUTs on a path (``None`` when not mapped).
+        dense_luts: LUTs of the dense tables partial ones were restricted from (``dense=``), else ``None``.
+        input_bits: the distinct address bits of its tables.
+        registers: the bits of a pipeline register after the layer (every output code, as
+            ``iotable.hdl.export(pipeline=1)`` registers it); ``None`` for tables given alone.
+        rows: the rows of its tables together (``None`` when not known).
+        output_bits: the widest table's code bits (``None`` when not known).
+    """
+
+    name: str
+    tables: int
+    luts: int
+    estimate: int
+    depth: int | None = None
+    dense_luts: int | None = None
+    input_bits: tuple[int, ...] = ()
+    registers: int | None = None
+    rows: int | None = None
+    output_bits: int | None = None
+
+    @property
+    def layer(self) -> str:
+        """The layer's name (:attr:`name`)."""
+        return self.name
+
+    @property
+    def units(self) -> int:
+        """The layer's units, one table each (:attr:`tables`)."""
+        return self.tables
+
+
+@dataclass(frozen=True)
+class LutReport:
+    """What :func:`map_luts` found: every table's :class:`MappedTable` (in the order given) and totals.
+
+    ``layers`` holds per-layer totals where tables name their layer (a network's layers, or tables from
+    :func:`iotable.precompute`). ``distinct`` counts distinct functions, ``mapped`` those ABC ran on in
+    this call, ``cached`` those read from the cache; ``seconds`` is this call's wall time. ``network``, for a
+    network mapped, is that network holding every result (``network.luts``; :func:`iotable.save` stores
+    them); ``None`` for tables given alone.
+    """
+
+    tables: tuple[MappedTable, ...]
+    layers: dict[str, LayerCost]
+    k: int
+    script: str
+    abc_version: str
+    distinct: int
+    mapped: int
+    cached: int
+    seconds: float
+    network: TableNetwork | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def luts(self) -> int:
+        """LUTs of all tables (a table that occurs twice in the network costs twice)."""
+        return sum(t.luts for t in self.tables)
+
+    @property
+    def estimate(self) -> int:
+        """LogicNets' estimate of all tables."""
+        return sum(t.estimate for t in self.tables)
+
+    @property
+    def depth(self) -> int:
+        """The deepest table's depth in LUTs."""
+        return max((t.depth for t in self.tables), default=0)
+
+    @property
+    def registers(self) -> int | None:
+        """Pipeline register bits after every layer, in all (``None`` unless every layer's is known)."""
+        known = [c.registers for c in self.layers.values()]
+        return sum(r or 0 for r in known) if known and None not in known else None
+
+    @property
+    def dense_luts(self) -> int | None:
+        """LUTs of the dense tables the partial ones came from (``dense=``), else ``None``."""
+        if any(t.dense_luts is None for t in self.tables):
+            return None
+        return sum(t.dense_luts or 0 for t in self.tables)
+
+    @property
+    def reduction(self) -> float | None:
+        """``1 - luts / dense_luts`` over all tables, or ``None`` without ``dense=``."""
+        dense = self.dense_luts
+        return None if dense is None else (1.0 - self.luts / dense if dense else 0.0)
+
+    def summary(self) -> str:
+        """A plain-text table: per layer and in total, tables, input bits, estimate, LUTs, depth, pipeline
+        registers (for a network) and dense LUTs (with ``dense=``); then the flow and what the counts mean."""
+        dense = self.dense_luts is not None
+        registers = self.registers is not None
+        head = ["layer", "tables", "input bits", "estimate", "LUTs", "depth"]
+        head += (["registers"] if registers else []) + (["dense LUTs", "saved"] if dense else [])
+        rows: list[list[Any]] = [
+            [c.name, c.tables, "/".join(map(str, c.input_bits)), c.estimate, c.luts, c.depth]
+            + ([c.registers] if registers else [])
+            + ([c.dense_luts, _percent(c.luts, c.dense_luts)] if dense else [])
+            for c in self.layers.values()
+        ]
+        bits = "/".join(map(str, sorted({t.input_bits for t in self.tables})))
+        rows.append(
+            ["total", len(self.tables), bits, self.estimate, self.luts, self.depth]
+            + ([self.registers] if registers else [])
+            + ([self.dense_luts, _percent(self.luts, self.dense_luts)] if dense else [])
+        )
+        cells = [[str(v) for v in row] for row in [head, *rows]]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+        lines = [
+            "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+        ]
+        lines.append(
+            f"k={self.k}, ABC script {self.script!r}, {self.abc_version}; {self.distinct} distinct table(s), "
+            f"{self.mapped} mapped, {self.cached} from the cache, {self.seconds:.1f} s."
+        )
+        lines.append(
+            "Open-tool counts are estimates tied to this pinned flow (the script and ABC version above), not a "
+            "vendor tool's placement; each table is counted once (registers: every output code of a layer)."
+        )
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _percent(luts: int, dense: int | None) -> str:
+    return "" if not dense else f"{100 * (1 - luts / dense):.1f}%"
+
+
+# -- built from mapping records -------------------------------------------------------------------------------
+
+
+def from_record(record: dict[str, Any], netlist: LutNetlist, *, cached: bool, fn: BitFunction) -> MappedTable:
+    """The :class:`MappedTable` of a mapping record (as a job returns it or the cache holds it), its netlist
+    already parsed and checked; ``fn`` is the table's function (it says whether there were don't-cares)."""
+    return MappedTable(
+        luts=netlist.luts,
+        depth=netlist.depth,
+        estimate=int(lut_estimate(record["input_bits"], record["output_bits"], k=record["k"])),
+        input_bits=record["input_bits"],
+        output_bits=record["output_bits"],
+        k=record["k"],
+        script=record["script"],
+        abc_version=record["abc_version"],
+        seconds=float(record["seconds"]),
+        key=record["key"],
+        method=record["method"],
+        cached=cached,
+        completion="none" if fn.care is None or len(fn.care) == fn.space else "filled",
+        netlist=netlist,
+    )
+
+
+def with_dense(mapped: MappedTable, dense: MappedTable, fn: BitFunction, name: str) -> MappedTable:
+    """``mapped`` with ``dense_luts``; the dense table's netlist instead when it is smaller (it computes the
+    table on every care row too: checked again here)."""
+    if dense.luts >= mapped.luts or dense.key == mapped.key:
+        return dataclasses.replace(mapped, dense_luts=dense.luts)
+    check_netlist(dense.netlist, fn, name=name, k=mapped.k)
+    return dataclasses.replace(
+        mapped, luts=dense.luts, depth=dense.depth, netlist=dense.netlist, dense_luts=dense.luts, completion="dense"
+    )
+
+
+def layer_registers(tables: Any) -> dict[str, int | None]:
+    """Pipeline register bits after each layer of a network (``None`` for raw outputs); ``{}`` otherwise."""
+    if not isinstance(tables, TableNetwork):
+        return {}
+    found: dict[str, int | None] = {}
+    for node in tables.graph.nodes_of(NodeKind.TABLE):
+        layer, bits = node.meta.layer, pipeline_registers(node)  # type: ignore[attr-defined]  # a table node's
+        held = found.get(layer, 0)
+        found[layer] = None if bits is None or held is None else held + bits
+    return found
+
+
+def layer_costs(
+    mapped: list[MappedTable], layers: list[str | None], registers: dict[str, int | None]
+) -> dict[str, LayerCost]:
+    """Per-layer totals of ``mapped`` (each result with its table's layer; ``None``: a table given alone, in
+    no layer) and the pipeline register bits after each layer (:func:`layer_registers`)."""
+    totals: dict[str, list[MappedTable]] = {}
+    for result, layer in zip(mapped, layers):
+        if layer is not None:
+            totals.setdefault(layer, []).append(result)
+    return {
+        name: LayerCost(
+            name=name,
+            tables=len(group),
+            luts=sum(m.luts for m in group),
+            output_bits=max(m.output_bits for m in group),
+            estimate=sum(m.estimate for m in group),
+            depth=max(m.depth for m in group),
+            dense_luts=None if any(m.dense_luts is None for m in group) else sum(m.dense_luts or 0 for m in group),
+            input_bits=tuple(sorted({m.input_bits for m in group})),
+            registers=registers.get(name),
+        )
+        for name, group in totals.items()
+    }
