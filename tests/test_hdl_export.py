@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, HDLError, OptionError
+from iotable import Domain, OptionError
 from iotable.cli import main
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.nn import Quantize
 from tests.optional import require_program

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, HDLError, IOTable, OptionError
+from iotable import Domain, IOTable, OptionError
 from iotable.cli import main
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, mapped_verilog, mapped_vhdl, simulate, simulate_files, table_bench
 from iotable.hdl._mapped import lut_init, map_modules
 from iotable.hdl._netlist import TableModule

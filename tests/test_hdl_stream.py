@@ -16,7 +16,8 @@ from torch import nn
 
 import iotable
 import iotable.graph.nodes
-from iotable import Domain, HDLError
+from iotable import Domain
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.hdl._stream import beats_of, from_beats
 from iotable.nn import Quantize

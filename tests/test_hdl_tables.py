@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iotable import Domain, HDLError, HDLToolError, IOTable, OptionError, SimulatorNotInstalledError
+from iotable import Domain, IOTable, OptionError
+from iotable.errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from iotable.hdl import check_files, simulate_files, table_bench, table_verilog, table_vhdl, write_files
 from iotable.hdl._table import levels_of
 from tests.optional import require_program
