@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from iotable import _files
+from iotable._util import files as _files
 
 
 def test_atomic_write_replaces_the_file_and_leaves_nothing_else(tmp_path: Path) -> None:

@@ -22,8 +22,8 @@ from torch.nn.utils import prune
 
 import iotable
 from iotable import Domain, IOTableWarning, ModelError, decompose, precompute, verify
-from iotable import _reuse as reuse
 from iotable.errors import SpecError, UnsupportedFakeQuantizeError
+from iotable.front import reuse
 from iotable.nn import Quantize, domain_of
 from iotable.tabulate.cache import layer_fingerprint
 

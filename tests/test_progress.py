@@ -20,7 +20,8 @@ import tqdm.std
 from torch import nn
 
 import iotable
-from iotable import Domain, TableNetwork, _progress, decompose, precompute
+from iotable import Domain, TableNetwork, decompose, precompute
+from iotable._util import progress as _progress
 from iotable.nn import Quantize
 from iotable.tabulate.enumerate import _classes, _Packed, _passes
 

@@ -110,6 +110,7 @@ print("cached", sum(len(layer.cached) for layer in net.layers.values()))
 """
 
 
+@pytest.mark.slow  # test_no_part_file_survives_a_resume_after_kill_minus_nine kills a run in the quick tier
 def test_kill_minus_nine_then_resume(tmp_path):
     """A precompute killed with SIGKILL part-way resumes: finished tables are kept, the rest computed."""
     script = tmp_path / "slow.py"
@@ -303,7 +304,7 @@ import numpy as np
 import torch
 from torch import nn
 import iotable
-from iotable import _store
+from iotable.tabulate import cache as _store
 from iotable.nn import Quantize
 
 write = _store.FileSink.write

@@ -10,7 +10,7 @@ from torch import nn
 
 import iotable
 from iotable import Domain, decompose, precompute, verify
-from iotable import _reuse as reuse
+from iotable.front import reuse
 from iotable.nn import Quantize
 
 from .conftest import dyadic_
