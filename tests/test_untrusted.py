@@ -607,7 +607,7 @@ def test_format_2_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) 
     assert status == 1 and "format_version 2 has no manifest checksum" in err
     assert "iotable.save(iotable.load(path), path)" in err
     save(load(bundle), bundle)
-    assert manifest_of(bundle)["format_version"] == iotable.bundle.FORMAT_VERSION and check(bundle)[0] == 0
+    assert manifest_of(bundle)["format_version"] == iotable.bundle.manifest.FORMAT_VERSION and check(bundle)[0] == 0
 
 
 def test_format_2_bundles_are_still_checked_field_by_field(bundle: Path) -> None:
