@@ -1,8 +1,11 @@
 """Generate ``docs/api.md``, the API reference, from the docstrings of iotable's public names.
 
-Every name in ``iotable.__all__``, ``iotable.nn.__all__`` and ``iotable.brevitas.__all__`` gets its
-signature and docstring; classes also get their own public methods, properties and attributes. Constants,
-which have no docstring, are described by the ``#:`` comment above their definition.
+Every name in the ``__all__`` of ``iotable`` and of its public modules (``iotable.nn``, ``iotable.brevitas``,
+``iotable.hdl``, ``iotable.synth``, ``iotable.errors``, ``iotable.bits``, ``iotable.pla``,
+``iotable.graph.nodes``) gets its signature and docstring; classes also get their own public methods,
+properties and attributes; error classes also get their group. The names that live in other modules (see the
+package docstring) follow under their home module. Constants, which have no docstring, are described by the
+``#:`` comment above their definition.
 
 Usage::
 
@@ -24,13 +27,41 @@ from types import ModuleType
 from typing import Any
 
 import iotable
+import iotable.bits
 import iotable.brevitas
+import iotable.errors
+import iotable.graph.nodes
 import iotable.hdl
 import iotable.nn
+import iotable.pla
 import iotable.synth
 
 #: The public modules, in the order the reference lists them.
-PUBLIC_MODULES = (iotable, iotable.nn, iotable.brevitas, iotable.hdl, iotable.synth)
+PUBLIC_MODULES = (
+    iotable,
+    iotable.nn,
+    iotable.brevitas,
+    iotable.hdl,
+    iotable.synth,
+    iotable.errors,
+    iotable.bits,
+    iotable.pla,
+    iotable.graph.nodes,
+)
+
+#: Public names that live in a module of their own, not in a public module's ``__all__``: each home module and
+#: its names, documented under the module's full path.
+OTHER_NAMES = {
+    "iotable.domain": ("code_dtype",),
+    "iotable.front.plan": ("DEFAULT_MAX_ROWS", "Geometry", "Unit"),
+    "iotable.front.spec": ("ELEMENTWISE", "PaddingMode", "has_spec"),
+    "iotable.front.trace": ("LeafTracer",),
+    "iotable.graph.diagram": ("Diagram",),
+    "iotable.graph.interpret": ("GraphInterpreter",),
+    "iotable.network.precompute": ("LayerTables", "precompute_layer", "precompute_model"),
+    "iotable.synth.estimate": ("LayerEstimate",),
+    "iotable.tabulate.enumerate": ("DEFAULT_MEMORY_BUDGET", "enumerate_tables"),
+}
 
 API_MD = Path(__file__).resolve().parent / "api.md"
 
@@ -278,6 +309,9 @@ def _class_entry(qualname: str, cls: type) -> list[str]:
     if issubclass(cls, BaseException):
         bases = ", ".join(b.__name__ for b in cls.__bases__)
         parts.append(_code(f"class {cls.__name__}({bases})"))
+        groups = [g.__name__ for g in iotable.errors.GROUPS if issubclass(cls, g) and g is not cls]
+        if groups:
+            parts.append(f"Group: `iotable.errors.{groups[0]}`.")
     elif issubclass(cls, enum.Enum):
         parts.append(_code("\n".join(f"{qualname}.{m.name} = {_repr(m.value)}" for m in cls)))
     else:
@@ -355,16 +389,43 @@ _PIPELINE = [
 ]
 
 
+def _other_module(name: str) -> ModuleType:
+    """A home module of :data:`OTHER_NAMES`, imported (``iotable.graph.diagram`` is imported lazily)."""
+    __import__(name)
+    return sys.modules[name]
+
+
+def _other_section() -> list[str]:
+    """The names that live in a module of their own, under their home module's full path."""
+    out = [
+        "## Other modules",
+        "Public names that live in their home module rather than at the top level; import them from there.",
+    ]
+    for module_name, names in OTHER_NAMES.items():
+        module = _other_module(module_name)
+        modules = [module]
+        out.append(f"### `{module_name}`")
+        for name in names:
+            out.extend(_entry(module_name, name, getattr(module, name), modules))
+    return out
+
+
+def _public_objects() -> list[tuple[str, Any]]:
+    """Every documented name with its object: the public modules' names, then the other names."""
+    found = [(name, getattr(module, name)) for module in PUBLIC_MODULES for name in module.__all__]
+    for module_name, names in OTHER_NAMES.items():
+        found += [(name, getattr(_other_module(module_name), name)) for name in names]
+    return found
+
+
 def _defining_modules() -> list[ModuleType]:
     """The package's submodules that define a public name, in import order of the package."""
     found: dict[str, ModuleType] = {}
-    for module in PUBLIC_MODULES:
-        for name in module.__all__:
-            obj = getattr(module, name)
-            home = getattr(obj, "__module__", None) if not inspect.ismodule(obj) else None
-            public = {m.__name__ for m in PUBLIC_MODULES}
-            if home and home.startswith("iotable.") and home not in public and _own_doc(sys.modules[home]):
-                found.setdefault(home, sys.modules[home])
+    public = {m.__name__ for m in PUBLIC_MODULES}
+    for _name, obj in _public_objects():
+        home = getattr(obj, "__module__", None) if not inspect.ismodule(obj) else None
+        if home and home.startswith("iotable.") and home not in public and _own_doc(sys.modules[home]):
+            found.setdefault(home, sys.modules[home])
     return [
         found[key] for key in sorted(found, key=lambda m: (_PIPELINE.index(m) if m in _PIPELINE else len(_PIPELINE), m))
     ]
@@ -375,10 +436,11 @@ def _conventions() -> list[str]:
     out = [
         "## Conventions by module",
         "Each module's notes: row order, address digit order, unit input order, batching. The names are "
-        "imported from `iotable` itself.",
+        "imported from `iotable` itself, from a public module, or from the home module the package docstring "
+        "names.",
     ]
     for module in _defining_modules():
-        names = [n for n in iotable.__all__ if getattr(getattr(iotable, n), "__module__", None) == module.__name__]
+        names = sorted({n for n, obj in _public_objects() if getattr(obj, "__module__", None) == module.__name__})
         listed = ", ".join(f"`{n}`" for n in names)
         short = module.__name__.rsplit(".", 1)[-1]
         # A private module is not imported by users: name it by its concept and the public names it defines.
@@ -392,18 +454,21 @@ def render() -> str:
     header = (
         "# API reference\n\n"
         "<!-- Generated by docs/gen_api.py from the docstrings; edit those, then run `python docs/gen_api.py`. -->\n\n"
-        "Every public name of `iotable`, `iotable.nn` and `iotable.brevitas`. For a guided tour of how a layer "
-        "becomes tables, "
+        "Every public name of `iotable` and its public modules, then the names that live in other modules. "
+        "For a guided tour of how a layer becomes tables, "
         "see [walkthrough.md](walkthrough.md)."
     )
     toc = ["**Contents**", ""]
     for module in PUBLIC_MODULES:
         names = ", ".join(f"`{n}`" for n in module.__all__)
         toc.append(f"- `{module.__name__}`: {names}")
+    for module_name, other in OTHER_NAMES.items():
+        toc.append(f"- `{module_name}`: " + ", ".join(f"`{n}`" for n in other))
     sections = [
         header,
         "\n".join(toc),
         *(line for module in PUBLIC_MODULES for line in _module_section(module)),
+        *_other_section(),
         *_conventions(),
     ]
     return "\n\n".join(s.rstrip() for s in sections if s) + "\n"

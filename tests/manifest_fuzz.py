@@ -130,7 +130,7 @@ class Sweep:
     def _load_and_run(self) -> str:
         try:
             loaded = iotable.load(self.work)
-        except iotable.BundleError:
+        except iotable.errors.BundleError:
             return "refused"
         except Exception as exc:  # what the sweep exists to find
             return f"internal error at load: {type(exc).__name__}: {exc}"

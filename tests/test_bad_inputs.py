@@ -24,23 +24,12 @@ from torch import nn
 
 import iotable
 from iotable import (
-    BundleError,
     Domain,
-    DomainError,
-    EnumerationError,
-    GraphError,
     InputError,
     IOTable,
     IOTableError,
-    MissingRowError,
     ModelError,
-    NotDecomposedError,
     OptionError,
-    PLAError,
-    SpecError,
-    SpecMismatchError,
-    TableError,
-    TableTooLargeError,
     decompose,
     load,
     plan,
@@ -48,6 +37,19 @@ from iotable import (
     save,
     spec_of,
     verify,
+)
+from iotable.errors import (
+    BundleError,
+    DomainError,
+    EnumerationError,
+    GraphError,
+    MissingRowError,
+    NotDecomposedError,
+    PLAError,
+    SpecError,
+    SpecMismatchError,
+    TableError,
+    TableTooLargeError,
 )
 from iotable.nn import Quantize
 
@@ -889,49 +891,49 @@ CASES = [
     Case(
         "restrict-min-count-zero",
         lambda c: iotable.restrict(c.net, c.observation, min_count=0),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("restrict: min_count must be a positive integer", "received 0"),
     ),
     Case(
         "restrict-default-unknown",
         lambda c: iotable.restrict(c.net, c.observation, default="one"),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("default must be None, a value, or 'zero'", "received 'one'"),
     ),
     Case(
         "restrict-without-observation",
         lambda c: iotable.restrict(c.net, iotable.Observation()),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         (r"the observation has no counts for layer\(s\) \['0'\]", "observe this network first"),
     ),
     Case(
         "restrict-partial-network",
         lambda c: iotable.restrict(c.restricted, c.observation),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("layer '0' unit 0 is already partial", "restrict the dense network"),
     ),
     Case(
         "pla-raw-outputs",
-        lambda c: iotable.write_pla(c.raw_net.tables[0], c.root / "raw.pla"),
+        lambda c: iotable.pla.write_pla(c.raw_net.tables[0], c.root / "raw.pla"),
         PLAError,
         ("PLA needs code outputs", "holds raw values"),
     ),
     Case(
         "pla-dont-cares-option",
-        lambda c: iotable.write_pla(c.net.tables[0], c.root / "t.pla", dont_cares="maybe"),
+        lambda c: iotable.pla.write_pla(c.net.tables[0], c.root / "t.pla", dont_cares="maybe"),
         PLAError,
         ("dont_cares must be 'auto', 'explicit' or 'implicit'", "received 'maybe'"),
     ),
     Case(
         "pla-missing-file",
-        lambda c: iotable.read_pla(c.root / "none.pla", input_domains=[U2] * 2, output_domain=U2),
+        lambda c: iotable.pla.read_pla(c.root / "none.pla", input_domains=[U2] * 2, output_domain=U2),
         PLAError,
         ("read_pla: cannot read", "none.pla"),
     ),
     Case(
         "pla-wrong-widths",
-        lambda c: iotable.read_pla(
-            iotable.write_pla(c.net.tables[0], c.root / "t0.pla"), input_domains=[U2] * 3, output_domain=U2
+        lambda c: iotable.pla.read_pla(
+            iotable.pla.write_pla(c.net.tables[0], c.root / "t0.pla"), input_domains=[U2] * 3, output_domain=U2
         ),
         PLAError,
         ("t0.pla' declares .i 4", "expected .i 6"),
@@ -1128,7 +1130,7 @@ CASES = [
     Case(
         "run-layer-name",
         lambda c: c.net["nope"],
-        iotable.LayerNotFoundError,
+        iotable.errors.LayerNotFoundError,
         ("no table layer named 'nope'", "layers are"),
     ),
     Case(
@@ -1144,19 +1146,19 @@ CASES = [
     Case(
         "restrict-observe-batch-zero",
         lambda c: iotable.observe(c.net, c.every_input, batch_size=0),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("batch_size must be a positive integer", "0"),
     ),
     Case(
         "restrict-observe-not-a-net",
         lambda c: iotable.observe("net", c.every_input),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("expected a TableNetwork", "str"),
     ),
     Case(
         "restrict-not-an-observation",
         lambda c: iotable.restrict(c.net, "obs"),
-        iotable.ObserveError,
+        iotable.errors.ObserveError,
         ("expected an Observation", "str"),
     ),
     Case(
@@ -1166,12 +1168,15 @@ CASES = [
         (r"dont_care must be output codes 0\.\.3", "99"),
     ),
     Case(
-        "pla-write-not-a-table", lambda c: iotable.write_pla("x", c.root / "x.pla"), PLAError, ("expected an IOTable",)
+        "pla-write-not-a-table",
+        lambda c: iotable.pla.write_pla("x", c.root / "x.pla"),
+        PLAError,
+        ("expected an IOTable",),
     ),
     Case("pla-export-not-tables", lambda c: iotable.export_pla("x", c.root / "pla"), PLAError, ("expected a network",)),
     Case(
         "pla-read-short-row",
-        lambda c: iotable.read_pla(short_pla(c), input_domains=[D1, D1], output_domain=D1),
+        lambda c: iotable.pla.read_pla(short_pla(c), input_domains=[D1, D1], output_domain=D1),
         PLAError,
         ("row 0 has fields of widths", r"expected \[2, 1\]"),
     ),
@@ -1282,25 +1287,25 @@ CASES += [
     Case(
         "precompute-cache-dir-int",
         lambda c: precompute(linear(), input_domain=D2, cache_dir=123),
-        iotable.CacheError,
+        iotable.errors.CacheError,
         ("cache_dir: expected a directory path", "received int"),
     ),
     Case(
         "precompute-cache-dir-empty",
         lambda c: precompute(linear(), input_domain=D2, cache_dir=""),
-        iotable.CacheError,
+        iotable.errors.CacheError,
         ("received ''", "would write into the current directory", r"cache_dir='\.'"),
     ),
     Case(
         "precompute-cache-dir-nul",
         lambda c: precompute(linear(), input_domain=D2, cache_dir=str(c.root / "a\0b")),
-        iotable.CacheError,
+        iotable.errors.CacheError,
         ("holds a NUL character", "pass another path"),
     ),
     Case(
         "precompute-cache-dir-too-long",
         lambda c: precompute(linear(), input_domain=D2, cache_dir=c.root / ("a" * 5000)),
-        iotable.CacheError,
+        iotable.errors.CacheError,
         ("cache_dir: cannot create", "File name too long", "choose a shorter path"),
     ),
     Case(
@@ -1330,7 +1335,10 @@ CASES += [
     Case(
         "save-layer-of-another-plan",
         lambda c: save(
-            iotable.LayerTables(plan=c.net["0"].plan, tables=(*c.raw_net.tables, c.raw_net.tables[0])), c.root / "mixed"
+            iotable.network.precompute.LayerTables(
+                plan=c.net["0"].plan, tables=(*c.raw_net.tables, c.raw_net.tables[0])
+            ),
+            c.root / "mixed",
         ),
         BundleError,
         ("save: refusing to write", "which load would refuse", "disagree with the plan of unit 0"),
@@ -1392,7 +1400,7 @@ CASES += [
     ),
     Case(
         "pla-read-no-o-line",
-        lambda c: iotable.read_pla(
+        lambda c: iotable.pla.read_pla(
             pla_file(c, "no_o.pla", ".i 2\n01 1\n.e\n"), input_domains=[D1] * 2, output_domain=D1
         ),
         PLAError,
@@ -1400,13 +1408,15 @@ CASES += [
     ),
     Case(
         "pla-read-no-outputs",
-        lambda c: iotable.read_pla(pla_file(c, "o0.pla", ".i 2\n.o 0\n.e\n"), input_domains=[D1] * 2, output_domain=D1),
+        lambda c: iotable.pla.read_pla(
+            pla_file(c, "o0.pla", ".i 2\n.o 0\n.e\n"), input_domains=[D1] * 2, output_domain=D1
+        ),
         PLAError,
         ("declares .i 2 .o 0", "a positive multiple of 1"),
     ),
     Case(
         "pla-read-output-digit-2",
-        lambda c: iotable.read_pla(
+        lambda c: iotable.pla.read_pla(
             pla_file(c, "two.pla", ".i 2\n.o 2\n01 02\n.e\n"), input_domains=[D1] * 2, output_domain=D2
         ),
         PLAError,
@@ -1414,29 +1424,29 @@ CASES += [
     ),
     Case(
         "pla-read-output-domain-none",
-        lambda c: iotable.read_pla(
-            iotable.write_pla(c.net.tables[0], c.root / "n.pla"), input_domains=[U2] * 2, output_domain=None
+        lambda c: iotable.pla.read_pla(
+            iotable.pla.write_pla(c.net.tables[0], c.root / "n.pla"), input_domains=[U2] * 2, output_domain=None
         ),
         PLAError,
         ("output_domain must be a Domain", "received NoneType"),
     ),
     Case(
         "pla-read-input-domains-string",
-        lambda c: iotable.read_pla(
-            iotable.write_pla(c.net.tables[0], c.root / "s.pla"), input_domains="U2", output_domain=U2
+        lambda c: iotable.pla.read_pla(
+            iotable.pla.write_pla(c.net.tables[0], c.root / "s.pla"), input_domains="U2", output_domain=U2
         ),
         PLAError,
         ("input_domains must be a Domain or a sequence of Domains", "received str"),
     ),
     Case(
         "pla-read-single-domain-odd-bits",
-        lambda c: iotable.read_pla(pla_file(c, "odd.pla", ".i 3\n.o 1\n.e\n"), input_domains=D2, output_domain=D1),
+        lambda c: iotable.pla.read_pla(pla_file(c, "odd.pla", ".i 3\n.o 1\n.e\n"), input_domains=D2, output_domain=D1),
         PLAError,
         ("declares .i 3", "not a multiple of the 2 bit", "pass one Domain per input"),
     ),
     Case(
         "pla-read-code-outside-domain",
-        lambda c: iotable.read_pla(
+        lambda c: iotable.pla.read_pla(
             pla_file(c, "big.pla", ".i 2\n.o 1\n11 1\n.e\n"), input_domains=[Domain.values([0, 1, 2])], output_domain=D1
         ),
         PLAError,
@@ -1444,19 +1454,19 @@ CASES += [
     ),
     Case(
         "pla-write-onto-a-directory",
-        lambda c: iotable.write_pla(c.net.tables[0], c.root),
+        lambda c: iotable.pla.write_pla(c.net.tables[0], c.root),
         PLAError,
         ("is a directory", "pass the path of the file to write"),
     ),
     Case(
         "pla-write-into-proc",
-        lambda c: iotable.write_pla(c.net.tables[0], "/proc/iotable.pla"),
+        lambda c: iotable.pla.write_pla(c.net.tables[0], "/proc/iotable.pla"),
         PLAError,
         ("/proc/iotable.pla",),
     ),
     Case(
         "pla-write-nul-path",
-        lambda c: iotable.write_pla(c.net.tables[0], c.root / "a\0b.pla"),
+        lambda c: iotable.pla.write_pla(c.net.tables[0], c.root / "a\0b.pla"),
         PLAError,
         ("holds a NUL character", "pass another path"),
     ),

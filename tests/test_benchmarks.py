@@ -87,7 +87,7 @@ def test_onehot_lookup_equals_net_run(tiny):
 def test_custom_module_matches_the_model(tiny, reference):
     """The custom-module variant is the same network: its black-box tables equal the model's here."""
     blocks = tiny.precompute_custom()
-    assert all(isinstance(b, iotable.LayerTables) for b in blocks)
+    assert all(isinstance(b, iotable.network.precompute.LayerTables) for b in blocks)
     codes = [c for b in blocks for c in run.iotable_codes(b)]
     truth = run.Truth(reference, reference)
     assert truth.wrong(codes) < 0.1 * sum(r.size for r in reference)  # float rounding may differ at boundaries

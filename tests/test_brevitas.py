@@ -256,7 +256,7 @@ def test_quantizer_alone_is_a_layer():
     """A brevitas quantizer precomputed on its own is one elementwise layer of one-input tables."""
     quant = calibrate_(qnn.QuantReLU(bit_width=3), (4,))
     result = precompute(quant, input_domain=INPUT, example_input=torch.zeros(1, 4))
-    assert isinstance(result, iotable.LayerTables) and len(result) == 4
+    assert isinstance(result, iotable.network.precompute.LayerTables) and len(result) == 4
     assert result.plan.output_domain == quantizer_domain(quant)
     with torch.no_grad():
         expected = quant(torch.tensor(INPUT.values, dtype=torch.float32))

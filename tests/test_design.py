@@ -53,7 +53,7 @@ def test_independence_matches_brute_force(q):
         assert gf.independent([gf.vector(v) for v in pair]) == (len(span) == q * q)
 
 
-@pytest.mark.parametrize("q", [4, 8, 16])
+@pytest.mark.parametrize("q", [4, 8, pytest.param(16, marks=pytest.mark.slow)])
 def test_bit_mask_independence_of_three_vectors(q):
     """In characteristic 2, bit-mask vectors of three coefficients are independent exactly when they span q**3."""
     gf = finite_field(q)

@@ -16,7 +16,9 @@ from benchmarks import workloads
 from torch import nn
 
 import iotable
-from iotable import Diagram, Domain, GraphError, GraphvizNotInstalledError, IOTableError, TableNetwork
+from iotable import Domain, IOTableError, TableNetwork
+from iotable.errors import GraphError, GraphvizNotInstalledError
+from iotable.graph.diagram import Diagram
 from iotable.graph.graph import _DOT_SHAPES, Edge, Graph, Node, NodeKind
 from iotable.nn import Quantize
 from iotable.synth import table_lut_estimate

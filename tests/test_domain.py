@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from iotable import Domain, DomainError
+from iotable import Domain
+from iotable.errors import DomainError
 from iotable.nn import Quantize, domain_of
 
 

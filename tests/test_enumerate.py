@@ -489,7 +489,7 @@ def test_packed_pass_error_names_the_bad_row():
     layer = iotable.plan(module, input_domain=D2, example_input=torch.zeros(1, n_in))
     (packed,) = _passes(layer, _classes(layer), capacity=2**28, itemsize=1)
     assert [c.units[0].index for c in packed.classes].index(2) > 0  # its rows come out of sample order
-    with pytest.raises(iotable.EnumerationError, match=rf"unit\(s\) \[2\], rows from {row}: value 0\.3"):
+    with pytest.raises(iotable.errors.EnumerationError, match=rf"unit\(s\) \[2\], rows from {row}: value 0\.3"):
         precompute(module, input_domain=D2, example_input=torch.zeros(1, n_in), check=False)
 
 

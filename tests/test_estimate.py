@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import SynthError, estimate
+from iotable import estimate
+from iotable.errors import SynthError
 from iotable.hdl import export
 from iotable.nn import Quantize
 from iotable.synth import table_lut_estimate
@@ -80,5 +81,5 @@ def test_other_lut_sizes_and_a_bad_k() -> None:
 def test_refusals_are_precomputes() -> None:
     """A model precompute refuses (tables above max_rows) is refused the same way, naming the layer."""
     model = nn.Sequential(OrderedDict(big=nn.Linear(12, 2), q=Quantize(2))).eval()
-    with pytest.raises(iotable.TableTooLargeError, match="big"):
+    with pytest.raises(iotable.errors.TableTooLargeError, match="big"):
         estimate(model, input_domain=D2, example_input=torch.zeros(1, 12), max_rows=1000)

@@ -11,6 +11,13 @@ import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))  # _name.py: helpers
+# The longest examples run in the slow tier; the quick one runs the others (brevitas is also in test_brevitas.py).
+SLOW_EXAMPLES = {"digits_brevitas", "digits_cnn"}
+
+
+def example(name: str) -> object:
+    """A parameter naming an example, marked slow when that example is one of the longest."""
+    return pytest.param(name, marks=pytest.mark.slow, id=name) if name in SLOW_EXAMPLES else pytest.param(name, id=name)
 
 
 @functools.cache  # each example runs once per session, however many tests read its output
@@ -30,9 +37,10 @@ def test_examples_exist() -> None:
     assert EXAMPLES / "depthwise.py" in SCRIPTS
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[s.stem for s in SCRIPTS])
-def test_example_runs(script: Path) -> None:
+@pytest.mark.parametrize("name", [example(s.stem) for s in SCRIPTS])
+def test_example_runs(name: str) -> None:
     """Every example exits with status 0 and prints something."""
+    script = EXAMPLES / f"{name}.py"
     result = run_example(script)
     assert result.returncode == 0, f"{script.name} failed:\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip()
@@ -62,7 +70,7 @@ def test_depthwise_prints_fused_block() -> None:
     assert "checked against the block: 4 tables x 8 positions agree" in out
 
 
-@pytest.mark.parametrize("name", ["digits_mlp", "digits_cnn", "logicnets_style"])
+@pytest.mark.parametrize("name", [example(n) for n in ("digits_mlp", "digits_cnn", "logicnets_style")])
 def test_digits_examples_agree_bit_for_bit(name: str) -> None:
     """The digits examples print both accuracies and 100% agreement between model and table network."""
     result = run_example(EXAMPLES / f"{name}.py")

@@ -11,7 +11,8 @@ from torch.nn.utils import prune
 
 import iotable.tabulate.affine as affine
 import iotable.tabulate.fastpath as fastpath
-from iotable import Domain, SpecMismatchError, decompose, plan, precompute, verify
+from iotable import Domain, decompose, plan, precompute, verify
+from iotable.errors import SpecMismatchError
 from iotable.nn import Quantize
 
 from .strategies import TAILS, fast_path_layers

@@ -6,17 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from iotable import (
-    Domain,
-    LayerTables,
-    NotDecomposedError,
-    SpecError,
-    TableNetwork,
-    decompose,
-    precompute,
-    precompute_layer,
-    precompute_model,
-)
+from iotable import Domain, TableNetwork, decompose, precompute
+from iotable.errors import NotDecomposedError, SpecError
+from iotable.network.precompute import LayerTables, precompute_layer, precompute_model
 from iotable.nn import Quantize
 
 BIT = Domain.uniform(1)

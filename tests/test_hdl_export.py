@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, HDLError, OptionError
+from iotable import Domain, OptionError
 from iotable.cli import main
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.nn import Quantize
 from tests.optional import require_program
@@ -366,7 +367,7 @@ def digits_nets():
 
 
 @pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
-@pytest.mark.parametrize("name", ["logicnets_style", "digits_mlp"])
+@pytest.mark.parametrize("name", ["logicnets_style", pytest.param("digits_mlp", marks=pytest.mark.slow)])
 def test_examples_on_the_digits_test_split(digits_nets, tmp_path: Path, name: str, simulator: str) -> None:
     """The example's design, fed the 360 test digits, passes its bench (equal to net.run), whose codes are the model's."""
     nets, x_test = digits_nets

@@ -15,8 +15,9 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, HDLError, IOTable, OptionError
+from iotable import Domain, IOTable, OptionError
 from iotable.cli import main
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, mapped_verilog, mapped_vhdl, simulate, simulate_files, table_bench
 from iotable.hdl.mapped import lut_init, map_modules
 from iotable.hdl.netlist import TableModule
@@ -145,6 +146,7 @@ def test_mlp_network_and_table_benches_pass(mlp: iotable.TableNetwork, tmp_path:
     assert table_benches_pass(design, simulator) == [f"{n}/{n} vectors match" for n in rows]
 
 
+@pytest.mark.slow  # a Verilator build of the whole mapped MLP
 def test_mlp_bench_passes_under_verilator(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
     """Verilator runs the mapped Verilog and the unchanged network bench."""
     design = export_mapped(mlp, tmp_path, "verilog", top="mlp", vectors=40)

@@ -16,7 +16,8 @@ from torch import nn
 
 import iotable
 import iotable.graph.nodes
-from iotable import Domain, HDLError
+from iotable import Domain
+from iotable.errors import HDLError
 from iotable.hdl import Design, check, export, simulate, simulate_files
 from iotable.hdl.streaming import beats_of, from_beats
 from iotable.nn import Quantize
@@ -270,6 +271,7 @@ def digits_cnn():
     return model, net, x_test
 
 
+@pytest.mark.slow  # the whole test split streamed through a simulator
 @pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
 def test_digits_cnn_streams_the_whole_test_split(digits_cnn, tmp_path: Path, simulator: str) -> None:
     """The digits CNN (32 tables of 2^16 to 2^18 rows, one instance each) passes its bench on all 360 test digits,
@@ -291,6 +293,7 @@ def test_digits_cnn_streams_the_whole_test_split(digits_cnn, tmp_path: Path, sim
     assert torch.equal(head, net.run(x_test))
 
 
+@pytest.mark.slow  # every table of the CNN through an exhaustive bench
 def test_digits_cnn_tables_pass_their_exhaustive_benches(digits_cnn, tmp_path: Path) -> None:
     """Every one of the digits CNN's 32 tables (2^16 or 2^18 rows, in blocks) passes its exhaustive bench under ghdl;
     the first table of each layer under iverilog too."""

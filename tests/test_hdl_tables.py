@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from iotable import Domain, HDLError, HDLToolError, IOTable, OptionError, SimulatorNotInstalledError
+from iotable import Domain, IOTable, OptionError
+from iotable.errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from iotable.hdl import check_files, simulate_files, table_bench, table_verilog, table_vhdl, write_files
 from iotable.hdl.table import levels_of
 from tests.optional import require_program
@@ -273,7 +274,8 @@ def test_bench_passes_a_4096_row_table() -> None:
     assert result.passed and "4096/4096 vectors match" in result.stdout
 
 
-@pytest.mark.parametrize("simulator", ["iverilog", "ghdl", "verilator"])
+# a Verilator build of the large tables is slow; test_bench_passes_under_verilator[part] keeps Verilator in the quick tier
+@pytest.mark.parametrize("simulator", ["iverilog", "ghdl", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_nested_tables_and_blocks_pass_their_benches(simulator: str) -> None:
     """A nested 14-bit table (16,384 rows), a nested partial one, a 16-bit table in blocks (65,536 rows) and a
     partial one in blocks of 17 bits pass their exhaustive benches."""
@@ -296,7 +298,7 @@ def test_nested_tables_and_blocks_pass_their_benches(simulator: str) -> None:
         assert result.passed and f"{len(table)}/{len(table)} vectors match" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("key", ["mixed3", "part"])
+@pytest.mark.parametrize("key", [pytest.param("mixed3", marks=pytest.mark.slow), "part"])
 def test_bench_passes_under_verilator(key: str) -> None:
     """The emitted Verilog and its bench also pass under verilator (a dense and a restricted table)."""
     require_program("g++", package="g++")

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 import iotable
-from iotable import EnumerationError, NodeKind, TableNetwork
+from iotable import NodeKind, TableNetwork
+from iotable.errors import EnumerationError
 from iotable.graph.graph import Node
 from iotable.graph.interpret import GraphInterpreter, NodeExecutionError
 from iotable.runtime.runtime import Runtime

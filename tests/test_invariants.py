@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from iotable import Domain, Graph, GraphError, Layout, NodeKind, Unit
+from iotable import Domain, Graph, Layout, NodeKind
+from iotable.errors import GraphError
+from iotable.front.plan import Unit
 from iotable.graph.graph import Edge, ElementOrder, OutputMeta
 
 from .test_bundle import build

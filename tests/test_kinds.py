@@ -9,7 +9,8 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, Layout, ModelError, Spec, SpecError, SpecMismatchError, precompute, verify
+from iotable import Domain, Layout, ModelError, Spec, precompute, verify
+from iotable.errors import SpecError, SpecMismatchError
 from iotable.kinds import LayerKind, Role, kind_of, register, registered, role_of, unregister
 from iotable.nn import Quantize
 
@@ -25,7 +26,7 @@ from iotable.nn import Quantize
         (nn.MaxPool1d, Role.POOL),
         (nn.MaxPool2d, Role.POOL),
         (nn.Flatten, Role.RESHAPE),
-        *[(cls, Role.ELEMENTWISE) for cls in iotable.ELEMENTWISE],
+        *[(cls, Role.ELEMENTWISE) for cls in iotable.front.spec.ELEMENTWISE],
     ],
 )
 def test_every_built_in_layer_kind_is_registered(cls: type[nn.Module], role: Role) -> None:

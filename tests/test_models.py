@@ -21,16 +21,8 @@ from torch.ao.quantization import (
 from torch.nn.utils import prune
 
 import iotable
-from iotable import (
-    Domain,
-    IOTableWarning,
-    ModelError,
-    SpecError,
-    UnsupportedFakeQuantizeError,
-    decompose,
-    precompute,
-    verify,
-)
+from iotable import Domain, IOTableWarning, ModelError, decompose, precompute, verify
+from iotable.errors import SpecError, UnsupportedFakeQuantizeError
 from iotable.front import reuse
 from iotable.nn import Quantize, domain_of
 from iotable.tabulate.cache import layer_fingerprint
@@ -505,7 +497,7 @@ def test_verify_and_observe_errors_name_their_caller():
     """A bad batch given to verify or observe is reported as theirs, not as net.run's."""
     model = nn.Sequential(Quantize(2), nn.Linear(4, 3), Quantize(2)).eval()
     net = precompute(model, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 4))
-    with pytest.raises(iotable.DomainError, match="^verify: input values must belong"):
+    with pytest.raises(iotable.errors.DomainError, match="^verify: input values must belong"):
         verify(model, net, torch.full((2, 4), 0.3))
     with pytest.raises(iotable.InputError, match=r"^observe: expected a batch of shape \(N, 4\)"):
         iotable.observe(net, torch.zeros(2, 5))
@@ -542,7 +534,7 @@ def test_the_probe_compares_like_with_like():
     assert [t.fan_in for t in result.tables] == [2, 2]
     leaky = decompose(BatchDependent(), fan_in=[[0], [2, 3]])
     leaky.fc.weight.data = layer.fc.weight.data.clone()
-    with pytest.raises(iotable.SpecMismatchError, match="unit 0"):
+    with pytest.raises(iotable.errors.SpecMismatchError, match="unit 0"):
         precompute(leaky, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 4))
 
 
@@ -580,5 +572,5 @@ def test_the_probe_allows_float_rounding_of_raw_outputs():
     with torch.no_grad():
         layer.weight_orig[2, 4] = 1e-3  # a leak of a thousandth of the other weights
         layer.weight_mask[2, 4] = 1
-    with pytest.raises(iotable.SpecMismatchError, match=r"unit 0 \(output 2\) changed when input 4 changed"):
+    with pytest.raises(iotable.errors.SpecMismatchError, match=r"unit 0 \(output 2\) changed when input 4 changed"):
         precompute(layer, input_domain=domain, fast_path=False)

@@ -11,20 +11,9 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
-from iotable import (
-    Domain,
-    GraphError,
-    InputError,
-    Layout,
-    ModelError,
-    NodeKind,
-    PaddingMode,
-    TableNetwork,
-    TableTooLargeError,
-    decompose,
-    precompute,
-    verify,
-)
+from iotable import Domain, InputError, Layout, ModelError, NodeKind, TableNetwork, decompose, precompute, verify
+from iotable.errors import GraphError, TableTooLargeError
+from iotable.front.spec import PaddingMode
 from iotable.graph.graph import Edge, ElementOrder, Graph, JoinMeta, Node
 from iotable.nn import Quantize
 
@@ -418,8 +407,8 @@ def test_two_layers_between_quantizers_is_an_error():
     [
         (torch.zeros(2, 11), {}, InputError, r"expected a batch of shape \(N, 12\), received \(2, 11\)"),
         ([[0.0] * 12], {}, InputError, "expected a tensor or array"),
-        (torch.full((2, 12), 0.25), {}, iotable.DomainError, "value 0.25 at index"),
-        (torch.full((2, 12), float("nan")), {}, iotable.DomainError, "nan"),
+        (torch.full((2, 12), 0.25), {}, iotable.errors.DomainError, "value 0.25 at index"),
+        (torch.full((2, 12), float("nan")), {}, iotable.errors.DomainError, "nan"),
         (torch.full((2, 12), 4), {"codes": True}, InputError, r"code 4 at index \(0, 0\) is outside 0\.\.3"),
         (torch.zeros(2, 12), {"codes": True}, InputError, "codes must be an integer tensor"),
     ],

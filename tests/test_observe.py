@@ -10,22 +10,10 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from iotable import (
-    Domain,
-    IOTable,
-    IOTableError,
-    MissingRowError,
-    PLAError,
-    decompose,
-    export_pla,
-    observe,
-    precompute,
-    read_pla,
-    verify,
-    write_pla,
-)
+from iotable import Domain, IOTable, IOTableError, decompose, export_pla, observe, precompute, verify
+from iotable.errors import MissingRowError, PLAError
 from iotable.nn import Quantize
-from iotable.pla import pla_text
+from iotable.pla import pla_text, read_pla, write_pla
 
 U2 = Domain.uniform(2, scale=0.5)
 

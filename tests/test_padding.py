@@ -22,23 +22,10 @@ from torch import nn
 
 import iotable
 import iotable.bundle.bundle
-from iotable import (
-    BundleError,
-    Domain,
-    Geometry,
-    GraphError,
-    OptionError,
-    PaddingMode,
-    SpecError,
-    SpecMismatchError,
-    decompose,
-    load,
-    plan,
-    precompute,
-    save,
-    spec_of,
-    verify,
-)
+from iotable import Domain, OptionError, decompose, load, plan, precompute, save, spec_of, verify
+from iotable.errors import BundleError, GraphError, SpecError, SpecMismatchError
+from iotable.front.plan import Geometry
+from iotable.front.spec import PaddingMode
 from iotable.graph.graph import PadMeta, pad_index_map
 from iotable.nn import Quantize
 from iotable.runtime.runtime import Runtime
@@ -95,7 +82,9 @@ def test_pad_kernels_follow_the_index_map(config):
     index_map = pad_index_map(shape, padding, mode, channels_last=channels_last)
     codes = np.arange(shape[channel_axis]) % 4 if mode == "zeros" else None
     pad_codes = None if codes is None else tuple(int(c) for c in codes)
-    meta = PadMeta(padding=padding, mode=iotable.PaddingMode.parse(mode), pad_codes=pad_codes, index_map=index_map)
+    meta = PadMeta(
+        padding=padding, mode=iotable.front.spec.PaddingMode.parse(mode), pad_codes=pad_codes, index_map=index_map
+    )
     node = iotable.Node("pad", iotable.NodeKind.PAD, index_map.shape, layout, S2, meta)
     x = torch.randint(0, 4, (5, *shape), generator=torch.Generator().manual_seed(0)).to(torch.uint8)
     held = 0 if codes is None else codes[np.indices(index_map.shape)[channel_axis]]
@@ -509,7 +498,7 @@ def test_tampered_mode_is_caught():
     _, net, _ = reflect_network()
     pad = net.graph["0:pad"]
     graph = net.graph.replace(
-        dataclasses.replace(pad, meta=dataclasses.replace(pad.meta, mode=iotable.PaddingMode.CIRCULAR))
+        dataclasses.replace(pad, meta=dataclasses.replace(pad.meta, mode=iotable.front.spec.PaddingMode.CIRCULAR))
     )
     with pytest.raises(GraphError, match=r"mode 'circular' with padding \(\(0, 1\), \(0, 1\)\).*disagree"):
         graph.check()
@@ -577,7 +566,7 @@ def test_format_1_bundle_still_loads(tmp_path):
     net = load(source, host_modules={"8": nn.Linear(70, 3)})
     assert torch.equal(net.run(x), y)
     pad = net.graph["5:pad"]
-    assert pad.meta.padding == ((1, 1), (0, 0)) and pad.meta.mode is iotable.PaddingMode.ZEROS
+    assert pad.meta.padding == ((1, 1), (0, 0)) and pad.meta.mode is iotable.front.spec.PaddingMode.ZEROS
     assert (
         pad.meta.pad_codes == (2, 2)
         and pad.meta.index_map.shape == (2, 8, 6)

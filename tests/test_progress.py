@@ -124,7 +124,7 @@ def test_enumerate_tables_has_a_bar_of_its_own(bars: list) -> None:
     """enumerate_tables, called on a plan directly, shows one bar over that layer's rows."""
     conv = dyadic_(nn.Conv1d(2, 2, 3, groups=2))
     layer = iotable.plan(conv, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 2, 5))
-    iotable.enumerate_tables(conv, layer, progress=True)
+    iotable.tabulate.enumerate.enumerate_tables(conv, layer, progress=True)
     assert bars == [(layer.total_rows, layer.total_rows, layer.name)]
 
 

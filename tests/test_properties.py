@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from torch import nn
 from torch.nn.utils import prune
 
-from iotable import Domain, DomainError, SpecError, decompose, plan, precompute
+from iotable import Domain, decompose, plan, precompute
+from iotable.errors import DomainError, SpecError
 from iotable.nn import Quantize
 from iotable.tabulate.enumerate import _classes, _colours, _Encoder, _Packed, _passes
 from iotable.tabulate.probe import _allowed

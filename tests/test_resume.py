@@ -110,6 +110,7 @@ print("cached", sum(len(layer.cached) for layer in net.layers.values()))
 """
 
 
+@pytest.mark.slow  # test_no_part_file_survives_a_resume_after_kill_minus_nine kills a run in the quick tier
 def test_kill_minus_nine_then_resume(tmp_path):
     """A precompute killed with SIGKILL part-way resumes: finished tables are kept, the rest computed."""
     script = tmp_path / "slow.py"
@@ -263,7 +264,7 @@ def test_full_disk_while_caching_is_a_cache_error_and_leaves_no_part_file(tmp_pa
     """A full disk while a cache entry is written raises CacheError naming the file and the fix; no .part stays."""
     import errno
 
-    from iotable import CacheError
+    from iotable.errors import CacheError
 
     monkeypatch.setattr("iotable.tabulate.cache.os.fsync", fail_with(errno.ENOSPC))
     with pytest.raises(CacheError, match=r"cannot write '.*\.part': No space left on device; free space on that disk"):
@@ -276,7 +277,7 @@ def test_full_temporary_disk_is_a_cache_error_and_leaves_nothing(tmp_path, monke
     import errno
     import tempfile
 
-    from iotable import CacheError
+    from iotable.errors import CacheError
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr("iotable.tabulate.cache.os.fsync", fail_with(errno.ENOSPC))
@@ -290,7 +291,7 @@ def test_unwritable_cache_folder_is_a_cache_error(tmp_path, monkeypatch):
     """No permission to create a table file is a CacheError naming the folder and the fix."""
     import errno
 
-    from iotable import CacheError
+    from iotable.errors import CacheError
 
     monkeypatch.setattr("iotable.tabulate.cache.tempfile.mkstemp", fail_with(errno.EACCES))
     with pytest.raises(CacheError, match=r"cannot create a table file in '.*': Permission denied; make it writable"):

@@ -156,7 +156,7 @@ def test_a_layer_reuses_its_plan_and_follows_its_weights():
         block.weight[0, 4] = 1.0
     try:
         precompute(block, input_domain=D2, example_input=torch.zeros(1, 6))
-    except iotable.SpecMismatchError:
+    except iotable.errors.SpecMismatchError:
         pass
     else:
         raise AssertionError("the probe did not run on a reused plan")

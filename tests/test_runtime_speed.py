@@ -16,7 +16,8 @@ from torch.nn.utils import prune
 
 import iotable
 import iotable.runtime.runtime as runtime_module
-from iotable import Domain, DomainError, MissingRowError, NodeKind, TableNetwork, decompose, observe, precompute, verify
+from iotable import Domain, NodeKind, TableNetwork, decompose, observe, precompute, verify
+from iotable.errors import DomainError, MissingRowError
 from iotable.front.spec import Layout
 from iotable.graph.graph import Node
 from iotable.nn import Quantize

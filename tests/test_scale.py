@@ -72,6 +72,7 @@ print((peak[0] - before) * 1024, table.nbytes, result.near_ties, wrong, type(tab
 """
 
 
+@pytest.mark.slow  # tabulates a 2^24-row layer in a subprocess
 @pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads resident memory from /proc")
 def test_near_ties_stay_within_the_memory_budget(tmp_path):
     """4.3M near-tie rows of a 2**24-row table under a 4 MiB budget: peak within the budget plus the table, exact."""

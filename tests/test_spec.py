@@ -6,21 +6,9 @@ import pytest
 import torch
 from torch import nn
 
-from iotable import (
-    Domain,
-    Layout,
-    NotDecomposedError,
-    OptionError,
-    SpecError,
-    SpecMismatchError,
-    TableTooLargeError,
-    check_decomposition,
-    decompose,
-    has_spec,
-    plan,
-    precompute,
-    spec_of,
-)
+from iotable import Domain, Layout, OptionError, check_decomposition, decompose, plan, precompute, spec_of
+from iotable.errors import NotDecomposedError, SpecError, SpecMismatchError, TableTooLargeError
+from iotable.front.spec import has_spec
 from iotable.nn import Quantize
 
 D2 = Domain.uniform(2)
@@ -264,7 +252,7 @@ def test_output_domain_mismatch_is_reported():
     module = decompose(nn.Linear(2, 1), output_domain=Domain.uniform(1))
     with torch.no_grad():
         module.weight.fill_(0.3)
-    from iotable import EnumerationError
+    from iotable.errors import EnumerationError
 
     with pytest.raises(
         EnumerationError, match=r"Linear: unit\(s\) \[0\].*is not in Domain.uniform\(1\).*output_domain="

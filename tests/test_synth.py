@@ -112,7 +112,8 @@ def test_estimate_bad_inputs(args, words):
 # -- one table through ABC ------------------------------------------------------------------------------------
 
 
-_WIDTHS = [(x, 1) for x in range(6, 17)] + [(x, 2) for x in (7, 9, 12, 13, 15)]
+_WIDTHS = [(x, 1) for x in range(6, 16)] + [pytest.param(16, 1, marks=pytest.mark.slow)]
+_WIDTHS += [(x, 2) for x in (7, 9, 12, 13, 15)]
 
 
 @pytest.mark.parametrize(("input_bits", "output_bits"), _WIDTHS)

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from iotable import Domain, IOTable, MissingRowError, TableError
+from iotable import Domain, IOTable
+from iotable.errors import MissingRowError, TableError
 
 D2 = Domain.uniform(2)
 

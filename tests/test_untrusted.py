@@ -18,10 +18,12 @@ import pytest
 import torch
 
 import iotable
-from iotable import BundleError, Domain, IOTable, LayerTables, load, precompute, save
+from iotable import Domain, IOTable, load, precompute, save
 from iotable.bundle.bundle import MAX_DEPTH, MAX_MANIFEST_BYTES
 from iotable.bundle.manifest import MAX_DOMAIN_VALUES
 from iotable.cli import main as cli
+from iotable.errors import BundleError
+from iotable.network.precompute import LayerTables
 
 from .manifest_fuzz import direct_results
 from .test_bundle import build, manifest_of, stamp, write_manifest
@@ -407,7 +409,7 @@ def test_partial_tables_read_missing_rows_as_code_0_in_golden_runs(tmp_path: Pat
     path = save(restricted, tmp_path / "restricted")
     inputs = np.load(path / "golden/inputs.npy")
     assert len(inputs) == 8
-    with pytest.raises(iotable.MissingRowError):  # the generated inputs reach rows the tables lack
+    with pytest.raises(iotable.errors.MissingRowError):  # the generated inputs reach rows the tables lack
         restricted.run(torch.from_numpy(inputs))
     assert torch.equal(load(path).run(x[:2]), restricted.run(x[:2]))
     edited(path, lambda m: m["domains"][1].update(scale=0.5))
@@ -604,7 +606,7 @@ def test_format_2_bundles_load_and_upgrade_by_saving_again(bundle: Path, saved) 
     assert status == 1 and "format_version 2 has no manifest checksum" in err
     assert "iotable.save(iotable.load(path), path)" in err
     save(load(bundle), bundle)
-    assert manifest_of(bundle)["format_version"] == iotable.bundle.FORMAT_VERSION and check(bundle)[0] == 0
+    assert manifest_of(bundle)["format_version"] == iotable.bundle.manifest.FORMAT_VERSION and check(bundle)[0] == 0
 
 
 def test_format_2_bundles_are_still_checked_field_by_field(bundle: Path) -> None:

@@ -8,180 +8,114 @@ The pipeline:
   before any work; :func:`estimate` gives a whole model's LUT estimate and pipeline registers from its plans,
   before any row is computed.
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
-  module as a black box and returns one :class:`IOTable` per unit (:func:`precompute_layer` and
-  :func:`precompute_model` are its layer and whole-model paths, each with one return type).
+  module as a black box and returns one :class:`IOTable` per unit; :func:`check_decomposition` probes that
+  the metadata is right.
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
-  interlayer :class:`Graph`, whose nodes carry typed metadata per kind (:class:`TableMeta` with index
-  maps, :class:`PadMeta`, :class:`WindowMeta` with line buffers and strides, ...);
-  :class:`GraphInterpreter` walks it node by node (the runtime and any generator are such walks).
+  interlayer :class:`Graph`, whose :class:`Node` records carry typed metadata per :class:`NodeKind`
+  (``TableMeta`` with index maps, ``PadMeta``, ``WindowMeta`` with line buffers and strides, ...);
+  the runtime and any generator walk it node by node.
 - **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
 - **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
-  in a notebook; :meth:`TableNetwork.draw` pictures the graph (:class:`Diagram`, with Graphviz).
+  in a notebook; :meth:`TableNetwork.draw` pictures the graph (with Graphviz).
 - **hardware** — :mod:`iotable.hdl` writes a table network (or one table) as Verilog or VHDL with
   self-checking testbenches, and runs open simulators (iverilog, ghdl, verilator) and yosys on them;
   :mod:`iotable.synth` counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against
   the table).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
-scripts. Every error iotable raises on purpose is an :class:`IOTableError`.
+scripts; :mod:`iotable.bits` is the hardware bit contract (field widths, MSB-first offsets, packing). Every
+error iotable raises on purpose is an :class:`IOTableError` and belongs to one group that says what went wrong:
+:class:`OptionError` (a bad argument or option), :class:`ModelError` (a model that cannot become tables as
+written), :class:`InputError` (bad input data), :class:`FileError` (a file that cannot be written or trusted),
+:class:`ToolError` (a missing or failing external tool), :class:`MismatchError` (a check found a difference).
+
+Where the other names live: the top level holds the pipeline's verbs, the types a user meets, the error
+groups and the public modules. Everything else is imported from its home module:
+
+- the specific error classes (``SpecError``, ``BundleError``, ``HDLToolError``, ...): :mod:`iotable.errors`;
+- the node records (``TableMeta``, ``PadMeta``, ``WindowMeta``, ..., ``Edge``, ``ElementOrder``):
+  :mod:`iotable.graph.nodes`; ``GraphInterpreter``: ``iotable.graph.interpret``; ``Diagram``:
+  ``iotable.graph.diagram``;
+- the layer and whole-model paths of :func:`precompute` (``precompute_layer``, ``precompute_model``,
+  ``LayerTables``): ``iotable.network.precompute``; ``enumerate_tables`` and ``DEFAULT_MEMORY_BUDGET``:
+  ``iotable.tabulate.enumerate``;
+- ``Unit``, ``Geometry`` and ``DEFAULT_MAX_ROWS``: ``iotable.front.plan``; ``has_spec``, ``PaddingMode`` and
+  ``ELEMENTWISE``: ``iotable.front.spec``; ``LeafTracer``: ``iotable.front.trace``; ``code_dtype``:
+  ``iotable.domain``; ``LayerEstimate``: ``iotable.synth.estimate``;
+- ``read_pla`` and ``write_pla``: :mod:`iotable.pla`.
 """
 
 from __future__ import annotations
 
-from . import kinds, nn
+from . import bits, errors, hdl, kinds, nn, pla, synth
 from ._version import __version__
 from .bundle.bundle import load, save
-from .domain import Domain, code_dtype
+from .domain import Domain
 from .errors import (
-    ABCError,
-    ABCNotInstalledError,
-    BrevitasNotInstalledError,
-    BundleError,
-    CacheError,
-    DomainError,
-    EnumerationError,
-    HDLError,
-    HDLToolError,
+    FileError,
+    InputError,
     IOTableError,
     IOTableWarning,
-    MissingRowError,
+    MismatchError,
     ModelError,
-    NetlistMismatchError,
-    NotDecomposedError,
     OptionError,
-    PLAError,
-    SimulatorNotInstalledError,
-    SpecError,
-    SpecMismatchError,
-    SynthError,
-    TableError,
-    TableTooLargeError,
-    UnsupportedFakeQuantizeError,
-    UnsupportedQuantizerError,
+    ToolError,
 )
-from .front.plan import DEFAULT_MAX_ROWS, Geometry, LayerPlan, Unit, plan
-from .front.spec import ELEMENTWISE, Layout, PaddingMode, Spec, decompose, has_spec, spec_of
-from .front.trace import LeafTracer
-from .graph.diagram import Diagram, GraphvizNotInstalledError
-from .graph.graph import (
-    DuplicateMeta,
-    Edge,
-    ElementOrder,
-    Graph,
-    GraphError,
-    HostMeta,
-    InputMeta,
-    JoinMeta,
-    Node,
-    NodeKind,
-    OutputMeta,
-    PadMeta,
-    PoolMeta,
-    ReshapeMeta,
-    TableMeta,
-    WindowMeta,
-)
-from .graph.interpret import GraphInterpreter, NodeExecutionError
-from .network.network import InputError, LayerNotFoundError, TableNetwork, VerifyReport, verify
-from .network.observe import Observation, ObserveError, observe, restrict
-from .network.precompute import LayerTables, precompute, precompute_layer, precompute_model
-from .pla import export_pla, read_pla, write_pla
-from .synth.estimate import CostEstimate, LayerEstimate, estimate
+from .front.plan import LayerPlan, plan
+from .front.spec import Layout, Spec, decompose, spec_of
+from .graph.graph import Graph
+from .graph.nodes import Node, NodeKind
+from .network.network import TableNetwork, VerifyReport, verify
+from .network.observe import Observation, observe, restrict
+from .network.precompute import precompute
+from .pla import export_pla
+from .synth.estimate import CostEstimate, estimate
 from .table import IOTable
-from .tabulate.enumerate import DEFAULT_MEMORY_BUDGET, enumerate_tables
 from .tabulate.probe import check_decomposition
 
 __all__ = [
-    "DEFAULT_MAX_ROWS",
-    "DEFAULT_MEMORY_BUDGET",
-    "ELEMENTWISE",
-    "ABCError",
-    "ABCNotInstalledError",
-    "BrevitasNotInstalledError",
-    "BundleError",
-    "CacheError",
     "CostEstimate",
-    "Diagram",
     "Domain",
-    "DomainError",
-    "DuplicateMeta",
-    "Edge",
-    "ElementOrder",
-    "EnumerationError",
-    "Geometry",
+    "FileError",
     "Graph",
-    "GraphError",
-    "GraphInterpreter",
-    "GraphvizNotInstalledError",
-    "HDLError",
-    "HDLToolError",
-    "HostMeta",
     "IOTable",
     "IOTableError",
     "IOTableWarning",
     "InputError",
-    "InputMeta",
-    "JoinMeta",
-    "LayerEstimate",
-    "LayerNotFoundError",
     "LayerPlan",
-    "LayerTables",
     "Layout",
-    "LeafTracer",
-    "MissingRowError",
+    "MismatchError",
     "ModelError",
-    "NetlistMismatchError",
     "Node",
-    "NodeExecutionError",
     "NodeKind",
-    "NotDecomposedError",
     "Observation",
-    "ObserveError",
     "OptionError",
-    "OutputMeta",
-    "PLAError",
-    "PadMeta",
-    "PaddingMode",
-    "PoolMeta",
-    "ReshapeMeta",
-    "SimulatorNotInstalledError",
     "Spec",
-    "SpecError",
-    "SpecMismatchError",
-    "SynthError",
-    "TableError",
-    "TableMeta",
     "TableNetwork",
-    "TableTooLargeError",
-    "Unit",
-    "UnsupportedFakeQuantizeError",
-    "UnsupportedQuantizerError",
+    "ToolError",
     "VerifyReport",
-    "WindowMeta",
     "__version__",
+    "bits",
     "check_decomposition",
-    "code_dtype",
     "decompose",
-    "enumerate_tables",
+    "errors",
     "estimate",
     "export_pla",
-    "has_spec",
+    "hdl",
     "kinds",
     "load",
     "nn",
     "observe",
+    "pla",
     "plan",
     "precompute",
-    "precompute_layer",
-    "precompute_model",
-    "read_pla",
     "restrict",
     "save",
     "spec_of",
+    "synth",
     "verify",
-    "write_pla",
 ]

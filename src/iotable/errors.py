@@ -1,14 +1,37 @@
-"""The errors iotable raises on purpose.
+"""The errors iotable raises on purpose, grouped by what went wrong.
 
-Every error derives from :class:`IOTableError`, and also from the builtin exception a caller would expect
-(``ValueError`` for bad arguments, ``LookupError`` for a row a partial table does not hold), so that
-``except ValueError`` keeps working. Messages name the thing, what was expected, what was received, and the
-fix when one is known.
+Every error derives from :class:`IOTableError` and from exactly one group, which says what to look at:
+
+- :class:`OptionError` — a bad argument or option of a call (a keyword, a name, a path, a layer name);
+- :class:`ModelError` — a model that cannot become tables as written (its decomposition, its quantizers,
+  its size, its graph);
+- :class:`InputError` — bad input data (codes, values, arrays, domains);
+- :class:`FileError` — a file that cannot be written, or read and trusted (a bundle, a table cache, a PLA
+  file);
+- :class:`ToolError` — an external tool or optional package that is missing or failed (HDL simulators,
+  yosys, ABC, Graphviz, brevitas);
+- :class:`MismatchError` — a check that found a difference (a mapped netlist that does not compute its
+  table).
+
+The specific classes below the groups name the module or the case (``except SynthError`` catches every bad
+synthesis option, ``except ToolError`` every missing or failing tool). Every error also derives from the
+builtin exception a caller would expect (``ValueError`` for bad arguments, ``LookupError`` for a row a
+partial table does not hold, ``RuntimeError`` for a failing tool, ``ImportError`` for a missing package), so
+that ``except ValueError`` keeps working. Messages name the thing, what was expected, what was received, and
+the fix when one is known.
+
+Example:
+    >>> from iotable.errors import InputError, IOTableError, MissingRowError
+    >>> issubclass(MissingRowError, InputError) and issubclass(MissingRowError, LookupError)
+    True
+    >>> [group.__name__ for group in GROUPS]
+    ['OptionError', 'ModelError', 'InputError', 'FileError', 'ToolError', 'MismatchError']
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "GROUPS",
     "ABCError",
     "ABCNotInstalledError",
     "BrevitasNotInstalledError",
@@ -17,6 +40,7 @@ __all__ = [
     "CommandError",
     "DomainError",
     "EnumerationError",
+    "FileError",
     "GraphError",
     "GraphvizNotInstalledError",
     "HDLError",
@@ -25,6 +49,7 @@ __all__ = [
     "IOTableWarning",
     "InputError",
     "LayerNotFoundError",
+    "MismatchError",
     "MissingRowError",
     "ModelError",
     "NetlistMismatchError",
@@ -39,6 +64,7 @@ __all__ = [
     "SynthError",
     "TableError",
     "TableTooLargeError",
+    "ToolError",
     "UnsupportedFakeQuantizeError",
     "UnsupportedQuantizerError",
 ]
@@ -48,15 +74,81 @@ class IOTableError(Exception):
     """Base class of every error iotable raises on purpose."""
 
 
+class IOTableWarning(UserWarning):
+    """Something iotable does differently from what the caller may expect, with no wrong result (e.g. a model
+    left in training mode is evaluated in eval mode)."""
+
+
+# -- the groups: what the caller did wrong ---------------------------------------------------------------------
+
+
 class OptionError(IOTableError, ValueError):
-    """A string option (layout, ...) is not one of the accepted values."""
+    """A bad argument or option of a call: a string option that is not one of the accepted values (layout,
+    ...), a bad keyword value, a name or path that cannot be used. The group of :class:`CommandError`,
+    :class:`HDLError`, :class:`SynthError`, :class:`ObserveError` and :class:`LayerNotFoundError`."""
 
 
-class DomainError(IOTableError, ValueError):
-    """A quantized domain is malformed, or a value or code does not belong to it."""
+class ModelError(IOTableError, ValueError):
+    """A model that cannot become tables as written (the message says what to change): its decomposition
+    metadata, its quantizers, a table too large, a module that fails on enumerated inputs, a graph that breaks
+    an invariant."""
 
 
-class SpecError(IOTableError, ValueError):
+class InputError(IOTableError, ValueError):
+    """Bad input data: an input given to a table network, an IOTable's arrays or codes, a value or code outside
+    its domain (shape, dtype, or codes out of range)."""
+
+
+class FileError(IOTableError):
+    """A file that cannot be written, or read and trusted: a bundle, a table cache, a PLA file."""
+
+
+class ToolError(IOTableError):
+    """An external tool or optional package is missing or failed: an HDL simulator or yosys, ABC, Graphviz,
+    brevitas. The message names what to install, or carries the tool's own output."""
+
+
+class MismatchError(IOTableError):
+    """A check found a difference: what was built does not compute what it should (the message names the
+    thing, the row and both values)."""
+
+
+#: The error groups, in the order the documentation lists them; every other error class derives from one.
+GROUPS: tuple[type[IOTableError], ...] = (OptionError, ModelError, InputError, FileError, ToolError, MismatchError)
+
+
+# -- bad arguments and options ----------------------------------------------------------------------------------
+
+
+class CommandError(OptionError):
+    """A command-line argument names something unusable (an output path, a bundle of the wrong kind)."""
+
+
+class HDLError(OptionError):
+    """Verilog or VHDL cannot be emitted or run as asked: an illegal module name, a table without code
+    outputs, a malformed file set (the message names the thing and the fix)."""
+
+
+class SynthError(OptionError):
+    """A table cannot be mapped onto LUTs as asked: raw outputs instead of codes, a bad ``k`` or script, an
+    unusable cache directory or executor (the message names the thing and the fix)."""
+
+
+class ObserveError(OptionError):
+    """``observe`` / ``restrict`` received something they cannot use."""
+
+
+class LayerNotFoundError(OptionError, KeyError):
+    """``net[name]`` names no table layer of the network."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+# -- models that cannot become tables ---------------------------------------------------------------------------
+
+
+class SpecError(ModelError):
     """Decomposition metadata is malformed or does not fit the module it describes."""
 
 
@@ -68,40 +160,55 @@ class NotDecomposedError(SpecError, TypeError):
     """A module has no decomposition metadata and no built-in rule covers it."""
 
 
-class TableTooLargeError(IOTableError, ValueError):
+class TableTooLargeError(ModelError):
     """A unit's table would have more rows than the configured limit."""
 
 
-class EnumerationError(IOTableError, RuntimeError):
+class EnumerationError(ModelError, RuntimeError):
     """Running the module on enumerated inputs failed or returned something unexpected."""
 
 
-class TableError(IOTableError, ValueError):
-    """An IOTable was built from inconsistent arrays, or looked up with malformed codes."""
-
-
-class MissingRowError(IOTableError, LookupError):
-    """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""
-
-
-class UnsupportedFakeQuantizeError(IOTableError, ValueError):
+class UnsupportedFakeQuantizeError(ModelError):
     """A torch.ao fake quantizer whose outputs are not one fixed set of values: still observing, disabled, or
     per channel (the message names it and the call that fixes it)."""
-
-
-class ModelError(IOTableError, ValueError):
-    """A whole model cannot be turned into a table network as it stands (the message says what to change)."""
 
 
 class UnsupportedQuantizerError(ModelError):
     """A brevitas quantizer whose outputs are not one fixed, finite set of values iotable can tabulate."""
 
 
-class BrevitasNotInstalledError(IOTableError, ImportError):
-    """brevitas is not installed (or too old); the message names the extra to install."""
+class GraphError(ModelError):
+    """The interlayer graph breaks an invariant (see :meth:`Graph.check <iotable.graph.Graph.check>`)."""
 
 
-class CacheError(IOTableError, OSError):
+class NodeExecutionError(ModelError, RuntimeError):
+    """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
+    the message names the node, and the original error is chained."""
+
+
+# -- bad input data ---------------------------------------------------------------------------------------------
+
+
+class DomainError(InputError):
+    """A quantized domain is malformed, or a value or code does not belong to it."""
+
+
+class TableError(InputError):
+    """An IOTable was built from inconsistent arrays, or looked up with malformed codes."""
+
+
+class MissingRowError(InputError, LookupError):
+    """A lookup hit a row that a partial table does not hold and no don't-care value was declared."""
+
+
+# -- files ------------------------------------------------------------------------------------------------------
+
+
+class BundleError(FileError, ValueError):
+    """A bundle cannot be written or read: a bad target path, a missing or corrupted file, a bad manifest."""
+
+
+class CacheError(FileError, OSError):
     """A table file cannot be written or the cache directory cannot be used (``cache_dir``, a full disk, ...).
 
     ``errno``, ``strerror`` and ``filename`` are the system's, when a disk operation failed.
@@ -111,25 +218,22 @@ class CacheError(IOTableError, OSError):
         return str(self.args[0]) if self.args else ""
 
 
-class PLAError(IOTableError, ValueError):
+class PLAError(FileError, ValueError):
     """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
-class IOTableWarning(UserWarning):
-    """Something iotable does differently from what the caller may expect, with no wrong result (e.g. a model
-    left in training mode is evaluated in eval mode)."""
+# -- external tools ---------------------------------------------------------------------------------------------
 
 
-class BundleError(IOTableError, ValueError):
-    """A bundle cannot be written or read: a bad target path, a missing or corrupted file, a bad manifest."""
+class BrevitasNotInstalledError(ToolError, ImportError):
+    """brevitas is not installed (or too old); the message names the extra to install."""
 
 
-class HDLError(IOTableError, ValueError):
-    """Verilog or VHDL cannot be emitted or run as asked: an illegal module name, a table without code
-    outputs, a malformed file set (the message names the thing and the fix)."""
+class GraphvizNotInstalledError(ToolError, ImportError):
+    """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
 
 
-class HDLToolError(IOTableError, RuntimeError):
+class HDLToolError(ToolError, RuntimeError):
     """An HDL tool (iverilog, ghdl, verilator, yosys) refused the design or did not finish in time; the
     message carries the tool's own output."""
 
@@ -139,44 +243,7 @@ class SimulatorNotInstalledError(HDLToolError):
     Debian package that provides it."""
 
 
-class NodeExecutionError(IOTableError, RuntimeError):
-    """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
-    the message names the node, and the original error is chained."""
-
-
-class GraphError(IOTableError, ValueError):
-    """The interlayer graph breaks an invariant (see :meth:`Graph.check <iotable.graph.Graph.check>`)."""
-
-
-class InputError(IOTableError, ValueError):
-    """An input given to a table network is malformed (shape, dtype, or codes out of range)."""
-
-
-class CommandError(IOTableError, ValueError):
-    """A command-line argument names something unusable (an output path, a bundle of the wrong kind)."""
-
-
-class GraphvizNotInstalledError(IOTableError, ImportError):
-    """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
-
-
-class ObserveError(IOTableError, ValueError):
-    """``observe`` / ``restrict`` received something they cannot use."""
-
-
-class LayerNotFoundError(IOTableError, KeyError):
-    """``net[name]`` names no table layer of the network."""
-
-    def __str__(self) -> str:  # KeyError would quote the whole message
-        return str(self.args[0])
-
-
-class SynthError(IOTableError, ValueError):
-    """A table cannot be mapped onto LUTs as asked: raw outputs instead of codes, a bad ``k`` or script, an
-    unusable cache directory or executor (the message names the thing and the fix)."""
-
-
-class ABCError(IOTableError, RuntimeError):
+class ABCError(ToolError, RuntimeError):
     """ABC, the logic synthesis tool that maps tables onto LUTs, failed or did not finish in time; the
     message carries its own output."""
 
@@ -186,6 +253,9 @@ class ABCNotInstalledError(ABCError):
     Debian package ``berkeley-abc``."""
 
 
-class NetlistMismatchError(IOTableError, RuntimeError):
+# -- checks that found a difference -----------------------------------------------------------------------------
+
+
+class NetlistMismatchError(MismatchError, RuntimeError):
     """A mapped LUT netlist does not compute its table: evaluated on every row of the table (its care rows
     for a partial table), some output differs. The message names the table, the row and both outputs."""
