@@ -134,5 +134,7 @@ def test_importing_a_module_counts_the_packages_above_it() -> None:
 def test_no_import_cycles() -> None:
     """No module imports, directly or through others, a module that imports it."""
     graph = import_graph()
-    assert {"graph.graph", "runtime", "network.network", "graph.interpret", "front.trace", "hdl"} <= set(graph)  # the source was found
+    assert {"graph.graph", "runtime", "network.network", "graph.interpret", "front.trace", "hdl"} <= set(
+        graph
+    )  # the source was found
     assert cycles(graph) == []

@@ -30,12 +30,9 @@ from ..front.plan import Geometry, LayerPlan, Unit
 from ..front.spec import Layout, PaddingMode, Spec
 from ..graph.checks import element_domains
 from ..graph.graph import (
-    META,
     Edge,
-    ElementOrder,
     Graph,
     GraphError,
-    HostMeta,
     Meta,
     Node,
     NodeKind,
@@ -43,10 +40,12 @@ from ..graph.graph import (
     WindowMeta,
     pad_index_map,
 )
+from ..graph.kind import definition, definitions, find
 from ..network.network import TableNetwork
 from ..runtime.runtime import Runtime, decode
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
+from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost
 from .jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _pair, _shown, _str
 
@@ -281,20 +280,10 @@ class _Encoder:
         return {"nodes": nodes, "edges": edges}
 
     def node(self, node: Node, k: int) -> dict[str, Any]:
-        """A node's record: its fields, and its kind's metadata record field by field (arrays as files, enums
-        as their values, the host module as its name in the host list)."""
-        where = f"graph node {node.name!r}"
-        meta: dict[str, Any] = {}
-        for f in dataclasses.fields(node.meta):
-            value = getattr(node.meta, f.name)
-            if isinstance(node.meta, HostMeta) and f.name == "module":
-                meta[f.name] = self.host_module(node)
-            elif isinstance(value, np.ndarray):
-                meta[f.name] = {"$array": self.array(f"graph/node{k}.{f.name}.npy", value, f"{where} {f.name}")}
-            elif isinstance(value, enum.Enum):
-                meta[f.name] = value.value
-            else:
-                meta[f.name] = self.value(value, f"{where} meta.{f.name}")
+        """A node's record: its fields, and its kind's metadata record as its kind encodes it
+        (:meth:`NodeKindDef.encode <iotable.graph.kind.NodeKindDef.encode>`: by default field by field,
+        arrays as files, enums as their values)."""
+        meta = definition(node.kind).encode(node.meta, _MetaEncoder(self, node, k))
         return {
             "name": node.name,
             "kind": node.kind.value,
@@ -417,15 +406,6 @@ _SPEC_INTS = {"kernel_size": 1, "stride": 1, "dilation": 1}
 def _member(cls: type[_E], value: Any) -> _E | None:
     """The member of an enumeration whose value is the string ``value``, or ``None``."""
     return next((m for m in cls if m.value == value), None) if isinstance(value, str) else None
-
-
-def _element_order(value: Any, where: str) -> ElementOrder:
-    order = _member(ElementOrder, value)
-    if order is None:
-        accepted = ", ".join(repr(m.value) for m in ElementOrder)
-        msg = f"{where}: {_shown(value)} is not an element order; expected one of {accepted}"
-        raise BundleError(msg)
-    return order
 
 
 def _padding_mode(value: Any, where: str) -> PaddingMode:
@@ -780,11 +760,12 @@ class _Decoder:
         item = _obj(item, here, keys={"name", "kind", "shape", "layout", "domain", "fx_node", "meta"})
         name = _str(item["name"], f"{here}.name", limit=512)
         here = f"{here} ({name!r})"
-        kind = _member(NodeKind, item["kind"])
-        if kind is None:
-            accepted = ", ".join(k.value for k in NodeKind)
+        found = find(item["kind"]) if isinstance(item["kind"], str) else None
+        if found is None:
+            accepted = ", ".join(k.value for k in definitions())
             msg = f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted}"
             raise BundleError(msg)
+        kind = found.kind
         fx_node = item["fx_node"]
         if fx_node is not None:
             fx_node = _str(fx_node, f"{here}.fx_node", limit=512)
@@ -799,27 +780,8 @@ class _Decoder:
         )
 
     def meta(self, kind: NodeKind, record: dict[str, Any], where: str, hosts: dict[str, nn.Module]) -> Meta:
-        """A node kind's metadata record: exactly its fields, each decoded (types are Graph.check's to judge)."""
-        cls = META[kind]
-        _obj(record, where, keys={f.name for f in dataclasses.fields(cls)})
-        modules = hosts if kind is NodeKind.HOST else None  # only a host node's meta.module names one
-        values = {key: self.value(raw, f"{where}.{key}", hosts=modules) for key, raw in record.items()}
-        if kind is NodeKind.PAD:
-            values["mode"] = _padding_mode(values["mode"], f"{where}.mode")
-        if kind is NodeKind.WINDOW:
-            values["element_order"] = _element_order(values["element_order"], f"{where}.element_order")
-        if "index_map" in values:
-            index_map = values["index_map"]
-            ndim = 2 if kind is NodeKind.TABLE else None
-            if (
-                not isinstance(index_map, np.ndarray)
-                or index_map.dtype != np.int64
-                or ndim not in (None, index_map.ndim)
-            ):
-                got = f"{index_map.dtype} {index_map.shape}" if isinstance(index_map, np.ndarray) else _kind(index_map)
-                msg = f"{where}.index_map: expected an int64 array (a {{'$array': file}}), received {got}"
-                raise BundleError(msg)
-        return cls(**values)
+        """A node kind's metadata record as its kind decodes it (types are Graph.check's to judge)."""
+        return definition(kind).decode(record, where, _MetaDecoder(self, hosts))
 
     # -- layers -------------------------------------------------------------------------------------------
 

@@ -25,7 +25,6 @@ from ..front.registry import Role, kind_of, role_of
 from ..front.reuse import remember, remembered, structure_key
 from ..front.spec import _ATTR, Layout, PaddingMode, Spec, decompose, spec_of
 from ..front.trace import Arithmetic, Step, segment, trace
-from ..graph.checks import expected_index_map
 from ..graph.graph import (
     SUMMARY_COLUMNS,
     DuplicateMeta,
@@ -48,6 +47,7 @@ from ..graph.graph import (
     window_buffer_depth,
 )
 from ..nn import domain_of
+from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..runtime.runtime import Runtime, decode
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
