@@ -271,6 +271,8 @@ def register(cls: type[NodeKindDef]) -> type[NodeKindDef]:
         msg = f"register: {cls.__name__}.meta must be the kind's record, a dataclass, received {record!r}"
         raise GraphError(msg)
     kind = NodeKind._define(name)
+    if getattr(record, "kind", None) is None:
+        record.kind = kind  # type: ignore[attr-defined]  # a new kind's record learns its kind here
     held_kind = getattr(record, "kind", kind)
     if held_kind is not kind:
         msg = f"register: {record.__name__}.kind is {held_kind!r}; the record of {name!r} has kind NodeKind({name!r})"
