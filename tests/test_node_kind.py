@@ -16,6 +16,7 @@ from torch import nn
 import iotable
 from iotable import Domain, GraphError, NodeKind, TableNetwork
 from iotable.graph.graph import Edge, Graph, Node
+from iotable.graph.interpret import GraphInterpreter, NodeExecutionError
 from iotable.graph.kind import NodeKindDef, definition, register
 from iotable.graph.nodes import Meta
 
@@ -55,8 +56,12 @@ class Invert(NodeKindDef):
 
 
 def two_layers() -> TableNetwork:
+    torch.manual_seed(0)  # the weights, and so the tables, are the same on every run
     model = nn.Sequential(nn.Linear(3, 4), iotable.nn.Quantize(2), nn.Linear(4, 2), iotable.nn.Quantize(2))
-    torch.manual_seed(0)
+    with torch.no_grad():  # weights that spread the codes over the whole domain
+        for layer in (model[0], model[2]):
+            layer.weight.mul_(2.0).abs_()
+            layer.bias.fill_(-1.0)
     return iotable.precompute(model.eval(), input_domain=U2, example_input=torch.zeros(1, 3))
 
 
@@ -158,3 +163,19 @@ def test_a_kind_needs_a_fresh_identifier_and_a_record() -> None:
         register(Bad)
     with pytest.raises(ValueError, match="not a NodeKind"):
         NodeKind("fresh")
+
+
+def test_an_interpreter_handles_the_kind_by_its_name(nets: tuple[TableNetwork, TableNetwork]) -> None:
+    """A GraphInterpreter subclass meets the new kind in the method of its name, else in default."""
+    _, net = nets
+
+    class Kinds(GraphInterpreter[str]):
+        def default(self, node: Node, inputs: Sequence[Any]) -> str:
+            return "default"
+
+        def invert(self, node: Node, inputs: Sequence[Any]) -> str:
+            return f"invert of {inputs[0]}"
+
+    assert Kinds(net.graph).run_graph()["inv"] == "invert of default"
+    with pytest.raises(NodeExecutionError, match="no method for invert nodes"):
+        GraphInterpreter(net.graph).run_node(net.graph["inv"], [])
