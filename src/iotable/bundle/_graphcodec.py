@@ -407,7 +407,10 @@ class _GraphDecoding:
         found = find(item["kind"]) if isinstance(item["kind"], str) else None
         if found is None:
             accepted = ", ".join(k.value for k in definitions())
-            msg = f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted}"
+            msg = (
+                f"{here}.kind: {_shown(item['kind'])} is not a node kind; expected one of {accepted} (a kind "
+                "defined outside iotable loads once the module that registers it is imported)"
+            )
             raise BundleError(msg)
         kind = found.kind
         fx_node = item["fx_node"]

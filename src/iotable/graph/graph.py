@@ -252,18 +252,7 @@ class Graph:
         result = []
         for node in self._nodes:
             row: dict[str, Any] = {"kind": node.kind.value, "name": node.name, "shape": node.shape}
-            meta = node.meta
-            if isinstance(meta, TableMeta):
-                row.update(
-                    units=len(meta.units),
-                    fan_in="/".join(map(str, sorted(set(meta.fan_ins)))),
-                    bits="/".join(map(str, sorted(set(meta.unit_bits)))),
-                    rows=sum(u.rows for u in meta.units),
-                )
-            elif isinstance(meta, WindowMeta):
-                row.update(buffer=meta.buffer_depth, stride=meta.stride)
-            elif isinstance(meta, HostMeta):
-                row["host"] = "host (torch)"
+            row.update(definition(node.kind).row(node))
             result.append(row)
         return result
 

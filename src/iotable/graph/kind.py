@@ -232,6 +232,10 @@ class NodeKindDef:
         """The lines of a node's picture label after its kind, name and shape."""
         return []
 
+    def row(self, node: Node) -> dict[str, Any]:
+        """What a node adds to its row of :meth:`Graph.rows <iotable.graph.Graph.rows>` (summary columns)."""
+        return {}
+
     def title(self, node: Node) -> str:
         """The first line of a node's picture label."""
         return self.name

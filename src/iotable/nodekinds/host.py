@@ -55,5 +55,8 @@ class Host(NodeKindDef):
         values = codec.fields(record, {"module", "modules"}, where, hosts=True)
         return HostMeta(**values)
 
+    def row(self, node: Node) -> dict[str, Any]:
+        return {"host": "host (torch)"}
+
     def title(self, node: Node) -> str:
         return "host (torch)"

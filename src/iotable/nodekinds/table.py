@@ -239,6 +239,15 @@ class Table(NodeKindDef):
         values["index_map"] = codec.index_array(values["index_map"], f"{where}.index_map", ndim=2)
         return TableMeta(**values)
 
+    def row(self, node: Node) -> dict[str, Any]:
+        meta = node.meta
+        return {
+            "units": len(meta.units),
+            "fan_in": "/".join(map(str, sorted(set(meta.fan_ins)))),
+            "bits": "/".join(map(str, sorted(set(meta.unit_bits)))),
+            "rows": sum(u.rows for u in meta.units),
+        }
+
     def label(self, node: Node) -> list[str]:
         meta = node.meta
         units = meta.units

@@ -127,6 +127,9 @@ class Window(NodeKindDef):
         )
         return WindowMeta(**values)
 
+    def row(self, node: Node) -> dict[str, Any]:
+        return {"buffer": node.meta.buffer_depth, "stride": node.meta.stride}
+
     def label(self, node: Node) -> list[str]:
         meta = node.meta
         return [f"kernel {_dims(meta.kernel)}, stride {_dims(meta.stride)}"]
