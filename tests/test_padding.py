@@ -28,7 +28,7 @@ from iotable.front.plan import Geometry
 from iotable.front.spec import PaddingMode
 from iotable.graph.graph import PadMeta, pad_index_map
 from iotable.nn import Quantize
-from iotable.runtime.runtime import Runtime
+from iotable.nodekinds.pad import _pad_by_axes, _pad_by_gather
 from iotable.tabulate.fastpath import recognize
 from iotable.tabulate.probe import _allowed
 
@@ -91,8 +91,8 @@ def test_pad_kernels_follow_the_index_map(config):
     expected = np.where(index_map >= 0, x.numpy().reshape(5, -1)[:, np.maximum(index_map, 0)], held)
     channel_shape = [1] + [-1 if a == channel_axis else 1 for a in range(rank + 1)]  # a batch's channel axis
     fill = None if codes is None else torch.as_tensor(codes, dtype=torch.uint8).reshape(channel_shape)
-    by_axes = Runtime._pad_by_axes(node, shape, fill, channels_last)([x])
-    by_gather = Runtime._pad_by_gather(node, shape, fill, shape[channel_axis], channels_last)([x])
+    by_axes = _pad_by_axes(node, shape, fill, channels_last)([x])
+    by_gather = _pad_by_gather(node, shape, fill, shape[channel_axis], channels_last)([x])
     np.testing.assert_array_equal(by_axes.numpy(), expected)
     np.testing.assert_array_equal(by_gather.numpy(), expected)
     if codes is None:

@@ -15,13 +15,15 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
+import iotable.runtime._table as table_module
 import iotable.runtime.runtime as runtime_module
 from iotable import Domain, NodeKind, TableNetwork, decompose, observe, precompute, verify
 from iotable.errors import DomainError, MissingRowError
 from iotable.front.spec import Layout
 from iotable.graph.graph import Node
 from iotable.nn import Quantize
-from iotable.runtime.runtime import InputEncoder, Runtime, _Grid
+from iotable.runtime._codes import _Grid
+from iotable.runtime.runtime import InputEncoder, Runtime
 
 from .strategies import domains
 from .test_network import S2, U2, PoolFlattenHead, Residual, conv_model, random_inputs, random_stats_
@@ -133,7 +135,7 @@ def test_random_mlps_equal_reference_lookups(data):
     assert torch.equal(chunked, got) if kind == "ok" else chunked == got
     for density in (0.0, 1.0):  # every layer's addresses by a dense, then by a sparse matrix product
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(runtime_module, "_SPARSE_DENSITY", density)
+            patch.setattr(table_module, "_SPARSE_DENSITY", density)
             other = Runtime(net.graph, net.layers)
         assert all(k._sparse == bool(density) for k in other._kernels.values() if hasattr(k, "_sparse"))
         other_kind, other_out = outcome(lambda: other.run(codes)[0])  # noqa: B023 (called at once)
@@ -236,7 +238,7 @@ def test_float64_addresses_beyond_the_float32_bound(monkeypatch):
     codes = torch.randint(0, 8, (50, 6), generator=torch.Generator().manual_seed(0))
     expected = net.run(codes, codes=True, return_codes=True)
     assert net.runtime._kernels["0"].matrix.dtype == torch.float32
-    monkeypatch.setattr(runtime_module, "_FLOAT32_EXACT", 2**9 - 1)  # below this layer's 2 * 2**9 rows
+    monkeypatch.setattr(table_module, "_FLOAT32_EXACT", 2**9 - 1)  # below this layer's 2 * 2**9 rows
     wide = Runtime(net.graph, net.layers)
     assert wide._kernels["0"].matrix.dtype == torch.float64
     assert torch.equal(wide.run(codes)[0], expected)

@@ -1,12 +1,13 @@
 """The interlayer graph: how outputs of tables reach inputs of tables, for a hardware generator.
 
 A :class:`Graph` is an immutable sequence of :class:`Node` in topological order plus the :class:`Edge`
-between them. Node kinds form a closed set (:class:`NodeKind`); every node holds its kind's typed
-metadata (:class:`TableMeta`, :class:`PadMeta`, :class:`WindowMeta`, ... see :mod:`iotable.nodes`).
+between them. Every node holds its kind's typed metadata (:class:`TableMeta`, :class:`PadMeta`,
+:class:`WindowMeta`, ... see :mod:`iotable.graph.nodes`). Node kinds are registered by name
+(:class:`NodeKindDef`, :func:`register`; one module per built-in kind in :mod:`iotable.nodekinds`).
 Tensors between nodes are per-sample arrays of integer codes in the model's own tensor layout (batch
 axis left out), so a ``reshape`` node is exactly the model's ``flatten``/``view``.
 
-Kinds:
+Built-in kinds:
 
 - ``input``: the network input; ``output``: the network output.
 - ``table``: a table layer (:class:`TableMeta`); for a spatial layer the node is fed by a ``window``
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._util import display as _display
 from .checks import check_graph
+from .kind import NodeKindDef, definition, register
 from .nodes import (
     META,
     DomainSpec,
@@ -77,13 +79,16 @@ __all__ = [
     "Meta",
     "Node",
     "NodeKind",
+    "NodeKindDef",
     "OutputMeta",
     "PadMeta",
     "PoolMeta",
     "ReshapeMeta",
     "TableMeta",
     "WindowMeta",
+    "definition",
     "pad_index_map",
+    "register",
     "window_buffer_depth",
 ]
 
@@ -247,18 +252,7 @@ class Graph:
         result = []
         for node in self._nodes:
             row: dict[str, Any] = {"kind": node.kind.value, "name": node.name, "shape": node.shape}
-            meta = node.meta
-            if isinstance(meta, TableMeta):
-                row.update(
-                    units=len(meta.units),
-                    fan_in="/".join(map(str, sorted(set(meta.fan_ins)))),
-                    bits="/".join(map(str, sorted(set(meta.unit_bits)))),
-                    rows=sum(u.rows for u in meta.units),
-                )
-            elif isinstance(meta, WindowMeta):
-                row.update(buffer=meta.buffer_depth, stride=meta.stride)
-            elif isinstance(meta, HostMeta):
-                row["host"] = "host (torch)"
+            row.update(definition(node.kind).row(node))
             result.append(row)
         return result
 
@@ -327,25 +321,6 @@ class Graph:
 
 # -- DOT ----------------------------------------------------------------------------------------------------------
 
-_DOT_SHAPES = {
-    NodeKind.INPUT: "invhouse",
-    NodeKind.OUTPUT: "house",
-    NodeKind.TABLE: "box3d",
-    NodeKind.PAD: "box",
-    NodeKind.WINDOW: "parallelogram",
-    NodeKind.RESHAPE: "oval",
-    NodeKind.DUPLICATE: "triangle",
-    NodeKind.JOIN: "invtriangle",
-    NodeKind.POOL: "trapezium",
-    NodeKind.HOST: "component",
-}
-_DOT_STYLES = {
-    NodeKind.TABLE: 'style=filled, fillcolor="#dce9f7"',
-    NodeKind.HOST: 'style="filled,dashed", fillcolor="#e6e6e6", color="#666666", fontcolor="#333333"',
-    NodeKind.PAD: 'style="rounded,dashed"',
-    NodeKind.WINDOW: "margin=0.02",  # a parallelogram is wide already: no margin on top
-}
-
 
 def _dot_text(text: str) -> str:
     """``text`` inside a double-quoted DOT string (where ``\\`` and ``"`` must be escaped)."""
@@ -375,18 +350,10 @@ def _dims(values: Any) -> str:
 
 
 def _dot_node_attributes(node: Node) -> str:
-    first = "host (torch)" if node.kind is NodeKind.HOST else node.kind.value
-    lines = [first, _dot_text(node.name), _dims(node.shape)]
-    meta = node.meta
-    if isinstance(meta, TableMeta):
-        units = meta.units
-        fan_ins = "/".join(map(str, sorted(set(meta.fan_ins))))
-        bits = "/".join(map(str, sorted(set(meta.unit_bits))))
-        lines.append(f"{len(units)} unit{'s' if len(units) != 1 else ''}, fan-in {fan_ins}, {bits} bit")
-        lines.append(f"{sum(u.rows for u in units)} rows")
-    elif isinstance(meta, WindowMeta):
-        lines.append(f"kernel {_dims(meta.kernel)}, stride {_dims(meta.stride)}")
+    """A node's DOT attributes: its kind's shape and style, a label of its kind, name, shape and what its
+    kind adds (:meth:`NodeKindDef.label <iotable.graph.kind.NodeKindDef.label>`)."""
+    kind = definition(node.kind)
+    lines = [kind.title(node), _dot_text(node.name), _dims(node.shape), *kind.label(node)]
     label = "\\n".join(lines)  # DOT's line break inside a label
-    attributes = f'shape={_DOT_SHAPES[node.kind]}, label="{label}"'
-    style = _DOT_STYLES.get(node.kind)
-    return f"{attributes}, {style}" if style else attributes
+    attributes = f'shape={kind.dot_shape}, label="{label}"'
+    return f"{attributes}, {kind.dot_style}" if kind.dot_style else attributes

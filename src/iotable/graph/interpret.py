@@ -2,10 +2,12 @@
 
 A :class:`GraphInterpreter` visits a graph's nodes in topological order and calls one method per node
 kind (``input``, ``output``, ``table``, ``pad``, ``window``, ``reshape``, ``duplicate``, ``join``,
-``pool``, ``host``) with the node and the results of its producers, one per input port; what the method
-returns is the node's result. The table-only runtime (:class:`iotable.runtime.Runtime`) is one: its
-methods compile each node into a kernel. A hardware generator, a cost estimate or a checker is another,
-overriding the kinds it handles, as torch.fx's ``Interpreter`` is specialised.
+``pool``, ``host``, and the name of any kind registered later) with the node and the results of its
+producers, one per input port; what the method returns is the node's result. The table-only runtime
+(:class:`iotable.runtime.Runtime`) is one: it compiles each node into a kernel by its kind's
+definition (:meth:`NodeKindDef.compile <iotable.graph.kind.NodeKindDef.compile>`). A hardware
+generator, a cost estimate or a checker is another, overriding the kinds it handles, as torch.fx's
+``Interpreter`` is specialised.
 
 An error raised while a node runs is re-raised as a library error whose message ends "while executing
 node <name>"; the original is chained (``__cause__``).
@@ -70,8 +72,12 @@ class GraphInterpreter(Generic[T]):
         return results
 
     def run_node(self, node: Node, inputs: Sequence[Any]) -> T:
-        """The result of one node: the method of its kind, called with the node and its inputs."""
-        method = getattr(self, node.kind.value)
+        """The result of one node: the method named after its kind (``node.kind.value``), called with the node
+        and its inputs; :meth:`default` for a kind the class has no method for (a registered kind of
+        :mod:`iotable.graph.kind` gets a method by that name in a subclass)."""
+        method = getattr(self, node.kind.value, None)
+        if method is None or node.kind.value.startswith("_"):
+            method = self.default
         result: T = method(node, inputs)
         return result
 

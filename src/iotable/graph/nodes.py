@@ -1,4 +1,4 @@
-"""The interlayer graph's parts: node kinds, the typed metadata of each kind, nodes and edges.
+"""The interlayer graph's parts: the typed metadata of each built-in node kind, nodes and edges.
 
 A hardware generator is written from these records alone (see ``docs/graph.md``). Every node holds its
 kind's metadata as one frozen dataclass (:class:`TableMeta`, :class:`PadMeta`, :class:`WindowMeta`, ...):
@@ -14,7 +14,6 @@ share one graph. Their types are not checked when they are made; :meth:`Graph.ch
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -27,6 +26,7 @@ from ..domain import Domain
 from ..errors import GraphError, SpecError
 from ..front.plan import Unit
 from ..front.spec import Layout, PaddingMode
+from .kind import NodeKind, find
 
 if TYPE_CHECKING:
     from torch import nn
@@ -53,21 +53,6 @@ __all__ = [
     "pad_index_map",
     "window_buffer_depth",
 ]
-
-
-class NodeKind(enum.Enum):
-    """The closed set of node kinds of the interlayer graph."""
-
-    INPUT = "input"
-    OUTPUT = "output"
-    TABLE = "table"
-    PAD = "pad"
-    WINDOW = "window"
-    RESHAPE = "reshape"
-    DUPLICATE = "duplicate"
-    JOIN = "join"
-    POOL = "pool"
-    HOST = "host"
 
 
 #: A node's output domain: one for every element, one per channel, or ``None`` for raw (float) values.
@@ -271,7 +256,8 @@ class HostMeta(Meta):
     modules: tuple[str, ...] = ()
 
 
-#: The metadata record of each node kind.
+#: The metadata record of each built-in node kind (every kind's, built-in or not, is
+#: :attr:`iotable.graph.kind.NodeKindDef.meta`).
 META: dict[NodeKind, type[Meta]] = {
     cls.kind: cls
     for cls in (
@@ -306,8 +292,11 @@ class Node:
     fx_node: str | None = None
 
     def __post_init__(self) -> None:
-        if self.meta is None and isinstance(self.kind, NodeKind) and not dataclasses.fields(META[self.kind]):
-            object.__setattr__(self, "meta", META[self.kind]())  # kinds without fields: their empty record
+        if self.meta is None and isinstance(self.kind, NodeKind):
+            found = find(self.kind)
+            record = found.meta if found is not None else META.get(self.kind)
+            if record is not None and not dataclasses.fields(record):
+                object.__setattr__(self, "meta", record())  # kinds without fields: their empty record
 
     __hash__ = None  # type: ignore[assignment]  # its metadata holds arrays
 

@@ -25,7 +25,6 @@ from ..front.registry import Role, kind_of, role_of
 from ..front.reuse import remember, remembered, structure_key
 from ..front.spec import _ATTR, Layout, PaddingMode, Spec, decompose, spec_of
 from ..front.trace import Arithmetic, Step, segment, trace
-from ..graph.checks import expected_index_map
 from ..graph.graph import (
     SUMMARY_COLUMNS,
     DuplicateMeta,
@@ -35,6 +34,7 @@ from ..graph.graph import (
     HostMeta,
     InputMeta,
     JoinMeta,
+    Meta,
     Node,
     NodeKind,
     OutputMeta,
@@ -47,8 +47,10 @@ from ..graph.graph import (
     text_table,
     window_buffer_depth,
 )
+from ..graph.kind import definition
 from ..lutnet import LutResults
 from ..nn import domain_of
+from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..runtime.runtime import Runtime, decode
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
@@ -176,13 +178,11 @@ class _Builder:
                 )
                 raise ModelError(msg)
             domain = tuple(domain)
-        return self._add(Node("input", NodeKind.INPUT, tuple(step.shape), layout, domain, InputMeta()))
+        return self._add(_node("input", InputMeta(), tuple(step.shape), layout, domain))
 
     def _output(self, step: Step) -> Node:
         src = self.source(step)
-        return self._add(
-            Node(self._unique("output"), NodeKind.OUTPUT, src.shape, src.layout, src.domain, OutputMeta()), src
-        )
+        return self._add(_node(self._unique("output"), OutputMeta(), src.shape, src.layout, src.domain), src)
 
     def _reshape(self, step: Step) -> Node:
         src = self.source(step)
@@ -196,7 +196,7 @@ class _Builder:
                 msg = f"{step.name}: reshaping channels of different domains into shape {step.shape} is not supported"
                 raise ModelError(msg)
         layout = Layout.channels_first(len(step.shape) + 1) if domain is not None and len(step.shape) <= 3 else None
-        node = Node(self._unique(step.name), NodeKind.RESHAPE, tuple(step.shape), layout, domain, ReshapeMeta())
+        node = _node(self._unique(step.name), ReshapeMeta(), tuple(step.shape), layout, domain)
         return self._add(node, src)
 
     def _pool(self, step: Step) -> Node:
@@ -214,7 +214,7 @@ class _Builder:
         meta = PoolMeta(
             **fields, stride=_per_axis(stride, rank), ceil_mode=bool(module.ceil_mode), modules=tuple(step.module_names)
         )
-        node = Node(self._unique(step.name), NodeKind.POOL, tuple(step.shape), src.layout, src.domain, meta)
+        node = _node(self._unique(step.name), meta, tuple(step.shape), src.layout, src.domain)
         return self._add(node, src)
 
     def _concat(self, step: Step) -> Node:
@@ -229,14 +229,14 @@ class _Builder:
             domains += list(src.channel_domains() or ())
         domain: Any = domains[0] if len(set(domains)) == 1 else tuple(domains)
         layout = Layout.channels_first(len(step.shape) + 1)
-        node = Node(self._unique(step.name), NodeKind.JOIN, tuple(step.shape), layout, domain, JoinMeta())
+        node = _node(self._unique(step.name), JoinMeta(), tuple(step.shape), layout, domain)
         return self._add(node, *sources)
 
     def _host(self, step: Step) -> Node:
         src = self.source(step)
         module = step.modules[0] if len(step.modules) == 1 else _Chain(*step.modules)
         meta = HostMeta(module=module, modules=tuple(step.module_names))
-        return self._add(Node(self._unique(step.name), NodeKind.HOST, tuple(step.shape), None, None, meta), src)
+        return self._add(_node(self._unique(step.name), meta, tuple(step.shape), None, None), src)
 
     def _table(self, step: Step) -> Node:
         if step.mixing == "add":
@@ -273,7 +273,7 @@ class _Builder:
         if not domains:
             raise ModelError(f"{step.name}: an add must read two quantized tensors")
         name = self._unique(f"{step.name}:join")
-        join = self._add(Node(name, NodeKind.JOIN, tuple(shape), layout, domains, JoinMeta(for_add=True)), a, b)
+        join = self._add(_node(name, JoinMeta(for_add=True), tuple(shape), layout, domains), a, b)
         channels = a.channels
         module = _AddThen(step.modules, channels=channels, channel_axis=axis)
         kernel: dict[str, Any] = {"kernel_size": 1} if layout.spatial_rank else {}
@@ -320,7 +320,7 @@ class _Builder:
             index_map=_unit_index_map(plan),
             modules=tuple(step.module_names),
         )
-        node = Node(self._unique(step.name), NodeKind.TABLE, tuple(step.shape), plan.layout, plan.output_domain, meta)
+        node = _node(self._unique(step.name), meta, tuple(step.shape), plan.layout, plan.output_domain)
         return self._add(node, reader)
 
     def _window_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
@@ -349,13 +349,12 @@ class _Builder:
             element_order=ElementOrder.of(plan.layout),
             buffer_depth=window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
         )
-        window = Node(
+        window = _node(
             self._unique(f"{step.name}:window"),
-            NodeKind.WINDOW,
+            meta,
             (*positions, plan.in_channels * g.window),
             plan.layout,
             _window_domain(reader.domain, channels_last, g.window),
-            meta,
         )
         return self._add(window, reader)
 
@@ -386,7 +385,7 @@ class _Builder:
             index_map=index_map,
         )
         name = self._unique(f"{step.name}:pad")
-        return Node(name, NodeKind.PAD, tuple(index_map.shape), plan.layout, src.domain, meta)
+        return _node(name, meta, tuple(index_map.shape), plan.layout, src.domain)
 
     # -- edges --------------------------------------------------------------------------------------------
 
@@ -402,14 +401,8 @@ class _Builder:
             nodes.append(node)
             readers = consumers.get(node.name, [])
             if len(readers) > 1:
-                dup = Node(
-                    f"{node.name}:dup",
-                    NodeKind.DUPLICATE,
-                    node.shape,
-                    node.layout,
-                    node.domain,
-                    DuplicateMeta(outputs=len(readers)),
-                )
+                meta = DuplicateMeta(outputs=len(readers))
+                dup = _node(f"{node.name}:dup", meta, node.shape, node.layout, node.domain)
                 nodes.append(dup)
                 source[(dup.name, 0)] = (node.name, 0)
                 for out_port, reader in enumerate(readers):
@@ -417,13 +410,18 @@ class _Builder:
         by_name = {n.name: n for n in nodes}
         edges = []
         for node in nodes:
-            ports = len(self.reads.get(node.name, ())) if node.kind is not NodeKind.DUPLICATE else 1
+            ports = len(self.reads[node.name]) if node.name in self.reads else 1  # a duplicate reads one
             for port in range(ports):
                 key = (node.name, port)
                 producer, out_port = source[key] if key in source else (self.reads[node.name][port], 0)
                 made = by_name[producer]
                 edges.append(Edge(producer, out_port, node.name, port, made.shape, made.layout, made.domain))
         return Graph(nodes, edges).check()
+
+
+def _node(name: str, meta: Meta, shape: tuple[int, ...], layout: Layout | None, domain: Any) -> Node:
+    """A node of the kind its record belongs to (``meta.kind``, registered in :mod:`iotable.graph.kind`)."""
+    return Node(name, definition(meta.kind).kind, shape, layout, domain, meta)
 
 
 def _per_axis(value: Any, rank: int) -> tuple[int, ...]:

@@ -1,0 +1,61 @@
+"""The ``reshape`` node: a flatten or view of the codes, elements in C order."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import GraphError
+from ..front.spec import Layout
+from ..graph._fields import _where, element_domains
+from ..graph.kind import Kernel, NodeKindDef, register
+from ..graph.nodes import Edge, Node, ReshapeMeta
+
+
+def _check_reshape(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
+    producer, where = producers[0], _where(node)
+    if math.prod(node.shape) != math.prod(producer.shape):
+        msg = (
+            f"{where}: shape {node.shape} holds {math.prod(node.shape)} elements, {producer.name!r} gives "
+            f"{math.prod(producer.shape)}"
+        )
+        raise GraphError(msg)
+    expected = _reshaped_domain(node, producer)
+    if node.domain != expected:
+        msg = f"{where}: domain {node.domain!r} differs from {expected!r}, what reshaping {producer.name!r} gives"
+        raise GraphError(msg)
+    layout = Layout.channels_first(len(node.shape) + 1) if expected is not None and 1 <= len(node.shape) <= 3 else None
+    if node.layout != layout:
+        msg = f"{where}: layout {node.layout} differs from {layout}, the layout of reshaped codes of shape {node.shape}"
+        raise GraphError(msg)
+
+
+def _reshaped_domain(node: Node, producer: Node) -> Any:
+    domain = producer.domain
+    if not isinstance(domain, tuple) or node.shape == producer.shape:
+        return domain
+    if len(set(domain)) == 1:
+        return domain[0]
+    if len(node.shape) == 1:  # flatten: every element keeps its channel's domain
+        return element_domains(producer)
+    msg = f"{_where(node)}: reshapes channels of different domains from {producer.shape} into {node.shape}"
+    raise GraphError(msg)
+
+
+@register
+class Reshape(NodeKindDef):
+    """Flatten / view: the node's shape is the new shape; its domain follows the elements."""
+
+    name = "reshape"
+    meta = ReshapeMeta
+    passes_through = True
+    dot_shape = "oval"
+
+    def check(self, node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
+        _check_reshape(node, producers, incoming, outgoing)
+
+    def compile(self, runtime: Any, node: Node) -> Kernel:
+        """A view of the codes in the node's shape."""
+        shape = node.shape
+        return lambda xs: xs[0].reshape(xs[0].shape[0], *shape)
