@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, GraphError, NodeKind, TableNetwork
+from iotable import Domain, NodeKind, TableNetwork
+from iotable.errors import GraphError
 from iotable.graph.graph import Edge, Graph, Node
 from iotable.graph.interpret import GraphInterpreter, NodeExecutionError
 from iotable.graph.kind import NodeKindDef, definition, register

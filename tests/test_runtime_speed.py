@@ -15,14 +15,14 @@ from torch import nn
 from torch.nn.utils import prune
 
 import iotable
-import iotable.runtime._table as table_module
 import iotable.runtime.runtime as runtime_module
+import iotable.runtime.table as table_module
 from iotable import Domain, NodeKind, TableNetwork, decompose, observe, precompute, verify
 from iotable.errors import DomainError, MissingRowError
 from iotable.front.spec import Layout
 from iotable.graph.graph import Node
 from iotable.nn import Quantize
-from iotable.runtime._codes import _Grid
+from iotable.runtime.codes import _Grid
 from iotable.runtime.runtime import InputEncoder, Runtime
 
 from .strategies import domains
@@ -238,7 +238,7 @@ def test_float64_addresses_beyond_the_float32_bound(monkeypatch):
     codes = torch.randint(0, 8, (50, 6), generator=torch.Generator().manual_seed(0))
     expected = net.run(codes, codes=True, return_codes=True)
     assert net.runtime._kernels["0"].matrix.dtype == torch.float32
-    monkeypatch.setattr(table_module, "_FLOAT32_EXACT", 2**9 - 1)  # below this layer's 2 * 2**9 rows
+    monkeypatch.setattr(table_module, "FLOAT32_EXACT", 2**9 - 1)  # below this layer's 2 * 2**9 rows
     wide = Runtime(net.graph, net.layers)
     assert wide._kernels["0"].matrix.dtype == torch.float64
     assert torch.equal(wide.run(codes)[0], expected)

@@ -69,9 +69,10 @@ from .front.plan import LayerPlan, plan
 from .front.spec import Layout, Spec, decompose, spec_of
 from .graph.graph import Graph
 from .graph.nodes import Node, NodeKind
-from .network.network import TableNetwork, VerifyReport, verify
+from .network.network import TableNetwork
 from .network.observe import Observation, observe, restrict
 from .network.precompute import precompute
+from .network.verify import VerifyReport, verify
 from .pla import export_pla
 from .synth.estimate import CostEstimate, estimate
 from .table import IOTable

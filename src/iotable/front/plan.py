@@ -328,4 +328,3 @@ def _last_module(module: nn.Module) -> nn.Module:
 
 
 # The name other packages imported before it had a public one.
-_plan = plan_layer

@@ -40,6 +40,3 @@ __all__ = [
     "pool_geometry",
     "spec_of",
 ]
-
-# The names other packages imported before these had public ones.
-_ATTR = SPEC_ATTRIBUTE

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..domain import Domain
 from ..front.spec import Layout
-from ._fields import _REBUILD, _is_int, _shape, _short, _where, element_domains
+from .fields import REBUILD, element_domains, is_int, node_where, shape_field, short_list
 from .kind import NodeKind, definition, definitions, find
 from .nodes import Edge, GraphError, Node
 
@@ -53,8 +53,8 @@ def _check_fields(node: Any, i: int) -> None:
         accepted = ", ".join(k.value for k in definitions())
         msg = f"graph: node {node.name!r} has kind {node.kind!r}; expected a registered NodeKind ({accepted})"
         raise GraphError(msg)
-    where = _where(node)
-    _shape(node.shape, f"{where}: shape", exact=True)
+    where = node_where(node)
+    shape_field(node.shape, f"{where}: shape", exact=True)
     if node.layout is not None:
         if not isinstance(node.layout, Layout):
             msg = f"{where}: layout must be a Layout or None, received {node.layout!r}"
@@ -70,7 +70,7 @@ def _check_fields(node: Any, i: int) -> None:
     if type(node.meta) is not record:
         msg = (
             f"{where}: meta must be a {record.__name__} (the {node.kind.value} node's record), received "
-            f"{type(node.meta).__name__}; {_REBUILD}"
+            f"{type(node.meta).__name__}; {REBUILD}"
         )
         raise GraphError(msg)
     if node.fx_node is not None and not isinstance(node.fx_node, str):
@@ -145,7 +145,7 @@ def _check_edges(
         producer = nodes[edge.producer]
         meta = producer.meta
         ports = definition(producer.kind).output_ports(meta)
-        if _is_int(ports) and edge.producer_port >= ports:
+        if is_int(ports) and edge.producer_port >= ports:
             msg = f"{where}: leaves output port {edge.producer_port} of {producer.name!r}, which has {ports}"
             raise GraphError(msg)
         key = (edge.producer, edge.producer_port)
@@ -176,7 +176,7 @@ def _check_edge_fields(edge: Any, k: int, nodes: dict[str, Node]) -> str:
         if isinstance(port, bool) or not isinstance(port, int) or port < 0:
             msg = f"{where}: {port_name} must be an integer >= 0, received {port!r}"
             raise GraphError(msg)
-    _shape(edge.shape, f"{where}: shape", exact=True)
+    shape_field(edge.shape, f"{where}: shape", exact=True)
     return where
 
 
@@ -208,10 +208,10 @@ def _ports(node: Node, edges: dict[int, Edge]) -> list[Edge]:
         wanted, reads = count, "reads exactly one producer" if count == 1 else f"reads {count} producers"
     if ports != list(range(wanted)):
         msg = (
-            f"{_where(node)}: edges drive its input port(s) {_short(ports)}; a {node.kind.value} node {reads} "
+            f"{node_where(node)}: edges drive its input port(s) {short_list(ports)}; a {node.kind.value} node {reads} "
             f"(ports 0..{wanted - 1}, each driven by one edge)"
         )
         if node.kind is NodeKind.INPUT:
-            msg = f"{_where(node)}: edges drive its input port(s) {_short(ports)}; the input node reads nothing"
+            msg = f"{node_where(node)}: edges drive its input port(s) {short_list(ports)}; the input node reads nothing"
         raise GraphError(msg)
     return [edges[p] for p in ports]

@@ -278,10 +278,10 @@ class Graph:
         for node in self._nodes:
             lines.append(f"  {_dot_id(node.name)} [{_dot_node_attributes(node)}];")
         for edge in self._edges:
-            label = f"{_dims(edge.shape)}, {bits_label(edge.domain)}"
+            label = f"{dims(edge.shape)}, {bits_label(edge.domain)}"
             consumer = self._by_name.get(edge.consumer)
             if consumer is not None and isinstance(consumer.meta, WindowMeta):
-                label += f"\\nbuffer {consumer.meta.buffer_depth}, stride {_dims(consumer.meta.stride)}"
+                label += f"\\nbuffer {consumer.meta.buffer_depth}, stride {dims(consumer.meta.stride)}"
             lines.append(f'  {_dot_id(edge.producer)} -> {_dot_id(edge.consumer)} [label="{label}"];')
         lines.append("}")
         return "\n".join(lines)
@@ -344,7 +344,7 @@ def _dot_id(name: str) -> str:
     return f'"{_dot_text(name)}"'
 
 
-def _dims(values: Any) -> str:
+def dims(values: Any) -> str:
     """``(1, 10, 10)`` as ``1x10x10`` (a single number as itself)."""
     return "x".join(map(str, values)) if isinstance(values, (tuple, list)) else str(values)
 
@@ -353,7 +353,7 @@ def _dot_node_attributes(node: Node) -> str:
     """A node's DOT attributes: its kind's shape and style, a label of its kind, name, shape and what its
     kind adds (:meth:`NodeKindDef.label <iotable.graph.kind.NodeKindDef.label>`)."""
     kind = definition(node.kind)
-    lines = [kind.title(node), _dot_text(node.name), _dims(node.shape), *kind.label(node)]
+    lines = [kind.title(node), _dot_text(node.name), dims(node.shape), *kind.label(node)]
     label = "\\n".join(lines)  # DOT's line break inside a label
     attributes = f'shape={kind.dot_shape}, label="{label}"'
     return f"{attributes}, {kind.dot_style}" if kind.dot_style else attributes

@@ -6,18 +6,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import GraphError
-from ..graph._fields import _int, _same, _where
+from ..graph.fields import int_field, node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import DuplicateMeta, Edge, Node
-from ..runtime._codes import _identity
+from ..runtime.codes import identity
 
 
 def _check_duplicate(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    _same(node, producers[0], "shape", "layout", "domain")
-    outputs = _int(node.meta.outputs, f"{_where(node)}: meta.outputs", minimum=1)
+    same_fields(node, producers[0], "shape", "layout", "domain")
+    outputs = int_field(node.meta.outputs, f"{node_where(node)}: meta.outputs", minimum=1)
     ports = sorted(e.producer_port for e in outgoing)
     if ports != list(range(outputs)):
-        msg = f"{_where(node)}: has {outputs} output port(s), but edges leave port(s) {ports}; expected each once"
+        msg = f"{node_where(node)}: has {outputs} output port(s), but edges leave port(s) {ports}; expected each once"
         raise GraphError(msg)
 
 
@@ -38,4 +38,4 @@ class Duplicate(NodeKindDef):
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         """Its producer's output, as it is (every consumer reads the same tensor)."""
-        return _identity
+        return identity

@@ -9,14 +9,14 @@ from typing import Any
 from torch import nn
 
 from ..errors import GraphError
-from ..graph._fields import _where
+from ..graph.fields import node_where
 from ..graph.kind import Kernel, MetaDecoder, MetaEncoder, NodeKindDef, register
 from ..graph.nodes import Edge, HostMeta, Meta, Node
-from ..runtime._host import host_kernel
+from ..runtime.host import host_kernel
 
 
 def _check_host(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    where, meta = _where(node), node.meta
+    where, meta = node_where(node), node.meta
     assert isinstance(meta, HostMeta)  # _check_fields
     if node.domain is not None or node.layout is not None:
         msg = (

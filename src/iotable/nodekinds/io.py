@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import GraphError
-from ..graph._fields import _same, _where
+from ..graph.fields import node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, InputMeta, Node, OutputMeta
-from ..runtime._codes import _identity
+from ..runtime.codes import identity
 
 
 @register
@@ -24,14 +24,14 @@ class Input(NodeKindDef):
     def check(self, node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
         if node.domain is None or node.layout is None:
             msg = (
-                f"{_where(node)}: needs a domain and a layout (the network's input codes), received {node.domain!r}, "
-                f"{node.layout}"
+                f"{node_where(node)}: needs a domain and a layout (the network's input codes), received "
+                f"{node.domain!r}, {node.layout}"
             )
             raise GraphError(msg)
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         """The input codes, as they are."""
-        return _identity
+        return identity
 
 
 @register
@@ -44,8 +44,8 @@ class Output(NodeKindDef):
     dot_shape = "house"
 
     def check(self, node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-        _same(node, producers[0], "shape", "layout", "domain")
+        same_fields(node, producers[0], "shape", "layout", "domain")
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         """The output: its producer's, as it is."""
-        return _identity
+        return identity

@@ -9,13 +9,13 @@ import torch
 
 from ..domain import Domain
 from ..errors import GraphError
-from ..graph._fields import _codes_in, _split, _where
+from ..graph.fields import codes_in, node_where, split_channels
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, JoinMeta, Node
 
 
 def _check_join(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    where, meta = _where(node), node.meta
+    where, meta = node_where(node), node.meta
     assert isinstance(meta, JoinMeta)  # _check_fields
     if meta.op != "concat" or not isinstance(meta.for_add, bool):
         msg = (
@@ -29,18 +29,18 @@ def _check_join(node: Node, producers: Sequence[Node], incoming: Sequence[Edge],
     if layout is None or node.domain is None:
         msg = f"{where}: joins codes along a channel axis, so needs a layout and a domain"
         raise GraphError(msg)
-    channels, size = _split(node.shape, layout)
+    channels, size = split_channels(node.shape, layout)
     total = 0
     domains: list[Domain] = []
     for producer in producers:
-        _codes_in(node, producer)
-        if len(producer.shape) != len(node.shape) or _split(producer.shape, layout)[1] != size:
+        codes_in(node, producer)
+        if len(producer.shape) != len(node.shape) or split_channels(producer.shape, layout)[1] != size:
             msg = (
                 f"{where}: operand {producer.name!r} of shape {producer.shape} does not join {node.shape} along its "
                 f"channels"
             )
             raise GraphError(msg)
-        total += _split(producer.shape, layout)[0]
+        total += split_channels(producer.shape, layout)[0]
         domains += list(producer.channel_domains() or ())
     if total != channels or tuple(node.channel_domains() or ()) != tuple(domains):
         msg = (

@@ -11,18 +11,18 @@ import torch
 
 from ..errors import GraphError, IOTableError, OptionError, SpecError
 from ..front.spec import PaddingMode
-from ..graph._fields import _codes_in, _index_array, _ints, _same, _split, _where
+from ..graph.fields import codes_in, index_array, ints_field, node_where, same_fields, split_channels
 from ..graph.kind import Kernel, MetaDecoder, NodeKindDef, register
 from ..graph.nodes import Edge, Meta, Node, PadMeta, pad_index_map
-from ..runtime._codes import _codes_dtype
+from ..runtime.codes import codes_dtype
 
 
 def _check_pad(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
     """Shape and index map from the padding and mode (:func:`pad_index_map`); zeros mode: each channel's code of 0."""
-    producer, where, meta = producers[0], _where(node), node.meta
+    producer, where, meta = producers[0], node_where(node), node.meta
     assert isinstance(meta, PadMeta)  # _check_fields
-    _codes_in(node, producer)
-    _same(node, producer, "domain", "layout")
+    codes_in(node, producer)
+    same_fields(node, producer, "domain", "layout")
     layout = node.layout
     if layout is None or layout.spatial_rank == 0:
         msg = f"{where}: pads spatial axes, so needs a spatial layout, received {layout}"
@@ -35,7 +35,7 @@ def _check_pad(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], 
     if not isinstance(raw, tuple) or len(raw) != layout.spatial_rank:
         msg = f"{where}: meta.padding must hold a (before, after) pair per spatial axis, received {raw!r}"
         raise GraphError(msg)
-    padding = tuple(_ints(pair, f"{where}: meta.padding", minimum=0, length=2) for pair in raw)
+    padding = tuple(ints_field(pair, f"{where}: meta.padding", minimum=0, length=2) for pair in raw)
     try:
         pairs = tuple((before, after) for before, after in padding)
         expected = pad_index_map(producer.shape, pairs, meta.mode, channels_last=layout.channels_last)
@@ -48,7 +48,7 @@ def _check_pad(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], 
             f"padded by {padding}"
         )
         raise GraphError(msg)
-    index_map = _index_array(meta.index_map, f"{where}: meta.index_map", expected.shape)
+    index_map = index_array(meta.index_map, f"{where}: meta.index_map", expected.shape)
     if not np.array_equal(index_map, expected):
         at = tuple(int(i) for i in np.argwhere(index_map != expected)[0])
         msg = (
@@ -57,17 +57,17 @@ def _check_pad(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], 
             "with iotable.graph.pad_index_map"
         )
         raise GraphError(msg)
-    _check_pad_codes(node, meta, _split(producer.shape, layout)[0])
+    _check_pad_codes(node, meta, split_channels(producer.shape, layout)[0])
 
 
 def _check_pad_codes(node: Node, meta: PadMeta, channels: int) -> None:
-    where, codes = _where(node), meta.pad_codes
+    where, codes = node_where(node), meta.pad_codes
     if meta.mode is not PaddingMode.ZEROS:
         if codes is not None:
             msg = f"{where}: meta.pad_codes is {codes!r}; mode {meta.mode.value!r} copies input elements and has none"
             raise GraphError(msg)
         return
-    codes = _ints(codes, f"{where}: meta.pad_codes", minimum=0, length=channels)
+    codes = ints_field(codes, f"{where}: meta.pad_codes", minimum=0, length=channels)
     for c, (code, domain) in enumerate(zip(codes, node.channel_domains() or ())):
         if domain.zero_code is None or code != domain.zero_code:
             msg = (
@@ -95,7 +95,7 @@ def _compile(runtime: Any, node: Node) -> Kernel:
             msg = f"graph: pad node {node.name!r} holds pad codes (index -1) but no pad_codes; see graph.check()"
             raise GraphError(msg)
         pad_codes = np.asarray(meta.pad_codes, dtype=np.int64)
-        codes = torch.as_tensor(pad_codes).to(_codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
+        codes = torch.as_tensor(pad_codes).to(codes_dtype(int(pad_codes.min()), int(pad_codes.max())))
         fill_shape = [1] * (len(node.shape) + 1)
         fill_shape[-1 if channels_last else 1] = -1
         fill = codes.reshape(fill_shape)

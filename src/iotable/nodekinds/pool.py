@@ -10,23 +10,23 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import GraphError
-from ..graph._fields import _codes_in, _ints, _same, _where
+from ..graph.fields import codes_in, ints_field, node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, Node, PoolMeta
 
 
 def _check_pool(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    producer, where, meta = producers[0], _where(node), node.meta
+    producer, where, meta = producers[0], node_where(node), node.meta
     assert isinstance(meta, PoolMeta)  # _check_fields
-    _codes_in(node, producer)
-    _same(node, producer, "layout", "domain")
+    codes_in(node, producer)
+    same_fields(node, producer, "layout", "domain")
     if node.layout is None or node.layout.spatial_rank not in (1, 2) or node.layout.channels_last:
         msg = f"{where}: max-pools read channels-first codes of 1 or 2 spatial axes, received layout {node.layout}"
         raise GraphError(msg)
     rank = node.layout.spatial_rank
     args: dict[str, Any] = {}
     for key, low in (("kernel_size", 1), ("stride", 1), ("padding", 0), ("dilation", 1)):
-        args[key] = _ints(getattr(meta, key), f"{where}: meta.{key}", minimum=low, length=rank)
+        args[key] = ints_field(getattr(meta, key), f"{where}: meta.{key}", minimum=low, length=rank)
     if not isinstance(meta.ceil_mode, bool):
         msg = f"{where}: meta.ceil_mode must be True or False, received {meta.ceil_mode!r}"
         raise GraphError(msg)

@@ -8,13 +8,13 @@ from typing import Any
 
 from ..errors import GraphError
 from ..front.spec import Layout
-from ..graph._fields import _where, element_domains
+from ..graph.fields import element_domains, node_where
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, Node, ReshapeMeta
 
 
 def _check_reshape(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    producer, where = producers[0], _where(node)
+    producer, where = producers[0], node_where(node)
     if math.prod(node.shape) != math.prod(producer.shape):
         msg = (
             f"{where}: shape {node.shape} holds {math.prod(node.shape)} elements, {producer.name!r} gives "
@@ -39,7 +39,7 @@ def _reshaped_domain(node: Node, producer: Node) -> Any:
         return domain[0]
     if len(node.shape) == 1:  # flatten: every element keeps its channel's domain
         return element_domains(producer)
-    msg = f"{_where(node)}: reshapes channels of different domains from {producer.shape} into {node.shape}"
+    msg = f"{node_where(node)}: reshapes channels of different domains from {producer.shape} into {node.shape}"
     raise GraphError(msg)
 
 

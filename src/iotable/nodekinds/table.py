@@ -15,16 +15,16 @@ import numpy as np
 from ..domain import Domain
 from ..errors import GraphError
 from ..front.plan import Unit
-from ..graph._fields import _codes_in, _element_radix_bits, _index_array, _int, _ints, _short, _where
+from ..graph.fields import codes_in, element_radix_bits, index_array, int_field, ints_field, node_where, short_list
 from ..graph.kind import MetaDecoder, NodeKindDef, register
 from ..graph.nodes import Edge, ElementOrder, Meta, Node, NodeKind, TableMeta, WindowMeta
-from ..runtime._table import TableKernel
+from ..runtime.table import TableKernel
 
 
 def _check_table(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    producer, where, meta = producers[0], _where(node), node.meta
+    producer, where, meta = producers[0], node_where(node), node.meta
     assert isinstance(meta, TableMeta)  # _check_fields
-    _codes_in(node, producer)
+    codes_in(node, producer)
     if not isinstance(meta.layer, str) or not meta.layer:
         msg = f"{where}: meta.layer must name its table layer, received {meta.layer!r}"
         raise GraphError(msg)
@@ -51,11 +51,11 @@ def _check_table(node: Node, producers: Sequence[Node], incoming: Sequence[Edge]
     written = np.sort(columns["out"])
     if not np.array_equal(written, np.arange(node.channels)):
         msg = (
-            f"{where}: its units write output channels {_short(written.tolist())}; expected each of its "
+            f"{where}: its units write output channels {short_list(written.tolist())}; expected each of its "
             f"{node.channels} channel(s) exactly once"
         )
         raise GraphError(msg)
-    bits = _ints(meta.unit_bits, f"{where}: meta.unit_bits", minimum=0, length=len(meta.units))
+    bits = ints_field(meta.unit_bits, f"{where}: meta.unit_bits", minimum=0, length=len(meta.units))
     index_map = _check_index_map(node, meta, columns, producer)
     _check_unit_rows(node, meta, columns, np.asarray(bits, dtype=np.int64), index_map, producer)
 
@@ -68,7 +68,7 @@ def _int_column(values: list[Any], units: Sequence[Unit], field: str, where: str
         column = np.asarray([], dtype=object)
     if column.dtype.kind not in "iu" or column.shape != (len(units),) or (column < minimum).any():
         for u, value in enumerate(values):
-            _int(value, f"{where}: unit {u} {field}", minimum=minimum)
+            int_field(value, f"{where}: unit {u} {field}", minimum=minimum)
         msg = f"{where}: the units' {field} fields are not integers >= {minimum}"
         raise GraphError(msg)
     return column.astype(np.int64)
@@ -83,7 +83,7 @@ def _channel_lists(units: Sequence[Unit], field: str, where: str) -> tuple[np.nd
     flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64) if clean else np.zeros(0, np.int64)
     if not clean or (flat < 0).any():
         for u, channels in enumerate(lists):
-            _ints(channels, f"{where}: unit {u} {field}", minimum=0)
+            ints_field(channels, f"{where}: unit {u} {field}", minimum=0)
         msg = f"{where}: the units' {field} are not tuples of channel indices"
         raise GraphError(msg)
     return np.fromiter(map(len, lists), dtype=np.int64, count=len(lists)), flat
@@ -91,7 +91,7 @@ def _channel_lists(units: Sequence[Unit], field: str, where: str) -> tuple[np.nd
 
 def _unit_columns(node: Node, units: Any) -> dict[str, np.ndarray]:
     """The units' fields as arrays, every one typed: index, fan_in, rows, input and output channels."""
-    where = _where(node)
+    where = node_where(node)
     if not isinstance(units, tuple) or not units:
         msg = f"{where}: meta.units must be a non-empty tuple of its units, received {type(units).__name__}"
         raise GraphError(msg)
@@ -138,10 +138,10 @@ def expected_index_map(
 
 def _check_index_map(node: Node, meta: TableMeta, columns: dict[str, np.ndarray], producer: Node) -> np.ndarray:
     """The index map drives every unit input once, with the elements the unit's input channels name."""
-    where = f"{_where(node)}: meta.index_map"
+    where = f"{node_where(node)}: meta.index_map"
     fan_in = columns["fan_in"]
     width = int(fan_in.max())
-    index_map = _index_array(meta.index_map, where, (len(fan_in), width))
+    index_map = index_array(meta.index_map, where, (len(fan_in), width))
     if producer.kind is NodeKind.WINDOW:
         window = producer.meta
         assert isinstance(window, WindowMeta)  # checked before (producers come first)
@@ -200,7 +200,7 @@ def _check_unit_rows(
     producer: Node,
 ) -> None:
     """Each unit's rows and bits are those of the domains of the elements it reads."""
-    radix, element_bits = _element_radix_bits(producer)
+    radix, element_bits = element_radix_bits(producer)
     driven = index_map >= 0
     reads = np.where(driven, index_map, 0)
     log_rows = np.where(driven, np.log2(radix[reads].astype(np.float64)), 0.0).sum(axis=1)

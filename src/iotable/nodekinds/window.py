@@ -9,17 +9,17 @@ from typing import Any
 import torch
 
 from ..errors import GraphError
-from ..graph._fields import _codes_in, _int, _ints, _is_int, _split, _where
-from ..graph.graph import _dims
+from ..graph.fields import codes_in, int_field, ints_field, is_int, node_where, split_channels
+from ..graph.graph import dims
 from ..graph.kind import Kernel, MetaDecoder, NodeKindDef, register
 from ..graph.nodes import Edge, ElementOrder, Meta, Node, WindowMeta, window_buffer_depth
-from ..runtime._codes import _FLOAT32_EXACT
+from ..runtime.codes import FLOAT32_EXACT
 
 
 def _check_window(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
-    producer, where, meta = producers[0], _where(node), node.meta
+    producer, where, meta = producers[0], node_where(node), node.meta
     assert isinstance(meta, WindowMeta)  # _check_fields
-    _codes_in(node, producer)
+    codes_in(node, producer)
     layout = node.layout
     if layout is None or layout.spatial_rank == 0 or layout != producer.layout:
         msg = (
@@ -28,19 +28,19 @@ def _check_window(node: Node, producers: Sequence[Node], incoming: Sequence[Edge
         )
         raise GraphError(msg)
     rank = layout.spatial_rank
-    kernel = _ints(meta.kernel, f"{where}: meta.kernel", minimum=1, length=rank)
-    stride = _ints(meta.stride, f"{where}: meta.stride", minimum=1, length=rank)
-    dilation = _ints(meta.dilation, f"{where}: meta.dilation", minimum=1, length=rank)
-    channels = _int(meta.channels, f"{where}: meta.channels", minimum=1)
+    kernel = ints_field(meta.kernel, f"{where}: meta.kernel", minimum=1, length=rank)
+    stride = ints_field(meta.stride, f"{where}: meta.stride", minimum=1, length=rank)
+    dilation = ints_field(meta.dilation, f"{where}: meta.dilation", minimum=1, length=rank)
+    channels = int_field(meta.channels, f"{where}: meta.channels", minimum=1)
     order = ElementOrder.of(layout)
     if meta.element_order is not order:
         got = getattr(meta.element_order, "value", meta.element_order)
         msg = f"{where}: meta.element_order is {got!r}; a {layout.value} window is {order.value!r}"
         raise GraphError(msg)
-    if _split(producer.shape, layout)[0] != channels:
+    if split_channels(producer.shape, layout)[0] != channels:
         msg = f"{where}: reads {producer.name!r} of shape {producer.shape} as {layout.value} with {channels} channel(s)"
         raise GraphError(msg)
-    size = _split(producer.shape, layout)[1]
+    size = split_channels(producer.shape, layout)[1]
     positions = tuple((n - d * (k - 1) - 1) // s + 1 for n, k, s, d in zip(size, kernel, stride, dilation))
     if min(positions) < 1:
         msg = f"{where}: kernel {kernel} with dilation {dilation} does not fit the input {size} of {producer.name!r}"
@@ -61,7 +61,7 @@ def _check_window(node: Node, producers: Sequence[Node], incoming: Sequence[Edge
         )
         raise GraphError(msg)
     depth = window_buffer_depth(kernel, dilation, size, channels)
-    if not _is_int(meta.buffer_depth) or meta.buffer_depth != depth:
+    if not is_int(meta.buffer_depth) or meta.buffer_depth != depth:
         msg = (
             f"{where}: meta.buffer_depth is {meta.buffer_depth!r}; a kernel {kernel} with dilation {dilation} over "
             f"{size} x {channels} channel(s) buffers {depth} elements (iotable.graph.window_buffer_depth)"
@@ -80,7 +80,7 @@ def _compile(runtime: Any, node: Node) -> Kernel:
     spatial_axes, kernel_axes = tuple(range(2, 2 + rank)), tuple(range(2 + rank, 2 + 2 * rank))
     vector_axes = (1, *kernel_axes) if channel_major else (*kernel_axes, 1)
     domains = runtime.graph.producers(node.name)[0].channel_domains() or ()
-    narrow = max((len(d) for d in domains), default=0) <= _FLOAT32_EXACT
+    narrow = max((len(d) for d in domains), default=0) <= FLOAT32_EXACT
 
     def kernel(xs: list[torch.Tensor]) -> torch.Tensor:
         x = xs[0]
@@ -132,4 +132,4 @@ class Window(NodeKindDef):
 
     def label(self, node: Node) -> list[str]:
         meta = node.meta
-        return [f"kernel {_dims(meta.kernel)}, stride {_dims(meta.stride)}"]
+        return [f"kernel {dims(meta.kernel)}, stride {dims(meta.stride)}"]

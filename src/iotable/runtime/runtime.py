@@ -36,20 +36,21 @@ from ..errors import InputError, MissingRowError
 from ..graph.graph import Graph, Node, NodeKind
 from ..graph.interpret import GraphInterpreter
 from ..graph.kind import definition
-from ._codes import (
+from .addressing import _constant_pad
+from .codes import (
     _CHUNK_BUDGET,
     _SMALL_CODES,
     _SMALL_RUN,
     InputEncoder,
     Kernel,
     _as_tensor,
-    _identity,
     _torch_inputs,
     channel_values,
     decode,
+    identity,
 )
-from ._host import host_kernel, small_host_kernel
-from ._table import TableKernel, _constant_pad
+from .host import host_kernel, small_host_kernel
+from .table import TableKernel
 
 __all__ = ["InputEncoder", "InputError", "Kernel", "Runtime", "TableKernel", "channel_values", "decode"]
 
@@ -374,7 +375,7 @@ class Runtime(GraphInterpreter[Any]):
         if isinstance(compiled, TableKernel):
             return compiled.columns if feature_major else compiled
         if feature_major and definition(node.kind).passes_through:  # feature-major tensors are already flat
-            return _identity
+            return identity
         return compiled  # type: ignore[no-any-return]
 
     # -- compilation: one kernel per node, by its kind's definition -------------------------------------

@@ -11,7 +11,7 @@ from .._util.modules import run_module
 from ..errors import EnumerationError, IOTableError
 from ..graph.graph import Graph, Node
 from ..graph.nodes import HostMeta
-from ._codes import Kernel, _as_tensor, channel_values, decode
+from .codes import Kernel, _as_tensor, channel_values, decode
 
 
 def host_kernel(graph: Graph, node: Node, *, decoded: bool = False) -> Kernel:

@@ -15,17 +15,17 @@ import torch.nn.functional as F
 
 from ..domain import Domain
 from ..errors import MissingRowError
-from ..front.spec import PaddingMode
-from ..graph.nodes import ElementOrder, Node, NodeKind, PadMeta, TableMeta, WindowMeta
-from ._codes import (
+from ..graph.nodes import ElementOrder, Node, NodeKind, TableMeta, WindowMeta
+from .addressing import _address_matrix, _conv_groups, _vector_at
+from .codes import (
     _DENSE_ENTRIES,
-    _FLOAT32_EXACT,
     _RUN_BUDGET,
     _SMALL_BATCH,
     _SMALL_GATHER,
     _SPARSE_DENSITY,
-    _codes_dtype,
+    FLOAT32_EXACT,
     _torch_inputs,
+    codes_dtype,
 )
 
 
@@ -59,7 +59,7 @@ class TableKernel:
         # Every partial sum is a non-negative integer no larger than the layer's last row, so floats form
         # it exactly while the layer has fewer than 2**24 rows (float32), else in float64 (below 2**53).
         width = int(producer.shape[-1] if self.spatial else math.prod(producer.shape))
-        dtype = np.float32 if self.total <= _FLOAT32_EXACT else np.float64
+        dtype = np.float32 if self.total <= FLOAT32_EXACT else np.float64
         matrix = _address_matrix(tables, index_map, width, dtype)
         self.matrix = torch.as_tensor(matrix)
         self._bias = torch.as_tensor(offsets.astype(dtype))
@@ -112,7 +112,7 @@ class TableKernel:
         self.flat = torch.as_tensor(flat)
         if not raw:  # codes in the smallest dtype of the domain: a smaller table stays in cache, outputs shrink
             top = max(len(d) for d in self.node.channel_domains() or ()) - 1
-            self.flat = self.flat.to(_codes_dtype(min(0, int(flat.min(initial=0))), max(top, int(flat.max(initial=0)))))
+            self.flat = self.flat.to(codes_dtype(min(0, int(flat.min(initial=0))), max(top, int(flat.max(initial=0)))))
         # Column j of every row, one after another: output j of a lookup at row r sits at j * total + r.
         self._flat_columns = self.flat.t().contiguous().reshape(-1)
         self.care = None if care is None or care.all() else torch.as_tensor(care)
@@ -593,45 +593,3 @@ class TableKernel:
             "default (net.restrict(..., default=...)) to map them, or observe more data"
         )
         raise MissingRowError(msg)
-
-
-def _vector_at(vectors: torch.Tensor, positions: int) -> Callable[[int], torch.Tensor]:
-    """The input vector of lookup ``at`` (sample ``at // positions``, position ``at % positions``)."""
-    return lambda at: vectors[at // positions, at % positions]
-
-
-def _address_matrix(tables: Sequence[Any], index_map: np.ndarray, width: int, dtype: Any) -> np.ndarray:
-    """``(width, units)``: column ``u`` holds unit ``u``'s place values at the elements it reads (summed where
-    an element feeds several of its inputs), filled for all units at once."""
-    units, fan_in = index_map.shape
-    weights = np.zeros((units, fan_in), dtype=np.int64)
-    for u, table in enumerate(tables):  # one short vector per table
-        weights[u, : table.fan_in] = table.address_weights
-    driven = index_map >= 0
-    matrix = np.zeros((width, units), dtype=dtype)
-    np.add.at(matrix, (index_map[driven], np.nonzero(driven)[0]), weights[driven])
-    return matrix
-
-
-def _constant_pad(pad: Node) -> bool:
-    """Whether a pad node pads with its channels' constant codes as wide before as after each axis: what a
-    convolution's own padding (plus a fixed border term) does, so that it fuses into the convolution."""
-    meta = pad.meta
-    assert isinstance(meta, PadMeta)  # a checked graph
-    zeros = meta.mode is PaddingMode.ZEROS and meta.pad_codes is not None
-    return zeros and all(before == after for before, after in meta.padding)
-
-
-def _conv_groups(weight: np.ndarray) -> int:
-    """The most groups a convolution with ``weight`` ``(rows, channels, taps)`` splits into: row blocks that
-    read only their own block of channels (a depthwise table layer is as many groups as channels)."""
-    rows, channels = weight.shape[:2]
-    reads = (weight != 0).any(axis=2)  # (rows, channels)
-    for groups in range(math.gcd(rows, channels), 1, -1):
-        if rows % groups or channels % groups:
-            continue
-        row_block = np.arange(rows) // (rows // groups)
-        channel_block = np.arange(channels) // (channels // groups)
-        if not (reads & (row_block[:, None] != channel_block[None, :])).any():
-            return groups
-    return 1

@@ -43,7 +43,7 @@ _SMALL_GATHER = 2**17
 _SMALL_CODES = 2**15
 
 # Float32 holds every integer below 2**24 exactly: the bound for float32 codes and addresses.
-_FLOAT32_EXACT = 2**24
+FLOAT32_EXACT = 2**24
 
 # Address matrices with at most this fraction of nonzero entries multiply as sparse (COO) matrices.
 _SPARSE_DENSITY = 0.25
@@ -80,7 +80,7 @@ def decode(codes: torch.Tensor, node: Node, table: tuple[torch.Tensor, torch.Ten
     return torch.index_select(values, 0, index).view(codes.shape)
 
 
-def _codes_dtype(low: int, high: int) -> torch.dtype:
+def codes_dtype(low: int, high: int) -> torch.dtype:
     """The smallest integer dtype holding every value from ``low`` to ``high``."""
     for dtype in (torch.uint8, torch.int16, torch.int32):
         info = torch.iinfo(dtype)
@@ -109,7 +109,7 @@ def _torch_inputs(kernel: Kernel) -> Kernel:
     return lambda xs: kernel([_as_tensor(x) for x in xs])
 
 
-def _identity(xs: list[torch.Tensor]) -> torch.Tensor:
+def identity(xs: list[torch.Tensor]) -> torch.Tensor:
     """A node that passes its one input on (input, output, duplicate)."""
     return xs[0]
 
@@ -131,7 +131,7 @@ class InputEncoder:
         self.channels_last = node.layout is not None and node.layout.channels_last
         self._grid = {dtype: _Grid.of(self.domains, dtype) for dtype in (torch.float32, torch.float64)}
         self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
-        self._float32_codes = max(len(d) for d in self.domains) <= _FLOAT32_EXACT
+        self._float32_codes = max(len(d) for d in self.domains) <= FLOAT32_EXACT
 
     def __call__(self, x: Any, *, codes: bool, input_shape: tuple[int, ...], what: str = "net.run") -> torch.Tensor:
         given, x = self._batch(x, input_shape, what)
