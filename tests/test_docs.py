@@ -154,3 +154,48 @@ def test_readme_bundle_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     exec(compile(blocks[1], "README.md", "exec"), namespace)
     exec(compile(blocks[2], "README.md", "exec"), namespace)
     assert (tmp_path / "model.bundle" / "manifest.json").is_file()
+
+
+ROOT = DOCS.parent
+_DOTTED = re.compile(r"\biotable(?:\.[A-Za-z_]\w*)+")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``iotable.a.b.c`` names something: the longest importable module, then attributes (or
+    annotated class attributes) below it."""
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            annotated = name in getattr(obj, "__annotations__", {})
+            if not hasattr(obj, name) and not annotated:
+                return False
+            obj = getattr(obj, name, None)
+        return True
+    return False
+
+
+def stale_names(paths: list[Path]) -> list[str]:
+    """``file:line: name`` for every dotted ``iotable.…`` name in ``paths`` that names nothing."""
+    found = []
+    for path in paths:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            found += [f"{path.name}:{number}: {m}" for m in _DOTTED.findall(line) if not _resolves(m.rstrip("."))]
+    return found
+
+
+def test_every_name_the_docs_mention_exists() -> None:
+    """Each dotted ``iotable.…`` name in a docstring, a comment, the README or a docs page names a module or
+    attribute that exists (docs/api.md is generated; the changelog keeps the names of its time)."""
+    pages = [p for p in DOCS.glob("*.md") if p.name != "api.md"]
+    assert stale_names([*(ROOT / "src" / "iotable").rglob("*.py"), *pages, ROOT / "README.md"]) == []
+
+
+def test_a_stale_name_is_found(tmp_path: Path) -> None:
+    """A name that moved away is reported; one that exists is not."""
+    page = tmp_path / "page.md"
+    page.write_text("`iotable.graph.Graph` and `iotable.interpret.GraphInterpreter`\n", encoding="utf-8")
+    assert stale_names([page]) == ["page.md:1: iotable.interpret.GraphInterpreter"]

@@ -240,7 +240,7 @@ def _domain(module: nn.Module, name: str) -> Domain | None:
 def check_leaves(traced: fx.GraphModule, host: Collection[str]) -> None:
     """Reject the brevitas layers of a traced model that no table can reproduce, naming each and the fix.
 
-    :func:`iotable.trace.trace` calls this for models that hold brevitas modules; host modules run with
+    :func:`iotable.front.trace.trace` calls this for models that hold brevitas modules; host modules run with
     torch, so they may be anything.
     """
     for node in traced.graph.nodes:

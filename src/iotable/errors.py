@@ -1,6 +1,7 @@
 """The errors iotable raises on purpose, grouped by what went wrong.
 
-Every error derives from :class:`IOTableError` and from exactly one group, which says what to look at:
+Every error derives from :class:`IOTableError` and from one group, which says what to look at (one class,
+:class:`SpecOptionError`, is in two: a bad argument that has always been a :class:`SpecError`):
 
 - :class:`OptionError` — a bad argument or option of a call (a keyword, a name, a path, a layer name);
 - :class:`ModelError` — a model that cannot become tables as written (its decomposition, its quantizers,
@@ -61,6 +62,7 @@ __all__ = [
     "SimulatorNotInstalledError",
     "SpecError",
     "SpecMismatchError",
+    "SpecOptionError",
     "SynthError",
     "TableError",
     "TableTooLargeError",
@@ -152,6 +154,13 @@ class SpecError(ModelError):
     """Decomposition metadata is malformed or does not fit the module it describes."""
 
 
+class SpecOptionError(SpecError, OptionError):
+    """A bad argument of :func:`~iotable.decompose`, :func:`~iotable.plan` or :func:`~iotable.precompute` (a
+    ``groups=`` or ``max_rows=`` out of range, a flag that is not a bool, fan-in lists of the wrong shape): an
+    :class:`OptionError` by what went wrong, and a :class:`SpecError` as these arguments always raised, so
+    both ``except`` clauses catch it. The one class in two groups."""
+
+
 class SpecMismatchError(SpecError):
     """The probe found a unit whose outputs depend on an input outside its declared fan-in."""
 
@@ -182,7 +191,7 @@ class GraphError(ModelError):
 
 
 class NodeExecutionError(ModelError, RuntimeError):
-    """A node of the interlayer graph failed while a :class:`~iotable.interpret.GraphInterpreter` executed it;
+    """A node of the interlayer graph failed while a :class:`~iotable.graph.GraphInterpreter` executed it;
     the message names the node, and the original error is chained."""
 
 

@@ -19,7 +19,7 @@ call, after which models holding it need no decoration:
     >>> _ = unregister("example.SumPool1d")
 
 What a *node* of the interlayer graph does at run time, in a bundle and in hardware depends on its node
-kind (:mod:`iotable.nodes`), not on the layer it came from: a registered layer becomes table, pool or
+kind (:mod:`iotable.graph.nodes`), not on the layer it came from: a registered layer becomes table, pool or
 reshape nodes like the built-in ones.
 """
 

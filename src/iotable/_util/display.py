@@ -2,7 +2,7 @@
 
 Reprs are one line that stays short whatever the model's size: names are cut to :data:`NAME_LIMIT`
 characters and a whole repr to :data:`REPR_LIMIT`. The HTML views are the summary as a table (escaped
-throughout), then the graph's picture as inline SVG when Graphviz is installed (see :mod:`iotable.diagram`);
+throughout), then the graph's picture as inline SVG when Graphviz is installed (see :mod:`iotable.graph.diagram`);
 without Graphviz they are the table alone.
 """
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 from torch import nn
 
 from ..domain import Domain
-from ..errors import SpecError
+from ..errors import SpecError, SpecOptionError
 from .layout import Layout, PaddingMode
 from .metadata import SPEC_ATTRIBUTE, Spec, _resolve, channel_counts
 
@@ -29,7 +29,7 @@ def _int_tuple(value: Any, *, name: str, minimum: int) -> tuple[int, ...] | None
         ok = False
     if not ok or min(result) < minimum:
         msg = f"decompose: {name} must be an integer >= {minimum} or a tuple of 1 or 2 of them, received {value!r}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     return result
 
 
@@ -93,20 +93,20 @@ def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None
         units = tuple(tuple(v.__index__() for v in unit) for unit in value)
     except (TypeError, AttributeError):
         msg = f"decompose: {name} must be a list of integer lists (one per unit), received {value!r}"
-        raise SpecError(msg) from None
+        raise SpecOptionError(msg) from None
     if not units:
         msg = f"decompose: {name} must list at least one unit, received an empty list"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     for k, unit in enumerate(units):
         if not unit:
             msg = f"decompose: {name}[{k}] is empty; every unit reads and writes at least one element"
-            raise SpecError(msg)
+            raise SpecOptionError(msg)
         if min(unit) < 0:
             msg = f"decompose: {name}[{k}] = {list(unit)} holds a negative index; expected indices >= 0"
-            raise SpecError(msg)
+            raise SpecOptionError(msg)
         if len(set(unit)) != len(unit):
             msg = f"decompose: {name}[{k}] = {list(unit)} repeats an index; expected distinct indices"
-            raise SpecError(msg)
+            raise SpecOptionError(msg)
     return units
 
 
@@ -152,10 +152,10 @@ def _unit_fields(
     the attribute a mask ``fan_in=`` names."""
     if groups is not None and (isinstance(groups, bool) or not isinstance(groups, int) or groups < 1):
         msg = f"decompose: groups must be a positive integer, received {groups!r}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     if groups is not None and fan_in is not None:
         msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     fan_in_from = None
     if isinstance(fan_in, str):
         if not _attribute_path(fan_in):
@@ -167,15 +167,15 @@ def _unit_fields(
         fan_in_from, fan_in = fan_in, None
         if fan_out is not None:
             msg = "decompose: fan_out= needs fan_in= as index lists; a mask gives each output its own unit"
-            raise SpecError(msg)
+            raise SpecOptionError(msg)
     fan_in_t = _index_lists(fan_in, name="fan_in")
     fan_out_t = _index_lists(fan_out, name="fan_out")
     if fan_out_t is not None and fan_in_t is None:
         msg = "decompose: fan_out= needs fan_in= (it says which outputs each fan_in unit writes)"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     if fan_out_t is not None and fan_in_t is not None and len(fan_out_t) != len(fan_in_t):
         msg = f"decompose: fan_in lists {len(fan_in_t)} units but fan_out lists {len(fan_out_t)}; expected one each"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     return fan_in_t, fan_out_t, fan_in_from
 
 
@@ -208,7 +208,7 @@ def _window_fields(
         raise SpecError(msg)
     if geometry["kernel_size"] is None and stated:
         msg = "decompose: stride/dilation/padding describe a sliding window (padding_mode too); give kernel_size= too"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     return geometry
 
 
@@ -346,6 +346,6 @@ def decompose(
             obj.__dict__[SPEC_ATTRIBUTE] = spec
             return obj
         msg = f"decompose: expected a torch.nn.Module instance or subclass, received {type(obj).__name__}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
 
     return attach if target is None else attach(target)

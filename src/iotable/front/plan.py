@@ -17,7 +17,7 @@ from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..domain import Domain
-from ..errors import SpecError, TableTooLargeError
+from ..errors import SpecError, SpecOptionError, TableTooLargeError
 from ..nn import domain_of
 from .layerplan import Geometry, LayerPlan, Unit, _shared, _unit_domains
 from .layout import Layout
@@ -134,7 +134,7 @@ def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -
     ``max_rows`` that is not a positive integer."""
     if not isinstance(module, nn.Module):
         msg = f"{name}: expected a torch.nn.Module, received {type(module).__name__}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     if not isinstance(input_domain, Domain) and not (
         isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
     ):
@@ -145,7 +145,7 @@ def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -
         raise SpecError(msg)
     if isinstance(max_rows, bool) or not isinstance(max_rows, int) or max_rows < 1:
         msg = f"{name}: max_rows must be a positive integer, received {max_rows!r}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
 
 
 def _layout(spec: Spec, example_shape: tuple[int, ...] | None, name: str) -> Layout:

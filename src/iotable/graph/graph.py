@@ -290,7 +290,7 @@ class Graph:
         """The graph's picture as SVG text, drawn by Graphviz from :meth:`to_dot`.
 
         Needs the optional extra ``iotable[notebook]`` (the ``graphviz`` package) and Graphviz's ``dot``
-        program; without them it raises :class:`~iotable.diagram.GraphvizNotInstalledError`, which says what
+        program; without them it raises :class:`~iotable.errors.GraphvizNotInstalledError`, which says what
         to install.
         """
         from .diagram import render_svg  # the optional integration, imported only when a picture is asked for
@@ -310,7 +310,7 @@ class Graph:
         return f'<div class="picture">{svg}</div>'
 
     def draw(self) -> Diagram:
-        """The graph's picture (:class:`~iotable.diagram.Diagram`), which a Jupyter notebook shows inline.
+        """The graph's picture (:class:`~iotable.graph.diagram.Diagram`), which a Jupyter notebook shows inline.
 
         Needs Graphviz, as :meth:`to_svg` does.
         """

@@ -149,7 +149,7 @@ class PadMeta(Meta):
 
     Attributes:
         padding: a ``(before, after)`` pair per spatial axis.
-        mode: what the padded places read (:class:`~iotable.PaddingMode`).
+        mode: what the padded places read (:class:`~iotable.front.layout.PaddingMode`).
         pad_codes: each channel's code of real 0 (mode ``zeros``), else ``None``.
         index_map: ``int64`` array of the node's shape: for every output element, the flat index (C order)
             of the input element it copies, or ``-1`` where it holds its channel's pad code

@@ -178,7 +178,7 @@ class TableNetwork:
         """The interlayer graph's picture, which a Jupyter notebook shows inline (see :meth:`Graph.draw`).
 
         Needs the optional extra ``iotable[notebook]`` and Graphviz's ``dot`` program; without them it
-        raises :class:`~iotable.diagram.GraphvizNotInstalledError`, which says what to install.
+        raises :class:`~iotable.errors.GraphvizNotInstalledError`, which says what to install.
         """
         return self.graph.draw()
 

@@ -114,7 +114,7 @@ def restrict(net: Any, observation: Observation, *, min_count: int = 1, default:
         observation: from :func:`observe`.
         min_count: rows seen fewer times become don't-cares.
         default: what a lookup of a don't-care row returns: ``None`` (raise
-            :class:`~iotable.MissingRowError`), an output code / value, or ``"zero"`` (the code of real 0 of
+            :class:`~iotable.errors.MissingRowError`), an output code / value, or ``"zero"`` (the code of real 0 of
             each table's output domain).
 
     Returns:

@@ -11,7 +11,7 @@ from torch import nn
 
 from .._util.progress import progress_bar
 from ..domain import Domain
-from ..errors import SpecError
+from ..errors import SpecOptionError
 from ..front.modelcheck import warn_training
 from ..front.plan import DEFAULT_MAX_ROWS, plan
 from ..front.reuse import remember, remembered, structure_key
@@ -46,13 +46,13 @@ class PrecomputeOptions:
         for option, value in (("memory_budget", self.memory_budget), ("max_rows", self.max_rows)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 msg = f"precompute: {option} must be a positive integer, received {value!r}"
-                raise SpecError(msg)
+                raise SpecOptionError(msg)
         flags = (("check", self.check), ("fast_path", self.fast_path), ("progress", self.progress))
         for option, flag in flags:
             if not isinstance(flag, bool) and not (option == "progress" and flag is None):
                 accepted = "True, False or None" if option == "progress" else "True or False"
                 msg = f"precompute: {option} must be {accepted}, received {type(flag).__name__} {flag!r}"
-                raise SpecError(msg)
+                raise SpecOptionError(msg)
 
     def as_kwargs(self) -> dict[str, Any]:
         """The options as keyword arguments (of :func:`tabulate_layers` and the network builder)."""
@@ -63,10 +63,10 @@ def _check_front(*, reuse: Any, name: Any, options: PrecomputeOptions) -> None:
     """The checks every entry makes before any work: ``reuse`` and ``name``, and a usable ``cache_dir``."""
     if not isinstance(reuse, bool):
         msg = f"precompute: reuse must be True or False, received {type(reuse).__name__} {reuse!r}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     if name is not None and (not isinstance(name, str) or not name):
         msg = f"precompute: name must be a non-empty string (the layer's name in tables and bundles), received {name!r}"
-        raise SpecError(msg)
+        raise SpecOptionError(msg)
     if options.cache_dir is not None:
         check_cache_dir(options.cache_dir)  # a bad cache_dir is refused before any work
 
@@ -222,7 +222,7 @@ def precompute_layer(
     """:func:`precompute` of one layer or decorated block, even an ``nn.Sequential``: its unit tables.
 
     The arguments are :func:`precompute`'s. A module no decomposition describes raises
-    :class:`~iotable.NotDecomposedError` (give it to :func:`precompute_model` to cut it into layers).
+    :class:`~iotable.errors.NotDecomposedError` (give it to :func:`precompute_model` to cut it into layers).
 
     Example:
         >>> layer = precompute_layer(torch.nn.Linear(2, 3), input_domain=Domain.uniform(1))

@@ -71,7 +71,7 @@ class _Step:
 class Runtime(GraphInterpreter[Any]):
     """Compiled kernels of a graph's nodes; :meth:`run` evaluates a batch of input codes.
 
-    Compiling is a walk over the graph (:class:`~iotable.interpret.GraphInterpreter`): one method per node
+    Compiling is a walk over the graph (:class:`~iotable.graph.GraphInterpreter`): one method per node
     kind makes that node's kernel. :meth:`_schedule` then orders the kernel calls of a run, fusing windows
     into the tables that read them and switching layouts where a node reads the other one.
     """
