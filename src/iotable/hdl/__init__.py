@@ -31,10 +31,9 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
-from .bench import table_bench
 from .design import Design, LayerResources, Port
-from .mapped import mapped_verilog, mapped_vhdl
-from .table import TableLayout, layout_of, table_verilog, table_vhdl
+from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
+from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
 from .writer import check, export, simulate
 
