@@ -19,8 +19,11 @@
 Inside: :mod:`.netlist` is the hardware IR of a design (elements, signals, table modules, layer and pool
 blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a graph with
 one function per node kind and style (:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`);
-:mod:`.verilog` and :mod:`.vhdl` print it (:mod:`.emit`: what they share; :mod:`.sources`: the files), every
-identifier and comment through :mod:`.names`; :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
+:mod:`.verilog` and :mod:`.vhdl` print it, and one table, its LUT netlist and the benches (with
+:mod:`.verilog_tables`, :mod:`.vhdl_tables`; :mod:`.emit`: what they share; :mod:`.sources`: the files and the
+one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;
+:mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
+:mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
 it returns.
 
 The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
@@ -31,10 +34,9 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 from __future__ import annotations
 
 from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
-from .bench import table_bench
 from .design import Design, LayerResources, Port
-from .mapped import mapped_verilog, mapped_vhdl
-from .table import TableLayout, layout_of, table_verilog, table_vhdl
+from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
+from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
 from .writer import check, export, simulate
 

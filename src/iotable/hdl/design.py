@@ -9,6 +9,8 @@ from typing import Any
 import torch
 
 from ..network.network import TableNetwork
+from .bench import vectors_file
+from .language import Language
 from .sources import every
 
 __all__ = ["Design", "LayerResources", "Port", "codes_at"]
@@ -177,7 +179,7 @@ def _port_line(port: Port) -> str:
 
 def _table_bench_names(top: str, language: str) -> tuple[str, str]:
     module = top[: -len("_tb")]
-    return (f"{top}{'.v' if language == 'verilog' else '.vhd'}", f"{module}_vectors.hex")
+    return f"{top}{Language(language).suffixes[0]}", vectors_file(module)
 
 
 def codes_at(net: TableNetwork, codes: torch.Tensor, node: str) -> torch.Tensor:

@@ -13,7 +13,10 @@ import numpy as np
 
 from .. import bits as bitfields
 from ..table import IOTable
+from .mapped import LutBody
+from .netbench import BenchPlan
 from .netlist import Block, Layer, Netlist, PadStage, Pool, RegisterStage, Stage, WindowStage
+from .table import DontCares, TableLayout
 
 __all__ = [
     "Printer",
@@ -31,7 +34,9 @@ __all__ = [
 
 
 class Printer(Protocol):
-    """A language: a module defining these functions (:mod:`.verilog`, :mod:`.vhdl`) is one."""
+    """A language: a module defining these functions (:mod:`.verilog`, :mod:`.vhdl`) is one. The first ones
+    (names, comments, strings, slices, one table's module and bench) live in its table module
+    (:mod:`.verilog_tables`, :mod:`.vhdl_tables`), the rest, a design's, in the language's module."""
 
     def suffix(self) -> str:
         """The source files' suffix (``.v``, ``.vhd``)."""
@@ -45,18 +50,30 @@ class Printer(Protocol):
         """One comment line holding ``text`` (escaped), without indentation or newline."""
         ...
 
+    def string(self, text: object) -> str:
+        """The body of a string literal holding ``text`` (escaped)."""
+        ...
+
     def slice(self, signal: str, high: int, low: int) -> str: ...
 
     def constant(self, width: int, value: int) -> str: ...
 
     def concat(self, parts: list[str]) -> str: ...
 
-    def table(self, table: IOTable, name: str, *, dont_cares: str) -> str:
-        """A table module as a ``case``."""
+    def table(self, table: IOTable, name: str, *, dont_cares: DontCares) -> str:
+        """A table module as a ``case`` (or as blocks: :func:`~.table.in_blocks`)."""
         ...
 
-    def mapped(self, table: IOTable, mapped: Any, name: str) -> str:
+    def mapped(self, body: LutBody, name: str) -> str:
         """A table module as its LUT netlist."""
+        ...
+
+    def table_bench(self, name: str, layout: TableLayout) -> str:
+        """The exhaustive bench of table module ``name``, reading its vectors file (:mod:`.bench`)."""
+        ...
+
+    def bench(self, plan: BenchPlan) -> str:
+        """The bench of a design's top (:mod:`.netbench`)."""
         ...
 
     def layer(self, netlist: Netlist, block: Layer) -> str: ...

@@ -1,25 +1,19 @@
-"""One IOTable as its mapped LUT netlist in Verilog or VHDL: the same ports as the ``case`` module, LUTs inside.
+"""One IOTable as its mapped LUT netlist, in no language: the same ports as the ``case`` module, LUTs inside.
 
-:func:`mapped_verilog` / :func:`mapped_vhdl` write the netlist :func:`iotable.synth.map_table` (or
-:func:`~iotable.synth.map_luts`) found for a table as a module (entity) whose ports, widths and bit packing are
-exactly those of :func:`~iotable.hdl.table_verilog` / :func:`~iotable.hdl.table_vhdl` (``address``: the input
-codes, first input most significant; ``codes``: the output codes, first output most significant), so that the
-table's benches and the layer modules that instantiate it do not change.
+:func:`lut_body` turns the netlist :func:`iotable.synth.map_table` (or :func:`~iotable.synth.map_luts`) found
+for a table into what a printer writes (:func:`~iotable.hdl.mapped_verilog`, :func:`~iotable.hdl.mapped_vhdl`):
+a module whose ports, widths and bit packing are exactly those of the table's ``case`` module (``address``: the
+input codes, first input most significant; ``codes``: the output codes, first output most significant), so that
+the table's benches and the layer modules that instantiate it do not change.
 
-The body is a generic, vendor-neutral LUT per netlist node, in the netlist's topological order:
-
-- Verilog: ``localparam [15:0] INIT7 = 16'h8a3c;`` and ``wire n7 = INIT7[{n3, address[5], address[2],
-  address[0]}];``
-- VHDL: ``constant INIT7 : std_logic_vector(15 downto 0) := x"8a3c";`` and ``n7 <= lut(INIT7, n3 &
-  address(5) & address(2) & address(0));`` (``lut`` selects bit ``sel`` of the mask, ``'X'`` when ``sel`` is
-  unknown, as a Verilog bit-select gives ``x``).
-
-A LUT's inputs are listed most significant first in the select: its first netlist input (``I0``) is the least
+The body is a generic, vendor-neutral LUT per netlist node, in the netlist's topological order (a
+:class:`Cell`): a constant INIT mask and a signal ``n<k>`` that selects its bit by the LUT's inputs. A LUT's
+inputs are listed most significant first in the select: its first netlist input (``I0``) is the least
 significant, and bit ``i`` of ``INIT`` is its output where its inputs, read as that binary number, equal
 ``i``. Wires (buffers) and constants are plain assignments. The netlist names address bits ``x<input>_<bit>``
 and code bits ``y<output>_<bit>`` (``<bit>`` 0 the least significant bit of the code,
-:meth:`iotable.lutnet.BitFunction.input_names`): ``x<j>_<b>`` is ``address[offset_j + b]`` and ``y<j>_<b>`` is
-``codes[offset_j + b]``, offsets from :class:`~iotable.hdl.TableLayout`.
+:meth:`iotable.lutnet.BitFunction.input_names`): ``x<j>_<b>`` is bit ``offset_j + b`` of ``address`` and
+``y<j>_<b>`` bit ``offset_j + b`` of ``codes``, offsets from :class:`~iotable.hdl.TableLayout`.
 
 Don't-cares: a mapped netlist drives *some* value on rows a partial table lacks and on bit patterns that are
 no code (the mapper chose them to save LUTs); the exhaustive bench of a table checks the rows it holds only.
@@ -35,21 +29,24 @@ import enum
 import functools
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import HDLError, OptionError
 from ..table import IOTable
-from .names import check_name
-from .table import TableLayout, _comment_text, layout_of
+from .table import TableLayout, header_lines, layout_of
 
 __all__ = [
+    "Cell",
+    "CellKind",
+    "LutBody",
+    "Source",
     "Tables",
     "check_mapped_options",
     "layer_luts",
+    "lut_body",
     "lut_init",
     "map_modules",
-    "mapped_verilog",
-    "mapped_vhdl",
 ]
 
 
@@ -117,9 +114,9 @@ def _netlist_of(mapped: Any, *, what: str) -> tuple[Any, list[str]]:
         netlist = mapped.netlist
         done = (
             f"{mapped.luts} LUT(s) of at most {mapped.k} inputs, depth {mapped.depth}; mapped by {mapped.method} "
-            f"with {_comment_text(mapped.abc_version)},"
+            f"with {mapped.abc_version},"
         )
-        return netlist, [done, f"script '{_comment_text(mapped.script)}', don't-cares: {mapped.completion}."]
+        return netlist, [done, f"script '{mapped.script}', don't-cares: {mapped.completion}."]
     if isinstance(mapped, LutNetlist):
         return mapped, [f"{mapped.luts} LUT(s), depth {mapped.depth}; a netlist given directly."]
     msg = f"{what}: expected a MappedTable (iotable.synth.map_table) or a LutNetlist, received {type(mapped).__name__}"
@@ -153,60 +150,83 @@ def _wiring(table: IOTable, layout: TableLayout, netlist: Any, *, what: str) -> 
     return {name: bit for name, bit in address.items() if name in netlist.inputs}, drivers
 
 
-def _mask_literal(init: int, inputs: int, *, verilog: bool) -> str:
-    """An INIT mask of ``2**inputs`` bits as a sized literal: hexadecimal from 2 inputs, else binary."""
-    size = 1 << inputs
-    if size % 4 == 0:
-        digits = format(init, f"0{size // 4}x")
-        return f"{size}'h{digits}" if verilog else f'x"{digits}"'
-    bits = format(init, f"0{size}b")
-    return f"{size}'b{bits}" if verilog else f'b"{bits}"'
+class CellKind(enum.Enum):
+    """What a netlist node is in the module: a wire (buffer), a constant, or a LUT."""
+
+    BUFFER = "buffer"
+    CONSTANT = "constant"
+    LUT = "lut"
 
 
-def _body(netlist: Any, address: dict[str, int], drivers: list[int], *, verilog: bool) -> list[str]:
-    """Declarations and statements: a LUT, wire or constant per node (topological order), then the outputs.
+@dataclass(frozen=True)
+class Source:
+    """A bit the body reads: the output of node ``n<k>`` (``bit`` is ``None``) or bit ``bit`` of ``address``."""
 
-    Verilog: the lines of the module body. VHDL: the declarations, a ``begin`` line, then the statements.
+    signal: str
+    bit: int | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One netlist node as the module computes it.
+
+    ``output``: its signal; ``inputs``: a buffer's one source, or a LUT's select, **most significant first**
+    (its last netlist input first); ``init``: a LUT's INIT mask, a constant's bit; ``mask``: the LUT's constant.
     """
+
+    output: str
+    kind: CellKind
+    inputs: tuple[Source, ...]
+    init: int
+    mask: str
+
+    @property
+    def size(self) -> int:
+        """Bits of a LUT's INIT mask."""
+        return 1 << len(self.inputs)
+
+    @property
+    def digits(self) -> tuple[str, str]:
+        """A LUT's INIT mask as a radix (``"h"``: hexadecimal, from 2 inputs; ``"b"``: binary) and its digits."""
+        if self.size % 4 == 0:
+            return "h", format(self.init, f"0{self.size // 4}x")
+        return "b", format(self.init, f"0{self.size}b")
+
+
+@dataclass(frozen=True)
+class LutBody:
+    """A table module as its LUT netlist, in no language: the cells in topological order, the cells that drive
+    ``codes`` (most significant bit first), and the header comment's text (unescaped)."""
+
+    layout: TableLayout
+    cells: tuple[Cell, ...]
+    outputs: tuple[str, ...]
+    header: tuple[str, ...]
+
+
+def _cells(netlist: Any, address: dict[str, int]) -> tuple[Cell, ...]:
+    """A cell per netlist node (a loop over nodes, never over table rows)."""
     index = {node.output: k for k, node in enumerate(netlist.nodes)}
 
-    def ref(name: str) -> str:
-        if name in index:
-            return f"n{index[name]}"
-        return f"address[{address[name]}]" if verilog else f"address({address[name]})"
+    def source(name: str) -> Source:
+        return Source(f"n{index[name]}") if name in index else Source("address", address[name])
 
-    declarations, statements = [], []
-    for k, node in enumerate(netlist.nodes):  # a loop over netlist nodes, never over table rows
+    cells = []
+    inputs: tuple[Source, ...]
+    for k, node in enumerate(netlist.nodes):
         if node.is_buffer:
-            value = ref(node.inputs[0])
+            kind, inputs, init = CellKind.BUFFER, (source(node.inputs[0]),), 0
         elif not node.inputs:
-            bit = lut_init(node) & 1
-            value = f"1'b{bit}" if verilog else f"'{bit}'"
-        else:
-            n = len(node.inputs)
-            mask = _mask_literal(lut_init(node), n, verilog=verilog)
-            select = [ref(s) for s in reversed(node.inputs)]  # I0, the first input, least significant
-            if verilog:
-                declarations.append(f"    localparam [{(1 << n) - 1}:0] INIT{k} = {mask};")
-                value = f"INIT{k}[{{{', '.join(select)}}}]"
-            else:
-                declarations.append(f"    constant INIT{k} : std_logic_vector({(1 << n) - 1} downto 0) := {mask};")
-                value = f"lut(INIT{k}, {' & '.join(select) if n > 1 else f'(0 => {select[0]})'})"
-        if verilog:
-            declarations.append(f"    wire n{k} = {value};")
-        else:
-            declarations.append(f"    signal n{k} : std_logic;")
-            statements.append(f"    n{k} <= {value};")
-    outputs = [f"n{drivers[bit]}" for bit in range(len(drivers) - 1, -1, -1)]  # codes, most significant first
-    if verilog:
-        return [*declarations, f"    assign codes = {{{', '.join(outputs)}}};"]
-    value = " & ".join(outputs) if len(outputs) > 1 else f"(0 => {outputs[0]})"
-    return [*declarations, "begin", *statements, f"    codes <= {value};"]
+            kind, inputs, init = CellKind.CONSTANT, (), lut_init(node) & 1
+        else:  # I0, the first input, least significant
+            kind, inputs, init = CellKind.LUT, tuple(source(s) for s in reversed(node.inputs)), lut_init(node)
+        cells.append(Cell(f"n{k}", kind, inputs, init, f"INIT{k}"))
+    return tuple(cells)
 
 
-def _prepare(table: Any, mapped: Any, name: str, language: str, *, what: str) -> tuple[Any, list[str], list[str]]:
+def lut_body(table: Any, mapped: Any, name: str, *, what: str) -> LutBody:
+    """The :class:`LutBody` of ``table`` from its mapped netlist, after checking the name and the netlist."""
     layout = layout_of(table, what=what)
-    name = check_name(name, language=language, what=what)
     if _OWN_NAMES.fullmatch(name):
         msg = (
             f"{what}: the module name {name!r} is one the mapped netlist uses inside (n<k>, INIT<k>, lut, luts); "
@@ -215,121 +235,14 @@ def _prepare(table: Any, mapped: Any, name: str, language: str, *, what: str) ->
         raise HDLError(msg)
     netlist, how = _netlist_of(mapped, what=what)
     address, drivers = _wiring(table, layout, netlist, what=what)
-    body = _body(netlist, address, drivers, verilog=language == "verilog")
-    origin = "" if table.layer is None else f" from layer {_comment_text(table.layer)}"
-    origin += "" if table.unit is None else f" unit {table.unit}"
-    widths = ", ".join(str(w) for w in layout.input_widths)
-    care = "dense" if table.is_dense else "partial"
     header = [
-        f"Generated by iotable: one table{origin}, {care}, {layout.rows} of {layout.space} rows, as its LUT netlist.",
-        f"address: {table.fan_in} input code(s) of {widths} bit(s), first input most significant.",
-        f"codes: {layout.fan_out} output code(s) of {layout.output_width} bit(s), first output most significant.",
+        *header_lines(table, layout, dont_cares="", netlist=True),
         *how,
         "A LUT is bit i of its INIT mask, i its inputs as a binary number (in the select, most significant first).",
         "Rows the table lacks and bit patterns that are no input code are don't-cares: the netlist drives some code.",
     ]
-    return layout, header, body
-
-
-def mapped_verilog(table: IOTable, mapped: Any, name: str) -> str:
-    """A table's mapped LUT netlist as a Verilog-2001 module with the ports of :func:`table_verilog`.
-
-    Each LUT is a ``localparam`` INIT mask and a bit-select of it by the LUT's inputs (a generic LUT, no
-    vendor primitive); ``address`` and ``codes`` are packed exactly as in :func:`table_verilog`, so the
-    table's bench (:func:`table_bench`) and its instances do not change. On rows the table lacks the netlist
-    drives the codes the mapper chose (no ``x``).
-
-    Args:
-        table: the IOTable the netlist was mapped from (outputs must be codes).
-        mapped: its :class:`~iotable.synth.MappedTable` (from :func:`~iotable.synth.map_table` or
-            :func:`~iotable.synth.map_luts`, checked on every row of the table) or a
-            :class:`~iotable.synth.LutNetlist` with the same signal names.
-        name: the module's name, a legal Verilog identifier that is not a keyword.
-
-    Returns:
-        The module's source text.
-
-    Example:
-        >>> from iotable import Domain, IOTable
-        >>> from iotable.synth import LutNetlist
-        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
-        ...                   output_domain=Domain.uniform(1))
-        >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
-        ...                            "01 1\\n10 1\\n.end\\n")
-        >>> print("\\n".join(mapped_verilog(t, xor, "xor2").splitlines()[-5:]))
-        );
-            localparam [3:0] INIT0 = 4'h6;
-            wire n0 = INIT0[{address[0], address[1]}];
-            assign codes = {n0};
-        endmodule
-    """
-    what = "mapped_verilog"
-    layout, header, body = _prepare(table, mapped, name, "verilog", what=what)
-    head = "\n".join(f"// {line}" for line in header)
-    return (
-        f"{head}\n"
-        f"module {name} (\n"
-        f"    input  wire [{layout.address_bits - 1}:0] address,\n"
-        f"    output wire [{layout.code_bits - 1}:0] codes\n"
-        ");\n" + "\n".join(body) + "\nendmodule\n"
-    )
-
-
-def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
-    """A table's mapped LUT netlist as a VHDL-2008 entity with the ports of :func:`table_vhdl`.
-
-    Each LUT is a constant INIT mask (``std_logic_vector``) indexed by its inputs through a small function
-    ``lut`` (``'X'`` when an input is unknown); ports and packing as in :func:`table_vhdl`.
-
-    Args:
-        table: the IOTable the netlist was mapped from (outputs must be codes).
-        mapped: its :class:`~iotable.synth.MappedTable` or a :class:`~iotable.synth.LutNetlist`.
-        name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
-
-    Returns:
-        The entity's source text (analyse with ``ghdl -a --std=08``).
-
-    Example:
-        >>> from iotable import Domain, IOTable
-        >>> from iotable.synth import LutNetlist
-        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
-        ...                   output_domain=Domain.uniform(1))
-        >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
-        ...                            "01 1\\n10 1\\n.end\\n")
-        >>> print("\\n".join(mapped_vhdl(t, xor, "xor2").splitlines()[-6:]))
-            constant INIT0 : std_logic_vector(3 downto 0) := x"6";
-            signal n0 : std_logic;
-        begin
-            n0 <= lut(INIT0, address(0) & address(1));
-            codes <= (0 => n0);
-        end architecture luts;
-    """
-    what = "mapped_vhdl"
-    layout, header, body = _prepare(table, mapped, name, "vhdl", what=what)
-    head = "\n".join(f"-- {line}" for line in header)
-    return (
-        f"{head}\n"
-        "library ieee;\n"
-        "use ieee.std_logic_1164.all;\n"
-        "use ieee.numeric_std.all;\n"
-        "\n"
-        f"entity {name} is\n"
-        "    port (\n"
-        f"        address : in  std_logic_vector({layout.address_bits - 1} downto 0);\n"
-        f"        codes   : out std_logic_vector({layout.code_bits - 1} downto 0)\n"
-        "    );\n"
-        f"end entity {name};\n"
-        "\n"
-        f"architecture luts of {name} is\n"
-        "    -- A generic LUT: bit sel of its INIT mask; 'X' where sel is unknown (as a Verilog bit-select).\n"
-        "    function lut(init : std_logic_vector; sel : std_logic_vector) return std_logic is\n"
-        "    begin\n"
-        "        if is_x(sel) then\n"
-        "            return 'X';\n"
-        "        end if;\n"
-        "        return init(to_integer(unsigned(sel)));\n"
-        "    end function lut;\n" + "\n".join(body) + "\nend architecture luts;\n"
-    )
+    outputs = tuple(f"n{drivers[bit]}" for bit in range(len(drivers) - 1, -1, -1))  # most significant first
+    return LutBody(layout, _cells(netlist, address), outputs, tuple(header))
 
 
 def map_modules(modules: Mapping[str, Any], *, k: int, executor: Any, cache_dir: Any, what: str) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from ..errors import HDLError
+from .language import Language
 
 # IEEE 1800-2017 keywords (a superset of Verilog-2001's): verilator reads .v files as SystemVerilog, so a
 # module named `logic` or `bit` would not compile there even though Verilog-2001 allows it.
@@ -65,25 +66,34 @@ _VHDL_NAME = re.compile(r"[A-Za-z](?:_?[A-Za-z0-9])*\Z")
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 
 
-def check_name(name: object, *, language: str, what: str) -> str:
-    """``name`` if it is a legal, unreserved Verilog or VHDL identifier; else :class:`HDLError` saying why."""
+#: Each language's identifiers: the pattern, the rule in words, and whether a name is reserved.
+_RULES = {
+    Language.VERILOG: (
+        _VERILOG_NAME,
+        "a letter or '_' first, then letters, digits or '_'",
+        _VERILOG_KEYWORDS.__contains__,
+    ),
+    Language.VHDL: (
+        _VHDL_NAME,
+        "a letter first, then letters, digits and single '_' (none at the end)",
+        lambda name: name.lower() in _VHDL_KEYWORDS,
+    ),
+}
+
+
+def check_name(name: object, *, language: Language, what: str) -> str:
+    """``name`` if it is a legal, unreserved identifier of ``language``; else :class:`HDLError` saying why."""
     if not isinstance(name, str):
         msg = f"{what}: the module name must be a string, received {type(name).__name__} {name!r}"
         raise HDLError(msg)
-    if language == "verilog":
-        legal = _VERILOG_NAME.match(name) is not None
-        rule = "a letter or '_' first, then letters, digits or '_'"
-        reserved = name in _VERILOG_KEYWORDS
-    else:
-        legal = _VHDL_NAME.match(name) is not None
-        rule = "a letter first, then letters, digits and single '_' (none at the end)"
-        reserved = name.lower() in _VHDL_KEYWORDS
-    if not legal:
-        msg = f"{what}: module name {name!r} is not a legal {language.upper()} identifier; expected {rule}"
+    pattern, rule, is_reserved = _RULES[language]
+    reserved = is_reserved(name)
+    if pattern.match(name) is None:
+        msg = f"{what}: module name {name!r} is not a legal {language.name} identifier; expected {rule}"
         raise HDLError(msg)
     if reserved or name.lower() in _TAKEN:
         kind = "a reserved word" if reserved else "a name the generated code uses itself"
-        msg = f"{what}: module name {name!r} is {kind} in {language.upper()}; choose another (e.g. {name}_t)"
+        msg = f"{what}: module name {name!r} is {kind} in {language.name}; choose another (e.g. {name}_t)"
         raise HDLError(msg)
     if len(name) > 200:
         msg = f"{what}: module name of {len(name)} characters; expected at most 200"

@@ -1,4 +1,5 @@
-"""Self-checking testbenches of a whole design, and the hex words of its input and output vectors.
+"""Self-checking testbenches of a whole design, in no language: what a bench drives and checks (a
+:class:`BenchPlan`, which the printers write), and the hex words of its input and output vectors.
 
 A bench reads ``<top>_inputs.hex`` (one input word ``in_data`` per line) and ``<top>_expected.hex`` (one
 output word ``out_data`` per line), in hexadecimal, zero-padded on the left to whole hex digits. It drives the
@@ -19,10 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..bits import digits as binary_digits
-from .names import verilog_string, vhdl_string
-from .table import _lines
+from .table import lines
 
-__all__ = ["bench_files", "parse_words", "words"]
+__all__ = ["BenchPlan", "Check", "bench_plan", "parse_words", "vector_files", "words"]
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
@@ -37,7 +37,7 @@ def words(codes: np.ndarray, widths: np.ndarray) -> str:
     padded = np.zeros((n, 4 * digits), dtype=np.uint8)
     padded[:, 4 * digits - total :] = bits
     nibbles = padded.reshape(n, digits, 4) @ np.array([8, 4, 2, 1], dtype=np.uint8)
-    return _lines([_HEX[nibbles], "\n"], n)
+    return lines([_HEX[nibbles], "\n"], n)
 
 
 def parse_words(text: str, widths: np.ndarray, *, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -78,253 +78,88 @@ def _fields(widths: np.ndarray) -> list[tuple[int, int]]:
     return [(int(lo + w - 1), int(lo)) for lo, w in zip(lsb.tolist(), widths.tolist())]
 
 
-def _verilog_bench(
-    top: str, count: _Count, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool
-) -> str:
-    n, m, limit = count.inputs, count.outputs, count.limit
-    in_digits, out_digits = 4 * -(-inw // 4), 4 * -(-outw // 4)
-    lines = [
-        f"// Testbench of {top}: {count.vectors} vectors from {top}_inputs.hex"
-        + ("; prints every output word." if printing else f", compared with {top}_expected.hex."),
-        f"module {top}_tb;",
-        "    reg clk = 1'b0;",
-        "    reg rst = 1'b1;",
-        "    reg in_valid = 1'b0;",
-        "    reg out_ready = 1'b0;",
-        f"    reg  [{inw - 1}:0] in_data = {inw}'b0;",
-        "    wire in_ready, out_valid;",
-        f"    wire [{outw - 1}:0] out_data;",
-        f"    reg  [{in_digits - 1}:0] inputs [0:{n - 1}];",
-        f"    reg  [{out_digits - 1}:0] expected [0:{m - 1}];",
-        f"    reg  [{outw - 1}:0] want;",
-        "    integer sent = 0, got = 0, cycle = 0;",
-        "",
-        f"    {top} dut (.clk(clk), .rst(rst), .in_valid(in_valid), .in_ready(in_ready), .in_data(in_data),",
-        "        .out_valid(out_valid), .out_ready(out_ready), .out_data(out_data));",
-        "",
-        "    always #5 clk = ~clk;",
-        "    initial begin",
-        f'        $readmemh("{top}_inputs.hex", inputs);',
-    ]
-    if not printing:
-        lines.append(f'        $readmemh("{top}_expected.hex", expected);')
-    lines += [
-        "        #20 rst = 1'b0;",
-        "    end",
-        "",
-        "    always @(posedge clk) begin",
-        "        if (!rst) begin",
-        "            cycle = cycle + 1;",
-        "            if (in_valid && in_ready) sent = sent + 1;",
-        "            if (out_valid && out_ready) begin",
-    ]
-    if printing:
-        lines.append('                $display("%h", out_data);')
-    else:
-        lines += [
-            f"                want = expected[got][{outw - 1}:0];",
-            "                if (out_data !== want) begin",
-        ]
-        at = "vector %0d position %0d" if count.beats > 1 else "vector %0d"
-        index = f"got / {count.beats}, got % {count.beats}" if count.beats > 1 else "got"
-        fmt = "mismatch at {at}: output element {e} ({where}) expected %b got %b"
-        for e, (hi, lo, where) in enumerate(checks):
-            text = fmt.format(at=at, e=e, where=verilog_string(where))
-            lines.append(
-                f"                    if (out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
-                f'$display("{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
-                f'$fatal(1, "{top} differs from {top}_expected.hex"); end'
-            )
-        lines.append("                end")
-    lines += [
-        "                got = got + 1;",
-        f"                if (got == {m}) begin",
-        f'                    $display("%0d/%0d vectors match", got / {count.beats}, {count.vectors});'
-        if not printing
-        else "",
-        "                    $finish;",
-        "                end",
-        "            end",
-        f"            if (cycle > {limit}) begin",
-        '                $display("timeout: %0d of %0d outputs after %0d cycles", got, ' + f"{m}, cycle);",
-        f'                $fatal(1, "{top} stopped producing outputs");',
-        "            end",
-        f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",
-        f"            in_data <= inputs[sent < {n} ? sent : 0][{inw - 1}:0];",
-        "            out_ready <= (cycle % 5 != 2);",
-        "        end",
-        "    end",
-        "endmodule",
-        "",
-    ]
-    return "\n".join(line for line in lines if line != "")
+@dataclass(frozen=True)
+class Check:
+    """An output element a checking bench compares: bits ``high..low`` of ``out_data``, and where it comes
+    from in words (the node, unit and position; the printer escapes it)."""
 
-
-def _vhdl_bench(
-    top: str, count: _Count, inw: int, outw: int, checks: list[tuple[int, int, str]], *, printing: bool
-) -> str:
-    n, m, limit = count.inputs, count.outputs, count.limit
-    at = (
-        f"integer'image(got / {count.beats}) & \" position \" & integer'image(got mod {count.beats})"
-        if count.beats > 1
-        else "integer'image(got)"
-    )
-    in_digits, out_digits = 4 * -(-inw // 4), 4 * -(-outw // 4)
-    check_lines = []
-    for e, (hi, lo, where) in enumerate(checks):
-        check_lines += [
-            f"                        if out_data({hi} downto {lo}) /= word_out({hi} downto {lo}) then",
-            f'                            write(msg, string\'("mismatch at vector " & {at} & '
-            f'": output element {e} (' + vhdl_string(where) + ') expected " &',
-            f'                                to_string(word_out({hi} downto {lo})) & " got " & '
-            f"to_string(out_data({hi} downto {lo}))));",
-            "                            writeline(output, msg);",
-            f'                            assert false report "{top} differs from {top}_expected.hex"',
-            "                                severity failure;",
-            "                        end if;",
-        ]
-    if printing:
-        compare = [
-            "                    word_out := (others => '0');",
-            f"                    word_out({outw - 1} downto 0) := out_data;",
-            "                    write(msg, string'(to_hstring(word_out)));",
-            "                    writeline(output, msg);",
-        ]
-    else:
-        compare = [
-            "                    readline(expected, l);",
-            "                    hread(l, word_out);",
-            f"                    if out_data /= word_out({outw - 1} downto 0) then",
-            *check_lines,
-            "                    end if;",
-        ]
-    lines = [
-        f"-- Testbench of {top}: {count.vectors} vectors from {top}_inputs.hex"
-        + ("; prints every output word." if printing else f", compared with {top}_expected.hex."),
-        "library ieee;",
-        "use ieee.std_logic_1164.all;",
-        "use std.textio.all;",
-        "",
-        f"entity {top}_tb is",
-        f"end entity {top}_tb;",
-        "",
-        f"architecture bench of {top}_tb is",
-        "    signal clk : std_logic := '0';",
-        "    signal rst : std_logic := '1';",
-        "    signal in_valid, in_ready, out_valid : std_logic := '0';",
-        "    signal out_ready : std_logic := '0';",
-        f"    signal in_data : std_logic_vector({inw - 1} downto 0) := (others => '0');",
-        f"    signal out_data : std_logic_vector({outw - 1} downto 0);",
-        "begin",
-        f"    dut : entity work.{top} port map (clk => clk, rst => rst, in_valid => in_valid, in_ready => in_ready,",
-        "        in_data => in_data, out_valid => out_valid, out_ready => out_ready, out_data => out_data);",
-        "",
-        "    clk <= not clk after 5 ns;",
-        "    rst <= '0' after 20 ns;",
-        "",
-        "    process (clk)",
-        f'        file inputs : text open read_mode is "{top}_inputs.hex";',
-        f'        file expected : text open read_mode is "{top}_expected.hex";' if not printing else "",
-        "        variable l, msg : line;",
-        f"        variable word_in : std_logic_vector({in_digits - 1} downto 0);",
-        f"        variable word_out : std_logic_vector({out_digits - 1} downto 0);",
-        "        variable sent, got, cycle : integer := 0;",
-        "        variable loaded : boolean := false;",
-        "    begin",
-        "        if rising_edge(clk) and rst = '0' then",
-        "            cycle := cycle + 1;",
-        "            if in_valid = '1' and in_ready = '1' then",
-        "                sent := sent + 1;",
-        "                loaded := false;",
-        "            end if;",
-        "            if out_valid = '1' and out_ready = '1' then",
-        *compare,
-        "                got := got + 1;",
-        f"                if got = {m} then",
-        f"                    write(msg, string'(integer'image(got / {count.beats}) & \"/\" & "
-        f'integer\'image({count.vectors}) & " vectors match"));'
-        if not printing
-        else "",
-        "                    writeline(output, msg);" if not printing else "",
-        "                    std.env.finish;",
-        "                end if;",
-        "            end if;",
-        f"            if cycle > {limit} then",
-        f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {m}"',
-        "                    severity failure;",
-        "            end if;",
-        f"            if sent < {n} and not loaded then",
-        "                readline(inputs, l);",
-        "                hread(l, word_in);",
-        f"                in_data <= word_in({inw - 1} downto 0);",
-        "                loaded := true;",
-        "            end if;",
-        f"            if sent < {n} and cycle mod 7 /= 3 then",
-        "                in_valid <= '1';",
-        "            else",
-        "                in_valid <= '0';",
-        "            end if;",
-        "            if cycle mod 5 /= 2 then",
-        "                out_ready <= '1';",
-        "            else",
-        "                out_ready <= '0';",
-        "            end if;",
-        "        end if;",
-        "    end process;",
-        "end architecture bench;",
-        "",
-    ]
-    return "\n".join(line for line in lines if line != "")
+    high: int
+    low: int
+    where: str
 
 
 @dataclass(frozen=True)
-class _Count:
-    """Words in and out of a bench: ``vectors`` samples of ``beats`` output words each (1 unless streaming),
-    ``inputs`` input words, and ``limit`` cycles after which the bench gives up."""
+class BenchPlan:
+    """What the bench of ``top`` does: ``vectors`` samples of ``beats`` output words each (1 unless
+    streaming), ``inputs`` input words of ``in_width`` bits, output words of ``out_width`` bits, at best one
+    sample every ``interval`` cycles; a checking bench compares ``checks``, a printing one prints every word."""
 
+    top: str
     vectors: int
     inputs: int
     beats: int
     interval: int
+    in_width: int
+    out_width: int
+    checks: tuple[Check, ...]
+    printing: bool
 
     @property
     def outputs(self) -> int:
+        """Output words the bench waits for."""
         return self.vectors * self.beats
 
     @property
     def limit(self) -> int:
+        """Cycles after which the bench gives up."""
         # Stalls: the bench holds in_valid low one cycle in 7 and out_ready one in 5.
         return 8 * self.vectors * max(self.interval, self.beats, self.inputs // max(self.vectors, 1)) + 1000
 
+    @property
+    def in_word(self) -> int:
+        """Bits of an input word as the bench reads it, whole hex digits."""
+        return 4 * -(-self.in_width // 4)
 
-def bench_files(
+    @property
+    def out_word(self) -> int:
+        """Bits of an output word as the bench reads it, whole hex digits."""
+        return 4 * -(-self.out_width // 4)
+
+    @property
+    def inputs_file(self) -> str:
+        return f"{self.top}_inputs.hex"
+
+    @property
+    def expected_file(self) -> str:
+        return f"{self.top}_expected.hex"
+
+
+def bench_plan(
     top: str,
-    language: str,
     inputs: np.ndarray,
     in_widths: np.ndarray,
     out_widths: np.ndarray,
     origins: list[str],
     *,
-    expected: np.ndarray | None,
+    printing: bool,
     vectors: int | None = None,
     beats: int = 1,
     interval: int = 1,
-) -> dict[str, str]:
-    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``).
-
-    ``inputs`` holds one input word per row, ``expected`` one output word per row; a streaming design takes
+) -> BenchPlan:
+    """The plan of the bench of ``top``: ``inputs`` holds one input word per row; a streaming design takes
     ``vectors`` samples as several words each and gives ``beats`` output words per sample, one every
-    ``interval`` cycles at best."""
-    count = _Count(vectors if vectors is not None else inputs.shape[0], inputs.shape[0], beats, interval)
+    ``interval`` cycles at best. ``origins``: where each output element comes from, in words."""
+    checks = tuple(Check(hi, lo, where) for (hi, lo), where in zip(_fields(out_widths), origins))
+    count = vectors if vectors is not None else inputs.shape[0]
     inw, outw = int(in_widths.sum()), int(out_widths.sum())
-    checks = [(hi, lo, where) for (hi, lo), where in zip(_fields(out_widths), origins)]
-    printing = expected is None
-    make = _verilog_bench if language == "verilog" else _vhdl_bench
-    suffix = ".v" if language == "verilog" else ".vhd"
-    files = {
-        f"{top}_tb{suffix}": make(top, count, inw, outw, checks, printing=printing),
-        f"{top}_inputs.hex": words(inputs, in_widths),
-    }
+    return BenchPlan(top, count, inputs.shape[0], beats, interval, inw, outw, checks, printing)
+
+
+def vector_files(
+    plan: BenchPlan, inputs: np.ndarray, in_widths: np.ndarray, out_widths: np.ndarray, expected: np.ndarray | None
+) -> dict[str, str]:
+    """The bench's vector files: the input words, and with ``expected``, the expected output words."""
+    files = {plan.inputs_file: words(inputs, in_widths)}
     if expected is not None:
-        files[f"{top}_expected.hex"] = words(expected, out_widths)
+        files[plan.expected_file] = words(expected, out_widths)
     return files

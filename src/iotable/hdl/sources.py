@@ -1,8 +1,11 @@
-"""A design's source files from its :class:`~.netlist.Netlist`: the one place that picks a printer.
+"""Source files, the one place that picks a printer by :class:`~.language.Language`.
 
-One file per distinct table (a ``case``, or with mapped tables the table's LUT netlist: the same ports) and
-one file ``<top>.v`` / ``<top>.vhd`` with the layer and pool modules, the stage modules (streaming) and the top
-module, whose ports and timing are the I/O contract of docs/hardware.md.
+A design's files from its :class:`~.netlist.Netlist`: one file per distinct table (a ``case``, or with mapped
+tables the table's LUT netlist: the same ports) and one file ``<top>`` with the layer and pool modules, the
+stage modules (streaming) and the top module, whose ports and timing are the I/O contract of
+docs/hardware.md; its bench and vector files. And the public functions of one table, one per language
+(:func:`table_verilog`, :func:`mapped_vhdl`, ...) or taking the language (:func:`table_bench`): each checks its
+arguments, converts the language once and hands language-neutral plans to the printer.
 """
 
 from __future__ import annotations
@@ -10,14 +13,47 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import verilog, vhdl
-from .emit import Printer, part_text
-from .netlist import Netlist
+import numpy as np
 
-__all__ = ["PRINTERS", "design_files", "every", "header_lines"]
+from ..table import IOTable
+from . import verilog, vhdl
+from .bench import check_bench, vectors_file
+from .bench import vectors as table_vectors
+from .emit import Printer, part_text
+from .language import Language
+from .mapped import lut_body
+from .names import check_name
+from .netbench import bench_plan, vector_files
+from .netlist import Netlist
+from .table import DontCares, layout_of
+
+__all__ = [
+    "PRINTERS",
+    "bench_files",
+    "design_files",
+    "every",
+    "header_lines",
+    "mapped_verilog",
+    "mapped_vhdl",
+    "table_bench",
+    "table_verilog",
+    "table_vhdl",
+]
 
 #: The printer of each language.
-PRINTERS: Mapping[str, Printer] = {"verilog": verilog, "vhdl": vhdl}
+PRINTERS: Mapping[Language, Printer] = {Language.VERILOG: verilog, Language.VHDL: vhdl}  # type: ignore[dict-item]
+
+
+def _table(language: Language, table: Any, name: Any, dont_cares: Any, *, what: str) -> str:
+    layout_of(table, what=what)
+    name = check_name(name, language=language, what=what)
+    return PRINTERS[language].table(table, name, dont_cares=DontCares.parse(dont_cares, what=what))
+
+
+def _mapped(language: Language, table: Any, mapped: Any, name: Any, *, what: str) -> str:
+    layout_of(table, what=what)
+    name = check_name(name, language=language, what=what)
+    return PRINTERS[language].mapped(lut_body(table, mapped, name, what=what), name)
 
 
 def every(pipeline: int) -> str:
@@ -59,10 +95,15 @@ def header_lines(netlist: Netlist, pipeline: int) -> list[str]:
 
 
 def design_files(
-    netlist: Netlist, language: str, *, dont_cares: str, header: list[str], mapped: Mapping[str, Any] | None = None
+    netlist: Netlist,
+    language: Language,
+    *,
+    dont_cares: DontCares,
+    header: list[str],
+    mapped: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """Every source file of the design: ``<table module>.v|.vhd`` for each distinct table (a ``case``, or with
-    ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top>.v|.vhd``
+    """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
+    ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
     (layer and pool modules, stage modules, then the top, under the ``header`` comment)."""
     p = PRINTERS[language]
     files = {}
@@ -70,8 +111,196 @@ def design_files(
         if mapped is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
         else:
-            text = p.mapped(module.table, mapped[module.name], module.name)
+            text = p.mapped(lut_body(module.table, mapped[module.name], module.name, what="export"), module.name)
         files[f"{module.name}{p.suffix()}"] = text
     parts = "".join(part_text(p, netlist, part) for part in [*netlist.blocks, *netlist.stages])
     files[f"{netlist.top}{p.suffix()}"] = parts + p.top(netlist, header)
     return files
+
+
+def bench_files(
+    top: str,
+    language: Language,
+    inputs: np.ndarray,
+    in_widths: np.ndarray,
+    out_widths: np.ndarray,
+    origins: list[str],
+    *,
+    expected: np.ndarray | None,
+    vectors: int | None = None,
+    beats: int = 1,
+    interval: int = 1,
+) -> dict[str, str]:
+    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``).
+
+    ``inputs`` holds one input word per row, ``expected`` one output word per row; a streaming design takes
+    ``vectors`` samples as several words each and gives ``beats`` output words per sample, one every
+    ``interval`` cycles at best."""
+    plan = bench_plan(
+        top, inputs, in_widths, out_widths, origins, printing=expected is None, vectors=vectors, beats=beats,
+        interval=interval,
+    )  # fmt: skip
+    p = PRINTERS[language]
+    return {f"{top}_tb{p.suffix()}": p.bench(plan), **vector_files(plan, inputs, in_widths, out_widths, expected)}
+
+
+def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
+    """One IOTable as the source text of a combinational Verilog-2001 module (a ``case`` over the address).
+
+    The module has an input port ``address`` (each input's code as a bit field, first input most
+    significant) and an output port ``codes`` (each output's code as a bit field, first output most
+    significant); see docs/hardware.md for the contract. Rows a partial table lacks and bit patterns that
+    are not codes fall to the ``default`` branch: ``x`` with ``dont_cares="x"``, code 0 with ``"zero"``.
+
+    Args:
+        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
+        name: the module's name, a legal Verilog identifier that is not a keyword.
+        dont_cares: ``"x"`` (synthesis may choose) or ``"zero"`` (code 0 everywhere the table has no row).
+
+    Returns:
+        The module's source text.
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> print(table_verilog(t, "xor2").split("begin")[1].split("endcase")[0].strip())
+        case (address)
+                    2'b0_0: codes = 1'b0;
+                    2'b0_1: codes = 1'b1;
+                    2'b1_0: codes = 1'b1;
+                    2'b1_1: codes = 1'b0;
+                    default: codes = 1'bx;
+    """
+    return _table(Language.VERILOG, table, name, dont_cares, what="table_verilog")
+
+
+def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
+    """One IOTable as the source text of a combinational VHDL-2008 entity and architecture (a ``case``).
+
+    Same ports and contract as :func:`table_verilog`: ``address : in std_logic_vector`` and
+    ``codes : out std_logic_vector``, fields most significant first; the ``when others`` branch drives
+    ``'-'`` (don't-care) with ``dont_cares="x"``, code 0 with ``"zero"``.
+
+    Args:
+        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
+        name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
+        dont_cares: ``"x"`` (drives ``'-'``, synthesis may choose) or ``"zero"``.
+
+    Returns:
+        The entity's source text (analyse with ``ghdl -a --std=08``).
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> print(table_vhdl(t, "xor2").split("case address is")[1].split("end case")[0].strip())
+        when b"0_0" => codes <= b"0";
+                    when b"0_1" => codes <= b"1";
+                    when b"1_0" => codes <= b"1";
+                    when b"1_1" => codes <= b"0";
+                    when others => codes <= (others => '-');
+    """
+    return _table(Language.VHDL, table, name, dont_cares, what="table_vhdl")
+
+
+def mapped_verilog(table: IOTable, mapped: Any, name: str) -> str:
+    """A table's mapped LUT netlist as a Verilog-2001 module with the ports of :func:`table_verilog`.
+
+    Each LUT is a ``localparam`` INIT mask and a bit-select of it by the LUT's inputs (a generic LUT, no
+    vendor primitive); ``address`` and ``codes`` are packed exactly as in :func:`table_verilog`, so the
+    table's bench (:func:`table_bench`) and its instances do not change. On rows the table lacks the netlist
+    drives the codes the mapper chose (no ``x``).
+
+    Args:
+        table: the IOTable the netlist was mapped from (outputs must be codes).
+        mapped: its :class:`~iotable.synth.MappedTable` (from :func:`~iotable.synth.map_table` or
+            :func:`~iotable.synth.map_luts`, checked on every row of the table) or a
+            :class:`~iotable.synth.LutNetlist` with the same signal names.
+        name: the module's name, a legal Verilog identifier that is not a keyword.
+
+    Returns:
+        The module's source text.
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> from iotable.synth import LutNetlist
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
+        ...                            "01 1\\n10 1\\n.end\\n")
+        >>> print("\\n".join(mapped_verilog(t, xor, "xor2").splitlines()[-5:]))
+        );
+            localparam [3:0] INIT0 = 4'h6;
+            wire n0 = INIT0[{address[0], address[1]}];
+            assign codes = {n0};
+        endmodule
+    """
+    return _mapped(Language.VERILOG, table, mapped, name, what="mapped_verilog")
+
+
+def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
+    """A table's mapped LUT netlist as a VHDL-2008 entity with the ports of :func:`table_vhdl`.
+
+    Each LUT is a constant INIT mask (``std_logic_vector``) indexed by its inputs through a small function
+    ``lut`` (``'X'`` when an input is unknown); ports and packing as in :func:`table_vhdl`.
+
+    Args:
+        table: the IOTable the netlist was mapped from (outputs must be codes).
+        mapped: its :class:`~iotable.synth.MappedTable` or a :class:`~iotable.synth.LutNetlist`.
+        name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
+
+    Returns:
+        The entity's source text (analyse with ``ghdl -a --std=08``).
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> from iotable.synth import LutNetlist
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
+        ...                            "01 1\\n10 1\\n.end\\n")
+        >>> print("\\n".join(mapped_vhdl(t, xor, "xor2").splitlines()[-6:]))
+            constant INIT0 : std_logic_vector(3 downto 0) := x"6";
+            signal n0 : std_logic;
+        begin
+            n0 <= lut(INIT0, address(0) & address(1));
+            codes <= (0 => n0);
+        end architecture luts;
+    """
+    return _mapped(Language.VHDL, table, mapped, name, what="mapped_vhdl")
+
+
+def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str]:
+    """An exhaustive, self-checking testbench for the table module ``name`` (from :func:`table_verilog` or
+    :func:`table_vhdl`): every row the table holds, with its expected codes.
+
+    The bench reads ``<name>_vectors.hex`` (``$readmemh`` in Verilog, ``std.textio`` in VHDL) from the
+    directory the simulator runs in, drives every address, compares every output, and prints
+    ``N/N vectors match`` (exit status 0) or the first mismatch, ``mismatch at vector I: address A expected
+    E got G``, and stops with a non-zero exit status. The returned files are the bench only: add the table
+    module (same ``name``) to simulate it, e.g. with :func:`simulate_files`.
+
+    Args:
+        table: the IOTable the module was generated from (outputs must be codes; at least one row).
+        name: the table module's name; the bench is ``<name>_tb``.
+        language: ``"verilog"`` or ``"vhdl"``.
+
+    Returns:
+        ``{"<name>_tb.v" or "<name>_tb.vhd": bench text, "<name>_vectors.hex": vectors}``.
+
+    Example:
+        >>> from iotable import Domain, IOTable
+        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                   output_domain=Domain.uniform(1))
+        >>> files = table_bench(t, "xor2", language="verilog")
+        >>> sorted(files), files["xor2_vectors.hex"].split()
+        (['xor2_tb.v', 'xor2_vectors.hex'], ['0', '3', '5', '6'])
+    """
+    what = "table_bench"
+    layout = layout_of(table, what=what)
+    lang = Language.parse(language, what=what)
+    name = check_name(name, language=lang, what=what)
+    check_bench(table, layout, what=what)
+    p = PRINTERS[lang]
+    return {f"{name}_tb{p.suffix()}": p.table_bench(name, layout), vectors_file(name): table_vectors(table, layout)}

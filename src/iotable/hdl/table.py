@@ -1,4 +1,5 @@
-"""One IOTable as one combinational Verilog module or VHDL entity: a ``case`` over the packed input bits.
+"""One IOTable as one combinational module, whatever the language: its ports, and the rows of its ``case`` over
+the packed input bits. The printers (:mod:`.verilog`, :mod:`.vhdl`) write the text around what this computes.
 
 The I/O contract (docs/hardware.md has worked examples):
 
@@ -8,8 +9,8 @@ The I/O contract (docs/hardware.md has worked examples):
 - ``codes``: output j's code as a field of ``max(1, ceil(log2(len(output_domain))))`` bits, the **first
   output most significant**.
 - Don't-cares: addresses a partial table lacks, and bit patterns that are not codes of a domain whose size
-  is not a power of two, fall to the ``case``'s default: all ``x`` (Verilog) / ``'-'`` (VHDL) with
-  ``dont_cares="x"``, code 0 with ``"zero"``.
+  is not a power of two, fall to the ``case``'s default: all don't-care bits with ``dont_cares="x"``, code 0
+  with ``"zero"``.
 
 Tables of more than :data:`FLAT_BITS` address bits are written as **nested** cases: an outer ``case`` over
 the leading input fields whose branches are ``case`` statements over the next fields, each level at most
@@ -34,24 +35,30 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from .. import bits as bitfields
 from ..errors import HDLError, OptionError
 from ..table import IOTable
-from .names import check_name, verilog_comment
 
 __all__ = [
     "BLOCK_BITS",
     "FLAT_BITS",
     "LEVEL_BITS",
+    "Blocks",
+    "CaseText",
     "DontCares",
     "TableLayout",
+    "bit_chars",
+    "blocks_of",
+    "case_text",
+    "header_lines",
+    "in_blocks",
     "layout_of",
-    "table_verilog",
-    "table_vhdl",
+    "levels_of",
+    "lines",
 ]
 
 #: Tables of at most this many address bits are one flat ``case``.
@@ -113,21 +120,20 @@ class TableLayout:
         """Lowest bit of each output's field in ``codes`` (the first output's is the highest)."""
         return bitfields.offsets((self.output_width,) * self.fan_out)
 
-    def input_slices(self, signal: str, *, language: str) -> list[str]:
-        """Each input field of ``signal`` as an HDL slice, first input first."""
-        return [
-            _slice(signal, offset + width - 1, offset, language)
-            for width, offset in zip(self.input_widths, self.input_offsets)
-        ]
+    @property
+    def input_ranges(self) -> tuple[tuple[int, int], ...]:
+        """``(highest, lowest)`` bit of each input's field in ``address``, first input first."""
+        return tuple((offset + width - 1, offset) for width, offset in zip(self.input_widths, self.input_offsets))
 
-    def output_slices(self, signal: str, *, language: str) -> list[str]:
-        """Each output field of ``signal`` as an HDL slice, first output first."""
-        w = self.output_width
-        return [_slice(signal, offset + w - 1, offset, language) for offset in self.output_offsets]
+    @property
+    def output_ranges(self) -> tuple[tuple[int, int], ...]:
+        """``(highest, lowest)`` bit of each output's field in ``codes``, first output first."""
+        return tuple((offset + self.output_width - 1, offset) for offset in self.output_offsets)
 
-
-def _slice(signal: str, high: int, low: int, language: str) -> str:
-    return f"{signal}[{high}:{low}]" if language == "verilog" else f"{signal}({high} downto {low})"
+    def level_range(self, level: tuple[int, int]) -> tuple[int, int]:
+        """``(highest, lowest)`` address bit of the fields ``level`` (``(first, end)``) spans."""
+        first, end = level
+        return self.input_offsets[first] + self.input_widths[first] - 1, self.input_offsets[end - 1]
 
 
 def layout_of(table: Any, *, what: str) -> TableLayout:
@@ -150,7 +156,7 @@ def layout_of(table: Any, *, what: str) -> TableLayout:
     )
 
 
-def _bit_chars(codes: np.ndarray, widths: tuple[int, ...], *, separator: bool) -> np.ndarray:
+def bit_chars(codes: np.ndarray, widths: tuple[int, ...], *, separator: bool) -> np.ndarray:
     """ASCII '0'/'1' of each column of ``codes`` (N, k), fields most significant first, optionally '_'-joined."""
     bits = bitfields.digits(codes, widths) + np.uint8(ord("0"))
     if not separator or len(widths) < 2:
@@ -159,7 +165,7 @@ def _bit_chars(codes: np.ndarray, widths: tuple[int, ...], *, separator: bool) -
     return np.insert(bits, cuts, np.uint8(ord("_")), axis=1)
 
 
-def _lines(parts: list[np.ndarray | str], rows: int) -> str:
+def lines(parts: list[np.ndarray | str], rows: int) -> str:
     """Rows of fixed-width text: constant strings and (rows, k) byte matrices side by side, one line a row."""
     columns = []
     for part in parts:
@@ -192,82 +198,46 @@ def levels_of(widths: tuple[int, ...]) -> list[tuple[int, int]]:
     return levels[::-1]
 
 
-@dataclass(frozen=True)
-class _Syntax:
-    """The text of one language's (nested) case statement; ``{...}`` fields are filled per table."""
-
-    top: str  # the outermost case line, then its items at item_indent(0)
-    item: str  # a row: label and value around the '{label}'/'{value}' byte matrices
-    header: tuple[str, str]  # an item opening a nested case: text around the label
-    default: str  # the default item of a case
-    end: str  # the end of a case statement
-    step: int  # indentation of one level of nesting, in units of 4 spaces
-
-    def indent(self, level: int) -> str:
-        """The indentation of the items of the case over level ``level``."""
-        return " " * (12 + 4 * level * self.step)
+Bits = tuple[int, int]
 
 
-def _syntax(language: str, layout: TableLayout, mode: DontCares) -> _Syntax:
-    cw = layout.code_bits
-    if language == "verilog":
-        fill = "x" * cw if mode is DontCares.X else "0" * cw
-        return _Syntax(
-            top="        case ({range})\n",
-            item=f": codes = {cw}'b",
-            header=("", ": case ({range})\n"),
-            default=f"default: codes = {cw}'b{fill};\n",
-            end="endcase\n",
-            step=1,
-        )
-    fill = "'-'" if mode is DontCares.X else "'0'"
-    return _Syntax(
-        top="        case {range} is\n",
-        item='" => codes <= b"',
-        header=('when b"', '" =>\n{indent}    case {range} is\n'),
-        default=f"when others => codes <= (others => {fill});\n",
-        end="end case;\n",
-        step=2,
-    )
+class CaseText(Protocol):
+    """The text of one language's (nested) ``case`` over ``address`` driving ``codes``: a printer makes one for a
+    table; :func:`case_text` puts it around the rows. ``level`` 0 is the outermost case."""
+
+    def case(self, bits: Bits | None) -> str:
+        """The line opening the outermost case, over address bits ``bits`` (``None``: the whole address)."""
+        ...
+
+    def row(self, level: int, width: int) -> tuple[str, str, str]:
+        """The text before a row's label of ``width`` bits, between it and the row's codes, and after them."""
+        ...
+
+    def branch(self, level: int, width: int, inner: Bits) -> tuple[str, str]:
+        """The text before and after the label of an item of ``level`` that opens the case over ``inner``."""
+        ...
+
+    def close(self, level: int) -> str:
+        """The default item and the end of a case of ``level``."""
+        ...
 
 
-def _range(layout: TableLayout, level: tuple[int, int], language: str, *, whole: bool) -> str:
-    """The address bits of a level's fields, as the case expression."""
-    if whole:
-        return "address"
-    first, end = level
-    high = layout.input_offsets[first] + layout.input_widths[first] - 1
-    low = layout.input_offsets[end - 1]
-    return _slice("address", high, low, language)
-
-
-def _case_text(table: IOTable, layout: TableLayout, language: str, mode: DontCares) -> str:
-    """The whole (nested) ``case`` statement of ``table``, from its first line to its ``endcase``/``end case``."""
-    syntax = _syntax(language, layout, mode)
+def case_text(table: IOTable, layout: TableLayout, text: CaseText) -> str:
+    """The whole (nested) ``case`` statement of ``table``, from its first line to its end."""
     widths = layout.input_widths
     levels = levels_of(widths)
     depth = len(levels) - 1
-    inputs = table.inputs
-    value = _bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=True)
-    last = levels[-1]
-    label = _bit_chars(inputs[:, last[0] : last[1]], widths[last[0] : last[1]], separator=True)
-    bits = sum(widths[last[0] : last[1]])
-    indent = syntax.indent(depth)
-    item: list[np.ndarray | str]
-    if language == "verilog":
-        item = [f"{indent}{bits}'b", label, syntax.item, value, ";\n"]
-    else:
-        item = [f'{indent}when b"', label, syntax.item, value, '";\n']
-    closing = f"{syntax.indent(0)}{syntax.default}        {syntax.end}"
-    top = syntax.top.format(range=_range(layout, levels[0], language, whole=depth == 0))
+    value = bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=True)
+    first, end = levels[-1]
+    label = bit_chars(table.inputs[:, first:end], widths[first:end], separator=True)
+    before, middle, after = text.row(depth, sum(widths[first:end]))
+    items = lines([before, label, middle, value, after], layout.rows)
     if depth == 0:
-        return top + _lines(item, layout.rows) + closing
-    return top + _nested(table, layout, language, syntax, levels, _lines(item, layout.rows)) + closing
+        return text.case(None) + items + text.close(0)
+    return text.case(layout.level_range(levels[0])) + _nested(table, layout, text, levels, items) + text.close(0)
 
 
-def _nested(
-    table: IOTable, layout: TableLayout, language: str, syntax: _Syntax, levels: list[tuple[int, int]], items: str
-) -> str:
+def _nested(table: IOTable, layout: TableLayout, text: CaseText, levels: list[tuple[int, int]], items: str) -> str:
     """The rows' items (fixed-width lines, in address order) with the headers and ends of the nested cases
     interleaved: before a row that starts a new group at level k, the cases of levels k+1.. close (innermost
     first) and open again (outermost first). One stable sort over all segments, no loop over rows."""
@@ -284,21 +254,17 @@ def _nested(
         new_group[1:] |= (np.diff(inputs[:, :end].astype(np.int64), axis=0) != 0).any(axis=1)
         starts = np.flatnonzero(new_group)
         first, stop = levels[k]
-        label = _bit_chars(inputs[starts, first:stop], widths[first:stop], separator=True)
-        indent = syntax.indent(k)
-        inner = _range(layout, levels[k + 1], language, whole=False)
-        before = f"{indent}{sum(widths[first:stop])}'b" if language == "verilog" else indent + syntax.header[0]
-        after = syntax.header[1].format(range=inner, indent=indent)
+        label = bit_chars(inputs[starts, first:stop], widths[first:stop], separator=True)
+        before, after = text.branch(k, sum(widths[first:stop]), layout.level_range(levels[k + 1]))
         segments.append((starts, depth + k, _matrix([before, label, after], len(starts))))
-        close = f"{syntax.indent(k + 1)}{syntax.default}{indent}{' ' * 4 * (syntax.step - 1)}{syntax.end}"
         ends = np.append(starts[1:], rows)  # a group closes before the next one at its level, or at the end
-        segments.append((ends, depth - 1 - k, _matrix([close], len(ends))))
+        segments.append((ends, depth - 1 - k, _matrix([text.close(k + 1)], len(ends))))
     return _interleave(segments)
 
 
 def _matrix(parts: list[np.ndarray | str], rows: int) -> np.ndarray:
-    """:func:`_lines`'s rows as a byte matrix ``(rows, width)``."""
-    text = _lines(parts, rows).encode("ascii")
+    """:func:`lines`'s rows as a byte matrix ``(rows, width)``."""
+    text = lines(parts, rows).encode("ascii")
     return np.frombuffer(text, np.uint8).reshape(rows, -1) if rows else np.zeros((0, 0), np.uint8)
 
 
@@ -316,182 +282,69 @@ def _interleave(segments: list[tuple[np.ndarray, int, np.ndarray]]) -> str:
     return data[gather].tobytes().decode("ascii")
 
 
-def _block_codes(table: IOTable, layout: TableLayout, fill: int) -> np.ndarray:
-    """The codes of every address ``(2**A, C)`` as ASCII bits, most significant first; addresses the table
-    lacks (and bit patterns that are no code) hold ``fill``."""
-    chars = np.full((1 << layout.address_bits, layout.code_bits), fill, dtype=np.uint8)
-    offsets = np.asarray(layout.input_offsets, dtype=np.int64)
-    address = (table.inputs.astype(np.int64) << offsets).sum(axis=1) if table.fan_in else np.zeros(1, np.int64)
-    chars[address] = _bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=False)
-    return chars
+@dataclass(frozen=True)
+class Blocks:
+    """A table in blocks (see the module docstring): the ``high`` address bits pick a block, a constant of
+    ``width`` bits holding the codes of the ``2**low`` addresses that share them; only blocks holding a row
+    are listed (the others fall to the default).
+
+    ``labels`` / ``constants``: the ASCII bits of each listed block's number and constant, one row each.
+    """
+
+    high: int
+    low: int
+    width: int
+    labels: np.ndarray
+    constants: np.ndarray
+
+    @property
+    def count(self) -> int:
+        """How many blocks are listed."""
+        return len(self.labels)
 
 
-def _blocks_text(table: IOTable, layout: TableLayout, language: str, mode: DontCares) -> str:
-    """The blocks form (see the module docstring): a ``case`` over the high address bits assigning ``chunk``,
-    the codes of ``2**low`` addresses; blocks holding no row fall to the default."""
+def blocks_of(table: IOTable, layout: TableLayout, fill: str) -> Blocks:
+    """``table`` in blocks; addresses it lacks (and bit patterns that are no code) hold the character ``fill``."""
     bits, cw = layout.address_bits, layout.code_bits
     low = bits // 2
     high = bits - low
     width = cw << low
-    fill = ord(("x" if language == "verilog" else "-") if mode is DontCares.X else "0")
-    chars = _block_codes(table, layout, fill)
+    chars = np.full((1 << bits, cw), ord(fill), dtype=np.uint8)
+    offsets = np.asarray(layout.input_offsets, dtype=np.int64)
+    address = (table.inputs.astype(np.int64) << offsets).sum(axis=1) if table.fan_in else np.zeros(1, np.int64)
+    chars[address] = bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=False)
     # block b's constant: address b*2**low + j at bits [j*cw +: cw], so the highest address comes first
     constants = chars.reshape(1 << high, 1 << low, cw)[:, ::-1, :].reshape(1 << high, width)
-    used = np.flatnonzero(~(constants == fill).all(axis=1))
+    used = np.flatnonzero(~(constants == ord(fill)).all(axis=1))
     labels = bitfields.digits(used.reshape(-1, 1), [high]) + np.uint8(ord("0"))
-    indent = " " * 12
-    if language == "verilog":
-        item: list[np.ndarray | str] = [f"{indent}{high}'b", labels, f": chunk = {width}'b", constants[used], ";\n"]
-        other = "x" if mode is DontCares.X else "0"
-        return (
-            f"        case (address[{bits - 1}:{low}])\n"
-            + _lines(item, len(used))
-            + f"{indent}default: chunk = {{{width}{{1'b{other}}}}};\n"
-            + "        endcase\n"
-            + f"        codes = chunk[address[{low - 1}:0] * {cw} +: {cw}];\n"
-        )
-    other = "'-'" if mode is DontCares.X else "'0'"
-    item = [f'{indent}when b"', labels, '" => chunk <= b"', constants[used], '";\n']
-    return (
-        f"        case address({bits - 1} downto {low}) is\n"
-        + _lines(item, len(used))
-        + f"{indent}when others => chunk <= (others => {other});\n"
-        + "        end case;\n"
-    )
+    return Blocks(high, low, width, labels, constants[used])
 
 
-def _blocks_note(layout: TableLayout, marker: str) -> list[str]:
-    low, cw = layout.address_bits // 2, layout.code_bits
-    return [
-        f"{marker} In blocks: chunk holds the codes of the {1 << low} addresses that share the high address bits, "
-        f"address j of the block at bits [j*{cw} +: {cw}]; the low {low} address bits pick them.",
-    ]
+def in_blocks(layout: TableLayout) -> bool:
+    """Whether a table of this layout is written as blocks rather than as a ``case`` over its rows."""
+    return layout.address_bits > BLOCK_BITS
 
 
-def _comment_text(value: object) -> str:
-    """``value`` as the text of a one-line comment (both languages' comments escape alike)."""
-    return verilog_comment(value)
-
-
-def _header(table: IOTable, layout: TableLayout, mode: DontCares, marker: str) -> list[str]:
-    origin = "" if table.layer is None else f" from layer {_comment_text(table.layer)}"
+def header_lines(table: IOTable, layout: TableLayout, *, dont_cares: str, netlist: bool = False) -> list[str]:
+    """The text of a table module's header comment (unescaped: the printer escapes it); ``dont_cares``: what the
+    module drives where the table has no row, in words; ``netlist``: the module is the table's LUT netlist."""
+    origin = "" if table.layer is None else f" from layer {table.layer}"
     origin += "" if table.unit is None else f" unit {table.unit}"
     widths = ", ".join(str(w) for w in layout.input_widths)
     care = "dense" if table.is_dense else "partial"
-    dc = "x" if mode is DontCares.X else "code 0"
-    if marker == "--":
-        dc = "'-'" if mode is DontCares.X else "code 0"
-    return [
-        f"{marker} Generated by iotable: one table{origin}, {care}, {layout.rows} of {layout.space} rows.",
-        f"{marker} address: {table.fan_in} input code(s) of {widths} bit(s), first input most significant.",
-        f"{marker} codes: {layout.fan_out} output code(s) of {layout.output_width} bit(s), first output most "
-        "significant.",
-        f"{marker} Rows the table lacks and bit patterns that are no input code are don't-cares: {dc}.",
+    form = ", as its LUT netlist" if netlist else ""
+    text = [
+        f"Generated by iotable: one table{origin}, {care}, {layout.rows} of {layout.space} rows{form}.",
+        f"address: {table.fan_in} input code(s) of {widths} bit(s), first input most significant.",
+        f"codes: {layout.fan_out} output code(s) of {layout.output_width} bit(s), first output most significant.",
     ]
-
-
-def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
-    """One IOTable as the source text of a combinational Verilog-2001 module (a ``case`` over the address).
-
-    The module has an input port ``address`` (each input's code as a bit field, first input most
-    significant) and an output port ``codes`` (each output's code as a bit field, first output most
-    significant); see docs/hardware.md for the contract. Rows a partial table lacks and bit patterns that
-    are not codes fall to the ``default`` branch: ``x`` with ``dont_cares="x"``, code 0 with ``"zero"``.
-
-    Args:
-        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
-        name: the module's name, a legal Verilog identifier that is not a keyword.
-        dont_cares: ``"x"`` (synthesis may choose) or ``"zero"`` (code 0 everywhere the table has no row).
-
-    Returns:
-        The module's source text.
-
-    Example:
-        >>> from iotable import Domain, IOTable
-        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
-        ...                   output_domain=Domain.uniform(1))
-        >>> print(table_verilog(t, "xor2").split("begin")[1].split("endcase")[0].strip())
-        case (address)
-                    2'b0_0: codes = 1'b0;
-                    2'b0_1: codes = 1'b1;
-                    2'b1_0: codes = 1'b1;
-                    2'b1_1: codes = 1'b0;
-                    default: codes = 1'bx;
-    """
-    what = "table_verilog"
-    layout = layout_of(table, what=what)
-    name = check_name(name, language="verilog", what=what)
-    mode = DontCares.parse(dont_cares, what=what)
-    aw, cw = layout.address_bits, layout.code_bits
-    blocks = aw > BLOCK_BITS
-    head = "\n".join(_header(table, layout, mode, "//") + (_blocks_note(layout, "//") if blocks else []))
-    return (
-        f"{head}\n"
-        f"module {name} (\n"
-        f"    input  wire [{aw - 1}:0] address,\n"
-        f"    output reg  [{cw - 1}:0] codes\n"
-        ");\n"
-        + (f"    reg [{(cw << (aw // 2)) - 1}:0] chunk;\n" if blocks else "")
-        + "    always @(*) begin\n"
-        + (_blocks_text(table, layout, "verilog", mode) if blocks else _case_text(table, layout, "verilog", mode))
-        + "    end\n"
-        "endmodule\n"
-    )
-
-
-def table_vhdl(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
-    """One IOTable as the source text of a combinational VHDL-2008 entity and architecture (a ``case``).
-
-    Same ports and contract as :func:`table_verilog`: ``address : in std_logic_vector`` and
-    ``codes : out std_logic_vector``, fields most significant first; the ``when others`` branch drives
-    ``'-'`` (don't-care) with ``dont_cares="x"``, code 0 with ``"zero"``.
-
-    Args:
-        table: an IOTable whose outputs are codes (its unit ends in a quantizer).
-        name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
-        dont_cares: ``"x"`` (drives ``'-'``, synthesis may choose) or ``"zero"``.
-
-    Returns:
-        The entity's source text (analyse with ``ghdl -a --std=08``).
-
-    Example:
-        >>> from iotable import Domain, IOTable
-        >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
-        ...                   output_domain=Domain.uniform(1))
-        >>> print(table_vhdl(t, "xor2").split("case address is")[1].split("end case")[0].strip())
-        when b"0_0" => codes <= b"0";
-                    when b"0_1" => codes <= b"1";
-                    when b"1_0" => codes <= b"1";
-                    when b"1_1" => codes <= b"0";
-                    when others => codes <= (others => '-');
-    """
-    what = "table_vhdl"
-    layout = layout_of(table, what=what)
-    name = check_name(name, language="vhdl", what=what)
-    mode = DontCares.parse(dont_cares, what=what)
-    aw, cw = layout.address_bits, layout.code_bits
-    low = aw // 2
-    blocks = aw > BLOCK_BITS
-    head = "\n".join(_header(table, layout, mode, "--") + (_blocks_note(layout, "--") if blocks else []))
-    select = f"to_integer(unsigned(address({low - 1} downto 0))) * {cw}"
-    return (
-        f"{head}\n"
-        "library ieee;\n"
-        "use ieee.std_logic_1164.all;\n" + ("use ieee.numeric_std.all;\n" if blocks else "") + "\n"
-        f"entity {name} is\n"
-        "    port (\n"
-        f"        address : in  std_logic_vector({aw - 1} downto 0);\n"
-        f"        codes   : out std_logic_vector({cw - 1} downto 0)\n"
-        "    );\n"
-        f"end entity {name};\n"
-        "\n"
-        f"architecture rtl of {name} is\n"
-        + (f"    signal chunk : std_logic_vector({(cw << low) - 1} downto 0);\n" if blocks else "")
-        + "begin\n"
-        "    process (all)\n"
-        "    begin\n"
-        + (_blocks_text(table, layout, "vhdl", mode) if blocks else _case_text(table, layout, "vhdl", mode))
-        + "    end process;\n"
-        + (f"    codes <= chunk({select} + {cw - 1} downto {select});\n" if blocks else "")
-        + "end architecture rtl;\n"
-    )
+    if netlist:
+        return text
+    text.append(f"Rows the table lacks and bit patterns that are no input code are don't-cares: {dont_cares}.")
+    if in_blocks(layout):
+        low, cw = layout.address_bits // 2, layout.code_bits
+        text.append(
+            f"In blocks: chunk holds the codes of the {1 << low} addresses that share the high address bits, "
+            f"address j of the block at bits [j*{cw} +: {cw}]; the low {low} address bits pick them."
+        )
+    return text

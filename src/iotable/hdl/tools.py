@@ -23,6 +23,7 @@ from typing import Any
 from .._util.files import atomic_write
 from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
+from .language import Language
 from .names import check_file_name
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
@@ -37,8 +38,6 @@ _PACKAGES = {
     "g++": "g++",
     "yosys": "yosys",
 }
-_VERILOG_SUFFIXES = (".v", ".sv")
-_VHDL_SUFFIXES = (".vhd", ".vhdl")
 _OUTPUT_TAIL = 4000
 
 
@@ -60,8 +59,9 @@ class Simulator(str, enum.Enum):
         raise OptionError(msg)
 
     @property
-    def language(self) -> str:
-        return "vhdl" if self is Simulator.GHDL else "verilog"
+    def language(self) -> Language:
+        """The language the simulator reads."""
+        return Language.VHDL if self is Simulator.GHDL else Language.VERILOG
 
     @property
     def programs(self) -> tuple[str, ...]:
@@ -130,16 +130,17 @@ def _check_files(files: Any, *, what: str) -> dict[str, str]:
     return checked
 
 
-def _sources(files: dict[str, str], language: str, *, what: str) -> list[str]:
-    verilog = [n for n in files if n.endswith(_VERILOG_SUFFIXES)]
-    vhdl = [n for n in files if n.endswith(_VHDL_SUFFIXES)]
-    wanted, other = (verilog, vhdl) if language == "verilog" else (vhdl, verilog)
+def _sources(files: dict[str, str], language: Language, *, what: str) -> list[str]:
+    wanted = [n for n in files if n.endswith(language.suffixes)]
+    other = [
+        n for n in files if n.endswith(tuple(s for lang in Language if lang is not language for s in lang.suffixes))
+    ]
     if not wanted:
-        kind = ".v/.sv" if language == "verilog" else ".vhd/.vhdl"
-        msg = f"{what}: no {language.upper()} source among {sorted(files)}; expected at least one {kind} file"
+        kind = "/".join(language.suffixes)
+        msg = f"{what}: no {language.name} source among {sorted(files)}; expected at least one {kind} file"
         raise HDLError(msg)
     if other:
-        msg = f"{what}: {sorted(other)} are in the other language; give {language.upper()} sources only"
+        msg = f"{what}: {sorted(other)} are in the other language; give {language.name} sources only"
         raise HDLError(msg)
     return wanted
 
@@ -306,21 +307,21 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     """
     what = "check_files"
     files = _check_files(files, what=what)
-    language = "vhdl" if any(n.endswith(_VHDL_SUFFIXES) for n in files) else "verilog"
+    language = Language.VHDL if any(n.endswith(Language.VHDL.suffixes) for n in files) else Language.VERILOG
     sources = _sources(files, language, what=what)
     top = _check_top(top, files, what=what)
     deadline = time.monotonic() + _check_timeout(timeout, what=what)
-    _require(("yosys", "ghdl") if language == "vhdl" else ("yosys",), what=what)
+    _require(("yosys", "ghdl") if language is Language.VHDL else ("yosys",), what=what)
     what = f"check_files (top {top!r})"
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="iotable-check-") as tmp:
         work = Path(tmp)
         _write_all(files, work)
-        if language == "vhdl":
+        if language is Language.VHDL:
             _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
             # --out=none: the synthesized netlist is not needed, and printed it can be gigabytes
             done = _step(["ghdl", "--synth", "--std=08", "--out=none", top], work, deadline, what=what)
-            return CheckResult(top, language, None, done.stdout + done.stderr, time.perf_counter() - start)
+            return CheckResult(top, language.value, None, done.stdout + done.stderr, time.perf_counter() - start)
         script = [
             f"read_verilog {' '.join(sources)}",
             f"synth -top {top}",
@@ -342,7 +343,7 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
         stat = (work / "iotable_stat.txt").read_text(encoding="utf-8")
     found = re.search(r"Number of cells:\s+(\d+)", stat)
     cells = int(found.group(1)) if found else None
-    return CheckResult(top, language, cells, done.stdout + done.stderr + stat, time.perf_counter() - start)
+    return CheckResult(top, language.value, cells, done.stdout + done.stderr + stat, time.perf_counter() - start)
 
 
 def write_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> list[Path]:

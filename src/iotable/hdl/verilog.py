@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from ..table import IOTable
 from . import emit
-from .mapped import mapped_verilog
-from .names import verilog_comment, verilog_name
+from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
-from .table import table_verilog
+from .verilog_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
+    "bench",
     "comment",
     "concat",
     "constant",
@@ -30,43 +28,13 @@ __all__ = [
     "pool",
     "register",
     "slice",
+    "string",
     "suffix",
     "table",
+    "table_bench",
     "top",
     "window",
 ]
-
-
-def suffix() -> str:
-    return ".v"
-
-
-def name(name: str) -> str:
-    return verilog_name(name)
-
-
-def comment(text: object) -> str:
-    return f"// {verilog_comment(text)}"
-
-
-def slice(signal: str, high: int, low: int) -> str:
-    return f"{signal}[{high}:{low}]"
-
-
-def constant(width: int, value: int) -> str:
-    return f"{width}'d{value}"
-
-
-def concat(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else "{" + ", ".join(parts) + "}"
-
-
-def table(table: IOTable, name: str, *, dont_cares: str) -> str:
-    return table_verilog(table, name, dont_cares=dont_cares)
-
-
-def mapped(table: IOTable, mapped: Any, name: str) -> str:
-    return mapped_verilog(table, mapped, name)
 
 
 def _this() -> emit.Printer:
@@ -304,3 +272,87 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def bench(plan: BenchPlan) -> str:
+    """The bench of the design's top: drives the handshake with stalls, and checks or prints the outputs."""
+    top, n, m, limit = name(plan.top), plan.inputs, plan.outputs, plan.limit
+    inw, outw = plan.in_width, plan.out_width
+    in_digits, out_digits = plan.in_word, plan.out_word
+    lines = [
+        comment(
+            f"Testbench of {top}: {plan.vectors} vectors from {top}_inputs.hex"
+            + ("; prints every output word." if plan.printing else f", compared with {top}_expected.hex.")
+        ),
+        f"module {name(top + '_tb')};",
+        "    reg clk = 1'b0;",
+        "    reg rst = 1'b1;",
+        "    reg in_valid = 1'b0;",
+        "    reg out_ready = 1'b0;",
+        f"    reg  [{inw - 1}:0] in_data = {inw}'b0;",
+        "    wire in_ready, out_valid;",
+        f"    wire [{outw - 1}:0] out_data;",
+        f"    reg  [{in_digits - 1}:0] inputs [0:{n - 1}];",
+        f"    reg  [{out_digits - 1}:0] expected [0:{m - 1}];",
+        f"    reg  [{outw - 1}:0] want;",
+        "    integer sent = 0, got = 0, cycle = 0;",
+        "",
+        f"    {top} dut (.clk(clk), .rst(rst), .in_valid(in_valid), .in_ready(in_ready), .in_data(in_data),",
+        "        .out_valid(out_valid), .out_ready(out_ready), .out_data(out_data));",
+        "",
+        "    always #5 clk = ~clk;",
+        "    initial begin",
+        f'        $readmemh("{top}_inputs.hex", inputs);',
+    ]
+    if not plan.printing:
+        lines.append(f'        $readmemh("{top}_expected.hex", expected);')
+    lines += [
+        "        #20 rst = 1'b0;",
+        "    end",
+        "",
+        "    always @(posedge clk) begin",
+        "        if (!rst) begin",
+        "            cycle = cycle + 1;",
+        "            if (in_valid && in_ready) sent = sent + 1;",
+        "            if (out_valid && out_ready) begin",
+    ]
+    if plan.printing:
+        lines.append('                $display("%h", out_data);')
+    else:
+        lines += [
+            f"                want = expected[got][{outw - 1}:0];",
+            "                if (out_data !== want) begin",
+        ]
+        at = "vector %0d position %0d" if plan.beats > 1 else "vector %0d"
+        index = f"got / {plan.beats}, got % {plan.beats}" if plan.beats > 1 else "got"
+        fmt = "mismatch at {at}: output element {e} ({where}) expected %b got %b"
+        for e, (hi, lo, where) in enumerate((c.high, c.low, c.where) for c in plan.checks):
+            text = fmt.format(at=at, e=e, where=string(where))
+            lines.append(
+                f"                    if (out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
+                f'$display("{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
+                f'$fatal(1, "{top} differs from {top}_expected.hex"); end'
+            )
+        lines.append("                end")
+    lines += [
+        "                got = got + 1;",
+        f"                if (got == {m}) begin",
+        f'                    $display("%0d/%0d vectors match", got / {plan.beats}, {plan.vectors});'
+        if not plan.printing
+        else "",
+        "                    $finish;",
+        "                end",
+        "            end",
+        f"            if (cycle > {limit}) begin",
+        '                $display("timeout: %0d of %0d outputs after %0d cycles", got, ' + f"{m}, cycle);",
+        f'                $fatal(1, "{top} stopped producing outputs");',
+        "            end",
+        f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",
+        f"            in_data <= inputs[sent < {n} ? sent : 0][{inw - 1}:0];",
+        "            out_ready <= (cycle % 5 != 2);",
+        "        end",
+        "    end",
+        "endmodule",
+        "",
+    ]
+    return "\n".join(line for line in lines if line != "")

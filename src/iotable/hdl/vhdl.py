@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-from ..table import IOTable
 from . import emit
-from .mapped import mapped_vhdl
-from .names import vhdl_comment, vhdl_name
+from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
-from .table import table_vhdl
+from .vhdl_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
+    "bench",
     "comment",
     "concat",
     "constant",
@@ -30,43 +28,13 @@ __all__ = [
     "pool",
     "register",
     "slice",
+    "string",
     "suffix",
     "table",
+    "table_bench",
     "top",
     "window",
 ]
-
-
-def suffix() -> str:
-    return ".vhd"
-
-
-def name(name: str) -> str:
-    return vhdl_name(name)
-
-
-def comment(text: object) -> str:
-    return f"-- {vhdl_comment(text)}"
-
-
-def slice(signal: str, high: int, low: int) -> str:
-    return f"{signal}({high} downto {low})"
-
-
-def constant(width: int, value: int) -> str:
-    return '"' + format(value, f"0{width}b") + '"'
-
-
-def concat(parts: list[str]) -> str:
-    return parts[0] if len(parts) == 1 else " & ".join(parts)
-
-
-def table(table: IOTable, name: str, *, dont_cares: str) -> str:
-    return table_vhdl(table, name, dont_cares=dont_cares)
-
-
-def mapped(table: IOTable, mapped: Any, name: str) -> str:
-    return mapped_vhdl(table, mapped, name)
 
 
 def _this() -> emit.Printer:
@@ -359,3 +327,122 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
     ports = _ports(netlist.in_width, netlist.out_width)
     lines = [*(comment(line) if line else "" for line in header), *_entity(netlist.top, ports, declarations, body), ""]
     return "\n".join(lines)
+
+
+def bench(plan: BenchPlan) -> str:
+    """The bench of the design's top: drives the handshake with stalls, and checks or prints the outputs."""
+    top, n, m, limit = name(plan.top), plan.inputs, plan.outputs, plan.limit
+    inw, outw = plan.in_width, plan.out_width
+    at = (
+        f"integer'image(got / {plan.beats}) & \" position \" & integer'image(got mod {plan.beats})"
+        if plan.beats > 1
+        else "integer'image(got)"
+    )
+    in_digits, out_digits = plan.in_word, plan.out_word
+    check_lines = []
+    for e, (hi, lo, where) in enumerate((c.high, c.low, c.where) for c in plan.checks):
+        check_lines += [
+            f"                        if out_data({hi} downto {lo}) /= word_out({hi} downto {lo}) then",
+            f'                            write(msg, string\'("mismatch at vector " & {at} & '
+            f'": output element {e} (' + string(where) + ') expected " &',
+            f'                                to_string(word_out({hi} downto {lo})) & " got " & '
+            f"to_string(out_data({hi} downto {lo}))));",
+            "                            writeline(output, msg);",
+            f'                            assert false report "{top} differs from {top}_expected.hex"',
+            "                                severity failure;",
+            "                        end if;",
+        ]
+    if plan.printing:
+        compare = [
+            "                    word_out := (others => '0');",
+            f"                    word_out({outw - 1} downto 0) := out_data;",
+            "                    write(msg, string'(to_hstring(word_out)));",
+            "                    writeline(output, msg);",
+        ]
+    else:
+        compare = [
+            "                    readline(expected, l);",
+            "                    hread(l, word_out);",
+            f"                    if out_data /= word_out({outw - 1} downto 0) then",
+            *check_lines,
+            "                    end if;",
+        ]
+    lines = [
+        comment(
+            f"Testbench of {top}: {plan.vectors} vectors from {top}_inputs.hex"
+            + ("; prints every output word." if plan.printing else f", compared with {top}_expected.hex.")
+        ),
+        "library ieee;",
+        "use ieee.std_logic_1164.all;",
+        "use std.textio.all;",
+        "",
+        f"entity {name(top + '_tb')} is",
+        f"end entity {top}_tb;",
+        "",
+        f"architecture bench of {top}_tb is",
+        "    signal clk : std_logic := '0';",
+        "    signal rst : std_logic := '1';",
+        "    signal in_valid, in_ready, out_valid : std_logic := '0';",
+        "    signal out_ready : std_logic := '0';",
+        f"    signal in_data : std_logic_vector({inw - 1} downto 0) := (others => '0');",
+        f"    signal out_data : std_logic_vector({outw - 1} downto 0);",
+        "begin",
+        f"    dut : entity work.{top} port map (clk => clk, rst => rst, in_valid => in_valid, in_ready => in_ready,",
+        "        in_data => in_data, out_valid => out_valid, out_ready => out_ready, out_data => out_data);",
+        "",
+        "    clk <= not clk after 5 ns;",
+        "    rst <= '0' after 20 ns;",
+        "",
+        "    process (clk)",
+        f'        file inputs : text open read_mode is "{top}_inputs.hex";',
+        f'        file expected : text open read_mode is "{top}_expected.hex";' if not plan.printing else "",
+        "        variable l, msg : line;",
+        f"        variable word_in : std_logic_vector({in_digits - 1} downto 0);",
+        f"        variable word_out : std_logic_vector({out_digits - 1} downto 0);",
+        "        variable sent, got, cycle : integer := 0;",
+        "        variable loaded : boolean := false;",
+        "    begin",
+        "        if rising_edge(clk) and rst = '0' then",
+        "            cycle := cycle + 1;",
+        "            if in_valid = '1' and in_ready = '1' then",
+        "                sent := sent + 1;",
+        "                loaded := false;",
+        "            end if;",
+        "            if out_valid = '1' and out_ready = '1' then",
+        *compare,
+        "                got := got + 1;",
+        f"                if got = {m} then",
+        f"                    write(msg, string'(integer'image(got / {plan.beats}) & \"/\" & "
+        f'integer\'image({plan.vectors}) & " vectors match"));'
+        if not plan.printing
+        else "",
+        "                    writeline(output, msg);" if not plan.printing else "",
+        "                    std.env.finish;",
+        "                end if;",
+        "            end if;",
+        f"            if cycle > {limit} then",
+        f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {m}"',
+        "                    severity failure;",
+        "            end if;",
+        f"            if sent < {n} and not loaded then",
+        "                readline(inputs, l);",
+        "                hread(l, word_in);",
+        f"                in_data <= word_in({inw - 1} downto 0);",
+        "                loaded := true;",
+        "            end if;",
+        f"            if sent < {n} and cycle mod 7 /= 3 then",
+        "                in_valid <= '1';",
+        "            else",
+        "                in_valid <= '0';",
+        "            end if;",
+        "            if cycle mod 5 /= 2 then",
+        "                out_ready <= '1';",
+        "            else",
+        "                out_ready <= '0';",
+        "            end if;",
+        "        end if;",
+        "    end process;",
+        "end architecture bench;",
+        "",
+    ]
+    return "\n".join(line for line in lines if line != "")

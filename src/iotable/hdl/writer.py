@@ -20,14 +20,14 @@ import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..network.network import TableNetwork
-from .bench import Language, table_bench
 from .build import build_netlist
 from .design import Design, LayerResources, Port, codes_at
+from .language import Language
 from .mapped import check_mapped_options, layer_luts, map_modules
 from .names import check_name
-from .netbench import bench_files, parse_words
+from .netbench import parse_words
 from .netlist import Layer, Netlist, Style
-from .sources import design_files, header_lines
+from .sources import bench_files, design_files, header_lines, table_bench
 from .streaming import beats_of, from_beats
 from .table import DontCares
 from .tools import CheckResult, Simulator, check_files, simulate_files, write_files
@@ -196,12 +196,12 @@ def export(
     if not isinstance(net, TableNetwork):
         msg = f"{what}: expected a TableNetwork (iotable.precompute or iotable.load), received {type(net).__name__}"
         raise HDLError(msg)
-    lang = Language.parse(language, what=what).value
+    lang = Language.parse(language, what=what)
     chosen = Style.parse(style, what=what)
     depth = _pipeline(pipeline, what=what)
     top = check_name(top, language=lang, what=what)
-    mode = DontCares.parse(dont_cares, what=what).value
-    table_kind = check_mapped_options(tables, k, mode, what=what)
+    mode = DontCares.parse(dont_cares, what=what)
+    table_kind = check_mapped_options(tables, k, mode.value, what=what)
     target = Path(directory)
     if target.exists() and not target.is_dir():
         msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
@@ -233,7 +233,7 @@ def export(
     layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
     design = Design(
         top=top,
-        language=lang,
+        language=lang.value,
         style=chosen.value,
         pipeline=depth,
         directory=target,
@@ -303,9 +303,10 @@ def simulate(
         msg = f"{what}: expected a Design (what iotable.hdl.export returns), received {type(design).__name__}"
         raise HDLError(msg)
     sim = Simulator.parse(simulator, what=what)
-    if sim.language != design.language:
-        accepted = "'ghdl'" if design.language == "vhdl" else "'iverilog' or 'verilator'"
-        msg = f"{what}: simulator {sim.value!r} does not read {design.language.upper()}; use {accepted}"
+    lang = Language.parse(design.language, what=what)
+    if sim.language is not lang:
+        accepted = " or ".join(repr(s.value) for s in Simulator if s.language is lang)
+        msg = f"{what}: simulator {sim.value!r} does not read {lang.name}; use {accepted}"
         raise HDLError(msg)
     encoded = design.network.encode_input(x, codes=codes, what=what)
     n = int(encoded.shape[0])
@@ -318,7 +319,7 @@ def simulate(
     words = beats_of(encoded.numpy(), graph[design.inputs.node]) if streaming else encoded.reshape(n, -1).numpy()
     files = _read(design, design.sources, what=what)
     printing = bench_files(
-        design.top, design.language, words, in_widths, out_widths, [], expected=None, vectors=n,
+        design.top, lang, words, in_widths, out_widths, [], expected=None, vectors=n,
         beats=design.outputs.beats, interval=design.interval,
     )  # fmt: skip
     files.update(printing)

@@ -1,0 +1,189 @@
+"""Verilog-2001 of one table: the language's names, comments, strings and slices, the table module (a ``case``
+over ``address``, nested cases, or blocks), the table as its LUT netlist, and the table's exhaustive bench.
+
+:mod:`.verilog` re-exports all of it, so that it and this module are one :class:`~.emit.Printer`. The rows,
+the nesting, the blocks and the LUTs come from :mod:`.table`, :mod:`.mapped` and :mod:`.bench`; only the text
+is here. A LUT is ``localparam [15:0] INIT7 = 16'h8a3c;`` and ``wire n7 = INIT7[{n3, address[5], address[2],
+address[0]}];``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..table import IOTable
+from .bench import vectors_file, word_bits
+from .language import Language
+from .mapped import CellKind, LutBody, Source
+from .names import verilog_comment, verilog_name, verilog_string
+from .table import Bits, DontCares, TableLayout, blocks_of, case_text, header_lines, in_blocks, layout_of, lines
+
+__all__ = [
+    "comment",
+    "concat",
+    "constant",
+    "mapped",
+    "name",
+    "slice",
+    "string",
+    "suffix",
+    "table",
+    "table_bench",
+]
+
+
+def suffix() -> str:
+    return Language.VERILOG.suffixes[0]
+
+
+def name(name: str) -> str:
+    return verilog_name(name)
+
+
+def comment(text: object) -> str:
+    return f"// {verilog_comment(text)}"
+
+
+def string(text: object) -> str:
+    return verilog_string(text)
+
+
+def slice(signal: str, high: int, low: int) -> str:
+    return f"{signal}[{high}:{low}]"
+
+
+def constant(width: int, value: int) -> str:
+    return f"{width}'d{value}"
+
+
+def concat(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else "{" + ", ".join(parts) + "}"
+
+
+def _indent(level: int) -> str:
+    return " " * (12 + 4 * level)
+
+
+def _address(bits: Bits | None) -> str:
+    return "address" if bits is None else slice("address", *bits)
+
+
+@dataclass(frozen=True)
+class _Case:
+    """A :class:`~.table.CaseText`: ``case (...)``, labels ``W'b...``, a nested case inline after its label."""
+
+    code_bits: int
+    fill: str
+
+    def case(self, bits: Bits | None) -> str:
+        return f"        case ({_address(bits)})\n"
+
+    def row(self, level: int, width: int) -> tuple[str, str, str]:
+        return f"{_indent(level)}{width}'b", f": codes = {self.code_bits}'b", ";\n"
+
+    def branch(self, level: int, width: int, inner: Bits) -> tuple[str, str]:
+        return f"{_indent(level)}{width}'b", f": case ({_address(inner)})\n"
+
+    def close(self, level: int) -> str:
+        default = f"default: codes = {self.code_bits}'b{self.fill * self.code_bits};\n"
+        return f"{_indent(level)}{default}{' ' * (8 + 4 * level)}endcase\n"
+
+
+def _blocks(table: IOTable, layout: TableLayout, fill: str) -> str:
+    """The blocks form: a ``case`` over the high address bits assigning ``chunk``, then the low bits' select."""
+    blocks, bits, cw = blocks_of(table, layout, fill), layout.address_bits, layout.code_bits
+    low, indent = blocks.low, _indent(0)
+    item: list[np.ndarray | str] = [
+        f"{indent}{blocks.high}'b",
+        blocks.labels,
+        f": chunk = {blocks.width}'b",
+        blocks.constants,
+        ";\n",
+    ]
+    return (
+        f"        case ({slice('address', bits - 1, low)})\n"
+        + lines(item, blocks.count)
+        + f"{indent}default: chunk = {{{blocks.width}{{1'b{fill}}}}};\n"
+        + "        endcase\n"
+        + f"        codes = chunk[{slice('address', low - 1, 0)} * {cw} +: {cw}];\n"
+    )
+
+
+def _ports(module: str, layout: TableLayout, codes: str) -> list[str]:
+    return [
+        f"module {name(module)} (",
+        f"    input  wire [{layout.address_bits - 1}:0] address,",
+        f"    output {codes} [{layout.code_bits - 1}:0] codes",
+        ");",
+    ]
+
+
+def table(table: IOTable, name: str, *, dont_cares: DontCares) -> str:
+    layout = layout_of(table, what="table_verilog")
+    fill = "x" if dont_cares is DontCares.X else "0"
+    blocks = in_blocks(layout)
+    head = header_lines(table, layout, dont_cares="x" if dont_cares is DontCares.X else "code 0")
+    chunk = [f"    reg [{(layout.code_bits << (layout.address_bits // 2)) - 1}:0] chunk;"] if blocks else []
+    body = _blocks(table, layout, fill) if blocks else case_text(table, layout, _Case(layout.code_bits, fill))
+    text = [*map(comment, head), *_ports(name, layout, "reg "), *chunk, "    always @(*) begin"]
+    return "\n".join(text) + "\n" + body + "    end\nendmodule\n"
+
+
+def _source(source: Source) -> str:
+    return name(source.signal) if source.bit is None else f"{source.signal}[{source.bit}]"
+
+
+def mapped(body: LutBody, module: str) -> str:
+    lines = [*map(comment, body.header), *_ports(module, body.layout, "wire")]
+    for cell in body.cells:  # a loop over netlist nodes, never over table rows
+        if cell.kind is CellKind.BUFFER:
+            value = _source(cell.inputs[0])
+        elif cell.kind is CellKind.CONSTANT:
+            value = f"1'b{cell.init}"
+        else:
+            radix, digits = cell.digits
+            lines.append(f"    localparam [{cell.size - 1}:0] {name(cell.mask)} = {cell.size}'{radix}{digits};")
+            value = f"{name(cell.mask)}[{{{', '.join(map(_source, cell.inputs))}}}]"
+        lines.append(f"    wire {name(cell.output)} = {value};")
+    lines += [f"    assign codes = {{{', '.join(map(name, body.outputs))}}};", "endmodule", ""]
+    return "\n".join(lines)
+
+
+def table_bench(module: str, layout: TableLayout) -> str:
+    aw, cw, rows, vectors = layout.address_bits, layout.code_bits, layout.rows, vectors_file(module)
+    fields_a = [slice("address", *r) for r in layout.input_ranges]
+    fields_e = [slice("expected", *r) for r in layout.output_ranges]
+    fields_c = [slice("codes", *r) for r in layout.output_ranges]
+    fmt = "mismatch at vector %0d: address {} expected {} got {}".format(
+        "_".join(["%b"] * len(fields_a)), "_".join(["%b"] * len(fields_e)), "_".join(["%b"] * len(fields_c))
+    )
+    args = ", ".join(["row", *fields_a, *fields_e, *fields_c])
+    module = name(module)
+    return (
+        f"{comment(f'Exhaustive testbench of table module {module}: every row it holds, from {vectors}.')}\n"
+        f"module {name(module + '_tb')};\n"
+        f"    reg  [{word_bits(layout) - 1}:0] vectors [0:{rows - 1}];\n"
+        f"    reg  [{aw - 1}:0] address;\n"
+        f"    reg  [{cw - 1}:0] expected;\n"
+        f"    wire [{cw - 1}:0] codes;\n"
+        "    integer row;\n"
+        "\n"
+        f"    {module} dut (.address(address), .codes(codes));\n"
+        "\n"
+        "    initial begin\n"
+        f'        $readmemh("{string(vectors)}", vectors);\n'
+        f"        for (row = 0; row < {rows}; row = row + 1) begin\n"
+        f"            {{address, expected}} = vectors[row][{aw + cw - 1}:0];\n"
+        "            #1;\n"
+        "            if (codes !== expected) begin\n"
+        f'                $display("{fmt}", {args});\n'
+        f'                $fatal(1, "{string(f"table {module} differs from {vectors}")}");\n'
+        "            end\n"
+        "        end\n"
+        f'        $display("%0d/%0d vectors match", row, {rows});\n'
+        "        $finish;\n"
+        "    end\n"
+        "endmodule\n"
+    )
