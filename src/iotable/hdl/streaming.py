@@ -1,17 +1,18 @@
 """A table network as a streaming netlist: pixels in raster order, line buffers, units shared across positions.
 
-:class:`StreamBuilder` walks the hardware part of a graph (a :class:`~iotable.hdl.netlist.NetlistBuilder`,
-whose element store, table modules and layer modules it reuses) and gives every node a :class:`Stream`: the
+:data:`BUILDERS` holds one function per node kind that the :class:`~iotable.hdl.builder.Builder` walk (shared
+with the unrolled style: its element store, table modules and layer modules) calls, giving every node a
+:class:`Stream`: the
 element ids of **one beat** (one pixel: a position's channels, or a window vector, or a whole flat tensor)
 and the handshake that beat moves on. Between handshakes sit *stages*, clocked blocks with a valid/ready
 pair on each side:
 
-- a :class:`PadStage` per pad node: it emits the padded frame in raster order, taking a pixel from its
+- a :class:`~iotable.hdl.netlist.PadStage` per pad node: it emits the padded frame in raster order, taking a pixel from its
   input inside the frame and sending the pad codes outside it (zeros padding: each channel's code of 0);
-- a :class:`WindowStage` per window node (and per max-pool): a shift register of exactly the window's buffer
+- a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a shift register of exactly the window's buffer
   depth; when the pixel it takes completes a window at an output position (the stride and dilation say
   which), the window is valid, its elements read from the register's taps;
-- a :class:`RegisterStage` after every ``pipeline``-th table layer.
+- a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
 Table and pool nodes are combinational blocks on the beat of the stage before them: a layer module with one
 instance of every unit (shared by all positions) and a module of comparator trees. A flat tensor is a frame
