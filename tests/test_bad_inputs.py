@@ -48,6 +48,7 @@ from iotable.errors import (
     PLAError,
     SpecError,
     SpecMismatchError,
+    SpecOptionError,
     TableError,
     TableTooLargeError,
 )
@@ -254,13 +255,13 @@ CASES = [
     Case(
         "decompose-groups-zero",
         lambda c: decompose(linear(), groups=0),
-        SpecError,
+        SpecOptionError,
         ("groups", "positive integer", "received 0"),
     ),
     Case(
         "decompose-groups-and-fan-in",
         lambda c: decompose(linear(), groups=2, fan_in=[[0]]),
-        SpecError,
+        SpecOptionError,
         ("groups= or fan_in=, not both",),
     ),
     Case(
@@ -272,25 +273,25 @@ CASES = [
     Case(
         "decompose-fan-in-repeats",
         lambda c: decompose(linear(), fan_in=[[1, 1], [2]]),
-        SpecError,
+        SpecOptionError,
         (r"fan_in\[0\] = \[1, 1\] repeats an index", "expected distinct indices"),
     ),
     Case(
         "decompose-fan-in-negative",
         lambda c: decompose(linear(), fan_in=[[-1], [2]]),
-        SpecError,
+        SpecOptionError,
         (r"fan_in\[0\] = \[-1\]", "negative index", "expected indices >= 0"),
     ),
     Case(
         "decompose-fan-in-empty",
         lambda c: decompose(linear(), fan_in=[]),
-        SpecError,
+        SpecOptionError,
         ("fan_in must list at least one unit", "received an empty list"),
     ),
     Case(
         "decompose-fan-in-not-lists",
         lambda c: decompose(linear(), fan_in=3.5),
-        SpecError,
+        SpecOptionError,
         ("fan_in must be a list of integer lists", "received 3.5"),
     ),
     Case(
@@ -302,7 +303,7 @@ CASES = [
     Case(
         "decompose-fan-in-floats",
         lambda c: decompose(linear(), fan_in=[[0.5]]),
-        SpecError,
+        SpecOptionError,
         ("fan_in must be a list of integer lists", r"received \[\[0\.5\]\]"),
     ),
     Case(
@@ -317,30 +318,33 @@ CASES = [
         ),
     ),
     Case(
-        "decompose-fan-out-alone", lambda c: decompose(linear(), fan_out=[[0]]), SpecError, ("fan_out= needs fan_in=",)
+        "decompose-fan-out-alone",
+        lambda c: decompose(linear(), fan_out=[[0]]),
+        SpecOptionError,
+        ("fan_out= needs fan_in=",),
     ),
     Case(
         "decompose-fan-out-count",
         lambda c: decompose(linear(), fan_in=[[0], [1]], fan_out=[[0]]),
-        SpecError,
+        SpecOptionError,
         ("fan_in lists 2 units but fan_out lists 1", "expected one each"),
     ),
     Case(
         "decompose-kernel-zero",
         lambda c: decompose(Custom(), kernel_size=0),
-        SpecError,
+        SpecOptionError,
         ("kernel_size must be an integer >= 1", "received 0"),
     ),
     Case(
         "decompose-kernel-rank-3",
         lambda c: decompose(Custom(), kernel_size=(1, 2, 3)),
-        SpecError,
+        SpecOptionError,
         ("kernel_size", "a tuple of 1 or 2", r"received \(1, 2, 3\)"),
     ),
     Case(
         "decompose-kernel-float",
         lambda c: decompose(Custom(), kernel_size=1.5),
-        SpecError,
+        SpecOptionError,
         ("kernel_size must be an integer", "received 1.5"),
     ),
     Case(
@@ -352,7 +356,7 @@ CASES = [
     Case(
         "decompose-stride-without-kernel",
         lambda c: decompose(Custom(), stride=2),
-        SpecError,
+        SpecOptionError,
         ("stride/dilation/padding describe a sliding window", "give kernel_size= too"),
     ),
     Case(
@@ -388,7 +392,7 @@ CASES = [
     Case(
         "decompose-padding-mode-without-kernel",
         lambda c: decompose(Custom(), padding_mode="reflect"),
-        SpecError,
+        SpecOptionError,
         ("describe a sliding window", "give kernel_size= too"),
     ),
     Case(
@@ -400,7 +404,7 @@ CASES = [
     Case(
         "decompose-not-a-module",
         lambda c: decompose(3, groups=1),
-        SpecError,
+        SpecOptionError,
         ("expected a torch.nn.Module instance or subclass", "received int"),
     ),
     Case(
@@ -528,7 +532,7 @@ CASES = [
     Case(
         "plan-not-a-module",
         lambda c: plan(3, input_domain=D2),
-        SpecError,
+        SpecOptionError,
         ("expected a torch.nn.Module", "received int"),
     ),
     Case(
@@ -546,7 +550,7 @@ CASES = [
     Case(
         "plan-max-rows-zero",
         lambda c: plan(linear(), input_domain=D2, max_rows=0),
-        SpecError,
+        SpecOptionError,
         ("max_rows must be a positive integer", "received 0"),
     ),
     Case(
@@ -974,13 +978,13 @@ CASES = [
         "load-newer-format",
         lambda c: load(c.edited(lambda m: m.update(format_version=99))),
         BundleError,
-        ("format_version 99 was written by a newer iotable", "reads format_version 5", "Upgrade iotable"),
+        ("format_version 99 was written by a newer iotable", "reads format_version 6", "Upgrade iotable"),
     ),
     Case(
         "load-unknown-format-version",
         lambda c: load(c.edited(lambda m: m.update(format_version=-1))),
         BundleError,
-        ("unknown format_version -1", "expected an integer from 1 to 5"),
+        ("unknown format_version -1", "expected an integer from 1 to 6"),
     ),
     Case(
         "load-checksum",
@@ -1076,7 +1080,7 @@ CASES = [
     Case(
         "precompute-budget-string",
         lambda c: precompute(linear(), input_domain=D2, memory_budget="x"),
-        SpecError,
+        SpecOptionError,
         ("memory_budget must be a positive integer", "'x'"),
     ),
     Case(
@@ -1311,13 +1315,13 @@ CASES += [
     Case(
         "precompute-name-int",
         lambda c: precompute(linear(), input_domain=D2, name=5),
-        SpecError,
+        SpecOptionError,
         ("name must be a non-empty string", "received 5"),
     ),
     Case(
         "precompute-check-string",
         lambda c: precompute(linear(), input_domain=D2, check="no"),
-        SpecError,
+        SpecOptionError,
         ("check must be True or False", "str 'no'"),
     ),
     Case(

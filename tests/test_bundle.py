@@ -240,7 +240,7 @@ def test_manifest_fields(mlp_bundle: tuple[TableNetwork, Path]) -> None:
     m = manifest_of(path)
     assert (
         m["format"] == "iotable-bundle"
-        and m["format_version"] == iotable.bundle.bundle.FORMAT_VERSION == 5
+        and m["format_version"] == iotable.bundle.bundle.FORMAT_VERSION == 6
         and m["luts"] == []
     )
     assert m["library_version"] == iotable.__version__ and m["content"] == "network"

@@ -90,7 +90,7 @@ def test_a_changed_manifest_byte_fails_the_checksum(bundle: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "words"),
     [
-        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 5 bundle"),
+        (lambda p: (p / "manifest.sha256").unlink(), r"manifest\.sha256: missing; a format_version 6 bundle"),
         (lambda p: (p / "manifest.sha256").write_text("0" * 64 + "\n"), r"expected one line '<sha256 in hex>"),
         (
             lambda p: (p / "manifest.sha256").write_text("0" * 64 + "  manifest.json\n"),

@@ -16,6 +16,7 @@ from ..domain import Domain
 from ..errors import BundleError
 from ..front.plan import Unit
 from ..front.spec import Layout, PaddingMode
+from ..graph.fields import element_radix_bits
 from ..graph.graph import (
     Edge,
     Graph,
@@ -25,8 +26,9 @@ from ..graph.graph import (
     NodeKind,
 )
 from ..graph.kind import definition, definitions, find
+from ..graph.nodes import TableMeta
 from ..network.network import TableNetwork
-from ._format import MAX_DOMAIN_VALUES
+from ._format import HARDWARE_BITS, MAX_DOMAIN_VALUES
 from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost
 from .jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _shown, _str
@@ -394,6 +396,8 @@ class _GraphDecoding:
                     self.domain(item["domain"], f"{here}.domain"),
                 )
             )
+        if self.manifest.get("format_version", HARDWARE_BITS) < HARDWARE_BITS:
+            nodes = _hardware_unit_bits(nodes, edges, record["nodes"])
         try:
             return Graph(nodes, edges).check()
         except GraphError as exc:
@@ -475,3 +479,36 @@ def _domain_references(manifest: dict[str, Any]) -> set[int]:
         elif isinstance(value, list):
             stack.extend(value)
     return found
+
+
+def _hardware_unit_bits(nodes: list[Node], edges: list[Edge], records: list[Any]) -> list[Node]:
+    """The table nodes of a bundle older than format 6 with their address bits as hardware packs them.
+
+    Those formats counted an input of a one-value domain as 0 bits; the hardware field is 1 bit wide. Where a
+    table's stored bits are exactly the old count, they become the hardware count, in the node and in the
+    manifest's record (which the round trip compares); anything else is left for the checks to refuse.
+    """
+    by_name = {node.name: node for node in nodes}
+    producer = {e.consumer: by_name.get(e.producer) for e in edges if e.consumer_port == 0}
+    upgraded = []
+    for node, record in zip(nodes, records):
+        meta, source = node.meta, producer.get(node.name)
+        if not isinstance(meta, TableMeta) or source is None or source.domain is None:
+            upgraded.append(node)
+            continue
+        try:
+            radix, widths = element_radix_bits(source)
+            index = np.asarray(meta.index_map, dtype=np.int64)
+            reads = np.where(index >= 0, index, 0)
+            old = np.where(index >= 0, np.ceil(np.log2(radix[reads])), 0).astype(np.int64).sum(axis=1)
+            new = np.where(index >= 0, widths[reads], 0).sum(axis=1)
+        except (IndexError, TypeError, ValueError, AttributeError):
+            upgraded.append(node)  # malformed: the checks say what is wrong
+            continue
+        if tuple(meta.unit_bits) != tuple(old.tolist()):
+            upgraded.append(node)
+            continue
+        bits = tuple(int(b) for b in new)
+        record["meta"]["unit_bits"] = list(bits)
+        upgraded.append(dataclasses.replace(node, meta=dataclasses.replace(meta, unit_bits=bits)))
+    return upgraded

@@ -53,8 +53,10 @@ FORMAT = "iotable-bundle"
 #: padding modes and asymmetric padding (a version-1 reader would pad a reflect-padded network with zeros);
 #: version 3 the manifest's checksum (``manifest.sha256``) and golden vectors; version 4 the typed graph
 #: metadata (producers only in the edges, index maps and buffer depths in the nodes, one record per kind);
-#: version 5 the LUT mapping results a network holds (``net.luts``, from :func:`iotable.synth.cost`).
-FORMAT_VERSION = 5
+#: version 5 the LUT mapping results a network holds (``net.luts``, from :func:`iotable.synth.cost`); version 6
+#: a table node's ``unit_bits`` as hardware packs them (:mod:`iotable.bits`: an input of a one-value domain is a
+#: 1-bit field, where older versions counted 0 bits for it).
+FORMAT_VERSION = 6
 #: The first format version with a manifest checksum and golden vectors (older bundles load without them).
 CHECKSUMMED = 3
 #: The first format version that can hold LUT mapping results (older bundles load without them).
@@ -69,6 +71,7 @@ _FIELDS[2] = _FIELDS[1]
 _FIELDS[3] = _FIELDS[2] | {"golden"}
 _FIELDS[4] = _FIELDS[3]
 _FIELDS[5] = _FIELDS[4] | {"luts"}
+_FIELDS[6] = _FIELDS[5]
 #: The fields of a record in ``luts`` (``netlist`` names the file of its BLIF text).
 _LUT_FIELDS = {"table", "key", "k", "script", "abc_version", "method", "input_bits", "output_bits", "luts", "depth"}
 _LUT_FIELDS |= {"seconds", "netlist"}

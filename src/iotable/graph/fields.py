@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..bits import field_width
 from ..domain import Domain
 from ..errors import GraphError
 from ..front.spec import Layout
@@ -104,10 +105,11 @@ def element_domains(node: Node) -> tuple[Domain, ...]:
 
 
 def element_radix_bits(node: Node) -> tuple[np.ndarray, np.ndarray]:
-    """Values and bits of the domain of every element of a node's output (one vector for a window)."""
+    """Values of the domain of every element of a node's output (one vector for a window), and the bits of the
+    hardware field holding its code (:func:`iotable.bits.width`: a one-value domain's code is a 1-bit field)."""
     domains = node.domain if isinstance(node.domain, tuple) else (node.domain,)
     radix = np.asarray([len(d) for d in domains], dtype=np.int64)  # type: ignore[arg-type]
-    bits = np.asarray([d.bits for d in domains], dtype=np.int64)  # type: ignore[union-attr]
+    bits = np.asarray([field_width(len(d)) for d in domains], dtype=np.int64)  # type: ignore[arg-type]
     size = node.shape[-1] if node.kind is NodeKind.WINDOW else math.prod(node.shape)
     if len(domains) == 1:
         return np.broadcast_to(radix, (size,)), np.broadcast_to(bits, (size,))

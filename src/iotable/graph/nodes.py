@@ -122,7 +122,8 @@ class TableMeta(Meta):
         layer: the name of the layer's tables in the network (``net[layer]``).
         units: the units, in unit order (``units[u].index == u``): input channels, output channels, fan-in
             and rows of each.
-        unit_bits: address bits of each unit (the bits of the domains of the elements it reads).
+        unit_bits: address bits of each unit as hardware packs them: the fields of the elements it reads,
+            each :func:`iotable.bits.width` bits (a one-value domain's code still a 1-bit field).
         index_map: ``int64`` array ``(units, largest fan-in)``; entry ``[u, j]`` is the element that feeds
             input ``j`` of unit ``u``: its flat index (C order) in the producer's per-sample output, or its
             index in the window vector when a window feeds the table; ``-1`` pads units of a smaller fan-in.

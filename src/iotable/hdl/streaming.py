@@ -7,11 +7,12 @@ element ids of **one beat** (one pixel: a position's channels, or a window vecto
 and the handshake that beat moves on. Between handshakes sit *stages*, clocked blocks with a valid/ready
 pair on each side:
 
-- a :class:`~iotable.hdl.netlist.PadStage` per pad node: it emits the padded frame in raster order, taking a pixel from its
-  input inside the frame and sending the pad codes outside it (zeros padding: each channel's code of 0);
-- a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a shift register of exactly the window's buffer
-  depth; when the pixel it takes completes a window at an output position (the stride and dilation say
-  which), the window is valid, its elements read from the register's taps;
+- a :class:`~iotable.hdl.netlist.PadStage` per pad node: it emits the padded frame in raster order, taking a
+  pixel from its input inside the frame and sending the pad codes outside it (zeros padding: each channel's code
+  of 0);
+- a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a shift register of exactly
+  the window's buffer depth; when the pixel it takes completes a window at an output position (the stride and
+  dilation say which), the window is valid, its elements read from the register's taps;
 - a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
 Table and pool nodes are combinational blocks on the beat of the stage before them: a layer module with one

@@ -77,15 +77,8 @@ def _window_domain(domain: Any, channels_last: bool, kernel: int) -> Any:
 
 
 def _unit_bits(plan: LayerPlan) -> tuple[int, ...]:
-    """Address bits of each unit (units reading the same channels have the same)."""
-    shared = plan.shared_domain  # one domain for every input: bits by fan-in, no walk over the domains
-    if shared is not None:
-        return tuple(u.fan_in * shared.bits for u in plan.units)
-    bits: dict[tuple[int, ...], int] = {}
-    for u in plan.units:
-        if u.in_channels not in bits:
-            bits[u.in_channels] = sum(d.bits for d in plan.unit_domains(u))
-    return tuple(bits[u.in_channels] for u in plan.units)
+    """Address bits of each unit as hardware packs them (:attr:`LayerPlan.table_bits`, from :mod:`iotable.bits`)."""
+    return tuple(int(b) for b in plan.table_bits[0])
 
 
 def _unit_index_map(plan: LayerPlan) -> np.ndarray:
