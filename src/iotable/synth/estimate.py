@@ -57,7 +57,7 @@ class CostEstimate:
     @property
     def luts(self) -> int:
         """LUTs of every table layer together."""
-        return sum(layer.luts for layer in self.layers)
+        return sum(layer.luts or 0 for layer in self.layers)  # an estimate gives every layer its count
 
     @property
     def registers(self) -> int:

@@ -69,27 +69,35 @@ class MappedTable:
 
 @dataclass(frozen=True)
 class LayerCost:
-    """What one table layer costs: the one per-layer record of :func:`map_luts` / :func:`cost` (each layer's
-    tables mapped by ABC) and of :func:`iotable.estimate` (the layer's tables as planned, before any row).
+    """What one table layer costs: the one per-layer record of iotable. :func:`map_luts` / :func:`cost` give it
+    with each layer's tables mapped by ABC, :func:`iotable.estimate` with the layer's tables as planned (before
+    any row), and :func:`iotable.hdl.export` as ``Design.layers``, one per table node of the design with what
+    its hardware instantiates.
 
     Attributes:
-        name: the layer's name (its node; :attr:`layer` too).
+        name: the layer's name (its node's ``layer``; :attr:`layer` too).
         tables: the layer's tables, one per unit (:attr:`units` too).
         luts: the LUTs of its tables: ABC's mapped count in a :class:`LutReport`, LogicNets' estimate in an
-            estimate (where nothing is mapped), each table counted once.
-        estimate: LogicNets' estimate of its tables (:func:`iotable.lutcount.lut_estimate`).
+            estimate (where nothing is mapped), each table counted once; in a design, the LUTs of all its table
+            instances with mapped tables (each instance costs its table's), ``None`` with ``case`` tables.
+        estimate: LogicNets' estimate of its tables (:func:`iotable.lutcount.lut_estimate`), each counted once.
         depth: the deepest table's LUTs on a path (``None`` when not mapped).
         dense_luts: LUTs of the dense tables partial ones were restricted from (``dense=``), else ``None``.
         input_bits: the distinct address bits of its tables.
         registers: the bits of a pipeline register after the layer (every output code, as
-            ``iotable.hdl.export(pipeline=1)`` registers it); ``None`` for tables given alone.
+            ``iotable.hdl.export(pipeline=1)`` registers it; in a design, the register it has, 0 for none);
+            ``None`` for tables given alone.
         rows: the rows of its tables together (``None`` when not known).
         output_bits: the widest table's code bits (``None`` when not known).
+        node: in a design, the table node; module: its layer module; instances: its table instances (units
+            times positions); distinct: the distinct table modules it instantiates (a table shared with an
+            earlier layer counts there); table_bits: rows times code bits of those distinct tables (the memory
+            they describe). ``None`` outside a design.
     """
 
     name: str
     tables: int
-    luts: int
+    luts: int | None
     estimate: int
     depth: int | None = None
     dense_luts: int | None = None
@@ -97,6 +105,11 @@ class LayerCost:
     registers: int | None = None
     rows: int | None = None
     output_bits: int | None = None
+    node: str | None = None
+    module: str | None = None
+    instances: int | None = None
+    distinct: int | None = None
+    table_bits: int | None = None
 
     @property
     def layer(self) -> str:
@@ -203,8 +216,8 @@ class LutReport:
         return self.summary()
 
 
-def _percent(luts: int, dense: int | None) -> str:
-    return "" if not dense else f"{100 * (1 - luts / dense):.1f}%"
+def _percent(luts: int | None, dense: int | None) -> str:
+    return "" if not dense or luts is None else f"{100 * (1 - luts / dense):.1f}%"
 
 
 # -- built from mapping records -------------------------------------------------------------------------------
