@@ -1,9 +1,10 @@
 """A whole table network as Verilog or VHDL: :func:`export`, :func:`simulate` and :func:`check`.
 
-:func:`export` walks the network's graph with :class:`~iotable.hdl.builder.Builder` (a
-:class:`~iotable.graph.GraphInterpreter`) into the hardware IR (:mod:`iotable.hdl.netlist`), prints it, writes the design, its self-checking testbench with vectors
-from ``net.run`` and an exhaustive bench per distinct table, and returns a :class:`Design`: the files, the
-top module's ports and their bit packing, the latency, and each layer's resources. docs/hardware.md is the
+:func:`export` walks the network's graph with the style's :class:`~iotable.hdl.builder.Builder` (a
+:class:`~iotable.graph.GraphInterpreter`; each node built by its kind) into the hardware IR
+(:mod:`iotable.hdl.netlist`), prints it, writes the design, its self-checking testbench with vectors from
+``net.run`` and an exhaustive bench per distinct table, and returns a :class:`Design`: the files, the top
+module's ports and their bit packing, the latency, and each layer's resources. docs/hardware.md is the
 I/O contract.
 """
 
@@ -116,7 +117,7 @@ def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResource
                 node=block.node,
                 layer=block.layer,
                 module=block.name,
-                units=len(net[block.layer].tables),
+                units=block.units,
                 instances=len(block.instances),
                 tables=len(modules),
                 rows=rows,
