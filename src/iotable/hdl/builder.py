@@ -325,6 +325,7 @@ class Builder(GraphInterpreter[Any]):
         block = Layer(
             f"{netlist.top}_layer{index}", node.name, units.layer, x_ids, netlist.width[x_ids], instances, placed,
             np.asarray(lsbs, np.int64), offset, len(netlist.signals) - 1, units=len(units.tables),
+            kind=node.kind.value,
         )  # fmt: skip
         netlist.blocks.append(block)
         return ids, block

@@ -100,6 +100,7 @@ class Layer:
     register: int | None = None  # the top-level register after the layer, if any
     register_bits: int = 0
     units: int = 0  # the layer's tables
+    kind: str = "table"  # the kind of the node it builds
 
 
 @dataclass

@@ -102,7 +102,7 @@ def _words(netlist: Netlist, codes: np.ndarray, node: Any) -> np.ndarray:
     return beats_of(codes, node) if netlist.streaming else codes.reshape(codes.shape[0], -1)
 
 
-def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
+def _resources(netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
     seen: set[str] = set()
     layers = []
     for block in netlist.blocks:
@@ -230,7 +230,7 @@ def export(
             if module.layout.rows and module.layout.address_bits + module.layout.code_bits <= 64:
                 files.update(table_bench(module.table, module.name, language=lang))
                 benches.append(f"{module.name}_tb")
-    layers, delays = _resources(net, netlist)
+    layers, delays = _resources(netlist)
     layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
     design = Design(
         top=top,
