@@ -30,7 +30,11 @@ __all__ = ["UnrolledBuilder"]
 
 
 class UnrolledBuilder(Builder):
-    """The walk of the unrolled style: node results are arrays of element ids in the node's shape."""
+    """The walk of the unrolled style: node results are arrays of element ids in the node's shape.
+
+    Besides :class:`~iotable.hdl.builder.Builder`'s, what a kind builds with: :meth:`align` (elements of
+    different stages read at one, through delay registers), before a block that reads them.
+    """
 
     style: ClassVar[Style] = Style.UNROLLED
 
