@@ -1,4 +1,5 @@
-"""A node kind added from outside the library: one class, registered, then checked, run, saved and loaded."""
+"""A node kind added from outside the library: one class, registered, then checked, run, saved and loaded, and
+exported as hardware (Verilog and VHDL, both styles) that simulates equal to ``net.run``."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, NodeKind, TableNetwork
-from iotable.errors import GraphError
+from iotable import Domain, IOTable, NodeKind, TableNetwork
+from iotable.errors import GraphError, HDLError
 from iotable.graph.graph import Edge, Graph, Node
 from iotable.graph.interpret import GraphInterpreter, NodeExecutionError
 from iotable.graph.kind import NodeKindDef, definition, register
 from iotable.graph.nodes import Meta
+from iotable.hdl import Design, check, export, simulate, simulate_files
+from tests.optional import require_program
 
 U2 = Domain.uniform(2)
 
@@ -54,6 +57,26 @@ class Invert(NodeKindDef):
 
     def label(self, node: Node) -> list[str]:
         return [f"{node.meta.levels} levels"]
+
+    # Hardware: one 1-input table per element (code c -> levels - 1 - c), through the builder's lookup. The
+    # tables are equal, so the design holds one module, instantiated once per element.
+
+    def hardware_codes(self, levels: int) -> np.ndarray:
+        """What each code ``0..levels-1`` becomes in hardware."""
+        return levels - 1 - np.arange(levels)
+
+    def tables(self, node: Node, count: int) -> list[IOTable]:
+        codes = self.hardware_codes(node.meta.levels)[:, None]
+        return [IOTable.dense(codes, input_domains=[node.domain], output_domain=node.domain)] * count
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        x = np.asarray(inputs[0])
+        return builder.lookup(node, self.tables(node, x.size), np.arange(x.size).reshape(-1, 1), x)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        stream = builder.read(node, inputs[0])  # a beat: one pixel (here, the whole flat tensor)
+        count = len(stream.ids)
+        return builder.lookup(node, self.tables(node, count), np.arange(count).reshape(-1, 1), stream)
 
 
 def two_layers() -> TableNetwork:
@@ -180,3 +203,86 @@ def test_an_interpreter_handles_the_kind_by_its_name(nets: tuple[TableNetwork, T
     assert Kinds(net.graph).run_graph()["inv"] == "invert of default"
     with pytest.raises(NodeExecutionError, match="no method for invert nodes"):
         GraphInterpreter(net.graph).run_node(net.graph["inv"], [])
+
+
+# -- hardware ------------------------------------------------------------------------------------------------
+
+SIMULATORS = {"verilog": "iverilog", "vhdl": "ghdl"}
+
+
+def inputs(n: int, seed: int) -> torch.Tensor:
+    return torch.randint(0, 4, (n, 3), generator=torch.Generator().manual_seed(seed)).float()
+
+
+def run_bench(design: Design) -> Any:
+    simulator = SIMULATORS[design.language]
+    require_program(simulator, package=simulator)
+    files = {name: (design.directory / name).read_text() for name in design.sources + design.bench}
+    return simulate_files(files, f"{design.top}_tb", simulator=simulator, timeout=300)
+
+
+@pytest.mark.parametrize("style", ["unrolled", "streaming"])
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_the_kind_exports_and_simulates_equal_to_net_run(
+    nets: tuple[TableNetwork, TableNetwork], tmp_path: Path, language: str, style: str
+) -> None:
+    """The kind's hardware is a layer of its tables between the two table layers: the design simulates equal to
+    net.run, code for code, and its own bench (vectors from net.run) passes."""
+    plain, net = nets
+    require_program(SIMULATORS[language], package=SIMULATORS[language])
+    design = export(net, tmp_path, language=language, style=style, pipeline=1, vectors=64)
+    assert [layer.node for layer in design.layers] == ["0", "inv", "2"]
+    inv = design.layers[1]
+    assert (inv.layer, inv.units, inv.instances, inv.tables, inv.rows) == ("inv", 4, 4, 1, 4)
+    assert "Layer module of invert node 'inv'" in (design.directory / design.sources[-1]).read_text()
+    assert design.latency == 3  # a register after every table layer, the kind's included
+    x = inputs(64, 3)
+    hardware = simulate(design, x, simulator=SIMULATORS[language])
+    assert hardware.dtype == torch.int64
+    assert torch.equal(hardware, net.run(x, return_codes=True))
+    assert not torch.equal(hardware, plain.run(x, return_codes=True))  # the inverter is in the hardware
+    result = run_bench(design)
+    assert result.passed and "64/64 vectors match" in result.stdout, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_the_kind_passes_synthesis_checks(
+    nets: tuple[TableNetwork, TableNetwork], tmp_path: Path, language: str
+) -> None:
+    """yosys (Verilog) or ghdl's synthesis (VHDL) accepts the design with the kind's layer, combinational too."""
+    require_program("yosys", package="yosys")
+    if language == "vhdl":
+        require_program("ghdl", package="ghdl")
+    _, net = nets
+    design = export(net, tmp_path, language=language, pipeline=0, top="inverted", vectors=4)
+    assert design.latency == 0
+    assert check(design, timeout=300).top == "inverted"
+
+
+@pytest.mark.parametrize("style", ["unrolled", "streaming"])
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_wrong_hardware_fails_the_bench_and_the_comparison(
+    nets: tuple[TableNetwork, TableNetwork], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, language: str, style: str
+) -> None:
+    """Hardware that disagrees with the kind's kernel (every code kept, not mirrored) is caught: the network bench
+    fails, and the simulated codes differ from net.run."""
+    _, net = nets
+    require_program(SIMULATORS[language], package=SIMULATORS[language])
+    monkeypatch.setattr(Invert, "hardware_codes", lambda self, levels: np.arange(levels))
+    design = export(net, tmp_path, language=language, style=style, vectors=64)
+    result = run_bench(design)
+    assert not result.passed and "64/64 vectors match" not in result.stdout
+    x = inputs(64, 4)
+    assert not torch.equal(simulate(design, x, simulator=SIMULATORS[language]), net.run(x, return_codes=True))
+
+
+@pytest.mark.parametrize("style", ["unrolled", "streaming"])
+def test_a_kind_without_hardware_is_refused_by_name(
+    nets: tuple[TableNetwork, TableNetwork], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str
+) -> None:
+    """A kind that defines no hardware method for a style is refused naming the node, the kind and what to do."""
+    _, net = nets
+    monkeypatch.setattr(Invert, style, getattr(NodeKindDef, style))
+    with pytest.raises(HDLError, match=rf"node kind 'invert' has no hardware in style '{style}'; define {style}\("):
+        export(net, tmp_path, style=style)
+    assert not any(tmp_path.iterdir())  # refused before the first file

@@ -3,8 +3,10 @@
 A node kind says everything the library does with a node of that kind, in one class: its metadata record
 (:attr:`NodeKindDef.meta`), its invariants (:meth:`~NodeKindDef.check`, run by :meth:`Graph.check
 <iotable.graph.Graph.check>`), its runtime kernel (:meth:`~NodeKindDef.compile`), its bundle encoding
-(:meth:`~NodeKindDef.encode`, :meth:`~NodeKindDef.decode`) and its picture (:attr:`~NodeKindDef.dot_shape`,
-:meth:`~NodeKindDef.label`). The built-in kinds live one module each in :mod:`iotable.nodekinds` and are
+(:meth:`~NodeKindDef.encode`, :meth:`~NodeKindDef.decode`), its picture (:attr:`~NodeKindDef.dot_shape`,
+:meth:`~NodeKindDef.label`) and its hardware in each style (:meth:`~NodeKindDef.unrolled`,
+:meth:`~NodeKindDef.streaming`, written against the builder the hardware layer hands it, so that this core
+never imports the hardware layer). The built-in kinds live one module each in :mod:`iotable.nodekinds` and are
 registered when :mod:`iotable` is imported; a new kind registers itself the same way, without editing the
 library::
 
@@ -161,11 +163,12 @@ Kernel = Callable[[list[Any]], Any]
 
 
 class NodeKindDef:
-    """One node kind: its record, invariants, runtime kernel, bundle codec and picture.
+    """One node kind: its record, invariants, runtime kernel, bundle codec, picture and hardware.
 
     Subclass it, set :attr:`name` and :attr:`meta`, override what the kind needs and decorate the class
     with :func:`register`. Defaults: one input port, no checks beyond the record's type, metadata stored
-    field by field, a box in pictures; :meth:`compile` has no default (a kind says what it computes).
+    field by field, a box in pictures, no hardware (export refuses its nodes by name); :meth:`compile` has
+    no default (a kind says what it computes).
     """
 
     #: The kind's name: ``node.kind.value`` and what bundles store (a Python identifier).
@@ -242,9 +245,22 @@ class NodeKindDef:
 
     # -- hardware -------------------------------------------------------------------------------------
 
-    #: The hardware builders' hook: an object for them to call for this kind's nodes, or ``None`` where the
-    #: kind has no hardware of its own (the built-in kinds are built by the builders themselves).
-    hardware: ClassVar[Any] = None
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The node in the unrolled style: its output as an array of element ids in the node's shape.
+
+        ``builder`` is the hardware layer's builder of the walk (:class:`iotable.hdl.builder.Builder`: its
+        netlist, the results of the nodes before, and what a kind builds with, such as ``builder.lookup``,
+        a layer of tables over given elements); ``inputs`` are the producers' results by input port. The
+        default refuses the node: the kind has no hardware in this style.
+        """
+        raise builder.no_hardware(node, self)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The node in the streaming style: its output as a stream (``builder.stream(...)``: one beat's element
+        ids, the handshake they move on, the frame), ``inputs`` the producers' streams by input port. The
+        default refuses the node: the kind has no hardware in this style.
+        """
+        raise builder.no_hardware(node, self)
 
 
 _DEFINITIONS: dict[str, NodeKindDef] = {}

@@ -17,8 +17,9 @@
   generated files atomically.
 
 Inside: :mod:`.netlist` is the hardware IR of a design (elements, signals, table modules, layer and pool
-blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a graph with
-one function per node kind and style (:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`);
+blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a graph, every
+node built by its kind's hardware method for the style (:mod:`iotable.nodekinds`) with the style's builder
+(:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`);
 :mod:`.verilog` and :mod:`.vhdl` print it, and one table, its LUT netlist and the benches (with
 :mod:`.verilog_tables`, :mod:`.vhdl_tables`; :mod:`.emit`: what they share; :mod:`.sources`: the files and the
 one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;

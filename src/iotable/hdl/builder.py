@@ -1,15 +1,19 @@
 """What both styles' builders share: the walk over the hardware part of a graph, one module per distinct table,
-the layer modules that instantiate them, and the wiring helpers (element widths, window gathers, pool sources).
+the layer modules that instantiate them (:meth:`Builder.lookup`), and the wiring helpers (element widths, window
+gathers, pool sources).
 
-The per-node-kind functions live in :mod:`.unrolled` and :mod:`.streaming`; :mod:`.build` holds their tables.
+What a node becomes is its kind's: :meth:`Builder.run_node` calls the hardware method of the node's kind
+(:mod:`iotable.nodekinds`) for the style, with the builder, which is everything the kind builds with. The
+style's builder (:mod:`.unrolled`, :mod:`.streaming`) adds that style's machinery; :mod:`.build` picks it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,16 +21,13 @@ from .. import bits as bitfields
 from ..errors import HDLError
 from ..graph.graph import Graph, Node, NodeKind
 from ..graph.interpret import GraphInterpreter
-from ..graph.nodes import ElementOrder, PoolMeta, TableMeta, WindowMeta
+from ..graph.kind import NodeKindDef, definition
+from ..graph.nodes import ElementOrder, PoolMeta, WindowMeta
 from ..table import IOTable
-from .netlist import Layer, Netlist, Style, TableModule
+from .netlist import Layer, Netlist, Pool, Style, TableModule
 from .table import layout_of
 
-__all__ = ["Builder", "NodeBuilder", "element_widths", "hardware_nodes", "pool_sources", "window_gather"]
-
-#: The function that builds one node kind in one style: ``(builder, node, its producers' results) -> result``
-#: (unrolled: an array of element ids in the node's shape; streaming: a :class:`~.streaming.Stream`).
-NodeBuilder = Callable[["Builder", Node, Sequence[Any]], Any]
+__all__ = ["Builder", "LookupUnits", "element_widths", "hardware_nodes", "pool_sources", "window_gather"]
 
 
 def hardware_nodes(graph: Graph) -> tuple[list[Node], str, list[str]]:
@@ -133,10 +134,22 @@ def pool_sources(in_shape: tuple[int, ...], out_shape: tuple[int, ...], meta: Po
 
 
 class Builder(GraphInterpreter[Any]):
-    """The state of one walk over the hardware part of a graph, for either style: the netlist, one module per
-    distinct table, the layer modules that instantiate them, and (streaming) the handshakes. What a node
-    becomes is not here: :meth:`run_node` calls the function of the node's kind in ``handlers``, a table
-    keyed by :class:`~iotable.graph.graph.NodeKind` (:data:`.build.BUILDERS` holds one per style).
+    """The state of one walk over the hardware part of a graph, and what a node kind builds its hardware with.
+
+    The walk calls, for every node of the hardware part, the hardware method of the node's kind for the
+    walk's style (:meth:`NodeKindDef.unrolled <iotable.graph.kind.NodeKindDef.unrolled>` or
+    :meth:`~iotable.graph.kind.NodeKindDef.streaming`) with this builder, the node and its producers'
+    results by input port; what it returns is the node's result. The subclass of each style
+    (:class:`~.unrolled.UnrolledBuilder`, :class:`~.streaming.StreamingBuilder`) adds that style's machinery.
+
+    What a kind may use, in either style:
+
+    - :attr:`graph`, :attr:`layers` (``net.layers``), :attr:`values` (the results of the nodes before),
+      :attr:`pipeline` and :attr:`netlist` (the IR: ``netlist.signal``, ``netlist.width`` of each element);
+    - :meth:`lookup` — logic from codes: a layer of :class:`~iotable.table.IOTable` s over given elements, the
+      general way for a kind to make hardware (the ``table`` kind is one such layer);
+    - :meth:`element_widths`, :meth:`constants`, :meth:`window_gather`, :meth:`pool_sources`,
+      :meth:`add_pool` and :meth:`no_hardware` (the refusal of a kind without hardware in a style).
 
     Args:
         graph: the network's (checked) graph.
@@ -145,44 +158,113 @@ class Builder(GraphInterpreter[Any]):
         pipeline: a register after every ``pipeline``-th table layer; 0 for none.
     """
 
-    def __init__(
-        self,
-        graph: Graph,
-        layers: dict[str, Any],
-        *,
-        top: str,
-        pipeline: int,
-        style: Style,
-        handlers: Mapping[NodeKind, NodeBuilder],
-    ) -> None:
+    #: The style this builder builds (its subclasses set it).
+    style: ClassVar[Style]
+
+    def __init__(self, graph: Graph, layers: dict[str, Any], *, top: str, pipeline: int) -> None:
         super().__init__(graph)
-        self.handlers = handlers
         self.layers = layers
         self.pipeline = pipeline
-        self.netlist = Netlist(top, style)
+        self.netlist = Netlist(top, self.style)
         hardware, self.cut, self.hosts = hardware_nodes(graph)
         self.hardware = {n.name for n in hardware}
         self.values: dict[str, Any] = {}
         self.table_count = 0
         self.pool_count = 0
         self._keys: dict[str, str] = {}
-        # streaming: the stream a reshape of a whole frame stands for, and the stage counters
-        self.flattened: dict[str, str] = {}
-        self.window_count = 0
-        self.pad_count = 0
 
     def run_node(self, node: Node, inputs: Any) -> Any:
         if node.name not in self.hardware:
             return None
-        handler = self.handlers.get(node.kind)
-        result = self.default(node, inputs) if handler is None else handler(self, node, inputs)
+        result = self.build(definition(node.kind), node, inputs)
         self.values[node.name] = result
         return result
 
-    def handshake(self, beats: int) -> int:
-        """A new handshake moving ``beats`` words per sample (streaming); returns its index."""
-        self.netlist.beats.append(beats)
-        return len(self.netlist.beats) - 1
+    def build(self, kind: NodeKindDef, node: Node, inputs: Sequence[Any]) -> Any:
+        """The result of ``node``: its kind's hardware method of this builder's style."""
+        raise NotImplementedError
+
+    def finish(self) -> Netlist:
+        """The netlist after the walk (each style aligns or picks the output, sets the latency and clocking)."""
+        raise NotImplementedError
+
+    def no_hardware(self, node: Node, kind: NodeKindDef) -> HDLError:
+        """The refusal of a node whose kind has no hardware in this builder's style (raise it)."""
+        style = self.style.value
+        msg = (
+            f"node {node.name!r}: node kind {kind.name!r} has no hardware in style {style!r}; define "
+            f"{style}(self, builder, node, inputs) on {type(kind).__name__} (builder.lookup makes logic from "
+            "tables), or leave the layers from that node on to software (host=)"
+        )
+        return HDLError(msg)
+
+    # -- what a node kind builds with ------------------------------------------------------------------
+
+    def element_widths(self, node: Node) -> np.ndarray:
+        """Bits of each element of ``node``'s output, in its shape (:func:`element_widths`)."""
+        return element_widths(node)
+
+    def window_gather(self, shape: tuple[int, ...], meta: WindowMeta, *, channels_last: bool) -> np.ndarray:
+        """The flat input index of every element of every window vector (:func:`window_gather`)."""
+        return window_gather(shape, meta, channels_last=channels_last)
+
+    def pool_sources(
+        self, in_shape: tuple[int, ...], out_shape: tuple[int, ...], meta: PoolMeta, channels_last: bool
+    ) -> list:
+        """For every output element, the flat input indices its window covers (:func:`pool_sources`)."""
+        return pool_sources(in_shape, out_shape, meta, channels_last)
+
+    def constants(self, widths: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """Constant elements of ``widths`` bits holding ``codes``; their ids."""
+        return self.netlist.constants(widths, codes)
+
+    def add_pool(
+        self, node: Node, x_ids: np.ndarray, maxima: list, widths: np.ndarray, *, stage: int, per: str
+    ) -> np.ndarray:
+        """A module of comparator trees for ``node``: output element ``k`` (of ``widths[k]`` bits) is the largest
+        of the elements ``x_ids[maxima[k]]``; returns the output's ids (``per``: what an output element is, in
+        the bench's messages: ``"element"`` or ``"channel"``)."""
+        netlist, index = self.netlist, self.pool_count
+        self.pool_count += 1
+        ids = netlist.signal(f"pool{index}_y", widths, stage=stage)
+        for k in range(len(maxima)):
+            netlist.origin[int(ids[k])] = f"node '{node.name}' {per} {k}"
+        netlist.blocks.append(
+            Pool(f"{netlist.top}_pool{index}", node.name, x_ids, netlist.width[x_ids], maxima, widths,
+                 len(netlist.signals) - 1)
+        )  # fmt: skip
+        return ids
+
+    def lookup(
+        self,
+        node: Node,
+        tables: Sequence[IOTable],
+        index_map: np.ndarray,
+        x: Any,
+        *,
+        positions: np.ndarray | None = None,
+        channels: Sequence[Sequence[int]] | None = None,
+        layer: str | None = None,
+    ) -> Any:
+        """Logic from codes: one table layer, unit ``u`` the table ``tables[u]`` reading the elements
+        ``index_map[u, :fan_in]`` of a vector and writing the output channels ``channels[u]`` (default: each
+        table's outputs after the previous table's, from channel 0). The layer counts as a table layer for
+        ``pipeline`` (a register after every ``pipeline``-th one) and its tables share modules by content
+        with every other table of the design.
+
+        Unrolled: ``x`` is element ids (any shape, read flat); the vector is ``x`` itself, or, with
+        ``positions`` (``(P, V)``: the flat indices into ``x`` of each position's vector), every unit is
+        instantiated at each of the ``P`` positions and channel ``c`` of position ``p`` is the node's element
+        at (channel ``c``, position ``p``) as its layout orders them. Returns the output's ids in the node's
+        shape (flat when their number is not the node's size). Streaming: ``x`` is a stream, the vector is
+        each of its beats, and the result is a stream of the same frame whose beats are the channels.
+
+        ``layer`` names the layer in module comments, the design's resources and errors (default: the node's
+        name). Raises :class:`~iotable.errors.HDLError` where a table holds raw values (no codes).
+        """
+        raise NotImplementedError
+
+    # -- the table layer behind lookup -----------------------------------------------------------------
 
     def module(self, table: IOTable, layer: str, unit: int, index: int) -> str:
         """The module of ``table``: an existing one of the same content, or a new one."""
@@ -199,29 +281,33 @@ class Builder(GraphInterpreter[Any]):
         return name
 
     def layer_block(
-        self, node: Node, index: int, x_ids: np.ndarray, local: np.ndarray, *, stage: int, streamed: bool = False
+        self,
+        node: Node,
+        units: LookupUnits,
+        x_ids: np.ndarray,
+        local: np.ndarray,
+        *,
+        stage: int,
+        streamed: bool = False,
     ) -> tuple[np.ndarray, Layer]:
-        """The layer module of table node ``node``: one instance of every unit at each of ``local``'s rows
+        """The layer module of ``units`` for ``node``: one instance of every unit at each of ``local``'s rows
         (positions; each row lists the elements of ``x_ids`` a position reads); its output signal's ids in the
         node's element order (C order over channels and positions) and the block, appended to the netlist.
         ``streamed``: the instances serve every position in turn, so ``local`` has one row and the output is
         one position's channels."""
-        meta = node.meta
-        assert isinstance(meta, TableMeta)  # a checked graph
-        netlist = self.netlist
-        tables = self.layers[meta.layer].tables
+        netlist, index = self.netlist, units.index
         positions = local.shape[0]
-        instances, units, lsbs, widths, channel_of = [], [], [], [], []
+        instances, placed, lsbs, widths, channel_of = [], [], [], [], []
         offset = 0
-        for unit in meta.units:
-            module = self.module(tables[unit.index], meta.layer, unit.index, index)
+        for u, table in enumerate(units.tables):
+            module = self.module(table, units.layer, u, index)
             layout = netlist.modules[module].layout
-            columns = meta.index_map[unit.index, : unit.fan_in]
+            columns = units.index_map[u, : table.fan_in]
             for p in range(positions):
-                instances.append((f"u{unit.index}_p{p}", module, local[p, columns].tolist()))
-                units.append((unit.index, p))
+                instances.append((f"u{u}_p{p}", module, local[p, columns].tolist()))
+                placed.append((u, p))
                 lsbs.append(offset)
-                for j, channel in enumerate(unit.out_channels):
+                for j, channel in enumerate(units.channels[u]):
                     widths.append(layout.output_width)
                     channel_of.append((channel, p, offset + layout.output_offsets[j]))
                 offset += layout.code_bits
@@ -232,27 +318,80 @@ class Builder(GraphInterpreter[Any]):
         width = np.empty(len(channel_of), np.int64)
         width[element] = widths
         ids = netlist.signal(f"layer{index}_y", width, stage=stage, lsb=lsb)
+        unit_of = {c: u for u, written in enumerate(units.channels) for c in written}
         for k, (c, p, _) in enumerate(channel_of):
             where = "" if streamed else f" position {p}"
-            netlist.origin[int(ids[element[k]])] = f"node '{node.name}' unit {_unit_of(meta, c)}{where}"
+            netlist.origin[int(ids[element[k]])] = f"node '{node.name}' unit {unit_of[c]}{where}"
         block = Layer(
-            f"{netlist.top}_layer{index}", node.name, meta.layer, x_ids, netlist.width[x_ids], instances, units,
-            np.asarray(lsbs, np.int64), offset, len(netlist.signals) - 1,
+            f"{netlist.top}_layer{index}", node.name, units.layer, x_ids, netlist.width[x_ids], instances, placed,
+            np.asarray(lsbs, np.int64), offset, len(netlist.signals) - 1, units=len(units.tables),
+            kind=node.kind.value,
         )  # fmt: skip
         netlist.blocks.append(block)
         return ids, block
+
+    def lookup_units(
+        self,
+        node: Node,
+        tables: Sequence[IOTable],
+        index_map: np.ndarray,
+        channels: Sequence[Sequence[int]] | None,
+        layer: str | None,
+    ) -> LookupUnits:
+        """The arguments of :meth:`lookup` checked, numbered as the next table layer."""
+        tables = list(tables)
+        index_map = np.asarray(index_map, dtype=np.int64)
+        name = node.name if layer is None else layer
+        if index_map.ndim != 2 or index_map.shape[0] != len(tables):
+            msg = (
+                f"lookup for node {node.name!r}: index_map must have one row per table ({len(tables)}), "
+                f"received shape {index_map.shape}"
+            )
+            raise HDLError(msg)
+        for u, table in enumerate(tables):
+            if table.fan_in > index_map.shape[1] or (index_map[u, : table.fan_in] < 0).any():
+                msg = (
+                    f"lookup for node {node.name!r}: table {u} reads {table.fan_in} inputs; index_map row {u} "
+                    f"must name that many elements (>= 0), received {index_map[u].tolist()}"
+                )
+                raise HDLError(msg)
+        if channels is None:
+            starts = np.concatenate([[0], np.cumsum([t.fan_out for t in tables])]).astype(int)
+            channels = [tuple(range(starts[u], starts[u + 1])) for u in range(len(tables))]
+        elif len(channels) != len(tables) or any(len(c) != t.fan_out for c, t in zip(channels, tables)):
+            msg = (
+                f"lookup for node {node.name!r}: channels must list each table's {[t.fan_out for t in tables]} outputs"
+            )
+            raise HDLError(msg)
+        index = self.table_count
+        self.table_count += 1
+        return LookupUnits(index, name, tables, index_map, [tuple(int(c) for c in cs) for cs in channels])
+
+    def check_reads(self, node: Node, units: LookupUnits, width: int) -> None:
+        """Refuse an index map that reads past the ``width`` elements of a vector."""
+        for u, table in enumerate(units.tables):
+            if (units.index_map[u, : table.fan_in] >= width).any():
+                msg = (
+                    f"lookup for node {node.name!r}: index_map row {u} reads {units.index_map[u].tolist()}; a "
+                    f"vector has {width} elements"
+                )
+                raise HDLError(msg)
+
+
+@dataclass(frozen=True)
+class LookupUnits:
+    """One table layer of :meth:`Builder.lookup`: its number, name, tables, index map and output channels."""
+
+    index: int
+    layer: str
+    tables: list[IOTable]
+    index_map: np.ndarray
+    channels: list[tuple[int, ...]]
 
 
 def _channels(channel_of: list[tuple[int, int, int]]) -> np.ndarray:
     """Elements in channel order (one position: the output's elements are its channels)."""
     return np.array([c for c, _, _ in channel_of], dtype=np.int64)
-
-
-def _unit_of(meta: TableMeta, channel: int) -> int:
-    for unit in meta.units:
-        if channel in unit.out_channels:
-            return unit.index
-    return -1
 
 
 def _output_index(node: Node, places: list[tuple[int, int]]) -> np.ndarray:

@@ -84,7 +84,8 @@ class TableModule:
 
 @dataclass
 class Layer:
-    """A table node as a layer module: one instance per unit and position."""
+    """A layer of tables (a table node, or a kind's :meth:`~.builder.Builder.lookup`) as a layer module: one
+    instance per unit and position."""
 
     name: str  # the module's name
     node: str
@@ -98,6 +99,8 @@ class Layer:
     output: int  # the top-level signal y drives
     register: int | None = None  # the top-level register after the layer, if any
     register_bits: int = 0
+    units: int = 0  # the layer's tables
+    kind: str = "table"  # the kind of the node it builds
 
 
 @dataclass

@@ -1,44 +1,45 @@
 """A table network as a streaming netlist: pixels in raster order, line buffers, units shared across positions.
 
-:data:`BUILDERS` holds one function per node kind that the :class:`~iotable.hdl.builder.Builder` walk (shared
-with the unrolled style: its element store, table modules and layer modules) calls, giving every node a
-:class:`Stream`: the
-element ids of **one beat** (one pixel: a position's channels, or a window vector, or a whole flat tensor)
+:class:`StreamingBuilder` (sharing :class:`~iotable.hdl.builder.Builder`'s element store, table modules and
+layer modules with the unrolled style) calls each node kind's
+:meth:`~iotable.graph.kind.NodeKindDef.streaming`, which gives the node a :class:`Stream`: the element ids of
+**one beat** (one pixel: a position's channels, or a window vector, or a whole flat tensor)
 and the handshake that beat moves on. Between handshakes sit *stages*, clocked blocks with a valid/ready
 pair on each side:
 
 - a :class:`~iotable.hdl.netlist.PadStage` per pad node: it emits the padded frame in raster order, taking a
-  pixel from its input inside the frame and sending the pad codes outside it (zeros padding: each channel's code
-  of 0);
+  pixel from its input inside the frame and sending the pad codes outside it (zeros padding: each channel's
+  code of 0);
 - a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a shift register of exactly
-  the window's buffer depth; when the pixel it takes completes a window at an output position (the stride and
-  dilation say which), the window is valid, its elements read from the register's taps;
+  the window's buffer depth; when the pixel it takes completes a window at an output position (the stride
+  and dilation say which), the window is valid, its elements read from the register's taps;
 - a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
-Table and pool nodes are combinational blocks on the beat of the stage before them: a layer module with one
-instance of every unit (shared by all positions) and a module of comparator trees. A flat tensor is a frame
+Table layers (:meth:`StreamingBuilder.lookup`) and pool nodes are combinational blocks on the beat of the stage
+before them: a layer module with one instance of every unit (shared by all positions) and a module of
+comparator trees. A flat tensor is a frame
 of one position; a 1-D sequence a frame of one row. What a stream cannot carry without a frame-sized buffer
 (fan-out, joins, reading a whole frame as one vector, padding that copies pixels not yet received) is
-refused by name.
+refused by name (:meth:`StreamingBuilder.refuse`).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..errors import HDLError
-from ..front.spec import PaddingMode
-from ..graph.graph import Node, NodeKind
-from ..graph.nodes import ElementOrder, PadMeta, PoolMeta, TableMeta, WindowMeta, window_buffer_depth
-from .builder import Builder, NodeBuilder, element_widths
-from .netlist import Netlist, PadStage, Pool, RegisterStage, WindowStage
+from ..graph.graph import Node
+from ..graph.kind import NodeKindDef
+from ..graph.nodes import ElementOrder, window_buffer_depth
+from ..table import IOTable
+from .builder import Builder, element_widths
+from .netlist import Netlist, PadStage, RegisterStage, Style, WindowStage
 
-__all__ = ["BUILDERS", "Stream", "beats_of", "finish", "from_beats"]
+__all__ = ["Stream", "StreamingBuilder", "beats_of", "from_beats"]
 
 
 @dataclass(frozen=True)
@@ -97,77 +98,147 @@ def from_beats(beats: np.ndarray, node: Node, n: int) -> np.ndarray:
     return np.moveaxis(beats.reshape(n, -1, channels), 2, 1).reshape(n, *node.shape)
 
 
-def finish(b: Builder) -> Netlist:
-    """The netlist after the walk: its output the beat of the last hardware node's stream, on its handshake."""
-    netlist = b.netlist
-    stream = b.values[b.cut]
-    assert isinstance(stream, Stream)
-    netlist.output_ids = stream.ids
-    netlist.output_node = b.flattened.get(b.cut, b.cut)
-    netlist.latency = sum(1 for s in netlist.stages if not isinstance(s, PadStage))
-    netlist.last, netlist.out_beats = stream.handshake, stream.beats
-    return netlist
+class StreamingBuilder(Builder):
+    """The walk of the streaming style: node results are :class:`Stream` s.
 
+    Besides :class:`~iotable.hdl.builder.Builder`'s, what a kind streams with: :meth:`stream` (a stream value),
+    :meth:`read` (the stream a node reads, refusing a flattened frame), :meth:`refuse`, :meth:`frame`,
+    :meth:`pixel_widths`, :meth:`pad_stage`, :meth:`window_stage`, :meth:`register_stage`, and
+    :attr:`flattened` (the streams that a reshape turned into one vector of a whole frame).
+    """
 
-def _refuse(node: Node, what: str) -> HDLError:
-    msg = (
-        f"style 'streaming' cannot build node {node.name!r} ({node.kind.value}): {what}; export with "
-        "style='unrolled', or leave the layers from there on to software (host=)"
-    )
-    return HDLError(msg)
+    style: ClassVar[Style] = Style.STREAMING
 
+    def __init__(self, graph: Any, layers: dict[str, Any], *, top: str, pipeline: int) -> None:
+        super().__init__(graph, layers, top=top, pipeline=pipeline)
+        self.flattened: dict[str, str] = {}  # node -> the node whose frame it stands for as one vector
+        self.window_count = 0
+        self.pad_count = 0
 
-def _stream_of(b: Builder, node: Node, stream: Any) -> Stream:
-    """The stream a node reads, refusing a frame that a reshape flattened into one vector."""
-    producer = b.graph.inputs(node.name)[0]
-    if producer in b.flattened:
-        raise _refuse(node, f"it reads node {producer!r}, a whole frame as one vector (a frame buffer)")
-    assert isinstance(stream, Stream)
-    return stream
+    def build(self, kind: NodeKindDef, node: Node, inputs: Sequence[Any]) -> Any:
+        return kind.streaming(self, node, inputs)
 
+    def finish(self) -> Netlist:
+        """The netlist after the walk: its output the beat of the last hardware node's stream, on its handshake."""
+        netlist = self.netlist
+        stream = self.values[self.cut]
+        assert isinstance(stream, Stream)
+        netlist.output_ids = stream.ids
+        netlist.output_node = self.flattened.get(self.cut, self.cut)
+        netlist.latency = sum(1 for s in netlist.stages if not isinstance(s, PadStage))
+        netlist.last, netlist.out_beats = stream.handshake, stream.beats
+        return netlist
 
-def _input(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    widths = _pixel_widths(node)
-    ids = b.netlist.signal("in_data", widths, stage=0)
-    b.netlist.input_ids, b.netlist.input_node = ids, node.name
-    frame = _frame(node)
-    b.netlist.beats[0] = frame[0] * frame[1]
-    return Stream(0, ids, frame)
+    def handshake(self, beats: int) -> int:
+        """A new handshake moving ``beats`` words per sample; returns its index."""
+        self.netlist.beats.append(beats)
+        return len(self.netlist.beats) - 1
 
+    # -- what a kind streams with ------------------------------------------------------------------------
 
-def _reshape(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    stream = inputs[0]
-    assert isinstance(stream, Stream)
-    producer = b.graph.inputs(node.name)[0]
-    if stream.beats > 1 or producer in b.flattened:
-        b.flattened[node.name] = b.flattened.get(producer, producer)
-    return stream
+    def stream(self, handshake: int, ids: np.ndarray, frame: tuple[int, int]) -> Stream:
+        """A :class:`Stream`: one beat's element ids, the handshake they move on, the frame."""
+        return Stream(handshake, ids, frame)
 
-
-def _duplicate(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    raise _refuse(node, "a stream read by several consumers needs buffers that keep them in step")
-
-
-def _join(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    raise _refuse(node, "joining streams needs buffers that keep them in step")
-
-
-def _pad(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    meta = node.meta
-    assert isinstance(meta, PadMeta)  # a checked graph
-    stream = _stream_of(b, node, inputs[0])
-    if meta.mode is not PaddingMode.ZEROS or meta.pad_codes is None:
-        raise _refuse(
-            node, f"padding mode {meta.mode.value!r} copies pixels that have not arrived yet; only 'zeros' streams"
+    def refuse(self, node: Node, what: str) -> HDLError:
+        """The refusal of a node this style cannot build because of ``what`` (raise it)."""
+        msg = (
+            f"style 'streaming' cannot build node {node.name!r} ({node.kind.value}): {what}; export with "
+            "style='unrolled', or leave the layers from there on to software (host=)"
         )
-    before = _axes2(tuple(b for b, _ in meta.padding), 0)
-    after = _axes2(tuple(a for _, a in meta.padding), 0)
-    widths = b.netlist.width[stream.ids]
-    return _pad_stage(b, node.name, stream, before, after, tuple(int(c) for c in meta.pad_codes), widths)
+        return HDLError(msg)
+
+    def read(self, node: Node, stream: Any) -> Stream:
+        """The stream a node reads, refusing a frame that a reshape flattened into one vector."""
+        producer = self.graph.inputs(node.name)[0]
+        if producer in self.flattened:
+            raise self.refuse(node, f"it reads node {producer!r}, a whole frame as one vector (a frame buffer)")
+        assert isinstance(stream, Stream)
+        return stream
+
+    def frame(self, node: Node) -> tuple[int, int]:
+        """The frame of ``node``'s output: (rows, columns) of positions; ``(1, L)`` in 1-D, ``(1, 1)`` flat."""
+        return _frame(node)
+
+    def pixel_widths(self, node: Node) -> np.ndarray:
+        """Bits of each code of one beat of ``node``: its channels (a whole flat tensor: all its elements)."""
+        return _pixel_widths(node)
+
+    def pad_stage(
+        self,
+        node: str,
+        stream: Stream,
+        before: tuple[int, ...],
+        after: tuple[int, ...],
+        codes: tuple[int, ...],
+        widths: np.ndarray,
+    ) -> Stream:
+        """A :class:`~.netlist.PadStage`: ``before``/``after`` pad positions per axis (1-D: the columns')
+        around the frame of ``stream``, each channel's pad code ``codes``; the padded stream."""
+        return _pad_stage(self, node, stream, _axes2(before, 0), _axes2(after, 0), codes, widths)
+
+    def window_stage(
+        self,
+        node: str,
+        stream: Stream,
+        kernel: tuple[int, ...],
+        stride: tuple[int, ...],
+        dilation: tuple[int, ...],
+        order: ElementOrder,
+        buffer_depth: int | None = None,
+    ) -> Stream:
+        """A :class:`~.netlist.WindowStage`, a line buffer of ``buffer_depth`` codes (default: the least the
+        window needs over the frame); the stream of window vectors, in ``order``."""
+        if buffer_depth is None:
+            channels = len(stream.ids)
+            buffer_depth = window_buffer_depth(_axes2(kernel, 1), _axes2(dilation, 1), stream.frame, channels)
+        return _window_stage(self, node, stream, kernel, stride, dilation, order, buffer_depth)
+
+    def register_stage(self, node: str, stream: Stream, name: str) -> Stream:
+        """A :class:`~.netlist.RegisterStage` on ``stream`` (its signal ``<name>_q``); the registered stream."""
+        target = self.handshake(self.netlist.beats[stream.handshake])
+        ids = self.netlist.signal(f"{name}_q", self.netlist.width[stream.ids], stage=0)
+        self.netlist.stages.append(
+            RegisterStage(
+                name=f"{self.netlist.top}_{name}_reg",
+                node=node,
+                source=stream.handshake,
+                target=target,
+                x_ids=stream.ids,
+                output=len(self.netlist.signals) - 1,
+            )
+        )
+        return Stream(target, ids, stream.frame)
+
+    def lookup(
+        self,
+        node: Node,
+        tables: Sequence[IOTable],
+        index_map: np.ndarray,
+        x: Any,
+        *,
+        positions: np.ndarray | None = None,
+        channels: Sequence[Sequence[int]] | None = None,
+        layer: str | None = None,
+    ) -> Any:
+        if positions is not None:
+            msg = f"lookup for node {node.name!r}: a stream's positions are its beats; pass no positions"
+            raise HDLError(msg)
+        stream = x
+        assert isinstance(stream, Stream)
+        units = self.lookup_units(node, tables, index_map, channels, layer)
+        self.check_reads(node, units, len(stream.ids))
+        local = np.arange(len(stream.ids), dtype=np.int64).reshape(1, -1)
+        ids, block = self.layer_block(node, units, stream.ids, local, stage=0, streamed=True)
+        result = Stream(stream.handshake, ids, stream.frame)
+        if self.pipeline and (units.index + 1) % self.pipeline == 0:
+            result = self.register_stage(node.name, result, f"layer{units.index}")
+            block.register_bits = int(self.netlist.width[result.ids].sum())
+        return result
 
 
 def _pad_stage(
-    b: Builder,
+    b: StreamingBuilder,
     node: str,
     stream: Stream,
     before: tuple[int, int],
@@ -198,19 +269,8 @@ def _pad_stage(
     return Stream(target, ids, frame)
 
 
-def _window(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    meta = node.meta
-    assert isinstance(meta, WindowMeta)  # a checked graph
-    stream = _stream_of(b, node, inputs[0])
-    if meta.buffer_depth % max(meta.channels, 1) or meta.channels != len(stream.ids):
-        raise _refuse(node, f"its {meta.channels} channels are not the {len(stream.ids)} codes of a pixel")
-    return _window_stage(
-        b, node.name, stream, meta.kernel, meta.stride, meta.dilation, meta.element_order, meta.buffer_depth
-    )
-
-
 def _window_stage(
-    b: Builder,
+    b: StreamingBuilder,
     node: str,
     stream: Stream,
     kernel: tuple[int, ...],
@@ -256,72 +316,6 @@ def _window_stage(
     return Stream(target, taps[vector], (out_rows, out_columns))
 
 
-def _table(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    meta = node.meta
-    assert isinstance(meta, TableMeta)  # a checked graph
-    stream = _stream_of(b, node, inputs[0])
-    producer = b.graph.producers(node.name)[0]
-    if stream.beats > 1 and producer.kind is not NodeKind.WINDOW:
-        raise _refuse(node, "a table over a frame streams only behind a window")
-    index = b.table_count
-    b.table_count += 1
-    local = np.arange(len(stream.ids), dtype=np.int64).reshape(1, -1)
-    ids, block = b.layer_block(node, index, stream.ids, local, stage=0, streamed=True)
-    result = Stream(stream.handshake, ids, stream.frame)
-    if b.pipeline and (index + 1) % b.pipeline == 0:
-        result = _register(b, node.name, result, f"layer{index}")
-        block.register_bits = int(b.netlist.width[result.ids].sum())
-    return result
-
-
-def _register(b: Builder, node: str, stream: Stream, name: str) -> Stream:
-    target = b.handshake(b.netlist.beats[stream.handshake])
-    ids = b.netlist.signal(f"{name}_q", b.netlist.width[stream.ids], stage=0)
-    b.netlist.stages.append(
-        RegisterStage(
-            name=f"{b.netlist.top}_{name}_reg",
-            node=node,
-            source=stream.handshake,
-            target=target,
-            x_ids=stream.ids,
-            output=len(b.netlist.signals) - 1,
-        )
-    )
-    return Stream(target, ids, stream.frame)
-
-
-def _pool(b: Builder, node: Node, inputs: Sequence[Any]) -> Stream:
-    meta = node.meta
-    assert isinstance(meta, PoolMeta)  # a checked graph
-    stream = _stream_of(b, node, inputs[0])
-    if meta.ceil_mode:
-        raise _refuse(node, "ceil_mode windows may start past the frame's end")
-    channels, index = len(stream.ids), b.pool_count
-    b.pool_count += 1
-    widths = b.netlist.width[stream.ids]
-    if any(meta.padding):
-        # Code 0 is the smallest value, and every window of a max-pool holds an input element (torch
-        # bounds the padding by half the kernel): padding with code 0 leaves every maximum as it is.
-        pad = _axes2(meta.padding, 0)
-        stream = _pad_stage(b, node.name, stream, pad, pad, (0,) * channels, widths)
-    kernel = _axes2(meta.kernel_size, 1)
-    dilation = _axes2(meta.dilation, 1)
-    depth = window_buffer_depth(kernel, dilation, stream.frame, channels)
-    window = _window_stage(
-        b, node.name, stream, meta.kernel_size, meta.stride, meta.dilation, ElementOrder.CHANNEL_MAJOR, depth
-    )
-    taps = math.prod(meta.kernel_size)
-    maxima = [list(range(c * taps, (c + 1) * taps)) for c in range(channels)]
-    ids = b.netlist.signal(f"pool{index}_y", widths, stage=0)
-    for c in range(channels):
-        b.netlist.origin[int(ids[c])] = f"node '{node.name}' channel {c}"
-    b.netlist.blocks.append(
-        Pool(f"{b.netlist.top}_pool{index}", node.name, window.ids, b.netlist.width[window.ids], maxima,
-             widths, len(b.netlist.signals) - 1)
-    )  # fmt: skip
-    return Stream(window.handshake, ids, window.frame)
-
-
 def _pixel_widths(node: Node) -> np.ndarray:
     """Bits of each code of one beat of ``node``: its channels (a whole flat tensor: all its elements)."""
     widths = element_widths(node)
@@ -329,16 +323,3 @@ def _pixel_widths(node: Node) -> np.ndarray:
         return widths.reshape(-1)
     axis = widths.ndim - 1 if node.layout is not None and node.layout.channels_last else 0
     return np.moveaxis(widths, axis, 0).reshape(widths.shape[axis], -1)[:, 0]
-
-
-#: The streaming builder of each node kind.
-BUILDERS: Mapping[NodeKind, NodeBuilder] = {
-    NodeKind.INPUT: _input,
-    NodeKind.RESHAPE: _reshape,
-    NodeKind.DUPLICATE: _duplicate,
-    NodeKind.JOIN: _join,
-    NodeKind.PAD: _pad,
-    NodeKind.WINDOW: _window,
-    NodeKind.TABLE: _table,
-    NodeKind.POOL: _pool,
-}

@@ -73,8 +73,8 @@ def layer(netlist: Netlist, block: Layer) -> str:
         lines.append(f"    {name(module)} {name(instance)} (.address({address}), .codes({codes}));")
     head = [
         comment(
-            f"Layer module of table node '{block.node}' (layer '{block.layer}'): {len(block.instances)} instance(s) "
-            f"of {len({m for _, m, _ in block.instances})} table module(s)."
+            f"Layer module of {block.kind} node '{block.node}' (layer '{block.layer}'): "
+            f"{len(block.instances)} instance(s) of {len({m for _, m, _ in block.instances})} table module(s)."
         ),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]

@@ -1,10 +1,11 @@
 """A whole table network as Verilog or VHDL: :func:`export`, :func:`simulate` and :func:`check`.
 
-:func:`export` walks the network's graph with :class:`~iotable.hdl.builder.Builder` (a
-:class:`~iotable.graph.GraphInterpreter`) into the hardware IR (:mod:`iotable.hdl.netlist`), prints it, writes the
-design, its self-checking testbench with vectors from ``net.run`` and an exhaustive bench per distinct table, and
-returns a :class:`Design`: the files, the top module's ports and their bit packing, the latency, and each layer's
-resources. docs/hardware.md is the I/O contract.
+:func:`export` walks the network's graph with the style's :class:`~iotable.hdl.builder.Builder` (a
+:class:`~iotable.graph.GraphInterpreter`; each node built by its kind) into the hardware IR
+(:mod:`iotable.hdl.netlist`), prints it, writes the design, its self-checking testbench with vectors from
+``net.run`` and an exhaustive bench per distinct table, and returns a :class:`Design`: the files, the top
+module's ports and their bit packing, the latency, and each layer's resources. docs/hardware.md is the
+I/O contract.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _words(netlist: Netlist, codes: np.ndarray, node: Any) -> np.ndarray:
     return beats_of(codes, node) if netlist.streaming else codes.reshape(codes.shape[0], -1)
 
 
-def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
+def _resources(netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
     seen: set[str] = set()
     layers = []
     for block in netlist.blocks:
@@ -116,7 +117,7 @@ def _resources(net: TableNetwork, netlist: Netlist) -> tuple[tuple[LayerResource
                 node=block.node,
                 layer=block.layer,
                 module=block.name,
-                units=len(net[block.layer].tables),
+                units=block.units,
                 instances=len(block.instances),
                 tables=len(modules),
                 rows=rows,
@@ -229,7 +230,7 @@ def export(
             if module.layout.rows and module.layout.address_bits + module.layout.code_bits <= 64:
                 files.update(table_bench(module.table, module.name, language=lang))
                 benches.append(f"{module.name}_tb")
-    layers, delays = _resources(net, netlist)
+    layers, delays = _resources(netlist)
     layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
     design = Design(
         top=top,

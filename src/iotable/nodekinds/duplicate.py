@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphError
 from ..graph.fields import int_field, node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
@@ -39,3 +41,13 @@ class Duplicate(NodeKindDef):
     def compile(self, runtime: Any, node: Node) -> Kernel:
         """Its producer's output, as it is (every consumer reads the same tensor)."""
         return identity
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Wiring: the same elements, read by every consumer."""
+        return np.asarray(inputs[0])
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Refused: consumers of one stream would need buffers to stay in step."""
+        raise builder.refuse(node, "a stream read by several consumers needs buffers that keep them in step")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphError
 from ..graph.fields import node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
@@ -33,6 +35,24 @@ class Input(NodeKindDef):
         """The input codes, as they are."""
         return identity
 
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The top module's ``in_data``: one element per input code, in the node's shape."""
+        netlist = builder.netlist
+        ids = netlist.signal("in_data", builder.element_widths(node), stage=0).reshape(node.shape)
+        netlist.input_ids, netlist.input_node = ids.reshape(-1), node.name
+        return ids
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """``in_data`` carries one pixel (a flat tensor: all of it) a beat, on handshake 0."""
+        netlist = builder.netlist
+        ids = netlist.signal("in_data", builder.pixel_widths(node), stage=0)
+        netlist.input_ids, netlist.input_node = ids, node.name
+        frame = builder.frame(node)
+        netlist.beats[0] = frame[0] * frame[1]
+        return builder.stream(0, ids, frame)
+
 
 @register
 class Output(NodeKindDef):
@@ -49,3 +69,9 @@ class Output(NodeKindDef):
     def compile(self, runtime: Any, node: Node) -> Kernel:
         """The output: its producer's, as it is."""
         return identity
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Its producer's elements (the hardware part ends at the output's producer or before)."""
+        return np.asarray(inputs[0])

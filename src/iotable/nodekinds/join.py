@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..domain import Domain
@@ -66,3 +67,14 @@ class Join(NodeKindDef):
         """Operands concatenated along the channel axis."""
         axis = -1 if node.layout is not None and node.layout.channels_last else 1
         return lambda xs: torch.cat(xs, dim=axis)
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Wiring: the inputs' elements concatenated along the channels."""
+        axis = -1 if node.layout is not None and node.layout.channels_last else 0
+        return np.concatenate([np.asarray(x) for x in inputs], axis=axis)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Refused: streams to join would need buffers to stay in step."""
+        raise builder.refuse(node, "joining streams needs buffers that keep them in step")

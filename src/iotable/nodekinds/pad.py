@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .. import bits as bitfields
 from ..errors import GraphError, IOTableError, OptionError, SpecError
 from ..front.spec import PaddingMode
 from ..graph.fields import codes_in, index_array, ints_field, node_where, same_fields, split_channels
@@ -179,3 +180,35 @@ class Pad(NodeKindDef):
         values["mode"] = codec.choice(PaddingMode, values["mode"], f"{where}.mode", "a padding mode")
         values["index_map"] = codec.index_array(values["index_map"], f"{where}.index_map")
         return PadMeta(**values)
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Wiring: the input's elements gathered through the index map, the pad codes' constants at ``-1``."""
+        meta = node.meta
+        assert isinstance(meta, PadMeta)  # a checked graph
+        source = np.asarray(inputs[0]).reshape(-1)
+        index = np.asarray(meta.index_map)
+        if not (index < 0).any():
+            return source[index]
+        channels_last = node.layout is not None and node.layout.channels_last
+        domains = node.channel_domains() or ()
+        assert meta.pad_codes is not None  # a checked graph: -1 entries come with pad codes
+        widths = np.array(bitfields.widths(domains), dtype=np.int64)
+        constants = builder.constants(widths, np.asarray(meta.pad_codes))
+        channel = np.indices(index.shape)[-1 if channels_last else 0]
+        return np.where(index < 0, constants[channel], source[np.maximum(index, 0)])
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """A pad stage around the frame (zeros padding only: the other modes copy pixels not received yet)."""
+        meta = node.meta
+        assert isinstance(meta, PadMeta)  # a checked graph
+        stream = builder.read(node, inputs[0])
+        if meta.mode is not PaddingMode.ZEROS or meta.pad_codes is None:
+            raise builder.refuse(
+                node, f"padding mode {meta.mode.value!r} copies pixels that have not arrived yet; only 'zeros' streams"
+            )
+        before = tuple(b for b, _ in meta.padding)
+        after = tuple(a for _, a in meta.padding)
+        widths = builder.netlist.width[stream.ids]
+        return builder.pad_stage(node.name, stream, before, after, tuple(int(c) for c in meta.pad_codes), widths)

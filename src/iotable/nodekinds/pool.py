@@ -3,16 +3,18 @@ the max)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from ..errors import GraphError
 from ..graph.fields import codes_in, ints_field, node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
-from ..graph.nodes import Edge, Node, PoolMeta
+from ..graph.nodes import Edge, ElementOrder, Node, PoolMeta
 
 
 def _check_pool(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
@@ -94,3 +96,37 @@ class Pool(NodeKindDef):
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         return _compile(runtime, node)
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """A module of comparator trees: each output element the largest of the elements its window covers."""
+        meta = node.meta
+        assert isinstance(meta, PoolMeta)  # a checked graph
+        source = np.asarray(inputs[0])
+        channels_last = node.layout is not None and node.layout.channels_last
+        x_ids, stage = builder.align(source)
+        maxima = builder.pool_sources(source.shape, node.shape, meta, channels_last)
+        widths = builder.netlist.width[x_ids][[m[0] for m in maxima]]
+        return builder.add_pool(node, x_ids, maxima, widths, stage=stage, per="element").reshape(node.shape)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """A pad stage (padding), a line buffer, and comparator trees over each window's channel."""
+        meta = node.meta
+        assert isinstance(meta, PoolMeta)  # a checked graph
+        stream = builder.read(node, inputs[0])
+        if meta.ceil_mode:
+            raise builder.refuse(node, "ceil_mode windows may start past the frame's end")
+        channels = len(stream.ids)
+        widths = builder.netlist.width[stream.ids]
+        if any(meta.padding):
+            # Code 0 is the smallest value, and every window of a max-pool holds an input element (torch
+            # bounds the padding by half the kernel): padding with code 0 leaves every maximum as it is.
+            stream = builder.pad_stage(node.name, stream, meta.padding, meta.padding, (0,) * channels, widths)
+        window = builder.window_stage(
+            node.name, stream, meta.kernel_size, meta.stride, meta.dilation, ElementOrder.CHANNEL_MAJOR
+        )
+        taps = math.prod(meta.kernel_size)
+        maxima = [list(range(c * taps, (c + 1) * taps)) for c in range(channels)]
+        ids = builder.add_pool(node, window.ids, maxima, widths, stage=0, per="channel")
+        return builder.stream(window.handshake, ids, window.frame)

@@ -6,6 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import GraphError
 from ..front.spec import Layout
 from ..graph.fields import element_domains, node_where
@@ -59,3 +61,18 @@ class Reshape(NodeKindDef):
         """A view of the codes in the node's shape."""
         shape = node.shape
         return lambda xs: xs[0].reshape(xs[0].shape[0], *shape)
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Wiring: the same elements in the node's shape."""
+        return np.asarray(inputs[0]).reshape(node.shape)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The same stream; a frame of several beats viewed as one vector is marked flattened (its readers are
+        refused: that needs a frame buffer)."""
+        stream = inputs[0]
+        producer = builder.graph.inputs(node.name)[0]
+        if stream.beats > 1 or producer in builder.flattened:
+            builder.flattened[node.name] = builder.flattened.get(producer, producer)
+        return stream

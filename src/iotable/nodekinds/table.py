@@ -257,3 +257,43 @@ class Table(NodeKindDef):
             f"{len(units)} unit{'s' if len(units) != 1 else ''}, fan-in {fan_ins}, {bits} bit",
             f"{sum(u.rows for u in units)} rows",
         ]
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The layer's units at every position (behind a window: over the window's input, each position's
+        vector gathered from it), through ``builder.lookup``."""
+        meta = node.meta
+        assert isinstance(meta, TableMeta)  # a checked graph
+        producer = builder.graph.producers(node.name)[0]
+        positions = None
+        if producer.kind is NodeKind.WINDOW:
+            window = producer.meta
+            assert isinstance(window, WindowMeta) and producer.layout is not None
+            port = builder.values[builder.graph.inputs(producer.name)[0]]
+            positions = builder.window_gather(port.shape, window, channels_last=producer.layout.channels_last)
+        else:
+            port = np.asarray(inputs[0])
+        tables, index_map, channels = _units(builder, meta)
+        return builder.lookup(node, tables, index_map, port, positions=positions, channels=channels, layer=meta.layer)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """One instance of every unit on the stream's beats (a frame only behind a window)."""
+        meta = node.meta
+        assert isinstance(meta, TableMeta)  # a checked graph
+        stream = builder.read(node, inputs[0])
+        producer = builder.graph.producers(node.name)[0]
+        if stream.beats > 1 and producer.kind is not NodeKind.WINDOW:
+            raise builder.refuse(node, "a table over a frame streams only behind a window")
+        tables, index_map, channels = _units(builder, meta)
+        return builder.lookup(node, tables, index_map, stream, channels=channels, layer=meta.layer)
+
+
+def _units(builder: Any, meta: TableMeta) -> tuple[list[Any], np.ndarray, list[tuple[int, ...]]]:
+    """A table node's units as ``builder.lookup`` reads them: their tables, index map and output channels."""
+    tables = builder.layers[meta.layer].tables
+    return (
+        [tables[unit.index] for unit in meta.units],
+        np.asarray(meta.index_map),
+        [unit.out_channels for unit in meta.units],
+    )

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from ..errors import GraphError
@@ -133,3 +134,24 @@ class Window(NodeKindDef):
     def label(self, node: Node) -> list[str]:
         meta = node.meta
         return [f"kernel {dims(meta.kernel)}, stride {dims(meta.stride)}"]
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Wiring: the input's elements gathered into every position's window vector."""
+        meta = node.meta
+        assert isinstance(meta, WindowMeta) and node.layout is not None  # a checked graph
+        source = np.asarray(inputs[0])
+        gather = builder.window_gather(source.shape, meta, channels_last=node.layout.channels_last)
+        return source.reshape(-1)[gather]
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """A line buffer of the window's buffer depth; a window vector a beat where a window completes."""
+        meta = node.meta
+        assert isinstance(meta, WindowMeta)  # a checked graph
+        stream = builder.read(node, inputs[0])
+        if meta.buffer_depth % max(meta.channels, 1) or meta.channels != len(stream.ids):
+            raise builder.refuse(node, f"its {meta.channels} channels are not the {len(stream.ids)} codes of a pixel")
+        return builder.window_stage(
+            node.name, stream, meta.kernel, meta.stride, meta.dilation, meta.element_order, meta.buffer_depth
+        )
