@@ -30,8 +30,10 @@ import iotable
 import iotable.bits
 import iotable.brevitas
 import iotable.errors
-import iotable.graph.nodes
+import iotable.graph
 import iotable.hdl
+import iotable.lutcount
+import iotable.lutnet
 import iotable.nn
 import iotable.pla
 import iotable.synth
@@ -46,7 +48,9 @@ PUBLIC_MODULES = (
     iotable.errors,
     iotable.bits,
     iotable.pla,
-    iotable.graph.nodes,
+    iotable.graph,
+    iotable.lutnet,
+    iotable.lutcount,
 )
 
 #: Public names that live in a module of their own, not in a public module's ``__all__``: each home module and
@@ -57,7 +61,6 @@ OTHER_NAMES = {
     "iotable.front.spec": ("ELEMENTWISE", "PaddingMode", "has_spec"),
     "iotable.front.trace": ("LeafTracer",),
     "iotable.graph.diagram": ("Diagram",),
-    "iotable.graph.interpret": ("GraphInterpreter",),
     "iotable.network.precompute": ("LayerTables", "precompute_layer", "precompute_model"),
     "iotable.synth.estimate": ("LayerEstimate",),
     "iotable.tabulate.enumerate": ("DEFAULT_MEMORY_BUDGET", "enumerate_tables"),

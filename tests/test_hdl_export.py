@@ -106,10 +106,16 @@ def test_description_of_an_mlp(mlp: iotable.TableNetwork, tmp_path: Path) -> Non
     assert [(r.node, r.units, r.instances, r.registers) for r in design.layers] == [
         ("fc1", 8, 8, 16), ("fc2", 6, 6, 12), ("fc3", 4, 4, 12),
     ]  # fmt: skip
-    assert sum(r.tables for r in design.layers) == len({t.outputs.tobytes() for t in mlp.tables})
+    assert sum(r.distinct for r in design.layers) == len({t.outputs.tobytes() for t in mlp.tables})
     assert all(
-        r.rows == 64 * r.tables and r.table_bits == r.rows * (2 if r.node != "fc3" else 3) for r in design.layers
+        r.tables == r.units
+        and r.rows == 64 * r.units
+        and r.table_bits == 64 * r.distinct * (2 if r.node != "fc3" else 3)
+        for r in design.layers
     )
+    assert [r.estimate for r in design.layers] == [
+        sum(iotable.synth.table_lut_estimate(t) for t in mlp[name].tables) for name in ("fc1", "fc2", "fc3")
+    ]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(design.files)
     record = json.loads((tmp_path / "mlp_design.json").read_text())
     assert record["latency"] == 3 and record["outputs"]["widths"] == [3] * 4
@@ -438,7 +444,7 @@ def test_unrolled_layers_instantiate_each_unit_at_each_position(tmp_path: Path) 
     """The 2D net's depthwise layer: 3 units x 36 positions, at most 3 distinct tables; its pool: 36 comparator trees of 4."""
     design = export(conv2d_net(), tmp_path, top="c2", vectors=4)
     dw = next(r for r in design.layers if r.node == "dw")
-    assert (dw.units, dw.instances) == (3, 108) and dw.tables <= 3
+    assert (dw.units, dw.instances) == (3, 108) and dw.distinct <= 3
     text = (tmp_path / "c2.v").read_text()
     assert text.count("module c2_pool0") == 1 and len(re.findall(r"wire \[1:0\] m\d+_1_0 =", text)) == 36
 

@@ -22,8 +22,9 @@ from iotable.hdl import Design, check, export, mapped_verilog, mapped_vhdl, simu
 from iotable.hdl.mapped import lut_init, map_modules
 from iotable.hdl.netlist import TableModule
 from iotable.hdl.table import layout_of
+from iotable.lutnet import Lut
 from iotable.nn import Quantize
-from iotable.synth import Lut, map_table
+from iotable.synth import map_table
 from tests.optional import require_program
 from tests.test_hdl_export import conv1d_net, conv2d_net, files_of, run_bench, sparse, values
 from tests.test_hdl_tables import TABLES

@@ -233,7 +233,7 @@ def test_the_kind_exports_and_simulates_equal_to_net_run(
     design = export(net, tmp_path, language=language, style=style, pipeline=1, vectors=64)
     assert [layer.node for layer in design.layers] == ["0", "inv", "2"]
     inv = design.layers[1]
-    assert (inv.layer, inv.units, inv.instances, inv.tables, inv.rows) == ("inv", 4, 4, 1, 4)
+    assert (inv.layer, inv.units, inv.instances, inv.distinct, inv.rows) == ("inv", 4, 4, 1, 16)
     assert "Layer module of invert node 'inv'" in (design.directory / design.sources[-1]).read_text()
     assert design.latency == 3  # a register after every table layer, the kind's included
     x = inputs(64, 3)

@@ -18,9 +18,8 @@ import iotable
 import iotable.hdl
 from iotable import Domain, IOTable
 from iotable.errors import ABCNotInstalledError, CacheError, NetlistMismatchError, SynthError
+from iotable.lutnet import LutNetlist, LutResults
 from iotable.synth import (
-    LutNetlist,
-    LutResults,
     check_table,
     cost,
     lut_estimate,

@@ -2,7 +2,7 @@
 
 - :func:`export` — a table network as a design: table modules, layer modules wired by the graph's index
   maps, pipeline registers and a valid/ready top module, with a network bench from ``net.run`` and a bench per
-  table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`LayerResources`).
+  table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`~iotable.synth.LayerCost` per layer).
   :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it.
 
 - :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
@@ -34,8 +34,7 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 
 from __future__ import annotations
 
-from ..errors import HDLError, HDLToolError, SimulatorNotInstalledError
-from .design import Design, LayerResources, Port
+from .design import Design, Port
 from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
 from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
@@ -44,12 +43,8 @@ from .writer import check, export, simulate
 __all__ = [
     "CheckResult",
     "Design",
-    "HDLError",
-    "HDLToolError",
-    "LayerResources",
     "Port",
     "SimulationResult",
-    "SimulatorNotInstalledError",
     "TableLayout",
     "check",
     "check_files",

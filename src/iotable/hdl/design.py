@@ -1,4 +1,5 @@
-"""What :func:`~iotable.hdl.export` returns: the :class:`Design`, its :class:`Port` s and :class:`LayerResources`."""
+"""What :func:`~iotable.hdl.export` returns: the :class:`Design`, its :class:`Port` s and its layers' costs
+(:class:`~iotable.synth.LayerCost`)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from typing import Any
 import torch
 
 from ..network.network import TableNetwork
+from ..synth.records import LayerCost
 from .bench import vectors_file
 from .language import Language
 from .sources import every
 
-__all__ = ["Design", "LayerResources", "Port", "codes_at"]
+__all__ = ["Design", "Port", "codes_at"]
 
 
 @dataclass(frozen=True)
@@ -56,31 +58,6 @@ class Port:
 
 
 @dataclass(frozen=True)
-class LayerResources:
-    """What one table node costs: its module, instances, distinct tables, their rows and bits, registers.
-
-    Attributes:
-        node: the table node; layer: its layer in ``net.layers``; module: its layer module.
-        units: units of the layer; instances: table instances (units x positions).
-        tables: distinct table modules it instantiates (tables shared with an earlier layer count there).
-        rows: rows of those tables; table_bits: rows x code bits of those tables (the memory they describe).
-        registers: bits of the pipeline register after the layer (0 when not registered).
-        luts: with mapped tables, the LUTs of all its instances (each costs its table's LUTs); else ``None``.
-    """
-
-    node: str
-    layer: str
-    module: str
-    units: int
-    instances: int
-    tables: int
-    rows: int
-    table_bits: int
-    registers: int
-    luts: int | None = None
-
-
-@dataclass(frozen=True)
 class Design:
     """A design :func:`export` wrote: its files, ports, latency and resources.
 
@@ -97,8 +74,10 @@ class Design:
             stalls, counted from the word that completes its windows.
         interval: cycles per vector when nothing stalls (1 unrolled; streaming, the most words a stage moves
             per vector: the largest padded frame).
-        layers: resources of each table node; delay_registers: bits of registers that delay tensors which
-            skip a pipeline stage; line_buffers: bits of the streaming line buffers.
+        layers: the cost of each layer module (:class:`~iotable.synth.LayerCost`: units, instances, distinct
+            tables, rows, table bits, registers, LogicNets' estimate, LUTs with mapped tables).
+        delay_registers: bits of registers that delay tensors which skip a pipeline stage; line_buffers: bits
+            of the streaming line buffers.
         output_node: the graph node whose codes ``out_data`` carries; host: the host nodes left to software
             (everything after ``output_node`` runs there).
         vectors: how many vectors the network bench checks.
@@ -117,7 +96,7 @@ class Design:
     inputs: Port
     outputs: Port
     latency: int
-    layers: tuple[LayerResources, ...]
+    layers: tuple[LayerCost, ...]
     delay_registers: int
     output_node: str
     host: tuple[str, ...]
@@ -150,12 +129,13 @@ class Design:
             _port_line(self.inputs),
             _port_line(self.outputs),
             f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}"
+            + f" {'estimate':>8}"
             + (f" {'LUTs':>8}" if self.tables == "mapped" else ""),
         ]
         for r in self.layers:
             lines.append(
-                f"{r.node:<24} {r.units:>6} {r.instances:>9} {r.tables:>6} {r.rows:>9} {r.table_bits:>11} "
-                f"{r.registers:>9}" + (f" {r.luts:>8}" if r.luts is not None else "")
+                f"{r.node or r.name:<24} {r.tables:>6} {r.instances:>9} {r.distinct:>6} {r.rows:>9} {r.table_bits:>11} "
+                f"{r.registers:>9} {r.estimate:>8}" + (f" {r.luts:>8}" if r.luts is not None else "")
             )
         if self.delay_registers:
             lines.append(f"delay registers: {self.delay_registers} bits")

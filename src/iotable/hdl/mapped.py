@@ -80,12 +80,12 @@ def _input_mask(position: int, inputs: int) -> int:
 
 
 def lut_init(node: Any) -> int:
-    """The INIT mask of a netlist node (:class:`~iotable.synth.Lut`): bit ``i`` is its output where its
+    """The INIT mask of a netlist node (:class:`~iotable.lutnet.Lut`): bit ``i`` is its output where its
     inputs, the first one least significant, read ``i``. Its cover becomes whole-mask integer operations: a
     cube is the AND of its literals' masks, the cover the OR of its cubes (complemented for an off-set).
 
     Example:
-        >>> from iotable.synth import Lut
+        >>> from iotable.lutnet import Lut
         >>> hex(lut_init(Lut("y", ("a", "b"), ("11",))))  # a AND b: only i = 3
         '0x8'
         >>> hex(lut_init(Lut("y", ("a", "b", "c"), ("1--",))))  # a: the odd i
@@ -107,8 +107,9 @@ def lut_init(node: Any) -> int:
 
 
 def _netlist_of(mapped: Any, *, what: str) -> tuple[Any, list[str]]:
-    """The :class:`~iotable.synth.LutNetlist` and the header's lines about how it was mapped."""
-    from ..synth import LutNetlist, MappedTable
+    """The :class:`~iotable.lutnet.LutNetlist` and the header's lines about how it was mapped."""
+    from ..lutnet import LutNetlist
+    from ..synth import MappedTable
 
     if isinstance(mapped, MappedTable):
         netlist = mapped.netlist
@@ -249,7 +250,8 @@ def map_modules(modules: Mapping[str, Any], *, k: int, executor: Any, cache_dir:
     """The :class:`~iotable.synth.MappedTable` of every table module (``name -> TableModule``), each
     distinct function mapped once by :func:`~iotable.synth.map_luts`; tables too wide to map are refused
     first, by name (layer and unit)."""
-    from ..synth import MAX_INPUT_BITS, map_luts
+    from ..lutnet import MAX_INPUT_BITS
+    from ..synth import map_luts
 
     for module in modules.values():
         if module.layout.address_bits > MAX_INPUT_BITS:
@@ -288,7 +290,7 @@ def check_mapped_options(tables: Any, k: Any, dont_cares: str, *, what: str) -> 
 
 
 def layer_luts(layers: tuple[Any, ...], netlist: Any, mapped: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Each layer's :class:`~iotable.hdl.LayerResources` with ``luts``: its instances' LUTs (an instance of a
+    """Each layer's :class:`~iotable.synth.LayerCost` with ``luts``: its instances' LUTs (an instance of a
     table costs that table's LUTs, however many instances share the module)."""
     from .netlist import Layer
 

@@ -216,7 +216,7 @@ def mapped_verilog(table: IOTable, mapped: Any, name: str) -> str:
         table: the IOTable the netlist was mapped from (outputs must be codes).
         mapped: its :class:`~iotable.synth.MappedTable` (from :func:`~iotable.synth.map_table` or
             :func:`~iotable.synth.map_luts`, checked on every row of the table) or a
-            :class:`~iotable.synth.LutNetlist` with the same signal names.
+            :class:`~iotable.lutnet.LutNetlist` with the same signal names.
         name: the module's name, a legal Verilog identifier that is not a keyword.
 
     Returns:
@@ -224,7 +224,7 @@ def mapped_verilog(table: IOTable, mapped: Any, name: str) -> str:
 
     Example:
         >>> from iotable import Domain, IOTable
-        >>> from iotable.synth import LutNetlist
+        >>> from iotable.lutnet import LutNetlist
         >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
         ...                   output_domain=Domain.uniform(1))
         >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
@@ -247,7 +247,7 @@ def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
 
     Args:
         table: the IOTable the netlist was mapped from (outputs must be codes).
-        mapped: its :class:`~iotable.synth.MappedTable` or a :class:`~iotable.synth.LutNetlist`.
+        mapped: its :class:`~iotable.synth.MappedTable` or a :class:`~iotable.lutnet.LutNetlist`.
         name: the entity's name, a legal VHDL basic identifier that is not a reserved word.
 
     Returns:
@@ -255,7 +255,7 @@ def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
 
     Example:
         >>> from iotable import Domain, IOTable
-        >>> from iotable.synth import LutNetlist
+        >>> from iotable.lutnet import LutNetlist
         >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
         ...                   output_domain=Domain.uniform(1))
         >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"

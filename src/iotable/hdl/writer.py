@@ -20,9 +20,11 @@ import numpy as np
 import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
+from ..lutcount import lut_estimate
 from ..network.network import TableNetwork
+from ..synth.records import LayerCost
 from .build import build_netlist
-from .design import Design, LayerResources, Port, codes_at
+from .design import Design, Port, codes_at
 from .language import Language
 from .mapped import check_mapped_options, layer_luts, map_modules
 from .names import check_name
@@ -102,7 +104,8 @@ def _words(netlist: Netlist, codes: np.ndarray, node: Any) -> np.ndarray:
     return beats_of(codes, node) if netlist.streaming else codes.reshape(codes.shape[0], -1)
 
 
-def _resources(netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
+def _resources(netlist: Netlist) -> tuple[tuple[LayerCost, ...], int]:
+    """Each layer module's :class:`~iotable.synth.LayerCost`, and the bits of the delay registers."""
     seen: set[str] = set()
     layers = []
     for block in netlist.blocks:
@@ -110,19 +113,24 @@ def _resources(netlist: Netlist) -> tuple[tuple[LayerResources, ...], int]:
             continue
         modules = [m for m in dict.fromkeys(m for _, m, _ in block.instances) if m not in seen]
         seen.update(modules)
-        rows = sum(netlist.modules[m].layout.rows for m in modules)
-        bits = sum(netlist.modules[m].layout.rows * netlist.modules[m].layout.code_bits for m in modules)
+        # each unit's table (the module its instances share), for the layer's own counts
+        unit_modules = dict(zip((unit for unit, _ in block.instance_units), (m for _, m, _ in block.instances)))
+        units = [netlist.modules[m].layout for m in unit_modules.values()]
         layers.append(
-            LayerResources(
-                node=block.node,
-                layer=block.layer,
-                module=block.name,
-                units=block.units,
-                instances=len(block.instances),
-                tables=len(modules),
-                rows=rows,
-                table_bits=bits,
+            LayerCost(
+                name=block.layer,
+                tables=block.units,
+                luts=None,
+                estimate=int(sum(lut_estimate(u.address_bits, u.code_bits) for u in units)),
+                input_bits=tuple(sorted({u.address_bits for u in units})),
                 registers=block.register_bits,
+                rows=sum(u.rows for u in units),
+                output_bits=max((u.code_bits for u in units), default=0),
+                node=block.node,
+                module=block.name,
+                instances=len(block.instances),
+                distinct=len(modules),
+                table_bits=sum(netlist.modules[m].layout.rows * netlist.modules[m].layout.code_bits for m in modules),
             )
         )
     layer_registers = {b.register for b in netlist.blocks if isinstance(b, Layer) and b.register is not None}

@@ -24,9 +24,7 @@ to the pinned flow and ABC version each result records, not a vendor tool's plac
 
 from __future__ import annotations
 
-from ..errors import ABCError, ABCNotInstalledError, NetlistMismatchError, SynthError
 from ..lutcount import lut_estimate
-from ..lutnet import MAX_INPUT_BITS, Lut, LutNetlist, LutResult, LutResults
 from .abcrun import DEFAULT_SCRIPT, abc_version
 from .estimate import table_lut_estimate
 from .mapping import check_table, cost, map_luts, map_table
@@ -34,18 +32,9 @@ from .records import LayerCost, LutReport, MappedTable
 
 __all__ = [
     "DEFAULT_SCRIPT",
-    "MAX_INPUT_BITS",
-    "ABCError",
-    "ABCNotInstalledError",
     "LayerCost",
-    "Lut",
-    "LutNetlist",
     "LutReport",
-    "LutResult",
-    "LutResults",
     "MappedTable",
-    "NetlistMismatchError",
-    "SynthError",
     "abc_version",
     "check_table",
     "cost",
