@@ -369,8 +369,8 @@ def edit_file_entry(m: dict, key: str, value) -> str:
         ),
         (lambda m: edit_file_entry(m, "dtype", "<u2"), r"unit1\.outputs\.npy: holds dtype \|u1 .* says dtype <u2"),
         (
-            lambda m: m.update(format_version=6),
-            r"manifest\.json: format_version 6 was written by a newer iotable .* Upgrade iotable",
+            lambda m: m.update(format_version=7),
+            r"manifest\.json: format_version 7 was written by a newer iotable .* Upgrade iotable",
         ),
         (lambda m: m.update(format_version="1"), r"manifest\.json: unknown format_version '1'"),
         (lambda m: m.update(format_version=0), r"manifest\.json: unknown format_version 0"),
