@@ -213,3 +213,62 @@ def test_the_core_does_not_import_cost_or_hardware() -> None:
         if _unit(name) in CORE and any(_unit(m) in ABOVE_CORE for m in imported)
     }
     assert wrong == {}
+
+
+#: What each part of the package may import (besides itself), the layering docs/architecture.md describes: the
+#: shared modules at the bottom, then the front end, tabulation and the graph, the node kinds and the runtime,
+#: the network and the bundle, and above the core the cost and hardware layers, the command line and the
+#: package's own ``__init__`` (the public facade, which re-exports every layer).
+SHARED = {"_util", "_version", "errors", "domain", "bits", "table", "lutcount", "lutnet", "nn", "brevitas", "torchao"}
+MAY_IMPORT = {
+    "errors": set(),
+    "_version": set(),
+    "_util": {"errors"},
+    "domain": {"errors"},
+    "bits": {"domain"},
+    "lutcount": {"errors"},
+    "table": {"_util", "domain", "errors"},
+    "lutnet": {"bits", "errors", "table"},
+    "brevitas": {"_util", "domain", "errors"},
+    "torchao": {"domain", "errors"},
+    "nn": {"brevitas", "domain", "torchao"},
+    "pla": SHARED,
+    "front": SHARED,
+    "kinds": SHARED | {"front"},
+    "tabulate": SHARED | {"front", "graph"},
+    "graph": SHARED | {"front"},
+    "runtime": SHARED | {"front", "graph"},
+    "nodekinds": SHARED | {"front", "graph", "runtime"},
+    "network": SHARED | {"front", "tabulate", "graph", "nodekinds", "runtime"},
+    "bundle": SHARED | {"front", "tabulate", "graph", "runtime", "network"},
+    "synth": SHARED | {"front", "graph", "network"},
+    "hdl": SHARED | {"graph", "network", "synth"},
+    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
+    "__main__": {"cli"},
+}
+
+
+def _layer_violations(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(module, imported module)`` for every import MAY_IMPORT does not allow."""
+    return sorted(
+        (name, imported)
+        for name, imports in graph.items()
+        if name
+        for imported in imports
+        if _unit(imported) != _unit(name) and _unit(imported) not in MAY_IMPORT.get(_unit(name), set())
+    )
+
+
+def test_every_part_imports_only_the_layers_below_it() -> None:
+    """Each sub-package and top-level module imports only what MAY_IMPORT (docs/architecture.md) allows."""
+    graph = import_graph()
+    parts = {_unit(name) for name in graph if name}
+    assert parts <= set(MAY_IMPORT), f"add {sorted(parts - set(MAY_IMPORT))} to MAY_IMPORT and the docs"
+    assert _layer_violations(graph) == []
+
+
+def test_a_layer_importing_upwards_is_found() -> None:
+    """The runtime importing the network, or the graph importing hardware, is reported; the reverse is not."""
+    graph = {"runtime.runtime": {"network.network", "graph.graph"}, "network.network": {"runtime.runtime"}}
+    assert _layer_violations(graph) == [("runtime.runtime", "network.network")]
+    assert _layer_violations({"graph.graph": {"hdl.netlist"}}) == [("graph.graph", "hdl.netlist")]

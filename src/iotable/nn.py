@@ -6,7 +6,7 @@ import torch
 
 from .brevitas import is_brevitas, quantizer_domain
 from .domain import Domain
-from .front.torchao import fake_quantize_domain, is_fake_quantize
+from .torchao import fake_quantize_domain, is_fake_quantize
 
 __all__ = ["Quantize", "domain_of"]
 

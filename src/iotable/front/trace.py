@@ -18,11 +18,11 @@ from .._util.modules import eval_mode
 from ..brevitas import check_leaves, is_brevitas
 from ..errors import IOTableError, ModelError
 from ..nn import domain_of
+from ..torchao import fake_quantize_domain, is_fake_quantize
 from .glue import Arithmetic
 from .metadata import declared_spec
 from .registry import kind_of
 from .segment import Step, segment
-from .torchao import fake_quantize_domain, is_fake_quantize
 
 __all__ = ["Arithmetic", "Chain", "LeafTracer", "ModelError", "Step", "segment", "trace"]
 

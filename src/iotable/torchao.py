@@ -17,8 +17,8 @@ from torch import nn
 from torch.ao.quantization.fake_quantize import FakeQuantizeBase
 from torch.ao.quantization.observer import FixedQParamsObserver
 
-from ..domain import Domain
-from ..errors import DomainError, UnsupportedFakeQuantizeError
+from .domain import Domain
+from .errors import DomainError, UnsupportedFakeQuantizeError
 
 __all__ = ["fake_quantize_domain", "is_fake_quantize"]
 
