@@ -37,9 +37,11 @@ Where the other names live: the top level holds the pipeline's verbs, the types 
 groups and the public modules. Everything else is imported from its home module:
 
 - the specific error classes (``SpecError``, ``BundleError``, ``HDLToolError``, ...): :mod:`iotable.errors`;
-- the node records (``TableMeta``, ``PadMeta``, ``WindowMeta``, ..., ``Edge``, ``ElementOrder``):
-  :mod:`iotable.graph.nodes`; ``GraphInterpreter``: ``iotable.graph.interpret``; ``Diagram``:
-  ``iotable.graph.diagram``;
+- the graph's records and tools (``TableMeta``, ``PadMeta``, ``WindowMeta``, ..., ``Edge``, ``ElementOrder``,
+  the node-kind registry ``register`` / ``definition``, ``GraphInterpreter``): :mod:`iotable.graph`;
+  ``Diagram``: ``iotable.graph.diagram``; the built-in node kinds: ``iotable.nodekinds``;
+- the LUT netlist value a bundle stores (``LutNetlist``, ``LutResults``): ``iotable.lutnet``; LogicNets' LUT
+  count: ``iotable.lutcount``;
 - the layer and whole-model paths of :func:`precompute` (``precompute_layer``, ``precompute_model``,
   ``LayerTables``): ``iotable.network.precompute``; ``enumerate_tables`` and ``DEFAULT_MEMORY_BUDGET``:
   ``iotable.tabulate.enumerate``;
