@@ -6,7 +6,7 @@ dtype, shape and size of every array file, and golden vectors), ``manifest.sha25
 ``manifest.json``'s bytes, in ``sha256sum`` format) and arrays as ``.npy`` files (format version 1.0, C
 order, no pickled objects): table outputs, the input codes and packed addresses of partial tables, the
 graph's index maps, the weights of host modules, the golden vectors and the LUT netlists of the mapping
-results a network holds (``net.cost()``). ``docs/bundle.md`` describes every
+results a network holds (``net.luts``, from :func:`iotable.synth.cost`). ``docs/bundle.md`` describes every
 field, so that any language that reads JSON and ``.npy`` can read a bundle.
 
 Nothing on disk is trusted. Saving and loading run one validator: ``save`` decodes the manifest it is about
