@@ -12,7 +12,8 @@ from torch.nn.utils import prune
 from iotable import Domain, decompose, plan, precompute
 from iotable.errors import DomainError, SpecError
 from iotable.nn import Quantize
-from iotable.tabulate.enumerate import _classes, _colours, _Encoder, _Packed, _passes
+from iotable.tabulate.forward import _Encoder
+from iotable.tabulate.passes import _classes, _colours, _Packed, _passes
 from iotable.tabulate.probe import _allowed
 
 from .conftest import dyadic_

@@ -33,10 +33,6 @@ __all__ = ["PLAError", "export_pla", "read_pla", "write_pla"]
 _EXPLICIT_LIMIT = 2**16
 
 
-# The HDL generators read the digits of codes here; they move to bits.digits, the contract's own name.
-_bits = bits.digits
-
-
 def pla_text(table: IOTable, *, dont_cares: str = "auto") -> bytes:
     """The PLA file of ``table`` as bytes (see the module docstring for the layout)."""
     if not isinstance(table, IOTable):

@@ -36,7 +36,6 @@ from .fastpath import CodeBlock, FastPath, _Job, build_tables, recognize, tabula
 from .forward import FrameValues, _chunk_samples, _Encoder, _fill, _numpy_dtype, _Run
 from .packed import _fill_packed
 from .passes import _classes, _Packed, _passes
-from .passes import _colours as _colours  # read by property tests from here
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
 
