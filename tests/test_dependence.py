@@ -1,0 +1,202 @@
+"""The structural dependence pass (iotable.front.dependence): exact fan-ins of the field's layer forms, an
+upper bound everywhere (checked against perturbation), and what it cannot follow said, never hidden."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from iotable.front.dependence import dependence
+
+
+def _fan_ins(module: nn.Module, example: torch.Tensor) -> list[tuple[int, ...]]:
+    found = dependence(module, example)
+    assert not found.crosses_samples and not found.unknown and not found.escapes
+    return [found.fan_in(o) for o in range(found.matrix.shape[0])]
+
+
+def _perturbation_reads(module: nn.Module, shape: tuple[int, ...], trials: int = 64) -> np.ndarray:
+    """Which inputs change which outputs, seen by changing one input at a time on random points."""
+    generator = torch.Generator().manual_seed(1)
+    inputs = int(np.prod(shape))
+    with torch.no_grad():
+        outputs = module(torch.zeros(1, *shape)).numel()
+        seen = np.zeros((outputs, inputs), dtype=bool)
+        for _ in range(trials):
+            base = torch.randint(0, 2, (1, *shape), generator=generator).float()
+            reference = module(base).reshape(-1)
+            for i in range(inputs):
+                changed = base.clone().reshape(-1)
+                changed[i] = 1 - changed[i]
+                seen[:, i] |= (module(changed.reshape(1, *shape)).reshape(-1) != reference).numpy()
+    return seen
+
+
+class LutLayer(nn.Module):
+    """DWN-style: each node reads k inputs chosen by a learnable mapping and looks its address up in a table."""
+
+    def __init__(self, inputs: int, nodes: int, k: int = 3) -> None:
+        super().__init__()
+        self.mapping = nn.Parameter(torch.randn(nodes * k, inputs))
+        self.luts = nn.Parameter(torch.randn(nodes, 2**k))
+        self.k, self.nodes = k, nodes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bits = x[:, self.mapping.argmax(-1)].view(x.shape[0], self.nodes, self.k)
+        assert bits.shape[-1] == self.k
+        address = (bits > 0.5).long() @ (2 ** torch.arange(self.k))
+        return (self.luts[torch.arange(self.nodes), address] > 0).float()
+
+
+class GateLayer(nn.Module):
+    """DiffLogic-style: each neuron a 2-input gate over a fixed random pair, its function a one-hot mix."""
+
+    def __init__(self, inputs: int, neurons: int) -> None:
+        super().__init__()
+        self.register_buffer(
+            "indices", torch.randint(0, inputs, (2, neurons), generator=torch.Generator().manual_seed(3))
+        )
+        self.weights = nn.Parameter(torch.randn(neurons, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = x[..., self.indices[0]], x[..., self.indices[1]]
+        mix = nn.functional.one_hot(self.weights.argmax(-1), 4).float()
+        gates = torch.stack([a * b, a + b - a * b, a + b - 2 * a * b, 1 - a * b], dim=-1)
+        return (gates * mix).sum(-1)
+
+
+class GroupSum(nn.Module):
+    def __init__(self, k: int, tau: float) -> None:
+        super().__init__()
+        self.k, self.tau = k, tau
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        assert x.shape[-1] % self.k == 0
+        return x.view(*x.shape[:-1], self.k, x.shape[-1] // self.k).sum(-1) / self.tau
+
+
+class MaskedLinear(nn.Module):
+    """LogicNets-style: a dense weight times a fixed sparse mask."""
+
+    def __init__(self, inputs: int, outputs: int, fan_in: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(inputs, outputs)
+        mask = torch.zeros(outputs, inputs)
+        generator = torch.Generator().manual_seed(5)
+        for row in mask:
+            row[torch.randperm(inputs, generator=generator)[:fan_in]] = 1
+        self.register_buffer("mask", mask)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(nn.functional.linear(x, self.linear.weight * self.mask, self.linear.bias))
+
+
+def test_a_learned_mapping_gives_each_node_its_distinct_inputs() -> None:
+    torch.manual_seed(0)
+    layer = LutLayer(8, 5)
+    chosen = layer.mapping.argmax(-1).view(5, 3).tolist()
+    assert _fan_ins(layer, torch.rand(2, 8)) == [tuple(sorted(set(row))) for row in chosen]
+
+
+def test_fixed_index_pairs_and_one_hot_functions() -> None:
+    torch.manual_seed(0)
+    layer = GateLayer(6, 4)
+    fan_ins = _fan_ins(layer, torch.rand(2, 6))
+    pairs = layer.indices.T.tolist()
+    assert fan_ins == [tuple(sorted(set(p))) for p in pairs]
+
+
+def test_group_sum_with_its_shape_assert() -> None:
+    assert _fan_ins(GroupSum(2, 0.5), torch.rand(2, 6)) == [(0, 1, 2), (3, 4, 5)]
+
+
+def test_zero_weights_and_masks_are_dropped() -> None:
+    layer = MaskedLinear(10, 4, 3)
+    fan_ins = _fan_ins(layer, torch.rand(2, 10))
+    assert fan_ins == [tuple(np.flatnonzero(row.numpy())) for row in layer.mask]
+    linear = nn.Linear(4, 2)
+    with torch.no_grad():
+        linear.weight[1, 2] = 0
+    assert _fan_ins(linear, torch.rand(2, 4)) == [(0, 1, 2, 3), (0, 1, 3)]
+
+
+def test_convolution_windows_and_groups() -> None:
+    conv = nn.Conv1d(2, 2, 3, padding=1, groups=2)
+    fan_ins = _fan_ins(conv, torch.rand(2, 2, 4))
+    assert fan_ins[:4] == [(0, 1), (0, 1, 2), (1, 2, 3), (2, 3)]
+    assert fan_ins[4:] == [(4, 5), (4, 5, 6), (5, 6, 7), (6, 7)]
+
+
+class Slots(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(x.shape[0], 3)
+        out[:, 0] = x[:, 2]
+        out[:, 1] = x[:, 0] * x[:, 1]
+        out[:, 2] = x.amax(-1)
+        return out
+
+
+def test_writes_through_views_are_followed() -> None:
+    assert _fan_ins(Slots(), torch.rand(2, 4)) == [(2,), (0, 1), (0, 1, 2, 3)]
+
+
+def test_an_embedding_reads_its_index() -> None:
+    assert _fan_ins(nn.Embedding(4, 2), torch.randint(0, 4, (2, 3))) == [(0,), (0,), (1,), (1,), (2,), (2,)]
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: LutLayer(6, 4), lambda: GateLayer(6, 5), lambda: MaskedLinear(6, 3, 2), Slots]
+)
+def test_the_dependence_bounds_what_perturbation_sees(make: object) -> None:
+    torch.manual_seed(2)
+    module = make()  # type: ignore[operator]
+    found = dependence(module, torch.rand(2, 6 if not isinstance(module, Slots) else 4))
+    seen = _perturbation_reads(module, (found.matrix.shape[1],))
+    assert not (seen & ~found.matrix).any()
+
+
+def test_a_tampered_bound_is_caught_by_perturbation() -> None:
+    """The check above can fail: drop one dependence and perturbation finds it."""
+    module = MaskedLinear(6, 3, 2)
+    found = dependence(module, torch.rand(2, 6))
+    tampered = found.matrix.copy()
+    tampered[0, np.flatnonzero(tampered[0])[0]] = False
+    assert (_perturbation_reads(module, (6,)) & ~tampered).any()
+
+
+class BatchCat(nn.Module):
+    """PolyLUT-Add as upstream writes it: sub-neuron outputs stacked along the batch axis."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat((x[:, :2], x[:, 2:]), 0)
+
+
+class Mixer(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + x.flip(0)
+
+
+@pytest.mark.parametrize("module", [BatchCat(), Mixer()])
+def test_modules_that_mix_samples_are_flagged(module: nn.Module) -> None:
+    assert dependence(module, torch.rand(2, 4)).crosses_samples
+
+
+class Branch(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, 1:2] if x[:, 0].sum() > 0 else x[:, 2:3]
+
+
+def test_control_flow_on_the_input_is_reported() -> None:
+    assert dependence(Branch(), torch.rand(2, 4)).escapes
+
+
+class Opaque(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.fft(x).real
+
+
+def test_an_operation_without_a_rule_depends_on_everything_and_is_named() -> None:
+    found = dependence(Opaque(), torch.rand(2, 4))
+    assert found.unknown and found.matrix.all()
