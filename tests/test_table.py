@@ -139,3 +139,29 @@ def test_partial_table_without_rows_answers_with_its_dont_care():
     assert bare.lookup([0, 1], default=2.0).tolist() == [2.0]
     with pytest.raises(MissingRowError, match=r"input \(0, 1\) .* partial table of 0 row\(s\)"):
         bare.lookup([0, 1])
+
+
+def test_unused_inputs_are_found_and_removed_exactly() -> None:
+    domains = [Domain.uniform(1), Domain.uniform(2), Domain.uniform(1)]
+    grid = np.arange(2 * 4)[:, None].repeat(2, axis=1).reshape(2, 4, 2)  # the last input never matters
+    table = IOTable.dense(grid.reshape(-1, 1) % 5, input_domains=domains)
+    assert table.unused_inputs() == (2,)
+    smaller = table.without_inputs([2])
+    assert smaller.fan_in == 2
+    codes = table.inputs
+    assert np.array_equal(smaller.lookup(codes[:, :2]), table.lookup(codes))
+
+
+def test_an_input_that_matters_in_one_row_is_kept() -> None:
+    """The check can fail: change one row and the input counts again; removing it is refused."""
+    outputs = np.zeros((8, 1), dtype=np.int64)
+    outputs[5] = 1  # inputs (1, 0, 1)
+    table = IOTable.dense(outputs, input_domains=[Domain.uniform(1)] * 3)
+    assert table.unused_inputs() == ()
+    with pytest.raises(TableError, match="change the outputs"):
+        table.without_inputs([2])
+
+
+def test_a_partial_table_claims_no_unused_input() -> None:
+    table = IOTable([[0, 0], [1, 0]], [[1], [1]], input_domains=[Domain.uniform(1)] * 2)
+    assert table.unused_inputs() == ()

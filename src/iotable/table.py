@@ -426,6 +426,47 @@ class IOTable:
         for inputs, outputs in zip(self.inputs.tolist(), self._outputs.tolist()):
             yield tuple(inputs), tuple(outputs)
 
+    # -- inputs that never matter --------------------------------------------------------------------------
+
+    def unused_inputs(self) -> tuple[int, ...]:
+        """Input columns whose code never changes an output: for every other inputs' codes, every value of the
+        column gives the same row. Decided for dense tables (a partial table lacks the rows to prove it: none).
+
+        Example:
+            >>> t = IOTable.dense([[0], [0], [1], [1]], input_domains=[Domain.uniform(1)] * 2)
+            >>> t.unused_inputs()
+            (1,)
+        """
+        if not self.is_dense or not len(self):
+            return ()
+        grid = self._outputs.reshape(*self.radices, self.fan_out)
+        return tuple(
+            j for j in range(self.fan_in) if np.array_equal(grid, np.broadcast_to(grid.take([0], axis=j), grid.shape))
+        )
+
+    def without_inputs(self, columns: Sequence[int]) -> IOTable:
+        """The same function with the (unused, see :meth:`unused_inputs`) ``columns`` removed from its inputs.
+
+        Raises:
+            TableError: a partial table, or a column that does change the outputs.
+        """
+        drop = sorted({int(c) for c in columns})
+        if not drop:
+            return self
+        if not self.is_dense or not set(drop) <= set(self.unused_inputs()):
+            msg = f"IOTable: inputs {drop} change the outputs of {self!r}; only unused inputs can be removed"
+            raise TableError(msg)
+        grid = self._outputs.reshape(*self.radices, self.fan_out)
+        kept = grid[tuple(0 if j in drop else slice(None) for j in range(self.fan_in))]
+        domains = [d for j, d in enumerate(self._domains) if j not in drop]
+        return IOTable._trusted(
+            np.ascontiguousarray(kept.reshape(-1, self.fan_out)),
+            input_domains=domains,
+            output_domain=self._output_domain,
+            layer=self.layer,
+            unit=self.unit,
+        )
+
     # -- identity -----------------------------------------------------------------------------------------
 
     def __eq__(self, other: object) -> bool:
