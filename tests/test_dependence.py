@@ -200,3 +200,23 @@ class Opaque(nn.Module):
 def test_an_operation_without_a_rule_depends_on_everything_and_is_named() -> None:
     found = dependence(Opaque(), torch.rand(2, 4))
     assert found.unknown and found.matrix.all()
+
+
+def test_inferred_units_group_outputs_by_the_inputs_they_read() -> None:
+    from iotable.front.infer import inferred_spec
+
+    spec = inferred_spec(GroupSum(2, 1.0), torch.rand(2, 8), "head")
+    assert spec.fan_in == ((0, 1, 2, 3), (4, 5, 6, 7)) and spec.fan_out == ((0,), (1,))
+
+
+@pytest.mark.parametrize(
+    ("module", "message"),
+    [(BatchCat(), "returned 4 rows for 2 inputs: a module must map each sample"), (Branch(), "reads back a value")],
+)
+def test_an_unbounded_module_is_refused_by_name(module: nn.Module, message: str) -> None:
+    from iotable.errors import SpecError
+    from iotable.front.infer import inferred_spec
+
+    with pytest.raises(SpecError, match=message) as caught:
+        inferred_spec(module, torch.rand(2, 4), "model.adder")
+    assert "model.adder" in str(caught.value) and "iotable.decompose" in str(caught.value)

@@ -1,0 +1,83 @@
+"""Decomposition metadata inferred from a module's structure, for a flat (``"NC"``) module that declares none.
+
+:func:`inferred_spec` runs :func:`~iotable.front.dependence.dependence` on an example batch and turns what
+each output may depend on into units: the outputs that depend on the same inputs form one unit (one table
+with several outputs), and an output that depends on nothing joins the first unit. A module whose
+dependence cannot be bounded is refused with its name and what to declare: one that mixes samples, or one
+whose forward takes a decision in Python on a value computed from its input. The units are an upper bound:
+the table check after enumeration removes the inputs that never change a table.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..errors import SpecError
+from .dependence import Dependence, dependence
+from .layout import Layout
+from .metadata import Spec
+
+__all__ = ["INFERRED", "inferred_spec", "units_of"]
+
+#: The ``source`` of an inferred :class:`Spec` starts with this.
+INFERRED = "inferred from the module's structure"
+
+
+def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
+    """``(fan_in, fan_out)``: one unit per distinct set of inputs, writing the outputs that read it."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    constant = []
+    for output in range(found.matrix.shape[0]):
+        reads = found.fan_in(output)
+        if reads:
+            groups.setdefault(reads, []).append(output)
+        else:
+            constant.append(output)
+    if not groups:
+        groups[(0,)] = []
+    first = next(iter(groups))
+    groups[first] = sorted(groups[first] + constant)
+    return tuple(groups), tuple(tuple(outputs) for outputs in groups.values())
+
+
+def inferred_spec(module: nn.Module, example: torch.Tensor, name: str) -> Spec:
+    """The units of a flat module with no metadata, from one run on ``example`` (two or more samples of
+    shape ``(features,)``).
+
+    Raises:
+        SpecError: the module does not map each sample to its own output, its forward decides on values
+            computed from its input, or its output is not flat; each message names the module and the fix.
+    """
+    declare = f"declare its units with iotable.decompose({name}, fan_in=...)"
+    with torch.no_grad():
+        found = dependence(module, example)
+    samples = int(example.shape[0])
+    if found.crosses_samples:
+        with torch.no_grad():
+            rows = _rows(module(example))
+        if rows != samples:
+            msg = (
+                f"{name}: returned {rows} rows for {samples} inputs: a module must map each sample to its own "
+                f"output (stack sub-results along a feature axis, not the batch axis), or {declare}"
+            )
+        else:
+            msg = f"{name}: the output of one sample depends on the input of another; a table cannot compute it"
+        raise SpecError(msg)
+    if found.escapes:
+        msg = (
+            f"{name}: its forward reads back a value computed from its input ({', '.join(found.escapes)}), so "
+            f"the inputs each output depends on cannot be bounded from its structure; {declare}"
+        )
+        raise SpecError(msg)
+    fan_in, fan_out = units_of(found)
+    source = INFERRED
+    if found.unknown:
+        source += f" ({', '.join(found.unknown)} taken to read every input: {declare} if that is too wide)"
+    return Spec(fan_in=fan_in, fan_out=fan_out, layout=Layout.NC, source=source)
+
+
+def _rows(out: object) -> int:
+    if isinstance(out, torch.Tensor):
+        return int(out.shape[0]) if out.dim() else 1
+    return -1
