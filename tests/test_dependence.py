@@ -220,3 +220,9 @@ def test_an_unbounded_module_is_refused_by_name(module: nn.Module, message: str)
     with pytest.raises(SpecError, match=message) as caught:
         inferred_spec(module, torch.rand(2, 4), "model.adder")
     assert "model.adder" in str(caught.value) and "iotable.decompose" in str(caught.value)
+
+
+def test_batch_norm_with_running_statistics_is_per_element() -> None:
+    block = nn.Sequential(MaskedLinear(6, 3, 2), nn.BatchNorm1d(3)).eval()
+    assert _fan_ins(block, torch.rand(2, 6)) == [tuple(np.flatnonzero(r.numpy())) for r in block[0].mask]
+    assert dependence(block.train(), torch.rand(2, 6)).crosses_samples  # batch statistics mix the samples

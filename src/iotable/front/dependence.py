@@ -370,18 +370,6 @@ def _convolution(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: 
     return spread > 0
 
 
-_RULES_BY_PACKET = {
-    _aten.mm: _matmul,
-    _aten.addmm: _matmul,
-    _aten.bmm: _matmul,
-    _aten.baddbmm: _matmul,
-    _aten.mv: _matmul,
-    _aten.addmv: _matmul,
-    _aten.dot: _matmul,
-    _aten.convolution: _convolution,
-}
-
-
 def _embedding(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, out: torch.Tensor, _: int) -> Any:
     weight, indices = args[0], args[1]
     deps = []
@@ -397,6 +385,19 @@ def _embedding(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: di
     return total
 
 
+def _batch_norm(
+    follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, out: torch.Tensor, index: int
+) -> Any:
+    """Batch norm with running statistics is elementwise per channel; with batch statistics it mixes samples."""
+    training = _bound(func, args, kwargs).get("training", False)
+    d = before.get(id(args[0]))
+    if index or d is None:
+        return None if index else d
+    if training:
+        return _everything(follow, before, out)
+    return d.expand(*out.shape, follow.width)
+
+
 def _copy(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, out: torch.Tensor, _: int) -> Any:
     """``dst.copy_(src)``: what ``dst`` held before no longer counts."""
     d = before.get(id(args[1]))
@@ -406,6 +407,20 @@ def _copy(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, o
 def _unknown(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, out: torch.Tensor, _: int) -> Any:
     follow.unknown.add(str(func))
     return _everything(follow, before, out)
+
+
+_RULES_BY_PACKET = {
+    _aten.mm: _matmul,
+    _aten.addmm: _matmul,
+    _aten.bmm: _matmul,
+    _aten.baddbmm: _matmul,
+    _aten.mv: _matmul,
+    _aten.addmv: _matmul,
+    _aten.dot: _matmul,
+    _aten.convolution: _convolution,
+    _aten.native_batch_norm: _batch_norm,
+    _aten._native_batch_norm_legit_no_training: _batch_norm,
+}
 
 
 def _rule(func: Any) -> Any:
