@@ -17,14 +17,14 @@ from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..domain import Domain
-from ..errors import SpecError, SpecOptionError, TableTooLargeError
+from ..errors import EnumerationError, SpecError, SpecOptionError, TableTooLargeError
 from ..nn import domain_of
 from .layerplan import Geometry, LayerPlan, Unit, _shared, _unit_domains
 from .layout import Layout
-from .metadata import Spec, channel_counts, spec_of
+from .metadata import Spec, channel_counts, declared_spec, spec_of
 from .window import _check_output, _checked_geometry, _frame_shape, _frame_size, _slots
 
-__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "eval_mode", "plan", "plan_layer"]
+__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "check_batch", "eval_mode", "plan", "plan_layer"]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
@@ -92,7 +92,12 @@ def plan_layer(
         raise SpecError(msg) from None
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
-    if frame_out is None or example_shape != tuple(frame_in):
+    if (
+        frame_out is None
+        or example_shape != tuple(frame_in)
+        or any(declared_spec(m) is not None for m in module.modules())
+    ):
+        # A decorated module is a black box: its batch axis is checked here, before any table work.
         frame_out = _run_frame(module, layout, domains, fill_codes, frame_in, name)
     frame_out = tuple(frame_out)
     c_out = _check_output(frame_out, frame_in, geometry, layout, size, name)
@@ -232,13 +237,39 @@ def _run_frame(
     frame_in: tuple[int, ...],
     name: str,
 ) -> tuple[int, ...]:
-    """The module's output shape (per sample) for one frame of every channel's fill value."""
+    """The module's output shape (per sample) for one frame of every channel's fill value; a module that does not
+    give the sample its own output row (one that stacks sub-results along the batch axis) is refused."""
     fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
     spatial = len(frame_in) - 1
     fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * spatial)), frame_in)
     dtype, device = module_dtype(module)
     probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
-    return tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+    out = run_module(module, probe, name)
+    check_batch(out, 1, name)  # a module reducing along the batch axis is caught by the probe's larger batches
+    return tuple(int(s) for s in out.shape[1:])
+
+
+def check_batch(out: torch.Tensor, batch: int, name: str) -> None:
+    """Refuse an output whose first axis does not hold one row per sample of a batch of ``batch`` inputs.
+
+    Tables map each sample's inputs to that sample's outputs; a module that concatenates its sub-results
+    along the batch axis (``torch.cat((x1, x2), 0)``) and leaves the adding to the next module computes no
+    such function on its own.
+
+    Example:
+        >>> check_batch(torch.zeros(4, 3), 2, "adder")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        iotable.errors.EnumerationError: adder: returned 4 rows for 2 inputs: ...
+    """
+    rows = int(out.shape[0]) if out.dim() else 0
+    if rows != batch:
+        msg = (
+            f"{name}: returned {rows} rows for {batch} inputs: a decorated module must map each sample to its own "
+            "output (axis 0 is the batch). Combine sub-results along a feature axis (torch.cat(..., dim=1), "
+            "torch.stack(..., dim=1)), or decorate the module that gives one row per sample again (the sub-units "
+            "together with the module that adds them) as one unit"
+        )
+        raise EnumerationError(msg)
 
 
 def _per_sample_shape(example_input: Any) -> tuple[int, ...]:
@@ -271,7 +302,9 @@ def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
                     f"channel(s); expected indices 0..{c_in - 1}"
                 )
                 raise SpecError(msg)
-        return [tuple(unit) for unit in spec.fan_in]
+        # A unit may read one input twice (a learnt mapping may pick it twice): its table is over the distinct
+        # inputs, in the order of their first appearance, and the module's own forward reads the repeat.
+        return [tuple(dict.fromkeys(unit)) for unit in spec.fan_in]
     return [tuple(range(c_in))]
 
 
