@@ -203,6 +203,17 @@ def test_repeated_inputs_hardware_equals_net_run(tmp_path: Path) -> None:
     assert torch.equal(simulate(design, x, simulator="iverilog"), net.run(x, return_codes=True))
 
 
+def test_repeated_inputs_round_trip_a_bundle(tmp_path: Path) -> None:
+    """A network whose declared fan-ins repeat inputs saves and loads to the same outputs."""
+    model = whole(decompose(MappedNodes(8, MAPPING, seed=6), fan_in=MAPPING, output_domain="output_quant"))
+    net = net_of(model)
+    iotable.save(net, tmp_path / "mapped")
+    loaded = iotable.load(tmp_path / "mapped")
+    assert [u.in_channels for u in loaded["1"].plan.units] == distinct(MAPPING)
+    x = random_inputs(U2, (8,), n=128, seed=7)
+    assert torch.equal(loaded.run(x), net.run(x))
+
+
 def test_fan_out_may_not_repeat() -> None:
     """An output listed twice in one fan_out unit is refused: each output is written once."""
     with pytest.raises(SpecOptionError, match=r"fan_out\[0\] = \[0, 0\] repeats an output"):
@@ -249,6 +260,17 @@ def test_named_index_past_the_input_is_refused_when_planned() -> None:
         layer.mapping[4, 0] = 11
     with pytest.raises(SpecError, match=r"fan_in\[4\] = \[11, 6, 1\] reads input 11, but the input has 8"):
         plan(layer, input_domain=U2, example_input=torch.zeros(1, 8), name="nodes")
+
+
+def test_named_tensor_of_a_wrong_dtype_names_the_layer() -> None:
+    """A named mapping that became a flat tensor after decompose is refused at plan time, naming the layer."""
+    layer = decompose(MappedNodes(8, MAPPING), fan_in="mapping", output_domain="output_quant")
+    layer.mapping = layer.mapping.flatten()
+    with pytest.raises(SpecError) as info:
+        plan(layer, input_domain=U2, example_input=torch.zeros(1, 8), name="layers.0")
+    message = str(info.value)
+    assert message.startswith("layers.0: MappedNodes: fan_in='mapping' must be an integer index tensor")
+    assert "int64 array of shape (15,)" in message
 
 
 def test_boolean_mask_of_the_wrong_width_is_refused() -> None:

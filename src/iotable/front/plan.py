@@ -73,7 +73,7 @@ def plan_layer(
     model); the plan then runs no forward pass of its own."""
     name = name or type(module).__name__
     _check_arguments(module, input_domain, max_rows, name)
-    spec = spec_of(module)
+    spec = _spec(module, name)
     example_shape = None if example_input is None else _per_sample_shape(example_input)
     layout = _layout(spec, example_shape, name)
     geometry = _checked_geometry(module, spec, layout, name)
@@ -132,6 +132,19 @@ def plan_layer(
         fill_codes=fill_codes,
         max_rows=max_rows,
     )
+
+
+def _spec(module: nn.Module, name: str) -> Spec:
+    """:func:`spec_of`, with the layer's name on an error in the tensor a ``fan_in=`` name reads (a mapping or
+    mask that training may have changed since ``decompose``)."""
+    declared = declared_spec(module)
+    try:
+        return spec_of(module)
+    except SpecError as exc:
+        if declared is None or declared.fan_in_from is None or name == type(module).__name__:
+            raise
+        msg = f"{name}: {exc}"
+        raise type(exc)(msg) from None
 
 
 def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -> None:
