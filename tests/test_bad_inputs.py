@@ -271,10 +271,10 @@ CASES = [
         ("groups=3 does not divide the 4 input channels", "expected a divisor of 4"),
     ),
     Case(
-        "decompose-fan-in-repeats",
-        lambda c: decompose(linear(), fan_in=[[1, 1], [2]]),
+        "decompose-fan-out-repeats",
+        lambda c: decompose(linear(), fan_in=[[1], [2]], fan_out=[[1, 1], [0]]),
         SpecOptionError,
-        (r"fan_in\[0\] = \[1, 1\] repeats an index", "expected distinct indices"),
+        (r"fan_out\[0\] = \[1, 1\] repeats an output", "expected distinct indices"),
     ),
     Case(
         "decompose-fan-in-negative",

@@ -87,7 +87,7 @@ def test_fan_in_index_out_of_range():
     [
         ({"groups": 0}, "groups must be a positive integer"),
         ({"groups": 2, "fan_in": [[0]]}, "not both"),
-        ({"fan_in": [[0, 0]]}, "repeats an index"),
+        ({"fan_in": [[0], [1]], "fan_out": [[0, 0], [1]]}, "repeats an output"),
         ({"fan_in": [[]]}, "is empty"),
         ({"fan_in": 5}, "list of integer lists"),
         ({"fan_in": "abc"}, "fan_in='abc' names no attribute"),

@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
+import numpy as np
+import torch
 from torch import nn
 
 from ..domain import Domain
 from ..errors import SpecError, SpecOptionError
 from .layout import Layout, PaddingMode
-from .metadata import SPEC_ATTRIBUTE, Spec, _resolve, channel_counts
+from .metadata import SPEC_ATTRIBUTE, Spec, _resolve, channel_counts, fan_in_of_tensor
 
 __all__ = ["decompose"]
 
@@ -85,15 +87,24 @@ def _pair(entry: Any) -> tuple[int, int] | None:
 
 
 def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None:
+    """Index lists (one per unit) from lists of lists, an integer index tensor or a boolean mask.
+
+    A ``fan_in`` unit may list an input twice (its table is built over its distinct inputs); a ``fan_out``
+    unit may not, since each output is written once."""
     if value is None:
         return None
-    if hasattr(value, "tolist"):
-        value = value.tolist()
-    try:
-        units = tuple(tuple(v.__index__() for v in unit) for unit in value)
-    except (TypeError, AttributeError):
-        msg = f"decompose: {name} must be a list of integer lists (one per unit), received {value!r}"
-        raise SpecOptionError(msg) from None
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        units = fan_in_of_tensor(value, what=f"decompose: {name}")
+    else:
+        try:
+            units = tuple(tuple(v.__index__() for v in unit) for unit in value)
+        except (TypeError, AttributeError):
+            msg = (
+                f"decompose: {name} must be a list of integer lists (one per unit), an integer index tensor "
+                f"(units, k), a boolean mask (units, inputs) or the name of a tensor attribute holding one; "
+                f"received {value!r}"
+            )
+            raise SpecOptionError(msg) from None
     if not units:
         msg = f"decompose: {name} must list at least one unit, received an empty list"
         raise SpecOptionError(msg)
@@ -104,8 +115,8 @@ def _index_lists(value: Any, *, name: str) -> tuple[tuple[int, ...], ...] | None
         if min(unit) < 0:
             msg = f"decompose: {name}[{k}] = {list(unit)} holds a negative index; expected indices >= 0"
             raise SpecOptionError(msg)
-        if len(set(unit)) != len(unit):
-            msg = f"decompose: {name}[{k}] = {list(unit)} repeats an index; expected distinct indices"
+        if name == "fan_out" and len(set(unit)) != len(unit):
+            msg = f"decompose: {name}[{k}] = {list(unit)} repeats an output; expected distinct indices"
             raise SpecOptionError(msg)
     return units
 
@@ -260,7 +271,7 @@ def decompose(
     /,
     *,
     groups: int | None = None,
-    fan_in: Sequence[Sequence[int]] | str | None = None,
+    fan_in: Sequence[Sequence[int]] | torch.Tensor | np.ndarray | str | None = None,
     fan_out: Sequence[Sequence[int]] | None = None,
     kernel_size: int | Sequence[int] | None = None,
     stride: int | Sequence[int] | None = None,
@@ -269,6 +280,7 @@ def decompose(
     padding_mode: str | PaddingMode | None = None,
     layout: str | Layout | None = None,
     output_domain: Domain | str | None = None,
+    all_instances: bool = False,
 ) -> Any:
     """Attach decomposition metadata to a module instance (returned as is) or class (as a decorator).
 
@@ -283,10 +295,14 @@ def decompose(
         target: an ``nn.Module`` instance or subclass; omit it to get a decorator.
         groups: ``g`` contiguous, equal groups along the channel axis; unit ``k`` reads the ``k``-th group
             of input channels and writes the ``k``-th group of output channels.
-        fan_in: explicit input indices per unit (features for ``"NC"``, channels for spatial layouts), or the
-            name of the module's mask tensor of shape ``(outputs, inputs, ...)`` (a dotted attribute path such
-            as ``"mask"`` or ``"fc.mask.mask"``): unit ``k`` reads the inputs where row ``k`` is non-zero and
-            writes output ``k``. The mask is read again whenever the module is planned.
+        fan_in: which inputs each unit reads (features for ``"NC"``, channels for spatial layouts), unit ``k``
+            writing output ``k`` unless ``fan_out=`` says otherwise: index lists (one per unit); an integer
+            index tensor ``(units, k)`` or a boolean mask ``(units, inputs)`` (torch or numpy); or the name of
+            the module's tensor holding one (a buffer or parameter, by a dotted attribute path such as
+            ``"mask"`` or ``"fc.mask.mask"``): an integer tensor is an index tensor, a boolean or floating one a
+            mask of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins. A named tensor is
+            read again whenever the module is planned, so a mapping changed by training is never stale. A unit
+            may read an input twice: its table is built over its distinct inputs.
         fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
         kernel_size, stride, dilation: the receptive field of a sliding-window layer, so one table per
             unit serves every position.
@@ -302,13 +318,15 @@ def decompose(
             LogicNets, PolyLUT and NeuraLUT neurons do), or the name of the submodule that does (a dotted path
             such as ``"output_quant"``, read whenever the module is planned). It closes the module's table
             layer in a whole model exactly as a quantizer does.
+        all_instances: required to decorate a class of torch, torchvision, torchao or brevitas (such as
+            ``nn.Linear``): the metadata then applies to every instance of it in the process.
 
     Returns:
         ``target`` itself with metadata attached, or a decorator when ``target`` is omitted.
 
     Raises:
         SpecError: malformed metadata, or metadata that contradicts the module's channel counts.
-        OptionError: an unknown layout string.
+        OptionError: an unknown layout string; a library class decorated without ``all_instances=True``.
 
     Example:
         >>> conv = decompose(torch.nn.Conv1d(3, 3, kernel_size=3, groups=3), groups=3)
@@ -337,11 +355,15 @@ def decompose(
         output_domain=output_domain,
     )
 
+    mask_width = fan_in.shape[1] if isinstance(fan_in, (torch.Tensor, np.ndarray)) and fan_in.dtype in _BOOL else None
+
     def attach(obj: M) -> M:
         if isinstance(obj, type) and issubclass(obj, nn.Module):
+            _check_class(obj, all_instances=all_instances)
             setattr(obj, SPEC_ATTRIBUTE, spec)
             return obj
         if isinstance(obj, nn.Module):
+            _check_mask_width(mask_width, obj)
             _check_against_module(spec, obj)
             obj.__dict__[SPEC_ATTRIBUTE] = spec
             return obj
@@ -349,3 +371,37 @@ def decompose(
         raise SpecOptionError(msg)
 
     return attach if target is None else attach(target)
+
+
+_BOOL = (torch.bool, np.dtype(bool))
+
+
+def _check_mask_width(width: int | None, module: nn.Module) -> None:
+    """Refuse a boolean ``fan_in=`` mask whose width is not the module's stated input count."""
+    inputs = channel_counts(module)[0]
+    if width is not None and inputs is not None and width != inputs:
+        msg = (
+            f"decompose({type(module).__name__}): fan_in= is a boolean mask of {width} columns, but the module has "
+            f"{inputs} inputs; expected {inputs} columns (one per input)"
+        )
+        raise SpecError(msg)
+
+
+#: Top-level packages whose classes every model in the process shares: decorating one of them changes all
+#: their instances, so it takes ``all_instances=True``.
+_SHARED_PACKAGES = frozenset({"torch", "torchvision", "torchao", "brevitas"})
+
+
+def _check_class(cls: type, *, all_instances: bool) -> None:
+    """Refuse to decorate a library's class (``nn.Linear``) without ``all_instances=True``: the metadata would
+    apply to every instance in the process, in every model, including those of its subclasses."""
+    package = cls.__module__.partition(".")[0]
+    if all_instances or package not in _SHARED_PACKAGES:
+        return
+    msg = (
+        f"decompose({cls.__module__}.{cls.__qualname__}, ...) would attach the metadata to the class itself, so "
+        f"every {cls.__qualname__} (and subclass) instance in this process, in every model, would be planned with "
+        "it; decorate the instance instead (decompose(model.layer, ...)), or pass all_instances=True if every "
+        "instance is meant"
+    )
+    raise SpecOptionError(msg)

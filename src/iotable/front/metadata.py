@@ -24,6 +24,7 @@ __all__ = [
     "Spec",
     "channel_counts",
     "declared_spec",
+    "fan_in_of_tensor",
     "has_spec",
     "mask_fan_in",
     "normalize_padding",
@@ -143,8 +144,8 @@ def _resolve(spec: Spec, module: nn.Module) -> Spec:
     paths replaced by what they name, so the result describes the module on its own)."""
     updates: dict[str, Any] = {}
     read = []
-    if spec.fan_in_from is not None:  # a mask: read it at every plan, it may change after decoration
-        updates.update(fan_in=mask_fan_in(module, spec.fan_in_from), fan_in_from=None)
+    if spec.fan_in_from is not None:  # read at every plan: training may change a mask or mapping after decoration
+        updates.update(fan_in=_named_fan_in(module, spec.fan_in_from), fan_in_from=None)
         read.append(f"fan-ins from {spec.fan_in_from!r}")
     if spec.output_domain_from is not None:
         quantizer = _attribute(module, spec.output_domain_from, "output_domain", "the module's output quantizer")
@@ -162,6 +163,67 @@ def _resolve(spec: Spec, module: nn.Module) -> Spec:
     if not updates:
         return spec
     return replace(spec, **updates, source=f"{spec.source}, {' and '.join(read)} of {type(module).__name__}")
+
+
+def fan_in_of_tensor(value: Any, *, what: str, inputs: int | None = None) -> tuple[tuple[int, ...], ...]:
+    """The fan-in of each unit from an integer index tensor ``(units, k)`` or a boolean mask ``(units, inputs)``.
+
+    ``value`` is a torch tensor or numpy array. Row ``k`` of an index tensor lists the inputs unit ``k`` reads
+    (an input may appear twice: the unit's table is built over its distinct inputs); row ``k`` of a mask marks
+    them, and a row of no ``True`` reads input 0, on which its (constant) table then depends trivially.
+    ``what`` names the argument in messages; ``inputs``, when known, bounds the indices and is a mask's width.
+
+    Raises:
+        SpecError: any other dtype or rank, no unit, a negative index or one past ``inputs``, a mask whose
+            width is not ``inputs``.
+
+    Example:
+        >>> fan_in_of_tensor(torch.tensor([[0, 2, 0], [1, 1, 3]]), what="fan_in")
+        ((0, 2, 0), (1, 1, 3))
+        >>> fan_in_of_tensor(np.array([[True, False, True], [False, False, False]]), what="fan_in")
+        ((0, 2), (0,))
+    """
+    array = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+    if not isinstance(array, np.ndarray) or array.dtype.kind not in "biu" or array.ndim != 2 or not array.size:
+        got = f"a {array.dtype} array of shape {array.shape}" if isinstance(array, np.ndarray) else type(value).__name__
+        msg = (
+            f"{what} must be an integer index tensor of shape (units, inputs per unit) or a boolean mask of shape "
+            f"(units, inputs), with at least one unit; received {got} (a 0/1 mask of another dtype: pass "
+            "mask.bool())"
+        )
+        raise SpecError(msg)
+    if array.dtype.kind == "b":
+        if inputs is not None and array.shape[1] != inputs:
+            msg = (
+                f"{what}: a boolean mask of shape {array.shape} has {array.shape[1]} columns; expected {inputs} "
+                "(one per input)"
+            )
+            raise SpecError(msg)
+        return tuple(tuple(int(j) for j in (np.flatnonzero(row) if row.any() else [0])) for row in array)
+    low, high = int(array.min()), int(array.max())
+    if low < 0 or (inputs is not None and high >= inputs):
+        k = int(np.argwhere((array < 0) | (array >= (inputs if inputs is not None else high + 1)))[0][0])
+        expected = f"0..{inputs - 1}" if inputs is not None else "indices >= 0"
+        msg = f"{what}: row {k} of the index tensor is {array[k].tolist()}; expected {expected}"
+        raise SpecError(msg)
+    return tuple(tuple(int(v) for v in row) for row in array)
+
+
+def _named_fan_in(module: nn.Module, path: str) -> tuple[tuple[int, ...], ...]:
+    """The fan-ins held by the tensor at ``path`` of ``module``: an integer tensor is an index tensor, a boolean
+    or floating one a mask (floating: its non-zero entries, over trailing kernel axes too; see
+    :func:`mask_fan_in`)."""
+    name = type(module).__name__
+    target = _attribute(module, path, "fan_in", "a mask tensor (outputs, inputs) or an index tensor (units, k)")
+    if not isinstance(target, torch.Tensor):
+        msg = (
+            f"{name}: fan_in={path!r} must be a tensor of shape (units, k) (integer indices) or (outputs, inputs, "
+            f"...) (a mask), received {type(target).__name__}"
+        )
+        raise SpecError(msg)
+    if target.is_floating_point() or (target.dtype == torch.bool and target.dim() > 2):
+        return mask_fan_in(module, path)
+    return fan_in_of_tensor(target, what=f"{name}: fan_in={path!r}", inputs=channel_counts(module)[0])
 
 
 def mask_fan_in(module: nn.Module, path: str, *, groups: int = 1) -> tuple[tuple[int, ...], ...]:

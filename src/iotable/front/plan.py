@@ -17,14 +17,14 @@ from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..domain import Domain
-from ..errors import SpecError, SpecOptionError, TableTooLargeError
+from ..errors import EnumerationError, SpecError, SpecOptionError, TableTooLargeError
 from ..nn import domain_of
 from .layerplan import Geometry, LayerPlan, Unit, _shared, _unit_domains
 from .layout import Layout
-from .metadata import Spec, channel_counts, spec_of
+from .metadata import Spec, channel_counts, declared_spec, spec_of
 from .window import _check_output, _checked_geometry, _frame_shape, _frame_size, _slots
 
-__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "eval_mode", "plan", "plan_layer"]
+__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "check_batch", "eval_mode", "plan", "plan_layer"]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
@@ -73,7 +73,7 @@ def plan_layer(
     model); the plan then runs no forward pass of its own."""
     name = name or type(module).__name__
     _check_arguments(module, input_domain, max_rows, name)
-    spec = spec_of(module)
+    spec = _spec(module, name)
     example_shape = None if example_input is None else _per_sample_shape(example_input)
     layout = _layout(spec, example_shape, name)
     geometry = _checked_geometry(module, spec, layout, name)
@@ -92,7 +92,12 @@ def plan_layer(
         raise SpecError(msg) from None
     frame_in = _frame_shape(layout, c_in, size)
     fill_codes = tuple(d.zero_code if d.zero_code is not None else 0 for d in domains)
-    if frame_out is None or example_shape != tuple(frame_in):
+    if (
+        frame_out is None
+        or example_shape != tuple(frame_in)
+        or any(declared_spec(m) is not None for m in module.modules())
+    ):
+        # A decorated module is a black box: its batch axis is checked here, before any table work.
         frame_out = _run_frame(module, layout, domains, fill_codes, frame_in, name)
     frame_out = tuple(frame_out)
     c_out = _check_output(frame_out, frame_in, geometry, layout, size, name)
@@ -127,6 +132,19 @@ def plan_layer(
         fill_codes=fill_codes,
         max_rows=max_rows,
     )
+
+
+def _spec(module: nn.Module, name: str) -> Spec:
+    """:func:`spec_of`, with the layer's name on an error in the tensor a ``fan_in=`` name reads (a mapping or
+    mask that training may have changed since ``decompose``)."""
+    declared = declared_spec(module)
+    try:
+        return spec_of(module)
+    except SpecError as exc:
+        if declared is None or declared.fan_in_from is None or name == type(module).__name__:
+            raise
+        msg = f"{name}: {exc}"
+        raise type(exc)(msg) from None
 
 
 def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -> None:
@@ -232,13 +250,39 @@ def _run_frame(
     frame_in: tuple[int, ...],
     name: str,
 ) -> tuple[int, ...]:
-    """The module's output shape (per sample) for one frame of every channel's fill value."""
+    """The module's output shape (per sample) for one frame of every channel's fill value; a module that does not
+    give the sample its own output row (one that stacks sub-results along the batch axis) is refused."""
     fill = np.asarray([d.values[c] for d, c in zip(domains, fill_codes)])
     spatial = len(frame_in) - 1
     fill_frame = np.broadcast_to(fill if layout.channels_last else fill.reshape(-1, *([1] * spatial)), frame_in)
     dtype, device = module_dtype(module)
     probe = torch.tensor(fill_frame[None], dtype=dtype, device=device)
-    return tuple(int(s) for s in run_module(module, probe, name).shape[1:])
+    out = run_module(module, probe, name)
+    check_batch(out, 1, name)  # a module reducing along the batch axis is caught by the probe's larger batches
+    return tuple(int(s) for s in out.shape[1:])
+
+
+def check_batch(out: torch.Tensor, batch: int, name: str) -> None:
+    """Refuse an output whose first axis does not hold one row per sample of a batch of ``batch`` inputs.
+
+    Tables map each sample's inputs to that sample's outputs; a module that concatenates its sub-results
+    along the batch axis (``torch.cat((x1, x2), 0)``) and leaves the adding to the next module computes no
+    such function on its own.
+
+    Example:
+        >>> check_batch(torch.zeros(4, 3), 2, "adder")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        iotable.errors.EnumerationError: adder: returned 4 rows for 2 inputs: ...
+    """
+    rows = int(out.shape[0]) if out.dim() else 0
+    if rows != batch:
+        msg = (
+            f"{name}: returned {rows} rows for {batch} inputs: a decorated module must map each sample to its own "
+            "output (axis 0 is the batch). Combine sub-results along a feature axis (torch.cat(..., dim=1), "
+            "torch.stack(..., dim=1)), or decorate the module that gives one row per sample again (the sub-units "
+            "together with the module that adds them) as one unit"
+        )
+        raise EnumerationError(msg)
 
 
 def _per_sample_shape(example_input: Any) -> tuple[int, ...]:
@@ -271,7 +315,9 @@ def _input_groups(spec: Spec, c_in: int, name: str) -> list[tuple[int, ...]]:
                     f"channel(s); expected indices 0..{c_in - 1}"
                 )
                 raise SpecError(msg)
-        return [tuple(unit) for unit in spec.fan_in]
+        # A unit may read one input twice (a learnt mapping may pick it twice): its table is over the distinct
+        # inputs, in the order of their first appearance, and the module's own forward reads the repeat.
+        return [tuple(dict.fromkeys(unit)) for unit in spec.fan_in]
     return [tuple(range(c_in))]
 
 

@@ -21,6 +21,7 @@ from torch import nn
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..errors import SpecMismatchError
 from ..front.layerplan import LayerPlan, frame_strides
+from ..front.plan import check_batch
 from ..front.window import own_window
 from ..graph.graph import pad_index_map
 from .enumerate import DEFAULT_MEMORY_BUDGET
@@ -168,6 +169,7 @@ def _probe(
         rows = torch.arange(1, len(part) + 1, device=x.device)
         x[:, rows, torch.as_tensor(part, device=x.device)] = moved_x[:, start : start + chunk]
         out = run_module(module, x.reshape(-1, *layer.frame_in), layer.name, switched=True)
+        check_batch(out, samples * (len(part) + 1), layer.name)
         out = out.reshape(samples, len(part) + 1, -1)
         before, out = out[:, :1, :], out[:, 1:, :]
         differ = _changed(out, before, raw=layer.output_domain is None, terms=n_in)
