@@ -226,3 +226,35 @@ def test_batch_norm_with_running_statistics_is_per_element() -> None:
     block = nn.Sequential(MaskedLinear(6, 3, 2), nn.BatchNorm1d(3)).eval()
     assert _fan_ins(block, torch.rand(2, 6)) == [tuple(np.flatnonzero(r.numpy())) for r in block[0].mask]
     assert dependence(block.train(), torch.rand(2, 6)).crosses_samples  # batch statistics mix the samples
+
+
+def _zoo_cases() -> list[tuple[str, nn.Module, torch.Tensor]]:
+    from tests import fieldzoo as zoo
+
+    bits = torch.randint(0, 2, (2, 12)).float()
+    return [
+        ("thermometer", zoo.Thermometer(4, 3), torch.rand(2, 4)),
+        ("dwn", zoo.LUTLayer(12, 8, n=4), bits),
+        ("difflogic", zoo.LogicLayer(12, 16), bits),
+        ("treelut comparators", zoo.Comparators(5, 12), torch.rand(2, 5)),
+        ("treelut trees", zoo.Trees(12, 6), bits),
+        ("kanele", zoo.KANLayer(6, 4), torch.rand(2, 6)),
+        ("polylut", zoo.PolyNeurons(10, 6, 3), torch.rand(2, 10)),
+        ("logicnets", zoo.MaskedNeurons(10, 6, 3), torch.rand(2, 10)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_field_layers_written_as_their_authors_do_give_their_true_fan_ins(case: int) -> None:
+    name, layer, example = _zoo_cases()[case]
+    assert _fan_ins(layer.eval(), example) == layer.true_fan_ins(), name
+
+
+def test_polylut_add_as_written() -> None:
+    """The adder alone takes two samples' rows per sample; the layer as a whole keeps the batch axis (the
+    concatenation along it and the split undo each other), each neuron reading both sub-neurons' inputs."""
+    from tests import fieldzoo as zoo
+
+    assert dependence(zoo.Adder2(), torch.rand(2, 4)).crosses_samples
+    layer = zoo.PolyAddLayer(8, 4, 2)
+    assert _fan_ins(layer, torch.rand(2, 8)) == layer.true_fan_ins()

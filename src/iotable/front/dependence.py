@@ -86,6 +86,13 @@ _ALONG = {
     _aten.linalg_vector_norm.default, _aten.any.dims, _aten.all.dims, _aten.median.dim, _aten.mode.default,
     _aten.count_nonzero.dim_IntList, _aten.count_nonzero.default,
 }  # fmt: skip
+# New values shaped like an operand but not computed from it.
+_SHAPED_LIKE = {
+    _aten.zeros_like.default, _aten.ones_like.default, _aten.empty_like.default, _aten.full_like.default,
+    _aten.new_zeros.default, _aten.new_ones.default, _aten.new_full.default, _aten.new_empty.default,
+    _aten.new_empty_strided.default, _aten.rand_like.default, _aten.randn_like.default,
+    _aten.randint_like.default, _aten.scalar_tensor.default, _aten.empty_strided.default,
+}  # fmt: skip
 # Values Python reads back: control flow on them is not followed.
 _ESCAPES = {
     _aten._local_scalar_dense.default, _aten.is_nonzero.default, _aten.equal.default, _aten.nonzero.default,
@@ -423,7 +430,13 @@ _RULES_BY_PACKET = {
 }
 
 
+def _constant(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, out: torch.Tensor, _: int) -> Any:
+    return None
+
+
 def _rule(func: Any) -> Any:
+    if func in _SHAPED_LIKE:
+        return _constant
     if func in _MOVES:
         return _move
     if func in _ALONG:
