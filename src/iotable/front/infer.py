@@ -18,10 +18,19 @@ from .dependence import Dependence, dependence
 from .layout import Layout
 from .metadata import Spec
 
-__all__ = ["INFERRED", "inferred_spec", "units_of"]
+__all__ = ["INFERRED", "inferable", "inferred_spec", "units_of"]
 
 #: The ``source`` of an inferred :class:`Spec` starts with this.
 INFERRED = "inferred from the module's structure"
+
+
+def inferable(module: nn.Module) -> bool:
+    """Whether iotable infers the units of ``module`` when it declares none: a module of the user's own (not a
+    container, not one of torch's or brevitas' layers, which have built-in rules or are refused by name)."""
+    if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
+        return False
+    origin = type(module).__module__.split(".")[0]
+    return origin not in ("torch", "brevitas", "torchao")
 
 
 def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:

@@ -17,8 +17,9 @@ from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
 from ..domain import Domain
-from ..errors import EnumerationError, SpecError, SpecOptionError, TableTooLargeError
+from ..errors import EnumerationError, NotDecomposedError, SpecError, SpecOptionError, TableTooLargeError
 from ..nn import domain_of
+from .infer import inferable, inferred_spec
 from .layerplan import Geometry, LayerPlan, Unit, _shared, _unit_domains
 from .layout import Layout
 from .metadata import Spec, channel_counts, declared_spec, spec_of
@@ -73,8 +74,8 @@ def plan_layer(
     model); the plan then runs no forward pass of its own."""
     name = name or type(module).__name__
     _check_arguments(module, input_domain, max_rows, name)
-    spec = _spec(module, name)
     example_shape = None if example_input is None else _per_sample_shape(example_input)
+    spec = _spec(module, name, input_domain, example_shape)
     layout = _layout(spec, example_shape, name)
     geometry = _checked_geometry(module, spec, layout, name)
     c_in = _input_channels(module, layout, example_shape, name)
@@ -134,17 +135,52 @@ def plan_layer(
     )
 
 
-def _spec(module: nn.Module, name: str) -> Spec:
+def _spec(
+    module: nn.Module, name: str, input_domain: Domain | Sequence[Domain], example_shape: tuple[int, ...] | None
+) -> Spec:
     """:func:`spec_of`, with the layer's name on an error in the tensor a ``fan_in=`` name reads (a mapping or
-    mask that training may have changed since ``decompose``)."""
+    mask that training may have changed since ``decompose``); a flat module without metadata gets the units
+    its structure shows (:func:`~iotable.front.infer.inferred_spec`)."""
     declared = declared_spec(module)
     try:
         return spec_of(module)
+    except NotDecomposedError:
+        if not inferable(module):
+            raise
+        return _inferred(module, name, input_domain, example_shape)
     except SpecError as exc:
         if declared is None or declared.fan_in_from is None or name == type(module).__name__:
             raise
         msg = f"{name}: {exc}"
         raise type(exc)(msg) from None
+
+
+def _inferred(
+    module: nn.Module, name: str, input_domain: Domain | Sequence[Domain], example_shape: tuple[int, ...] | None
+) -> Spec:
+    """The inferred spec of a flat module, run on two samples of random input values."""
+    if example_shape is None:
+        features = channel_counts(module)[0]
+        if features is None:
+            msg = (
+                f"{name}: {type(module).__name__} has no decomposition metadata; pass example_input= (a batch) so "
+                f"that iotable can infer its units from its structure, or decorate it with iotable.decompose(...)"
+            )
+            raise NotDecomposedError(msg)
+        example_shape = (features,)
+    if len(example_shape) != 1:
+        msg = (
+            f"{name}: {type(module).__name__} has no decomposition metadata, and units are inferred only for flat "
+            f"inputs (N, features), not {(None, *example_shape)}; declare its window with "
+            "iotable.decompose(..., kernel_size=..., stride=...)"
+        )
+        raise NotDecomposedError(msg)
+    domains = _channel_domains(input_domain, example_shape[0], name)
+    generator = np.random.default_rng(0)
+    values = np.stack([[d.values[generator.integers(len(d))] for d in domains] for _ in range(2)])
+    dtype, device = module_dtype(module)
+    with eval_mode(module):
+        return inferred_spec(module, torch.tensor(values, dtype=dtype, device=device), name)
 
 
 def _check_arguments(module: Any, input_domain: Any, max_rows: Any, name: str) -> None:
