@@ -202,7 +202,7 @@ def test_an_operation_without_a_rule_depends_on_everything_and_is_named() -> Non
     assert found.unknown and found.matrix.all()
 
 
-def test_inferred_units_group_outputs_by_the_inputs_they_read() -> None:
+def test_inferred_units_are_one_per_output() -> None:
     from iotable.front.infer import inferred_spec
 
     spec = inferred_spec(GroupSum(2, 1.0), torch.rand(2, 8), "head")

@@ -1,8 +1,7 @@
 """Decomposition metadata inferred from a module's structure, for a flat (``"NC"``) module that declares none.
 
 :func:`inferred_spec` runs :func:`~iotable.front.dependence.dependence` on an example batch and turns what
-each output may depend on into units: the outputs that depend on the same inputs form one unit (one table
-with several outputs), and an output that depends on nothing joins the first unit. A module whose
+each output may depend on into units: one unit per output, reading the inputs it may depend on. A module whose
 dependence cannot be bounded is refused with its name and what to declare: one that mixes samples, or one
 whose forward takes a decision in Python on a value computed from its input. The units are an upper bound:
 the table check after enumeration removes the inputs that never change a table.
@@ -34,20 +33,11 @@ def inferable(module: nn.Module) -> bool:
 
 
 def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
-    """``(fan_in, fan_out)``: one unit per distinct set of inputs, writing the outputs that read it."""
-    groups: dict[tuple[int, ...], list[int]] = {}
-    constant = []
-    for output in range(found.matrix.shape[0]):
-        reads = found.fan_in(output)
-        if reads:
-            groups.setdefault(reads, []).append(output)
-        else:
-            constant.append(output)
-    if not groups:
-        groups[(0,)] = []
-    first = next(iter(groups))
-    groups[first] = sorted(groups[first] + constant)
-    return tuple(groups), tuple(tuple(outputs) for outputs in groups.values())
+    """``(fan_in, fan_out)``: one unit per output (one table per neuron, as the field builds them), reading
+    what the output may depend on; an output that depends on nothing reads the first input (a table has at
+    least one)."""
+    fan_in = tuple(found.fan_in(o) or (0,) for o in range(found.matrix.shape[0]))
+    return fan_in, tuple((o,) for o in range(len(fan_in)))
 
 
 def inferred_spec(module: nn.Module, example: torch.Tensor, name: str) -> Spec:

@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from torch import nn
 
 from .._util import display as _display
 from .._util.progress import QUIET, Progress
+from ..front.infer import INFERRED
 from ..front.layerplan import LayerPlan, abbreviated
 from ..table import IOTable
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
 from .probe import check_decomposition
 from .recognition import _ieee_float32, recognize
 
-__all__ = ["LayerTables", "tabulate", "tabulate_layers"]
+__all__ = ["LayerTables", "tabulate", "tabulate_layers", "without_unused"]
 
 # The units a layer's notebook view lists (all of them up to this many), and its columns.
 _UNITS_SHOWN = 64
@@ -40,6 +41,9 @@ class LayerTables:
     says how the rest were built (``"black box"``, ``"linear fast path"``, or ``"cache"`` when all were
     cached); ``near_ties`` counts the rows the fast path found within float rounding of a quantization
     boundary and computed through the module itself (those rows can round either way on other batches).
+    ``unused`` lists, for a layer whose units were inferred from its structure, each unit whose table showed
+    that some of its inputs never change it: ``(unit, input channels removed)``; the plan and the tables are
+    then those of the smaller units.
 
     Example:
         >>> conv = torch.nn.Conv1d(2, 2, kernel_size=2, groups=2, bias=False)
@@ -53,6 +57,7 @@ class LayerTables:
     cached: tuple[int, ...] = ()
     method: str = "black box"
     near_ties: int = 0
+    unused: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @property
     def name(self) -> str:
@@ -92,9 +97,10 @@ class LayerTables:
         full = self.plan.total_rows
         rows = f"{row['rows']:,} rows" if row["rows"] == full else f"{row['rows']:,} of {full:,} rows kept"
         cached = f", {len(self.cached)} cached" if self.cached and self.method != "cache" else ""
+        unused = f", {sum(len(c) for _, c in self.unused)} unused inputs removed" if self.unused else ""
         return _display.bounded(
             f"LayerTables({_display.name(self.name)}, {len(self.tables)} tables, fan-in {row['fan_in']}, "
-            f"{row['bits']} bit, {rows}, {self.method}{cached})"
+            f"{row['bits']} bit, {rows}, {self.method}{cached}{unused})"
         )
 
     def _repr_html_(self) -> str:
@@ -145,7 +151,37 @@ def tabulate(
         fast=fast,
         bar=bar,
     )
-    return LayerTables(plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties)
+    result = LayerTables(
+        plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
+    )
+    return without_unused(result) if layer.spec.source.startswith(INFERRED) else result
+
+
+def without_unused(layer: LayerTables) -> LayerTables:
+    """``layer`` with the inputs that never change a unit's table removed from that unit (plan and table), for
+    units inferred from a module's structure (an upper bound on what each reads): exact, from the tables alone.
+    """
+    plan = layer.plan
+    if plan.geometry.rank:
+        return layer
+    units, tables, removed = [], [], []
+    for unit, table in zip(plan.units, layer.tables):
+        columns = table.unused_inputs()
+        if not columns or len(columns) == table.fan_in:
+            columns = columns[:-1]  # a constant unit keeps one input: a table has at least one
+        if columns:
+            table = table.without_inputs(columns)
+            kept = tuple(c for j, c in enumerate(unit.in_channels) if j not in columns)
+            removed.append((unit.index, tuple(unit.in_channels[j] for j in columns)))
+            unit = replace(unit, in_channels=kept, fan_in=len(kept), rows=table.rows)
+        units.append(unit)
+        tables.append(table)
+    if not removed:
+        return layer
+    fan_in = tuple(u.in_channels for u in units)
+    spec = replace(plan.spec, fan_in=fan_in)
+    smaller = replace(plan, units=tuple(units), spec=spec)
+    return replace(layer, plan=smaller, tables=tuple(tables), unused=tuple(removed))
 
 
 def tabulate_layers(
