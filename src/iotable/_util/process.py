@@ -47,7 +47,8 @@ class _Tail:
 
     def text(self) -> str:
         self.trim()
-        body = self.data.decode("utf-8", errors="replace")
+        # universal newlines, as text-mode pipes give
+        body = self.data.decode("utf-8", errors="replace").replace("\r\n", "\n").replace("\r", "\n")
         return f"[... {self.dropped} earlier bytes not kept ...]\n{body}" if self.dropped else body
 
 
