@@ -10,7 +10,9 @@ first mismatch, ``mismatch at vector V: output element E (node 'NAME' unit U pos
 (codes in binary), and stops with a non-zero exit status. A streaming design takes a vector as several input
 words and gives ``beats`` output words per vector (one per position): the bench counts vectors, and a mismatch
 names the vector and the position (``mismatch at vector V position P: ...``). A *printing* bench (what
-:func:`iotable.hdl.simulate` runs) prints every output word in hexadecimal instead of comparing.
+:func:`iotable.hdl.simulate` runs) writes every output word in hexadecimal instead of comparing. Either writes
+its words, its first mismatch or timeout and its verdict (``pass N/N`` or ``fail G/N``) to its results file
+``<top>_tb_results.txt`` (:mod:`.results`), which is what :func:`~iotable.hdl.simulate_files` judges by.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Open HDL tools as subprocesses: simulate a set of files (iverilog, ghdl, verilator), check it (yosys).
 
 Every tool runs in a fresh temporary directory holding only the given files, in its own process group and
-under a deadline; a tool that is not on ``PATH`` raises :class:`SimulatorNotInstalledError` naming its
+under a deadline (at which it and every process it started are ended), and only the last MiB of its output
+is kept; a tool that is not on ``PATH`` raises :class:`SimulatorNotInstalledError` naming its
 Debian package, a tool that refuses the design (or runs out of time) raises :class:`HDLToolError` with its
 own output.
 """
@@ -25,6 +26,7 @@ from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
 from .names import check_file_name
+from .results import Record, read_record, results_file
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
 
@@ -72,15 +74,23 @@ class Simulator(str, enum.Enum):
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """What a simulation run printed and how it ended.
+    """What a simulation run printed, what its bench recorded, and how it ended.
 
     Attributes:
         simulator: the simulator that ran (``"iverilog"``, ``"ghdl"`` or ``"verilator"``).
         top: the top module or entity.
         returncode: the simulation's exit status (0: it finished normally).
-        stdout: what it printed on standard output (a bench's ``N/N vectors match`` or mismatch line).
-        stderr: what it printed on standard error (ghdl's assertion reports, verilator's abort).
+        stdout: the last part (at most 1 MiB) of what it printed on standard output (a bench's
+            ``N/N vectors match`` or mismatch line).
+        stderr: the last part (at most 1 MiB) of what it printed on standard error (ghdl's assertion
+            reports, verilator's abort).
         seconds: wall time of compiling and running.
+        words: the output words a printing bench wrote to its results file, one a line (see
+            :mod:`iotable.hdl.results`); empty for a checking bench.
+        messages: the other lines of the results file (a mismatch, a timeout, the verdict), the first
+            kilobytes.
+        verdict: the bench's own verdict from its results file: true when it ends with ``pass E/E`` after
+            every word it announced; ``None`` when the bench wrote no results file.
     """
 
     simulator: str
@@ -89,11 +99,29 @@ class SimulationResult:
     stdout: str
     stderr: str
     seconds: float
+    words: str = ""
+    messages: str = ""
+    verdict: bool | None = None
 
     @property
     def passed(self) -> bool:
-        """Whether the simulation exited with status 0."""
-        return self.returncode == 0
+        """Whether the bench passed: exit status 0 and its results file's verdict ``pass E/E``.
+
+        A bench that writes no results file (a hand-written one) passes when it exits with status 0, prints
+        no mismatch line and its last ``G/E vectors match`` line on standard output has ``G == E``.
+        """
+        if self.returncode != 0:
+            return False
+        if self.verdict is not None:
+            return self.verdict
+        return _summary_passes(self.stdout)
+
+
+def _summary_passes(stdout: str) -> bool:
+    if re.search(r"^\s*mismatch\b", stdout, re.MULTILINE | re.IGNORECASE):
+        return False
+    summaries = re.findall(r"^\s*(\d+)/(\d+) vectors match\s*$", stdout, re.MULTILINE)
+    return bool(summaries) and int(summaries[-1][0]) == int(summaries[-1][1])
 
 
 @dataclass(frozen=True)
@@ -215,9 +243,10 @@ def simulate_files(
     """Compile and run a simulation of ``files`` (file name -> text) with top ``top``; return what it printed.
 
     The files are written to a fresh temporary directory, which is also where the simulation runs (a
-    bench's vectors file is found there). A compile error raises :class:`HDLToolError` with the tool's
-    output; a simulation that runs and fails (a bench's mismatch) returns a result whose
-    :attr:`~SimulationResult.passed` is false.
+    bench's vectors file is found there, and its results file ``<top>_results.txt`` is read from there:
+    see :mod:`iotable.hdl.results`). A compile error raises :class:`HDLToolError` with the tool's output; a
+    simulation that runs and fails (a bench's mismatch, whatever its exit status) returns a result whose
+    :attr:`~SimulationResult.passed` is false. Only the last MiB of what the simulator prints is kept.
 
     - ``"iverilog"``: ``iverilog -o sim -s TOP *.v``, then ``vvp -n sim`` (Debian package ``iverilog``).
     - ``"ghdl"``: ``ghdl -i --std=08``, ``ghdl -m --std=08 TOP``, ``ghdl -r --std=08 TOP`` (package ``ghdl``);
@@ -248,6 +277,7 @@ def simulate_files(
     sim = Simulator.parse(simulator, what=what)
     sources = _sources(files, sim.language, what=what)
     top = _check_top(top, files, what=what)
+    _check_no_results(files, top, what=what)
     deadline = time.monotonic() + _check_timeout(timeout, what=what)
     _require(sim.programs, what=what)
     what = f"simulate_files (top {top!r}, {sim.value})"
@@ -267,6 +297,7 @@ def simulate_files(
             command = ["verilator", "--binary", "-j", jobs, "-Wno-fatal", "--top-module", top, "-Mdir", "obj"]
             _step([*command, *sources], work, deadline, what=what)
             done = _run([str(work / "obj" / f"V{top}")], work, deadline, what=what)
+        record = _record(work, top)
     return SimulationResult(
         simulator=sim.value,
         top=top,
@@ -274,7 +305,30 @@ def simulate_files(
         stdout=done.stdout,
         stderr=done.stderr,
         seconds=time.perf_counter() - start,
+        words=record.words if record else "",
+        messages=record.messages if record else "",
+        verdict=record.passed if record else None,
     )
+
+
+def _check_no_results(files: dict[str, str], top: str, *, what: str) -> None:
+    """Refuse a given file the bench writes: a stale results file must not be read as this run's."""
+    name = results_file(top).lower()
+    clash = [n for n in files if n.lower() == name]
+    if clash:
+        msg = (
+            f"{what}: {clash[0]!r} is the results file the bench {top!r} writes while it runs; "
+            "leave it out of the files"
+        )
+        raise HDLError(msg)
+
+
+def _record(work: Path, top: str) -> Record | None:
+    """The record of the bench's results file, if it wrote one (VHDL names are case-insensitive, so is the
+    file name it writes)."""
+    name = results_file(top).lower()
+    found = [p for p in work.iterdir() if p.name.lower() == name and p.is_file()]
+    return read_record(found[0]) if found else None
 
 
 _LATCHES = "t:$_DLATCH* t:$dlatch t:$adlatch t:$dlatchsr t:$_SR_* t:$sr"
@@ -298,7 +352,8 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
         A :class:`CheckResult`.
 
     Raises:
-        SimulatorNotInstalledError: yosys (or ghdl, for VHDL) is not on ``PATH``.
+        SimulatorNotInstalledError: yosys (for Verilog) or ghdl (for VHDL) is not on ``PATH``: only the tool
+            the language needs is asked for.
         HDLToolError: synthesis or a check failed (the message carries yosys's or ghdl's output).
 
     Example (needs yosys)::
@@ -311,7 +366,7 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     sources = _sources(files, language, what=what)
     top = _check_top(top, files, what=what)
     deadline = time.monotonic() + _check_timeout(timeout, what=what)
-    _require(("yosys", "ghdl") if language is Language.VHDL else ("yosys",), what=what)
+    _require(("ghdl",) if language is Language.VHDL else ("yosys",), what=what)
     what = f"check_files (top {top!r})"
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="iotable-check-") as tmp:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import emit
 from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
+from .results import results_file
 from .verilog_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
@@ -275,14 +276,21 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
 
 
 def bench(plan: BenchPlan) -> str:
-    """The bench of the design's top: drives the handshake with stalls, and checks or prints the outputs."""
+    """The bench of the design's top: drives the handshake with stalls, and checks or prints the outputs.
+
+    Its output words (a printing bench), its first mismatch and its verdict go to its results file
+    (:mod:`.results`); a checking bench also prints its summary or its first mismatch."""
     top, n, m, limit = name(plan.top), plan.inputs, plan.outputs, plan.limit
     inw, outw = plan.in_width, plan.out_width
     in_digits, out_digits = plan.in_word, plan.out_word
+    taken = f"got / {plan.beats}, {plan.vectors}"
+    # after a failure nothing more is written (a simulator may run on to the end of the time step)
+    fail = f'$fdisplay(results, "fail %0d/%0d", {taken}); $fclose(results); stopped = 1\'b1;'
     lines = [
         comment(
             f"Testbench of {top}: {plan.vectors} vectors from {top}_inputs.hex"
-            + ("; prints every output word." if plan.printing else f", compared with {top}_expected.hex.")
+            + ("; writes every output word" if plan.printing else f", compared with {top}_expected.hex")
+            + f" and its verdict to {results_file(plan.top + '_tb')}."
         ),
         f"module {name(top + '_tb')};",
         "    reg clk = 1'b0;",
@@ -295,13 +303,16 @@ def bench(plan: BenchPlan) -> str:
         f"    reg  [{in_digits - 1}:0] inputs [0:{n - 1}];",
         f"    reg  [{out_digits - 1}:0] expected [0:{m - 1}];",
         f"    reg  [{outw - 1}:0] want;",
-        "    integer sent = 0, got = 0, cycle = 0;",
+        "    integer sent = 0, got = 0, cycle = 0, results;",
+        "    reg stopped = 1'b0;",
         "",
         f"    {top} dut (.clk(clk), .rst(rst), .in_valid(in_valid), .in_ready(in_ready), .in_data(in_data),",
         "        .out_valid(out_valid), .out_ready(out_ready), .out_data(out_data));",
         "",
         "    always #5 clk = ~clk;",
         "    initial begin",
+        f'        results = $fopen("{string(results_file(plan.top + "_tb"))}", "w");',
+        f'        $fdisplay(results, "expect %0d", {m if plan.printing else 0});',
         f'        $readmemh("{top}_inputs.hex", inputs);',
     ]
     if not plan.printing:
@@ -311,13 +322,13 @@ def bench(plan: BenchPlan) -> str:
         "    end",
         "",
         "    always @(posedge clk) begin",
-        "        if (!rst) begin",
+        "        if (!rst && !stopped) begin",
         "            cycle = cycle + 1;",
         "            if (in_valid && in_ready) sent = sent + 1;",
         "            if (out_valid && out_ready) begin",
     ]
     if plan.printing:
-        lines.append('                $display("%h", out_data);')
+        lines.append('                $fdisplay(results, "%h", out_data);')
     else:
         lines += [
             f"                want = expected[got][{outw - 1}:0];",
@@ -328,23 +339,26 @@ def bench(plan: BenchPlan) -> str:
         fmt = "mismatch at {at}: output element {e} ({where}) expected %b got %b"
         for e, (hi, lo, where) in enumerate((c.high, c.low, c.where) for c in plan.checks):
             text = fmt.format(at=at, e=e, where=string(where))
+            shown = f'"{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]'
             lines.append(
-                f"                    if (out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
-                f'$display("{text}", {index}, want[{hi}:{lo}], out_data[{hi}:{lo}]); '
+                f"                    if (!stopped && out_data[{hi}:{lo}] !== want[{hi}:{lo}]) begin "
+                f"$display({shown}); $fdisplay(results, {shown}); {fail} "
                 f'$fatal(1, "{top} differs from {top}_expected.hex"); end'
             )
         lines.append("                end")
     lines += [
         "                got = got + 1;",
-        f"                if (got == {m}) begin",
-        f'                    $display("%0d/%0d vectors match", got / {plan.beats}, {plan.vectors});'
-        if not plan.printing
-        else "",
+        f"                if (got == {m} && !stopped) begin",
+        f'                    $fdisplay(results, "pass %0d/%0d", {taken});',
+        "                    $fclose(results);",
+        f'                    $display("%0d/%0d vectors match", {taken});' if not plan.printing else "",
         "                    $finish;",
         "                end",
         "            end",
-        f"            if (cycle > {limit}) begin",
+        f"            if (cycle > {limit} && !stopped) begin",
         '                $display("timeout: %0d of %0d outputs after %0d cycles", got, ' + f"{m}, cycle);",
+        '                $fdisplay(results, "timeout: %0d of %0d outputs after %0d cycles", got, '
+        + f"{m}, cycle); {fail}",
         f'                $fatal(1, "{top} stopped producing outputs");',
         "            end",
         f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from . import emit
 from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
+from .results import results_file
 from .vhdl_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
@@ -347,7 +348,8 @@ def bench(plan: BenchPlan) -> str:
             f'": output element {e} (' + string(where) + ') expected " &',
             f'                                to_string(word_out({hi} downto {lo})) & " got " & '
             f"to_string(out_data({hi} downto {lo}))));",
-            "                            writeline(output, msg);",
+            "                            report_line(msg);",
+            '                            verdict("fail", got);',
             f'                            assert false report "{top} differs from {top}_expected.hex"',
             "                                severity failure;",
             "                        end if;",
@@ -357,7 +359,7 @@ def bench(plan: BenchPlan) -> str:
             "                    word_out := (others => '0');",
             f"                    word_out({outw - 1} downto 0) := out_data;",
             "                    write(msg, string'(to_hstring(word_out)));",
-            "                    writeline(output, msg);",
+            "                    writeline(results, msg);",
         ]
     else:
         compare = [
@@ -367,10 +369,12 @@ def bench(plan: BenchPlan) -> str:
             *check_lines,
             "                    end if;",
         ]
+    record = string(results_file(plan.top + "_tb"))
     lines = [
         comment(
             f"Testbench of {top}: {plan.vectors} vectors from {top}_inputs.hex"
-            + ("; prints every output word." if plan.printing else f", compared with {top}_expected.hex.")
+            + ("; writes every output word" if plan.printing else f", compared with {top}_expected.hex")
+            + f" and its verdict to {results_file(plan.top + '_tb')}."
         ),
         "library ieee;",
         "use ieee.std_logic_1164.all;",
@@ -396,12 +400,36 @@ def bench(plan: BenchPlan) -> str:
         "    process (clk)",
         f'        file inputs : text open read_mode is "{top}_inputs.hex";',
         f'        file expected : text open read_mode is "{top}_expected.hex";' if not plan.printing else "",
+        f'        file results : text open write_mode is "{record}";',
         "        variable l, msg : line;",
         f"        variable word_in : std_logic_vector({in_digits - 1} downto 0);",
         f"        variable word_out : std_logic_vector({out_digits - 1} downto 0);",
         "        variable sent, got, cycle : integer := 0;",
         "        variable loaded : boolean := false;",
+        "        variable started : boolean := false;",
+        "        -- a message line: on the output and in the results file",
+        "        procedure report_line(text : inout line) is",
+        "            variable copy : line;",
+        "        begin",
+        "            write(copy, text.all);",
+        "            writeline(output, text);",
+        "            writeline(results, copy);",
+        "        end procedure report_line;",
+        "        -- the verdict, last line of the results file",
+        "        procedure verdict(word : string; count : integer) is",
+        "            variable v : line;",
+        "        begin",
+        f'            write(v, word & " " & integer\'image(count / {plan.beats}) & "/" & '
+        f"integer'image({plan.vectors}));",
+        "            writeline(results, v);",
+        "            file_close(results);",
+        "        end procedure verdict;",
         "    begin",
+        "        if not started then",
+        f'            write(msg, string\'("expect {m if plan.printing else 0}"));',
+        "            writeline(results, msg);",
+        "            started := true;",
+        "        end if;",
         "        if rising_edge(clk) and rst = '0' then",
         "            cycle := cycle + 1;",
         "            if in_valid = '1' and in_ready = '1' then",
@@ -417,10 +445,14 @@ def bench(plan: BenchPlan) -> str:
         if not plan.printing
         else "",
         "                    writeline(output, msg);" if not plan.printing else "",
+        '                    verdict("pass", got);',
         "                    std.env.finish;",
         "                end if;",
         "            end if;",
         f"            if cycle > {limit} then",
+        f'                write(msg, string\'("timeout: " & integer\'image(got) & " of {m} outputs"));',
+        "                writeline(results, msg);",
+        '                verdict("fail", got);',
         f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {m}"',
         "                    severity failure;",
         "            end if;",

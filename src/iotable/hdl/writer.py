@@ -335,7 +335,7 @@ def simulate(
     result = simulate_files(files, f"{design.top}_tb", simulator=sim.value, timeout=timeout)
     digits = -(-design.outputs.width // 4)
     lines = [
-        line for line in result.stdout.splitlines() if re.fullmatch(rf"[0-9a-fA-FxXzZuU-]{{{digits}}}", line.strip())
+        line for line in result.words.splitlines() if re.fullmatch(rf"[0-9a-fA-FxXzZuU-]{{{digits}}}", line.strip())
     ]
     count = n * design.outputs.beats
     if not result.passed or len(lines) != count:
