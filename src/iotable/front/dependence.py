@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -191,6 +192,25 @@ def _made(func: Any, args: tuple, kwargs: dict, inputs: list[torch.Tensor], out:
     return [
         (index, t) for index, t in enumerate(results) if _storage_key(t) not in alias or any(t is w for w in written)
     ]
+
+
+class _Leaks(TorchFunctionMode):
+    """Notes a tensor's values leaving torch (``.numpy()``, ``np.asarray``, ``.tolist()``): what is computed
+    from them outside torch cannot be followed."""
+
+    NAMES = frozenset(
+        {"numpy", "__array__", "tolist", "item", "data_ptr", "__bool__", "__int__", "__float__", "__index__"}
+    )
+
+    def __init__(self, follow: _Follow) -> None:
+        super().__init__()
+        self.follow = follow
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        name = getattr(func, "__name__", "")
+        if name in self.NAMES and args and self.follow.deps(args[0]) is not None:
+            self.follow.escapes.add(f"Tensor.{name}")
+        return func(*args, **(kwargs or {}))
 
 
 def _written(func: Any, args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -459,7 +479,7 @@ def dependence(module: torch.nn.Module, example: torch.Tensor) -> Dependence:
     follow = _Follow(width)
     x = example.clone()
     follow.set_deps(x, torch.eye(width, dtype=torch.bool).reshape(*x.shape, width))
-    with torch.no_grad(), follow:
+    with torch.no_grad(), _Leaks(follow), follow:
         out = module(x)
     outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
     if len(outputs) != 1:
