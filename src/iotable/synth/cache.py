@@ -29,11 +29,11 @@ from ..errors import CacheError, IOTableError, IOTableWarning, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, LutResult, check_netlist, result_name
 from .records import MappedTable, from_record
 
-__all__ = ["Cache", "cached_results", "checked_record", "from_cache"]
+__all__ = ["MAX_RECORD_BYTES", "Cache", "cached_results", "checked_record", "from_cache"]
 
-#: The largest cache file read, in bytes (a mapped 16-bit table's record is about 200 KiB): a larger file is
-#: not read at all, and no more than this many bytes (and one) are ever read from one file.
-MAX_RECORD_BYTES = 64 * 2**20
+#: The largest cache file read, in bytes (a bundle's manifest has the same cap): a larger file is not read at
+#: all, and no more than this many bytes (and one) are ever read from one file.
+MAX_RECORD_BYTES = 256 * 2**20
 
 # The fields of a mapping record (as jobs.run_job writes them), and the type of each.
 _INTS = ("format", "k", "input_bits", "output_bits", "luts", "depth")
