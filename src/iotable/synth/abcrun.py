@@ -18,7 +18,7 @@ from typing import Any
 from .._util.process import run_in_group
 from ..errors import ABCError, ABCNotInstalledError, SynthError
 
-__all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "abc_version", "find_abc", "resolve_script", "run_abc"]
+__all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "SCRIPT_COMMANDS", "abc_version", "find_abc", "resolve_script", "run_abc"]
 
 #: The programs tried, in order: Debian's ``berkeley-abc``, the copy yosys ships, a plain ``abc``.
 PROGRAMS = ("berkeley-abc", "yosys-abc", "abc")
@@ -97,20 +97,60 @@ def abc_version(abc: Any = None) -> str:
     return _version(program, os.stat(program).st_mtime)
 
 
+#: The ABC commands a mapping script may use: optimisation and LUT mapping, none of which reads or writes a
+#: file named by its arguments (ABC's own reading, writing, shell and scripting commands are refused; iotable
+#: reads the table and writes the netlist). Arguments may be only options (``-K``) and numbers (``6``).
+SCRIPT_COMMANDS = frozenset(
+    """
+    balance bdd bidec cleanup collapse csweep dc2 dch dfraig drf drw drwsat dsd fraig fx if ifraig iresyn irw
+    irws logic lutpack mfs mfs2 mfs3 multi muxes print_level print_stats refactor renode resub rewrite satclp
+    sop strash sweep
+    &b &dc2 &dch &dsdb &fraig &fx &get &if &jf &kf &lf &mf &mfs &ps &put &satlut &shrink &sopb &st &sweep
+    &syn2 &syn3 &syn4 &synch2
+    """.split()
+)
+
+_ARGUMENT = re.compile(r"-[A-Za-z]+|[0-9]+(\.[0-9]+)?")
+_OTHER = re.compile(r"[^A-Za-z0-9_&.; -]")
+
+
 def resolve_script(script: Any, k: int, *, what: str) -> str:
-    """The mapping script with ``{k}`` filled in; checked: a non-empty str that neither reads nor writes."""
+    """The mapping script with ``{k}`` filled in; checked: ABC commands separated by ``;``, each one of
+    :data:`SCRIPT_COMMANDS` with only options and numbers as arguments (nothing that reads or writes a file)."""
     if script is None:
         script = DEFAULT_SCRIPT
     if not isinstance(script, str) or not script.strip(";\n\t "):
         msg = f"{what}: script must be a non-empty string of ABC commands, received {script!r}"
         raise SynthError(msg)
     resolved = script.replace("{k}", str(k)).strip().strip(";").strip()
-    if re.search(r"(^|;)\s*(read|write|source|quit|exit)\w*", resolved) or "\n" in resolved:
-        msg = (
-            f"{what}: script {script!r} reads, writes or leaves ABC itself; give only the optimisation and "
-            f"mapping commands (e.g. {DEFAULT_SCRIPT!r}): iotable reads the table and writes the netlist"
-        )
+    fix = (
+        f"give only optimisation and mapping commands separated by ';' (e.g. {DEFAULT_SCRIPT!r}), with options "
+        "and numbers as their arguments: iotable reads the table and writes the netlist"
+    )
+    odd = _OTHER.search(resolved)
+    if odd is not None:  # quotes, comments, a newline, a path's '/': nothing a plain command line needs
+        msg = f"{what}: script {script!r} holds the character {odd.group()!r}; {fix}"
         raise SynthError(msg)
+    for command in resolved.split(";"):
+        words = command.split()
+        if not words:
+            msg = f"{what}: script {script!r} holds an empty command (two ';' in a row); {fix}"
+            raise SynthError(msg)
+        if words[0] not in SCRIPT_COMMANDS:
+            allowed = ", ".join(sorted(SCRIPT_COMMANDS))
+            msg = (
+                f"{what}: script {script!r}: {words[0][:40]!r} is not one of the ABC commands a mapping script "
+                f"may use (a command that reads, writes or leaves ABC, or one iotable does not list); {fix}. "
+                f"Allowed: {allowed}"
+            )
+            raise SynthError(msg)
+        for word in words[1:]:
+            if not _ARGUMENT.fullmatch(word):
+                msg = (
+                    f"{what}: script {script!r}: the argument {word[:40]!r} of {words[0]!r} is neither an option "
+                    f"nor a number (a file name, perhaps); {fix}"
+                )
+                raise SynthError(msg)
     return resolved
 
 

@@ -1,22 +1,44 @@
 """The on-disk cache of mapping results: a JSON record per (function, k, script, ABC version) in one folder
-(:class:`Cache`), and the results it holds read back, each netlist checked against its table again
-(:func:`cached_results`), so that a rerun, or a run after an interruption, maps only what is missing.
+(:class:`Cache`), and the results it holds read back (:func:`cached_results`), so that a rerun, or a run after
+an interruption, maps only what is missing.
+
+A cache folder is trusted no more than a bundle: a file is read only if it is a regular file (not a link, a
+FIFO, a device or a folder; it is opened without blocking and without following links) of at most
+:data:`MAX_RECORD_BYTES`; its JSON must be one flat object of exactly the fields a mapping record has, each of
+its type; its flow (k, script, ABC version), key and bit counts must be the ones of the function asked for and
+the file name must be the one those fields give; its netlist must compute the function on every care row, with
+LUTs of at most k inputs, no node that feeds no output, and the LUTs and depth the record says. An entry that
+fails any of this is mapped again, with an :class:`~iotable.errors.IOTableWarning` naming the file and the
+reason, and the fresh result replaces the file (the file is replaced, never written through: a link is
+replaced by a file, its target left alone).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from .._util.files import atomic_write
-from ..errors import CacheError, NetlistMismatchError, SynthError
+from ..errors import CacheError, IOTableError, IOTableWarning, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, LutResult, check_netlist, result_name
 from .records import MappedTable, from_record
 
-__all__ = ["Cache", "cached_results", "from_cache"]
+__all__ = ["MAX_RECORD_BYTES", "Cache", "cached_results", "checked_record", "from_cache"]
+
+#: The largest cache file read, in bytes (a bundle's manifest has the same cap): a larger file is not read at
+#: all, and no more than this many bytes (and one) are ever read from one file.
+MAX_RECORD_BYTES = 256 * 2**20
+
+# The fields of a mapping record (as jobs.run_job writes them), and the type of each.
+_INTS = ("format", "k", "input_bits", "output_bits", "luts", "depth")
+_STRS = ("key", "script", "abc_version", "method", "blif")
+_FIELDS = frozenset((*_INTS, *_STRS, "seconds"))
 
 
 class Cache:
@@ -50,29 +72,29 @@ class Cache:
         """The file name of a result (:func:`iotable.lutnet.result_name`)."""
         return result_name(key, k, script, version)
 
+    def where(self, file: str) -> str:
+        """``file`` as messages name it: its path in the folder."""
+        return f"the cache file {str(self.folder / file) if self.folder is not None else file!r}"
+
     def load(self, file: str) -> dict[str, Any] | None:
-        """The record the folder holds in ``file`` (its fields' types checked), or ``None`` without one."""
-        if self.folder is None or not (self.folder / file).exists():
+        """The record the folder holds in ``file``, or ``None`` without one (nothing at that name).
+
+        Raises:
+            CacheError: the entry is not a regular file of at most :data:`MAX_RECORD_BYTES`, or not one flat
+                JSON object of a mapping record's fields, each of its type (see the module docstring).
+        """
+        if self.folder is None or not os.path.lexists(self.folder / file):
             return None
-        path = self.folder / file
-        try:
-            record = json.loads(path.read_text())
-            ok = isinstance(record, dict) and record.get("format") == RECORD_FORMAT
-            ok = ok and all(isinstance(record.get(f), int) for f in ("k", "input_bits", "output_bits", "luts"))
-            ok = ok and all(isinstance(record.get(f), str) for f in ("key", "script", "abc_version", "blif", "method"))
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
-            msg = f"{self.what}: the cache file {str(path)!r} is unreadable or not a mapping record; delete it, rerun"
-            raise CacheError(msg)
-        return record
+        where = f"{self.what}: {self.where(file)}"
+        return _record(_parse(_read(self.folder / file, where), where), where)
 
     def keep(self, file: str, record: dict[str, Any], netlist: LutNetlist) -> None:
         """Hold a checked result in memory (from the record as the cache file holds it, and its parsed netlist)."""
         self.memory[file] = LutResult.from_record(record, netlist)
 
     def save(self, file: str, record: dict[str, Any]) -> None:
-        """Write ``record`` to ``file`` in the folder, atomically (nothing without a folder)."""
+        """Write ``record`` to ``file`` in the folder, atomically (nothing without a folder): a new file is
+        renamed over whatever has the name (a link is replaced, not followed)."""
         if self.folder is None:
             return
         path = self.folder / file
@@ -80,14 +102,19 @@ class Cache:
             atomic_write(path, json.dumps(record, indent=1).encode())
         except OSError as exc:
             reason = exc.strerror or exc
-            msg = f"{self.what}: cannot write the cache file {str(path)!r}: {reason}; free space or move cache_dir"
+            msg = (
+                f"{self.what}: cannot write the cache file {str(path)!r}: {reason}; free space, remove what holds "
+                "that name, or move cache_dir"
+            )
             raise CacheError(msg) from None
 
 
 def cached_results(
     distinct: dict[str, tuple[BitFunction, str]], cache: Any, k: int, script: str, version: str, *, what: str
 ) -> tuple[dict[str, MappedTable], list[tuple[BitFunction, str]]]:
-    """The results the cache holds (checked as read), and the functions still to map."""
+    """The results the cache holds (checked as read), and the functions still to map: those it lacks, and
+    those whose entry cannot be trusted (each with an :class:`~iotable.errors.IOTableWarning`; the fresh result
+    replaces the entry)."""
     results: dict[str, MappedTable] = {}
     pending = []
     for key, (fn, name) in distinct.items():
@@ -96,25 +123,201 @@ def cached_results(
             held = cache.memory[file]
             results[key] = from_record(held.record(), held.netlist, cached=True, fn=fn)
             continue
-        record = cache.load(file)
+        try:
+            record = cache.load(file)
+            if record is not None:
+                results[key] = from_cache(record, fn, name, k, cache, file, script=script, version=version, what=what)
+        except CacheError as exc:
+            message = f"{exc}; mapping {name} again, the fresh result replaces the file"
+            warnings.warn(message, IOTableWarning, stacklevel=4)  # the caller of map_luts / cost
+            record = None
         if record is None:
             pending.append((fn, name))
             continue
-        results[key] = from_cache(record, fn, name, k, cache, file, what=what)
         cache.keep(file, record, results[key].netlist)
     return results, pending
 
 
 def from_cache(
-    record: dict[str, Any], fn: BitFunction, name: str, k: int, cache: Cache, file: str, *, what: str
+    record: dict[str, Any],
+    fn: BitFunction,
+    name: str,
+    k: int,
+    cache: Cache,
+    file: str,
+    *,
+    script: str,
+    version: str,
+    what: str,
 ) -> MappedTable:
-    """A cached record as a result, after checking its netlist against the table like a fresh one."""
-    where = f"the cache file {str(cache.folder / file) if cache.folder else file!r}"
-    try:
-        netlist = LutNetlist.from_blif(record["blif"], what=f"{what}: {where}")
-        check_netlist(netlist, fn, name=f"{name} (from {where}; delete it and rerun)", k=k)
-    except SynthError as exc:
-        raise CacheError(f"{exc}; delete it and rerun") from None
-    except NetlistMismatchError:
-        raise
+    """A cached record (its fields' types checked by :meth:`Cache.load`) as a result, after checking it all
+    (:func:`checked_record`); :class:`CacheError` naming the file and what is wrong otherwise."""
+    where = f"{what}: {cache.where(file)}"
+    netlist = checked_record(record, fn, k=k, script=script, version=version, file=file, where=where, name=name)
     return from_record(record, netlist, cached=True, fn=fn)
+
+
+def checked_record(
+    record: dict[str, Any], fn: BitFunction, *, k: int, script: str, version: str, file: str, where: str, name: str
+) -> LutNetlist:
+    """The netlist of ``record``, a mapping record read back for the function ``fn`` (the table ``name``) and
+    the flow ``k``, ``script``, ``version``, once every field is checked against what they give: the flow, the
+    key (``fn``'s content hash) and bit counts; the file name ``file`` (the name the record's own fields give);
+    the method; the netlist, evaluated on every care row (LUTs of at most k inputs), with no node that feeds
+    no output, and the LUTs and depth the record says.
+
+    Raises:
+        CacheError: what differs, the record's value and the expected one (``where`` names the file).
+    """
+    expected = {
+        "format": RECORD_FORMAT,
+        "k": k,
+        "script": script,
+        "abc_version": version,
+        "key": fn.key(),
+        "input_bits": fn.input_bits,
+        "output_bits": fn.output_bits,
+    }
+    for field, value in expected.items():
+        if record[field] != value:
+            msg = f"{where}: {field} is {_shown(record[field])}, expected {_shown(value)} for {name} in this run"
+            raise CacheError(msg)
+    named = result_name(record["key"], record["k"], record["script"], record["abc_version"])
+    if named != file:  # the key recomputed from the entry's own fields
+        msg = f"{where}: its fields give the file name {named!r}; an entry is stored under its own name only"
+        raise CacheError(msg)
+    method = "direct" if fn.input_bits <= k else "abc"
+    if record["method"] != method:
+        msg = f"{where}: method is {_shown(record['method'])}, expected {method!r} for {fn.input_bits} address bits"
+        raise CacheError(msg)
+    try:
+        netlist = LutNetlist.from_blif(record["blif"], what=where)
+        check_netlist(netlist, fn, name=f"{where}, for {name}", k=k)
+    except CacheError:
+        raise
+    except IOTableError as exc:  # SynthError (not a netlist), NetlistMismatchError (a wrong one)
+        raise CacheError(str(exc)) from None
+    unused = _unused(netlist)
+    if unused:
+        shown = ", ".join(map(repr, unused[:5])) + (f" and {len(unused) - 5} more" if len(unused) > 5 else "")
+        msg = f"{where}: the netlist holds {len(unused)} node(s) that feed no output ({shown})"
+        raise CacheError(msg)
+    for field, found in (("luts", netlist.luts), ("depth", netlist.depth)):
+        if record[field] != found:
+            msg = f"{where}: {field} is {record[field]}, but its netlist has {found}"
+            raise CacheError(msg)
+    return netlist
+
+
+def _unused(netlist: LutNetlist) -> list[str]:
+    """The outputs of the nodes no output of ``netlist`` depends on (in the netlist's order)."""
+    driver = {node.output: node for node in netlist.nodes}
+    live: set[str] = set()
+    stack = list(netlist.outputs)
+    while stack:  # iterative: netlists can be deep
+        signal = stack.pop()
+        if signal not in live:
+            live.add(signal)
+            stack.extend(driver[signal].inputs if signal in driver else ())
+    return [node.output for node in netlist.nodes if node.output not in live]
+
+
+# -- reading a cache file: never blocking, never more than the cap, never a raw exception -------------------------
+
+
+def _read(path: Path, where: str) -> bytes:
+    """The bytes of ``path``: a regular file of at most :data:`MAX_RECORD_BYTES`, opened without following a
+    link and without blocking (a FIFO opens at once and is refused), read at most the cap and one byte."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if path.is_symlink():  # O_NOFOLLOW says so too, where the system has it
+        msg = f"{where}: is a symbolic link; a cache entry must be a regular file"
+        raise CacheError(msg)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        msg = f"{where}: cannot be opened ({exc.strerror or exc}); a cache entry must be a readable regular file"
+        raise CacheError(msg) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            msg = f"{where}: is not a regular file (a folder, FIFO, socket or device); a cache entry is a JSON file"
+            raise CacheError(msg)
+        if info.st_size > MAX_RECORD_BYTES:
+            msg = f"{where}: holds {info.st_size} bytes, more than the {MAX_RECORD_BYTES} a cache entry may hold"
+            raise CacheError(msg)
+        chunks, left = [], MAX_RECORD_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 2**20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as exc:
+        msg = f"{where}: cannot be read ({exc.strerror or exc})"
+        raise CacheError(msg) from None
+    finally:
+        os.close(fd)
+    if left <= 0:
+        msg = f"{where}: grew past the {MAX_RECORD_BYTES} bytes a cache entry may hold while it was read"
+        raise CacheError(msg)
+    return b"".join(chunks)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in found:
+            msg = f"the key {key[:40]!r} appears twice in one object"
+            raise ValueError(msg)
+        found[key] = value
+    return found
+
+
+def _no_constant(name: str) -> Any:
+    msg = f"{name} is not a number JSON holds"
+    raise ValueError(msg)
+
+
+def _parse(data: bytes, where: str) -> dict[str, Any]:
+    """``data`` as one JSON object (no duplicate keys, no NaN or Infinity; deep nesting refused)."""
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+    except RecursionError:
+        msg = f"{where}: nested too deep to be a mapping record (a record is one flat JSON object)"
+        raise CacheError(msg) from None
+    except (UnicodeDecodeError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
+        msg = f"{where}: not valid JSON ({str(exc)[:200]})"
+        raise CacheError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"{where}: expected a JSON object (a mapping record), received {type(value).__name__}"
+        raise CacheError(msg)
+    return value
+
+
+def _record(value: dict[str, Any], where: str) -> dict[str, Any]:
+    """``value`` if it has exactly a mapping record's fields, each of its type (ints are not booleans)."""
+    if set(value) != _FIELDS:
+        missing, extra = sorted(_FIELDS - set(value)), sorted(str(f)[:40] for f in set(value) - _FIELDS)
+        msg = f"{where}: not a mapping record: fields missing {missing}, unknown {extra[:10]}"
+        raise CacheError(msg)
+    for field in _INTS:
+        if type(value[field]) is not int or value[field] < 0:
+            msg = f"{where}: {field} is {_shown(value[field])}, expected a non-negative integer"
+            raise CacheError(msg)
+    for field in _STRS:
+        if not isinstance(value[field], str):
+            msg = f"{where}: {field} is {_shown(value[field])}, expected a string"
+            raise CacheError(msg)
+    seconds = value["seconds"]
+    if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
+        msg = f"{where}: seconds is {_shown(seconds)}, expected a non-negative number of seconds"
+        raise CacheError(msg)
+    return value
+
+
+def _shown(value: Any) -> str:
+    """A value as a message shows it: its repr, cut short."""
+    if isinstance(value, (dict, list)):
+        return f"a JSON {'object' if isinstance(value, dict) else 'array'}"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -13,6 +13,7 @@ import itertools
 import multiprocessing
 import os
 from collections.abc import Iterator
+from concurrent.futures.process import BrokenProcessPool  # a submodule: ``import concurrent.futures`` lacks it
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +174,7 @@ def mapped_records(
         raise
     except Exception as exc:  # a worker or the cluster failed outside iotable: say where
         msg = f"{what}: mapping failed in the executor ({type(exc).__name__}: {exc}); results so far are cached"
-        if isinstance(exc, concurrent.futures.process.BrokenProcessPool):
+        if isinstance(exc, BrokenProcessPool):
             msg += (
                 ". The default pool starts fresh Python processes (spawn): a script that calls map_luts must guard "
                 "its main code with `if __name__ == '__main__':`"

@@ -229,9 +229,9 @@ def from_record(record: dict[str, Any], netlist: LutNetlist, *, cached: bool, fn
     return MappedTable(
         luts=netlist.luts,
         depth=netlist.depth,
-        estimate=int(lut_estimate(record["input_bits"], record["output_bits"], k=record["k"])),
-        input_bits=record["input_bits"],
-        output_bits=record["output_bits"],
+        estimate=int(lut_estimate(fn.input_bits, fn.output_bits, k=record["k"])),  # the table's bits, not the record's
+        input_bits=fn.input_bits,
+        output_bits=fn.output_bits,
         k=record["k"],
         script=record["script"],
         abc_version=record["abc_version"],
