@@ -1,0 +1,127 @@
+"""Units inferred from a module's structure: the field's layers as their authors write them, with no decoration,
+give the tables of the hand-decorated layer, table for table; inputs that never matter are removed exactly;
+what the structure cannot show is refused or caught, never a silent wrong table."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import iotable
+from iotable import Domain
+from iotable.errors import NotDecomposedError, SpecError, SpecMismatchError
+from iotable.network.precompute import precompute_layer
+from tests import fieldzoo as zoo
+
+BITS = Domain([0.0, 1.0])
+U2 = Domain.uniform(2, scale=1 / 3)
+
+
+def _cases() -> list[tuple[str, nn.Module, Domain, int]]:
+    return [
+        ("thermometer", zoo.Thermometer(4, 3), U2, 4),
+        ("dwn", zoo.LUTLayer(12, 8, n=4), BITS, 12),
+        ("difflogic", zoo.LogicLayer(12, 16), BITS, 12),
+        ("treelut comparators", zoo.Comparators(5, 12), U2, 5),
+        ("treelut trees", zoo.Trees(12, 6), BITS, 12),
+        ("kanele", zoo.KANLayer(6, 4), U2, 6),
+        ("polylut-add", zoo.PolyAddLayer(8, 4, 2), U2, 8),
+        ("logicnets", zoo.MaskedNeurons(10, 6, 3), U2, 10),
+    ]
+
+
+@pytest.mark.parametrize("case", range(8), ids=[c[0] for c in _cases()])
+def test_no_decoration_gives_the_hand_decorated_tables(case: int) -> None:
+    name, layer, domain, features = _cases()[case]
+    layer.eval()
+    example = torch.zeros(1, features)
+    inferred = precompute_layer(layer, input_domain=domain, example_input=example)
+    by_hand = iotable.decompose(copy.deepcopy(layer), fan_in=layer.true_fan_ins())
+    declared = precompute_layer(by_hand, input_domain=domain, example_input=example)
+    assert len(inferred) == len(declared)
+    for unit, mine, theirs, fan_in in zip(inferred.plan.units, inferred, declared, layer.true_fan_ins()):
+        # the structure's fan-in, less the inputs the learned function ignores (a DWN LUT whose entries
+        # never look at one of its inputs): what the tables themselves show
+        unused = theirs.unused_inputs()[: theirs.fan_in - 1]
+        assert unit.in_channels == tuple(c for j, c in enumerate(fan_in) if j not in unused), name
+        assert mine == theirs.without_inputs(unused), name
+
+
+class Sneaky(nn.Module):
+    """Three outputs: one adds zero times an input (read, never mattering), one a product, one a constant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([x[:, 0] + 0.0 * x[:, 1], x[:, 1] * x[:, 2] * self.gain, torch.floor(x[:, 2] / 8)], 1)
+
+
+def test_inputs_that_never_change_a_table_are_removed_and_listed() -> None:
+    result = precompute_layer(Sneaky(), input_domain=Domain.uniform(2), example_input=torch.zeros(1, 3))
+    assert result.unused == ((0, (1,)),)
+    assert [u.in_channels for u in result.plan.units] == [(0,), (1, 2), (2,)]
+    assert "1 unused inputs removed" in repr(result)
+    codes = np.stack(np.meshgrid(*[np.arange(4)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    values = torch.tensor(Domain.uniform(2).decode(codes), dtype=torch.float32)
+    expected = Sneaky()(values).detach().numpy()
+    assert np.array_equal(result[0].lookup(codes[:, :1])[:, 0], expected[:, 0])
+
+
+class NumpyLookup(nn.Module):
+    """A dependence the structure cannot see: the input leaves torch through numpy."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("table", torch.arange(4.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.table.numpy()[x.numpy().astype(int)]).float()
+
+
+class Branches(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :1] * self.gain if x[0, 2] > 0 else x[:, 1:2]
+
+
+@pytest.mark.parametrize("module", [NumpyLookup(), Branches()], ids=["numpy", "branch"])
+def test_what_the_structure_cannot_bound_is_refused_by_name(module: nn.Module) -> None:
+    with pytest.raises(SpecError, match="cannot be bounded") as caught:
+        precompute_layer(module, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 3), name="net.odd")
+    assert "net.odd" in str(caught.value) and "iotable.decompose" in str(caught.value)
+
+
+def test_a_declared_fan_in_still_wins_and_is_still_checked() -> None:
+    layer = zoo.MaskedNeurons(10, 6, 3)
+    wrong = [tuple(f[:-1]) for f in layer.true_fan_ins()]  # each neuron's last input left out
+    iotable.decompose(layer, fan_in=wrong)
+    with pytest.raises(SpecMismatchError):
+        precompute_layer(layer, input_domain=U2, example_input=torch.zeros(1, 10))
+
+
+def test_the_adder_alone_is_refused_with_the_batch_axis_message() -> None:
+    with pytest.raises((SpecError, iotable.errors.EnumerationError), match="returned 2 rows for 1 inputs|rows for 2"):
+        precompute_layer(zoo.Adder2(), input_domain=U2, example_input=torch.zeros(1, 4), name="neuron.adder")
+
+
+class Spatial(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gain = nn.Parameter(torch.ones(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[:, :, 1:] * x[:, :, :-1] * self.gain
+
+
+def test_a_spatial_module_without_metadata_must_declare_its_window() -> None:
+    with pytest.raises(NotDecomposedError, match="kernel_size"):
+        precompute_layer(Spatial(), input_domain=U2, example_input=torch.zeros(1, 2, 5))
