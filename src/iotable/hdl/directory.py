@@ -107,9 +107,8 @@ def _check_ancestors(target: Path, what: str) -> None:
 def target_directory(directory: Any, *, overwrite: bool, what: str) -> Path:
     """Where :func:`write_design` will put the design, checked (see the module docstring); nothing written."""
     text = _path_text(directory, what)
-    target = Path(os.path.abspath(text))
     try:
-        target = _resolved(target, what)
+        target = _resolved(Path(os.path.abspath(text)), what)
         _check_ancestors(target, what)
         if not target.exists():
             return target
@@ -125,7 +124,7 @@ def target_directory(directory: Any, *, overwrite: bool, what: str) -> Path:
                 "new directory or change to another working directory first"
             )
             raise HDLError(msg)
-        if not overwrite and any(os.scandir(target)):
+        if not overwrite and not _empty(target):
             msg = (
                 f"{what}: {text!r} is a directory that is not empty; choose a new or empty directory, or pass "
                 "overwrite=True to replace it whole"
@@ -134,6 +133,11 @@ def target_directory(directory: Any, *, overwrite: bool, what: str) -> Path:
     except OSError as exc:
         raise path_error(what, "use the directory", text, exc) from None
     return target
+
+
+def _empty(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is None
 
 
 def file_sha256(path: Path) -> str:
