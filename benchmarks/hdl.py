@@ -93,7 +93,9 @@ def bench_simulation(cases: list[tuple[str, str, tuple[int, int]]], work: Path) 
             if style == "streaming" and simulator == "verilator":
                 continue
             target = work / f"sim-{name}-{language}"
-            design = export(net, target, language=language, style=style, top="net", vectors=8, table_benches=False)
+            design = export(
+                net, target, language=language, style=style, top="net", vectors=8, table_benches=False, overwrite=True
+            )
             timings = []
             for n in sizes:
                 x = _random_input(net, n)
@@ -120,7 +122,7 @@ def bench_table(work: Path) -> list[dict[str, Any]]:
         if shutil.which(simulator) is None:
             continue
         target = work / f"table-{language}"
-        design = export(net, target, language=language, style="streaming", top="net", vectors=4)
+        design = export(net, target, language=language, style="streaming", top="net", vectors=4, overwrite=True)
         bench = design.table_benches[0]
         module = bench[: -len("_tb")]
         suffix = ".v" if language == "verilog" else ".vhd"

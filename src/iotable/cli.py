@@ -232,6 +232,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         help="each table as a case over its rows, or mapped onto 6-input LUTs by ABC and written as that LUT "
         "netlist (needs berkeley-abc) (default: %(default)s)",
     )
+    export.add_argument(
+        "--overwrite", action="store_true", help="replace a non-empty DIRECTORY whole (default: refuse it)"
+    )
     export.set_defaults(run=_export)
 
 
@@ -253,6 +256,7 @@ def _export(args: argparse.Namespace) -> int:
         dont_cares=args.dont_cares,
         style=args.style,
         tables=args.tables,
+        overwrite=args.overwrite,
     )
     print(design.summary())
     print(f"wrote {len(design.files)} file(s) to {target}")

@@ -83,6 +83,9 @@ class Design:
         vectors: how many vectors the network bench checks.
         tables: how the table modules are written: ``"case"`` (a ``case`` over the rows) or ``"mapped"`` (each
             table's LUT netlist, mapped by ABC; ``layers`` then count ``luts``).
+        checksums: the design manifest: ``(file, sha256)`` for every file in :attr:`files`, as written.
+            :func:`simulate` and :func:`check` refuse a directory whose files differ from it (docs/hardware.md,
+            "The design manifest").
     """
 
     top: str
@@ -105,6 +108,7 @@ class Design:
     interval: int = 1
     line_buffers: int = 0
     tables: str = "case"
+    checksums: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def files(self) -> tuple[str, ...]:

@@ -11,8 +11,9 @@ I/O contract.
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import asdict
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,15 @@ import numpy as np
 import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
+from ..graph.graph import Graph
+from ..graph.kind import NodeKind
 from ..lutcount import lut_estimate
 from ..network.network import TableNetwork
 from ..synth.records import LayerCost
 from .build import build_netlist
+from .builder import hardware_nodes
 from .design import Design, Port, codes_at
+from .directory import read_verified, target_directory, write_design
 from .language import Language
 from .mapped import check_mapped_options, layer_luts, map_modules
 from .names import check_name
@@ -33,7 +38,7 @@ from .netlist import Layer, Netlist, Style
 from .sources import bench_files, design_files, header_lines, table_bench
 from .streaming import beats_of, from_beats
 from .table import DontCares
-from .tools import CheckResult, Simulator, check_files, simulate_files, write_files
+from .tools import CheckResult, Simulator, check_files, simulate_files
 
 __all__ = ["UNROLL_LIMIT", "check", "export", "simulate"]
 
@@ -56,7 +61,14 @@ def _pipeline(value: Any, *, what: str) -> int:
 def _stimulus(net: TableNetwork, inputs: Any, vectors: Any, seed: int, *, what: str) -> torch.Tensor:
     """Input codes for the network bench: ``inputs`` (values of the input domain) or random codes."""
     if inputs is not None:
-        return net.encode_input(inputs, what=what)
+        codes = net.encode_input(inputs, what=what)
+        if codes.shape[0] == 0:
+            msg = (
+                f"{what}: inputs holds no vector (a batch of shape {tuple(codes.shape)}); the network bench needs at "
+                "least one: pass a non-empty batch, or leave inputs out for random vectors"
+            )
+            raise OptionError(msg)
+        return codes
     if isinstance(vectors, bool) or not isinstance(vectors, int) or vectors < 1:
         msg = f"{what}: vectors must be a positive number of random input vectors, received {vectors!r}"
         raise OptionError(msg)
@@ -82,20 +94,43 @@ def _port(name: str, netlist: Netlist, ids: np.ndarray, node: Any, beats: int) -
     return Port(name, node.name, tuple(node.shape), layout, tuple(int(w) for w in netlist.width[ids]), beats)
 
 
-def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> Netlist:
-    """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build."""
-    try:
-        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline)
-    except IOTableError as exc:
-        raise HDLError(f"{what}: {exc}") from None
-    instances = sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer))
-    if not netlist.streaming and instances > UNROLL_LIMIT:
+def unrolled_instances(graph: Graph) -> int:
+    """The table instances the unrolled style builds for ``graph``'s hardware part, counted from the graph
+    alone: each table node's units times its positions (those of the window it reads, else one)."""
+    hardware, _, _ = hardware_nodes(graph)
+    count = 0
+    for node in hardware:
+        if node.kind is NodeKind.TABLE:
+            producers = graph.producers(node.name)
+            behind_window = bool(producers) and producers[0].kind is NodeKind.WINDOW
+            count += len(node.meta.units) * (math.prod(node.spatial_size) if behind_window else 1)
+    return count
+
+
+def _unroll_limit(instances: int, *, what: str) -> None:
+    if instances > UNROLL_LIMIT:
         msg = (
             f"{what}: style 'unrolled' needs {instances} table instances (more than {UNROLL_LIMIT}); export with "
             "style='streaming' (one instance of each unit, pixels in raster order), or a network with fewer "
             "positions per layer (smaller images, larger strides) or fewer units"
         )
         raise HDLError(msg)
+
+
+def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> Netlist:
+    """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build, an unrolled
+    design over :data:`UNROLL_LIMIT` instances before building it."""
+    try:
+        instances = unrolled_instances(net.graph) if style is Style.UNROLLED else 0
+    except IOTableError as exc:
+        raise HDLError(f"{what}: {exc}") from None
+    _unroll_limit(instances, what=what)
+    try:
+        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline)
+    except IOTableError as exc:
+        raise HDLError(f"{what}: {exc}") from None
+    if not netlist.streaming:  # a node kind of its own may instantiate tables the count above cannot see
+        _unroll_limit(sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer)), what=what)
     return netlist
 
 
@@ -155,6 +190,7 @@ def export(
     k: int = 6,
     executor: Any = None,
     cache_dir: str | Path | None = None,
+    overwrite: bool = False,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -184,13 +220,20 @@ def export(
         k: LUT inputs, with ``tables="mapped"``.
         executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
         cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
+        overwrite: replace a non-empty ``directory`` whole (without it, a non-empty directory is refused).
+
+    The directory is one unit: every file is written into a hidden staging directory beside it, which is
+    then renamed into place, so that it holds the old design or the whole new one, never a mix; its
+    ``<top>_design.json`` lists every file's sha256, which :func:`simulate` and :func:`check` verify.
 
     Returns:
         The :class:`Design`.
 
     Raises:
-        HDLError: a graph or option the generator cannot build (the message names the node and the fix).
-        OptionError: an unknown language, style, pipeline, dont_cares or tables.
+        HDLError: a graph or option the generator cannot build (the message names the node and the fix); a
+            directory that cannot hold the design (empty path, a file, a bundle or inside one, not empty
+            without ``overwrite``, a dangling or looping link, a disk error: the message names the path).
+        OptionError: an unknown language, style, pipeline, dont_cares or tables; an empty ``inputs`` batch.
 
     Example:
         >>> import tempfile, torch
@@ -211,10 +254,10 @@ def export(
     top = check_name(top, language=lang, what=what)
     mode = DontCares.parse(dont_cares, what=what)
     table_kind = check_mapped_options(tables, k, mode.value, what=what)
-    target = Path(directory)
-    if target.exists() and not target.is_dir():
-        msg = f"{what}: {str(target)!r} exists and is not a directory; give a directory for the design's files"
-        raise HDLError(msg)
+    if not isinstance(overwrite, bool):
+        msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
+        raise OptionError(msg)
+    target = target_directory(directory, overwrite=overwrite, what=what)
     netlist = _build(net, chosen, top, depth, what=what)
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
@@ -262,29 +305,33 @@ def export(
         line_buffers=netlist.line_buffers,
         tables=table_kind.value,
     )
-    files[f"{top}_design.json"] = _description_json(design)
-    target.mkdir(parents=True, exist_ok=True)
-    write_files(files, target)
-    return design
+    description = f"{top}_design.json"
+    checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
+    return replace(design, checksums=tuple((name, checksums[name]) for name in design.files))
 
 
-def _description_json(design: Design) -> str:
-    record = {k: v for k, v in asdict(design).items() if k != "network"}
+def _description_json(design: Design, checksums: dict[str, str]) -> str:
+    """The design's description as JSON: every field but the network (whose tables are not copied), the
+    files, and the sha256 of every file but this one."""
+    record: dict[str, Any] = {}
+    for item in fields(design):
+        if item.name in ("network", "checksums"):
+            continue
+        value = getattr(design, item.name)
+        if isinstance(value, Port):
+            value = asdict(value)
+        elif item.name == "layers":
+            value = [asdict(layer) for layer in value]
+        record[item.name] = value
     record["directory"] = None  # where it lies is the reader's business
     record["files"] = list(design.files)
+    record["sha256"] = dict(checksums)
     return json.dumps(record, indent=2, default=str) + "\n"
 
 
 def _read(design: Design, names: tuple[str, ...], *, what: str) -> dict[str, str]:
-    files = {}
-    for name in names:
-        path = design.directory / name
-        try:
-            files[name] = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            msg = f"{what}: cannot read {str(path)!r} ({exc.strerror or exc}); export the design again"
-            raise HDLError(msg) from None
-    return files
+    """The texts of ``names`` once the design's directory is verified against its manifest."""
+    return read_verified(Path(design.directory), dict(design.checksums), names, what=what)
 
 
 def simulate(
