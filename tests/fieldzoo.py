@@ -86,13 +86,8 @@ class LogicLayer(nn.Module):
         return (torch.stack(_gates(a, b), dim=-1) * mix).sum(-1)
 
     def true_fan_ins(self) -> list[tuple[int, ...]]:
-        """The inputs the picked gate really reads (constant gates read none, one-input gates one)."""
-        reads = {0: (), 3: (0,), 5: (1,), 10: (1,), 12: (0,), 15: ()}
-        result = []
-        for gate, a, b in zip(self.weights.argmax(-1).tolist(), self.indices[0].tolist(), self.indices[1].tolist()):
-            used = reads.get(gate, (0, 1))
-            result.append(tuple(sorted({(a, b)[k] for k in used})))
-        return result
+        """The pair each neuron is wired to (the picked gate may ignore one or both)."""
+        return [tuple(sorted({a, b})) for a, b in self.indices.T.tolist()]
 
 
 class Comparators(nn.Module):
