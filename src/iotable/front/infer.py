@@ -13,11 +13,13 @@ import torch
 from torch import nn
 
 from ..errors import SpecError
+from ..nn import domain_of
 from .dependence import Dependence, dependence
 from .layout import Layout
 from .metadata import Spec
+from .registry import kind_of
 
-__all__ = ["INFERRED", "inferable", "inferred_spec", "units_of"]
+__all__ = ["INFERRED", "inferable", "inferred_leaf", "inferred_spec", "units_of"]
 
 #: The ``source`` of an inferred :class:`Spec` starts with this.
 INFERRED = "inferred from the module's structure"
@@ -25,11 +27,23 @@ INFERRED = "inferred from the module's structure"
 
 def inferable(module: nn.Module) -> bool:
     """Whether iotable infers the units of ``module`` when it declares none: a module of the user's own (not a
-    container, not one of torch's or brevitas' layers, which have built-in rules or are refused by name)."""
+    container, a quantizer or a registered layer kind, nor a class of torch, brevitas, torchao or iotable,
+    whose layers have built-in rules or are refused by name)."""
     if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
         return False
+    if kind_of(module) is not None or domain_of(module) is not None:
+        return False  # a layer kind iotable knows, or a quantizer
     origin = type(module).__module__.split(".")[0]
-    return origin not in ("torch", "brevitas", "torchao")
+    return origin not in ("torch", "brevitas", "torchao", "iotable")
+
+
+def inferred_leaf(module: nn.Module) -> bool:
+    """Whether a traced model keeps ``module`` whole as a layer whose units are inferred: a module of the
+    user's own (:func:`inferable`) that holds parameters or buffers itself (a layer, not a model of layers)."""
+    if not inferable(module):
+        return False
+    own = [*module._parameters.values(), *module._buffers.values()]
+    return any(t is not None for t in own)
 
 
 def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:

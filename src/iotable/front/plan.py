@@ -25,7 +25,17 @@ from .layout import Layout
 from .metadata import Spec, channel_counts, declared_spec, spec_of
 from .window import _check_output, _checked_geometry, _frame_shape, _frame_size, _slots
 
-__all__ = ["DEFAULT_MAX_ROWS", "Geometry", "LayerPlan", "Unit", "check_batch", "eval_mode", "plan", "plan_layer"]
+__all__ = [
+    "DEFAULT_MAX_ROWS",
+    "Geometry",
+    "LayerPlan",
+    "Unit",
+    "check_batch",
+    "eval_mode",
+    "infer_spec",
+    "plan",
+    "plan_layer",
+]
 
 #: Default limit on the rows of one table (2**24).
 DEFAULT_MAX_ROWS = 2**24
@@ -147,7 +157,7 @@ def _spec(
     except NotDecomposedError:
         if not inferable(module):
             raise
-        return _inferred(module, name, input_domain, example_shape)
+        return infer_spec(module, name, input_domain, example_shape)
     except SpecError as exc:
         if declared is None or declared.fan_in_from is None or name == type(module).__name__:
             raise
@@ -155,10 +165,11 @@ def _spec(
         raise type(exc)(msg) from None
 
 
-def _inferred(
+def infer_spec(
     module: nn.Module, name: str, input_domain: Domain | Sequence[Domain], example_shape: tuple[int, ...] | None
 ) -> Spec:
-    """The inferred spec of a flat module, run on two samples of random input values."""
+    """The units of a flat module that declares none, from its structure (:func:`~iotable.front.infer.
+    inferred_spec`), run on two samples of random values of ``input_domain``; refusals name ``name``."""
     if example_shape is None:
         features = channel_counts(module)[0]
         if features is None:

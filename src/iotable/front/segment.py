@@ -19,6 +19,7 @@ from torch import nn
 from ..errors import ModelError
 from ..nn import domain_of
 from .glue import Arithmetic, _elementwise_call
+from .infer import inferred_leaf
 from .metadata import declared_spec
 from .registry import Role, kind_of, role_of
 
@@ -64,7 +65,7 @@ class Step:
 
 
 def _is_mixing(m: nn.Module) -> bool:
-    return declared_spec(m) is not None or role_of(m) is Role.MIXING
+    return declared_spec(m) is not None or role_of(m) is Role.MIXING or inferred_leaf(m)
 
 
 def _averages(m: nn.Module) -> bool:
@@ -82,7 +83,14 @@ def _closes(m: nn.Module) -> bool:
     declared = declared_spec(m)
     if declared is not None and (declared.output_domain is not None or declared.output_domain_from is not None):
         return True
+    if declared is None and inferred_leaf(m) and domain_of(_last_child(m)) is not None:
+        return True  # a layer of the user's own whose last submodule is its output quantizer
     return domain_of(m) is not None
+
+
+def _last_child(m: nn.Module) -> nn.Module:
+    children = list(m.children())
+    return children[-1] if children else m
 
 
 def segment(module: fx.GraphModule | Chain, *, host: frozenset[str]) -> list[Step]:

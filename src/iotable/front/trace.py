@@ -20,6 +20,7 @@ from ..errors import IOTableError, ModelError
 from ..nn import domain_of
 from ..torchao import fake_quantize_domain, is_fake_quantize
 from .glue import Arithmetic
+from .infer import inferred_leaf
 from .metadata import declared_spec
 from .registry import kind_of
 from .segment import Step, segment
@@ -39,12 +40,15 @@ class LeafTracer(fx.Tracer):
 
     def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
         """Leaves: host modules, decorated modules, quantizers, modules of a registered kind
-        (:mod:`iotable.kinds`), and torch / brevitas layers (not containers)."""
+        (:mod:`iotable.kinds`), layers of the user's own that hold parameters or buffers (their units inferred),
+        and torch / brevitas layers (not containers)."""
         if module_qualified_name in self.host or is_brevitas(m):  # brevitas: checked after tracing
             return True
         if is_fake_quantize(m):  # checked after tracing, where its name is known
             return True
         if declared_spec(m) is not None or domain_of(m) is not None or kind_of(m) is not None:
+            return True
+        if inferred_leaf(m):  # a layer of the user's own: its units are inferred from its structure
             return True
         if isinstance(m, _CONTAINERS):
             return False

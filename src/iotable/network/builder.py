@@ -14,8 +14,9 @@ from torch import nn
 
 from ..domain import Domain
 from ..errors import ModelError, SpecError, TableTooLargeError
-from ..front.plan import LayerPlan, plan_layer
-from ..front.spec import SPEC_ATTRIBUTE, Layout, PaddingMode, Spec, decompose, spec_of
+from ..front.infer import inferable
+from ..front.plan import LayerPlan, infer_spec, plan_layer
+from ..front.spec import SPEC_ATTRIBUTE, Layout, PaddingMode, Spec, declared_spec, decompose, spec_of
 from ..front.trace import Arithmetic, Step
 from ..graph.graph import (
     DuplicateMeta,
@@ -40,6 +41,7 @@ from ..graph.graph import (
 from ..graph.kind import definition
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
+from ..tabulate.layers import LayerTables
 
 
 class _Chain(nn.Sequential):
@@ -262,13 +264,17 @@ class GraphBuilder:
 
     @staticmethod
     def _chain(step: Step, src: Node) -> nn.Module:
-        """The step's modules as one module carrying the decomposition metadata of its mixing module."""
+        """The step's modules as one module carrying the decomposition metadata of its mixing module (for a
+        module of the user's own that declares none, the units the chain's structure shows)."""
         module = _Chain(*step.modules)
         mixing = [m for m, n in zip(step.modules, step.module_names) if n == step.mixing]
         if mixing:
             # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
             # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
-            spec = spec_of(mixing[0])
+            if declared_spec(mixing[0]) is None and inferable(mixing[0]):
+                spec = infer_spec(module, step.name, _domain_for_layer(src), tuple(src.shape))
+            else:
+                spec = spec_of(mixing[0])
             if step.modules[-1] is not mixing[0]:
                 spec = replace(spec, output_domain=None)
         else:
@@ -412,3 +418,17 @@ def _refuse_channel_tensors(step: Step, plan: LayerPlan) -> None:
                 "layer's channel axis: fold the tensor into the layer, or use one value for all channels"
             )
             raise ModelError(msg)
+
+
+def refit_tables(graph: Graph, layers: dict[str, LayerTables]) -> Graph:
+    """``graph`` with the table node of every layer whose tabulation removed unused inputs
+    (:attr:`LayerTables.unused`) reading only the inputs its units kept."""
+    changed = {name: tables.plan for name, tables in layers.items() if tables.unused}
+    nodes = []
+    for node in graph.nodes:
+        meta = node.meta
+        if isinstance(meta, TableMeta) and meta.layer in changed:
+            plan = changed[meta.layer]
+            fitted = replace(meta, units=plan.units, unit_bits=_unit_bits(plan), index_map=_unit_index_map(plan))
+            nodes.append(replace(node, meta=fitted))
+    return graph.replace(*nodes) if nodes else graph

@@ -36,7 +36,7 @@ from ..lutnet import LutResults
 from ..runtime.runtime import Runtime
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
-from .builder import GraphBuilder
+from .builder import GraphBuilder, refit_tables
 from .observe import restrict
 
 if TYPE_CHECKING:
@@ -274,7 +274,8 @@ def build_network(
     total = sum(plan.total_rows for _, plan in skeleton.planned.values())
     with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
         layers = tabulate_layers(skeleton.planned, bar=bar, **options)
-    return TableNetwork(graph=skeleton.graph, layers=layers, input_shape=skeleton.input_shape)
+    graph = refit_tables(skeleton.graph, layers)  # units inferred from a structure may have lost inputs
+    return TableNetwork(graph=graph, layers=layers, input_shape=skeleton.input_shape)
 
 
 def model_skeleton(

@@ -224,5 +224,6 @@ def tabulate_layers(
                 bar=bar,
             )
         else:
-            result[name] = LayerTables(plan=layer, tables=done.tables, method=done.method, near_ties=done.near_ties)
+            found_tables = LayerTables(plan=layer, tables=done.tables, method=done.method, near_ties=done.near_ties)
+            result[name] = without_unused(found_tables) if layer.spec.source.startswith(INFERRED) else found_tables
     return result
