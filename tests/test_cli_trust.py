@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+import iotable.cli
 from iotable import TableNetwork, load, precompute, save
 from iotable.bundle.hosts import unavailable_hosts
 from iotable.cli import main
@@ -208,6 +209,20 @@ def test_bad_bundle_paths_and_values_are_one_line(
     for args, words in cases:
         assert_clean_error(call(capsys, *args), args[0], *words)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "file.txt"]
+
+
+def test_a_request_too_large_for_memory_is_one_line(
+    bundle: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A MemoryError (``--vectors 100000000000`` raised one) is one line saying what to ask less of."""
+
+    def too_large(*args: object, **kwargs: object) -> None:
+        raise MemoryError("Unable to allocate 5.82 TiB for an array with shape (100000000000, 12)")
+
+    monkeypatch.setattr(iotable.cli, "open_bundle", too_large)
+    args = ("export", "verilog", str(bundle), str(tmp_path / "out"), "--vectors", "100000000000")
+    assert_clean_error(call(capsys, *args), "export", "not enough memory", "5.82 TiB", "fewer --vectors")
+    assert not (tmp_path / "out").exists()
 
 
 def test_unparsable_option_values_are_usage_errors(bundle: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -421,6 +421,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except IOTableError as exc:
         print(f"iotable {args.command}: error: {exc}", file=sys.stderr)
+    except MemoryError as exc:  # a request too large for this machine (say, --vectors 10**11): what to change
+        less = "fewer --vectors, a smaller network" if args.command == "export" else "a smaller network"
+        print(
+            f"iotable {args.command}: error: not enough memory ({exc or 'no details'}); ask for less ({less}) or use "
+            "a machine with more memory",
+            file=sys.stderr,
+        )
     except OSError as exc:  # a path the checks could not foresee (permissions, a full disk): the reason alone
         where = f": {exc.filename}" if exc.filename else ""
         print(f"iotable {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)
