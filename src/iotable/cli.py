@@ -12,7 +12,9 @@
   results in the bundle).
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
-missing optional dependency), 2 on a usage error; none prints a traceback. ``python -m iotable`` is the same
+missing optional dependency), 2 on a usage error (a bad option value among them) and 130 when interrupted
+(Ctrl-C); none prints a traceback. A network bundle whose host modules are stored as weights only (they are not
+code) exports its table part, as ``iotable.hdl.export`` does from a live network. ``python -m iotable`` is the same
 command. Each command is one ``_NAME(args)`` function and one ``_add_NAME(commands)`` that declares its
 arguments.
 """
@@ -20,12 +22,17 @@ arguments.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import torch
+from torch import nn
+
 from ._util.files import atomic_write
 from .bundle.bundle import open_bundle
+from .bundle.hosts import unavailable_hosts
 from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
 from .network.network import TableNetwork
@@ -36,6 +43,42 @@ __all__ = ["main"]
 _DESCRIPTION = """\
 Inspect, check, draw and export iotable bundles: the directories iotable.save() writes (manifest.json plus
 .npy tables). See docs/bundle.md for the format."""
+
+
+def _path(text: str, option: str, what: str) -> Path:
+    """An output path as given on the command line, refused when no file can have it (checked before any work)."""
+    if not text:
+        msg = f"{option}: the path is empty; give {what}"
+        raise CommandError(msg)
+    if "\0" in text:
+        msg = f"{option} {text!r}: holds a NUL character, which no file name can; give {what}"
+        raise CommandError(msg)
+    return Path(text)
+
+
+def _directory(text: str, option: str, what: str) -> Path:
+    """An output directory: a usable path that is a directory or does not exist yet."""
+    target = _path(text, option, f"a directory for {what}")
+    if target.exists() and not target.is_dir():
+        msg = f"{option} {text}: exists and is not a directory; give a directory for {what}"
+        raise CommandError(msg)
+    return target
+
+
+def _positive(option: str) -> Callable[[str], int]:
+    """An argparse type: a positive integer, refused with the words the library uses for ``option``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = 0
+        if value < 1:
+            msg = f"{option} must be a positive integer, received {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return value
+
+    return parse
 
 
 def _network(path: str, command: str) -> TableNetwork:
@@ -133,7 +176,7 @@ def _add_dot(commands: argparse._SubParsersAction) -> None:
 
 
 def _dot(args: argparse.Namespace) -> int:
-    output = Path(args.output) if args.output is not None else None
+    output = _path(args.output, "-o", "a file name such as graph.svg") if args.output is not None else None
     if output is not None:  # the output path is checked before the bundle is read
         if output.suffix.lower() not in (".svg", ".dot", ".gv"):
             msg = f"-o {args.output}: cannot tell the format; name the file *.svg (a picture) or *.dot / *.gv (DOT)"
@@ -178,10 +221,7 @@ def _add_pla(commands: argparse._SubParsersAction) -> None:
 
 
 def _pla(args: argparse.Namespace) -> int:
-    target = Path(args.directory)
-    if target.exists() and not target.is_dir():
-        msg = f"DIRECTORY {args.directory}: exists and is not a directory; give a directory for the .pla files"
-        raise CommandError(msg)
+    target = _directory(args.directory, "DIRECTORY", "the .pla files")
     obj, _ = open_bundle(args.bundle)
     paths = export_pla(obj, target, dont_cares=args.dont_cares)
     print(f"wrote {len(paths)} PLA file(s) to {target}")
@@ -241,13 +281,11 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     from .hdl import export
 
-    target = Path(args.directory)
-    if target.exists() and not target.is_dir():
-        msg = f"DIRECTORY {args.directory}: exists and is not a directory; give a directory for the design"
-        raise CommandError(msg)
+    target = _directory(args.directory, "DIRECTORY", "the design")
     net = _network(args.bundle, "export")
+    unloaded = unavailable_hosts(net.graph)
     design = export(
-        net,
+        _table_part(net, unloaded),
         target,
         language=args.language,
         top=args.top,
@@ -259,8 +297,40 @@ def _export(args: argparse.Namespace) -> int:
         overwrite=args.overwrite,
     )
     print(design.summary())
+    if unloaded:
+        print(
+            f"exported the table part: the bundle stores host module(s) {', '.join(unloaded)} as weights only, and "
+            "the hardware never runs them"
+        )
     print(f"wrote {len(design.files)} file(s) to {target}")
     return 0
+
+
+class _Unused(nn.Module):
+    """Stands in for a host module the bundle holds as weights only, while the table part is exported.
+
+    The hardware ends before the first host node and never reads one (``Design.host`` lists them), so the
+    codes the export takes from the network do not depend on what this returns: zeros of the node's shape.
+    """
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.shape = shape
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros((x.shape[0], *self.shape), dtype=torch.float32)
+
+
+def _table_part(net: TableNetwork, unloaded: list[str]) -> TableNetwork:
+    """The network with each host node in ``unloaded`` running :class:`_Unused` (the export runs the whole graph
+    to take the codes of the hardware's output node)."""
+    if not unloaded:
+        return net
+    stand_ins = [
+        dataclasses.replace(node, meta=dataclasses.replace(node.meta, module=_Unused(node.shape)))
+        for node in (net.graph[name] for name in unloaded)
+    ]
+    return dataclasses.replace(net, graph=net.graph.replace(*stand_ins))
 
 
 # -- cost ---------------------------------------------------------------------------------------------------------
@@ -279,7 +349,9 @@ def _add_cost(commands: argparse._SubParsersAction) -> None:
     )
     cost.add_argument("bundle", metavar="BUNDLE", help="the bundle directory")
     cost.add_argument("--k", type=int, default=6, help="LUT inputs (default: %(default)s)")
-    cost.add_argument("--workers", type=int, default=None, metavar="N", help="processes (default: the cores)")
+    cost.add_argument(
+        "--workers", type=_positive("workers"), default=None, metavar="N", help="processes (default: the cores)"
+    )
     cost.add_argument("--cache", metavar="DIR", default=None, help="a folder for the JSON cache of results")
     cost.add_argument("--script", default=None, help="ABC commands; {k} stands for k (default: the pinned flow)")
     cost.add_argument("--timeout", type=float, default=600.0, help="seconds ABC may run per table (default: 600)")
@@ -291,9 +363,8 @@ def _cost(args: argparse.Namespace) -> int:
     from .bundle.bundle import save
     from .synth import cost, map_luts
 
-    if args.cache is not None and Path(args.cache).exists() and not Path(args.cache).is_dir():
-        msg = f"--cache {args.cache}: exists and is not a directory; give a folder for the cache"
-        raise CommandError(msg)
+    if args.cache is not None:
+        _directory(args.cache, "--cache", "the cache")
     obj, _ = open_bundle(args.bundle)
     if args.save and not isinstance(obj, TableNetwork):
         msg = f"--save: {args.bundle} holds one layer ({obj.name!r}); mapping results are stored in network bundles"
@@ -336,7 +407,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status.
 
     Exit status 0: success; 1: the bundle cannot be read, fails a check, or an output cannot be written (the
-    reason is on stderr); 2: a usage error.
+    reason is on stderr); 2: a usage error; 130: interrupted (Ctrl-C), with one line on stderr.
 
     Example:
         >>> import pathlib, tempfile
@@ -349,8 +420,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
+    except KeyboardInterrupt:  # Ctrl-C: one line, and the shell's status for a command ended by SIGINT
+        print(f"iotable {args.command}: interrupted", file=sys.stderr)
+        return 130
     except IOTableError as exc:
         print(f"iotable {args.command}: error: {exc}", file=sys.stderr)
+    except MemoryError as exc:  # a request too large for this machine (say, --vectors 10**11): what to change
+        less = "fewer --vectors, a smaller network" if args.command == "export" else "a smaller network"
+        print(
+            f"iotable {args.command}: error: not enough memory ({exc or 'no details'}); ask for less ({less}) or use "
+            "a machine with more memory",
+            file=sys.stderr,
+        )
     except OSError as exc:  # a path the checks could not foresee (permissions, a full disk): the reason alone
         where = f": {exc.filename}" if exc.filename else ""
         print(f"iotable {args.command}: error: {exc.strerror or exc}{where}", file=sys.stderr)

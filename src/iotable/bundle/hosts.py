@@ -10,6 +10,27 @@ import torch
 from torch import nn
 
 from ..errors import BundleError
+from ..graph.graph import Graph, NodeKind
+
+__all__ = ["unavailable_hosts"]
+
+
+def unavailable_hosts(graph: Graph) -> list[str]:
+    """The host nodes of a loaded network's graph whose module was not passed to :func:`iotable.load`.
+
+    The bundle holds their class name and weights; running the network through one of them raises
+    :class:`BundleError` naming it, while what does not run them (the summary, cost, ``iotable check`` and
+    ``iotable export``, which writes the table part) works.
+
+    Example:
+        >>> import pathlib, tempfile
+        >>> model = torch.nn.Sequential(torch.nn.Linear(4, 2), iotable.nn.Quantize(2), torch.nn.Linear(2, 1))
+        >>> net = precompute(model.eval(), input_domain=Domain.uniform(1), example_input=torch.zeros(1, 4), host=["2"])
+        >>> path = save(net, pathlib.Path(tempfile.mkdtemp()) / "net")
+        >>> unavailable_hosts(load(path).graph), unavailable_hosts(load(path, host_modules={"2": model[2]}).graph)
+        (['2'], [])
+    """
+    return [n.name for n in graph.nodes_of(NodeKind.HOST) if isinstance(n.meta.module, _MissingHost)]
 
 
 class _MissingHost(nn.Module):
