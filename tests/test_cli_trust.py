@@ -291,3 +291,19 @@ def test_cli_costs_a_hosted_bundle(hosted: tuple[TableNetwork, Path], tmp_path: 
     result = run_cli("cost", str(path), "--workers", "1")
     assert result.returncode == 0 and result.stderr == "", result.stderr
     assert "pinned flow" in result.stdout and "fc1" in result.stdout
+
+
+def test_python_exports_and_simulates_a_bundle_loaded_without_its_host_modules(
+    hosted: tuple[TableNetwork, Path], tmp_path: Path
+) -> None:
+    """From Python too: the hardware part's codes never run a host node, so no dummy head is needed."""
+    require_program("iverilog", package="iverilog")
+    net, path = hosted
+    loaded = load(path)
+    design = export(loaded, tmp_path / "loaded", vectors=40)
+    x = torch.tensor(D2.values, dtype=torch.float32)[torch.randint(0, len(D2), (12, 8))]
+    from iotable.hdl import simulate
+
+    assert design.host == ("head",)
+    assert torch.equal(simulate(design, x), design.reference(x))
+    assert torch.equal(design.reference(x), export(net, tmp_path / "live", vectors=40).reference(x))

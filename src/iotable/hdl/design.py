@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from ..graph.graph import NodeKind
 from ..network.network import TableNetwork
 from ..synth.records import LayerCost
 from .bench import vectors_file
@@ -173,5 +174,26 @@ def codes_at(net: TableNetwork, codes: torch.Tensor, node: str) -> torch.Tensor:
         net.graph.consumers(node) and net.graph.consumers(node)[0] == net.output_node.name
     ):
         return net.run(codes, codes=True, return_codes=True)
-    _, env = net.runtime.run(codes, capture=True)
+    _, env = _without_hosts(net).runtime.run(codes, capture=True)
     return env[node].to(torch.int64)
+
+
+class _Unread(torch.nn.Module):
+    """Stands for a host module when only the hardware part's codes are wanted: nothing there reads it."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.shape = shape
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.zeros((x.shape[0], *self.shape), dtype=torch.float32)
+
+
+def _without_hosts(net: TableNetwork) -> TableNetwork:
+    """``net`` with every host module replaced by one whose output nothing in the hardware part reads, so that
+    a network loaded without its host modules (or with a costly host head) still gives its hardware's codes."""
+    hosts = net.graph.nodes_of(NodeKind.HOST)
+    if not hosts:
+        return net
+    graph = net.graph.replace(*(replace(n, meta=replace(n.meta, module=_Unread(tuple(n.shape)))) for n in hosts))
+    return replace(net, graph=graph)

@@ -118,11 +118,15 @@ def _available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[Any, bool]:
-    """``(executor or None for in-process, whether we own it)`` from the user's ``executor``/``workers``."""
+def check_workers(workers: Any, *, what: str) -> None:
+    """Refuse a ``workers=`` that is not a positive integer (or ``None``), before any work."""
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         msg = f"{what}: workers must be a positive integer, received {workers!r}"
         raise SynthError(msg)
+
+
+def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[Any, bool]:
+    """``(executor or None for in-process, whether we own it)`` from the user's ``executor``/``workers``."""
     if executor is None:
         count = min(workers if workers is not None else _available_cores(), jobs)
         if count <= 1:
@@ -164,6 +168,7 @@ def mapped_records(
 ) -> Iterator[dict[str, Any]]:
     """Every record of ``local`` jobs (run here) and ``jobs`` (on the executor), as each job finishes; a
     failure outside iotable is a :class:`SynthError` that says where (results so far are cached)."""
+    check_workers(workers, what=what)  # even when every table is cached
     pool, owned = _submitter(executor, workers, len(jobs), what=what) if jobs else (None, False)
     try:
         done = itertools.chain(((job, run_job(job)) for job in local), _results(pool, jobs))
