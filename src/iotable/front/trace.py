@@ -96,8 +96,9 @@ def _unsupported_layer(m: nn.Module) -> str | None:
 
 
 def _refuse_unsupported(m: nn.Module, path: str) -> None:
-    """Refuse a recurrent, attention or embedding layer by name, saying why (a declared one is the user's unit)."""
-    reason = _unsupported_layer(m) if declared_spec(m) is None else None
+    """Refuse a recurrent, attention or embedding layer by name, saying why (unless decorated or of a registered
+    kind: then it is the user's unit)."""
+    reason = _unsupported_layer(m) if declared_spec(m) is None and kind_of(m) is None else None
     if reason is not None:
         msg = f"module {path!r} ({type(m).__name__}): {reason}"
         raise ModelError(msg)
