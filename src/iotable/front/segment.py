@@ -157,22 +157,25 @@ class _Segmenter:
         """Record that ``node``'s tensor comes from ``step``."""
         self.value[node.name] = step.name
 
+    def where(self, node: fx.Node) -> str:
+        """``node``'s name and the module it was traced in: a submodule by qualified name and class, else the
+        model's own forward."""
+        return _node_where(node, self.root)
+
     def source(self, node: Any, user: fx.Node) -> Step:
         """The step that produced ``node``, an argument of ``user``; a non-tensor argument is refused."""
         if not isinstance(node, fx.Node) or node.name not in self.value:
-            owner = _user_module(user)
-            where = f" in module {owner[0]!r} ({owner[1]})" if owner else ""
-            msg = f"{user.name}{where}: expected a tensor produced by an earlier layer, received {node!r}"
+            msg = f"{self.where(user)}: expected a tensor produced by an earlier layer, received {node!r}"
             raise ModelError(msg)
         return self.steps[self.value[node.name]]
 
-    @staticmethod
-    def check_users(step: Step, node: fx.Node) -> None:
+    def check_users(self, step: Step, node: fx.Node) -> None:
         """An open (unquantized) table output must not fan out: each consumer reads codes."""
-        if not step.closed and len(node.users) > 1:
+        consumers = [user for user in node.users if user.meta.get("shape") is not None]  # not ``x.shape`` reads
+        if not step.closed and len(consumers) > 1:
             msg = (
-                f"{node.name}: the unquantized output of {step.mixing or step.name} feeds {len(node.users)} consumers; "
-                "put a Quantize before the fan-out so each consumer reads codes"
+                f"{self.where(node)}: the unquantized output of {step.mixing or step.name} feeds {len(consumers)} "
+                "consumers; put a Quantize before the fan-out so each consumer reads codes"
             )
             raise ModelError(msg)
 
@@ -181,7 +184,7 @@ class _Segmenter:
     def placeholder(self, node: fx.Node) -> None:
         """The model's one input."""
         if self.steps:
-            msg = f"{node.name}: models with more than one input are not supported; wrap them to take one tensor"
+            msg = f"{self.where(node)}: models with more than one input are not supported; wrap them to take one tensor"
             raise ModelError(msg)
         self.produce(node, self.add(Step("input", "input", [], node.meta["shape"], closed=True)))
 
@@ -280,7 +283,7 @@ class _Segmenter:
         if target in _RESHAPE_FUNCTIONS or (node.op == "call_method" and target in _RESHAPE_METHODS):
             src = self.source(node.args[0], node)
             if not src.closed:
-                msg = f"{node.name}: a reshape of an unquantized tensor; put a Quantize before it"
+                msg = f"{self.where(node)}: a reshape of an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
             self.produce(node, self.add(Step(node.name, "reshape", [src.name], node.meta["shape"], closed=True)))
         elif target in _ADD or (node.op == "call_method" and target == "add"):
@@ -288,20 +291,20 @@ class _Segmenter:
         elif target is torch.cat:
             self.concat(node)
         else:
-            raise ModelError(_unsupported_call(node))
+            raise ModelError(_unsupported_call(node, self.root))
 
     def add_join(self, node: fx.Node) -> None:
         """``a + b`` of two quantized tensors of one shape: a table layer that reads both."""
         tensor_args = [a for a in node.args if isinstance(a, fx.Node) and a.meta.get("shape") is not None]
         if len(tensor_args) != 2 or node.kwargs:
-            msg = f"{node.name}: only the add of two tensors is supported; received args {node.args}"
+            msg = f"{self.where(node)}: only the add of two tensors is supported; received args {node.args}"
             raise ModelError(msg)
         a, b = (self.source(t, node) for t in tensor_args)
         if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
-            msg = f"{node.name}: an add must read two quantized tensors; put a Quantize on each operand"
+            msg = f"{self.where(node)}: an add must read two quantized tensors; put a Quantize on each operand"
             raise ModelError(msg)
         if a.shape != b.shape:
-            msg = f"{node.name}: adding shapes {a.shape} and {b.shape}; broadcasting adds are not supported"
+            msg = f"{self.where(node)}: adding shapes {a.shape} and {b.shape}; broadcasting adds are not supported"
             raise ModelError(msg)
         step = self.add(Step(node.name, "table", [a.name, b.name], node.meta["shape"], mixing="add"))
         self.produce(node, step)
@@ -313,7 +316,7 @@ class _Segmenter:
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
         srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
         if dim != 1 or not all(s.closed and s.kind != "host" for s in srcs):
-            msg = f"{node.name}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
+            msg = f"{self.where(node)}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
             raise ModelError(msg)
         self.produce(node, self.add(Step(node.name, "concat", [s.name for s in srcs], node.meta["shape"], closed=True)))
 
@@ -334,7 +337,15 @@ def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:
     )
 
 
-def _unsupported_call(node: fx.Node) -> str:
+def _node_where(node: fx.Node, root: nn.Module | None) -> str:
+    """``node``'s name with the user module it was traced in (qualified name and class), else the model's."""
+    owner = _user_module(node)
+    if owner is not None:
+        return f"{node.name} (in module {owner[0]!r}, a {owner[1]})"
+    return node.name if root is None else f"{node.name} (in the forward of {type(root).__name__}, the model)"
+
+
+def _unsupported_call(node: fx.Node, root: nn.Module | None) -> str:
     """The message for a function no table step stands for, naming the user module it was traced in."""
     target = node.target
     name = target if isinstance(target, str) else getattr(target, "__name__", repr(target))
@@ -348,8 +359,8 @@ def _unsupported_call(node: fx.Node) -> str:
             "with torch"
         )
     return (
-        f"{node.name}: the function {name} is not supported between tables (supported: layers, elementwise "
-        "modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
+        f"{_node_where(node, root)}: the function {name} is not supported between tables (supported: layers, "
+        "elementwise modules and relu/tanh/sigmoid calls, arithmetic with a number or a per-channel parameter, "
         "quantizers, add, cat, flatten/view/reshape, max-pool, avg-pool); wrap the computation in a module "
         "decorated with iotable.decompose, or list the layer in host="
     )
