@@ -15,7 +15,10 @@ from ..errors import SpecError, SpecOptionError
 from .layout import Layout, PaddingMode
 from .metadata import SPEC_ATTRIBUTE, Spec, _resolve, channel_counts, fan_in_of_tensor
 
-__all__ = ["decompose"]
+__all__ = ["AUTO", "decompose"]
+
+#: ``decompose(fan_in=AUTO)``: the units inferred from the module's structure (:mod:`iotable.front.infer`).
+AUTO = "auto"
 
 M = TypeVar("M", bound=Any)
 
@@ -139,14 +142,21 @@ def _make_spec(
     layout_e = None if layout is None else Layout.parse(layout, what="decompose")
     geometry = _window_fields(kernel_size, stride, dilation, padding, padding_mode, layout_e)
     output_domain, output_domain_from = _output_domain_field(output_domain)
+    infer = fan_in_from == AUTO
+    if infer and any(v is not None for v in geometry.values()):
+        msg = (
+            "decompose: fan_in='auto' infers the units of a flat layer; a window (kernel_size=, ...) needs fan_in lists"
+        )
+        raise SpecOptionError(msg)
     return Spec(
         groups=groups,
         fan_in=fan_in_t,
         fan_out=fan_out_t,
         layout=layout_e,
         output_domain=output_domain,
-        fan_in_from=fan_in_from,
+        fan_in_from=None if infer else fan_in_from,
         output_domain_from=output_domain_from,
+        infer=infer,
         **geometry,
     )
 
@@ -168,6 +178,11 @@ def _unit_fields(
         msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
         raise SpecOptionError(msg)
     fan_in_from = None
+    if fan_in == AUTO:
+        if fan_out is not None:
+            msg = "decompose: fan_out= needs fan_in= as index lists; fan_in='auto' gives each output its own unit"
+            raise SpecOptionError(msg)
+        return None, None, AUTO
     if isinstance(fan_in, str):
         if not _attribute_path(fan_in):
             msg = (
@@ -302,7 +317,9 @@ def decompose(
             ``"mask"`` or ``"fc.mask.mask"``): an integer tensor is an index tensor, a boolean or floating one a
             mask of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins. A named tensor is
             read again whenever the module is planned, so a mapping changed by training is never stale. A unit
-            may read an input twice: its table is built over its distinct inputs.
+            may read an input twice: its table is built over its distinct inputs. ``"auto"``: one unit per
+            output, reading the inputs the module's structure shows it may depend on (what a flat module of
+            your own gets with no decoration at all; use it to declare only ``output_domain=``).
         fan_out: output indices per unit; by default unit ``k`` writes output ``k``.
         kernel_size, stride, dilation: the receptive field of a sliding-window layer, so one table per
             unit serves every position.

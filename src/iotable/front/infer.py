@@ -38,12 +38,17 @@ def inferable(module: nn.Module) -> bool:
 
 
 def inferred_leaf(module: nn.Module) -> bool:
-    """Whether a traced model keeps ``module`` whole as a layer whose units are inferred: a module of the
-    user's own (:func:`inferable`) that holds parameters or buffers itself (a layer, not a model of layers)."""
+    """Whether a traced model keeps ``module`` whole as one layer whose units are inferred: a module of the
+    user's own (:func:`inferable`) that holds parameters or buffers itself (a layer), or that holds some below
+    it and no quantizer (a block of sub-layers with nothing quantized between them, such as PolyLUT-Add's
+    sub-neurons and their adder)."""
     if not inferable(module):
         return False
     own = [*module._parameters.values(), *module._buffers.values()]
-    return any(t is not None for t in own)
+    if any(t is not None for t in own):
+        return True
+    below = next(iter(module.parameters()), None) is not None or next(iter(module.buffers()), None) is not None
+    return below and not any(domain_of(m) is not None for m in module.modules())
 
 
 def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:

@@ -47,8 +47,9 @@ class Spec:
     makes every channel its own unit over the kernel window (the rule for average pooling). ``fan_in_from``
     names the module's tensor of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a
     pruning mask); :func:`spec_of` resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a
-    quantizer) whose domain is the output domain, resolved into ``output_domain``. ``source`` says where the
-    spec came from.
+    quantizer) whose domain is the output domain, resolved into ``output_domain``. ``infer`` asks for the
+    units the module's structure shows (``decompose(fan_in="auto")``), resolved when the module is planned.
+    ``source`` says where the spec came from.
     """
 
     groups: int | None = None
@@ -66,6 +67,7 @@ class Spec:
     depthwise: bool = False
     fan_in_from: str | None = None
     output_domain_from: str | None = None
+    infer: bool = False
     source: str = "decompose()"
 
     @property

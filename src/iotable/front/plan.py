@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -153,7 +154,11 @@ def _spec(
     its structure shows (:func:`~iotable.front.infer.inferred_spec`)."""
     declared = declared_spec(module)
     try:
-        return spec_of(module)
+        spec = spec_of(module)
+        if spec.infer:  # decompose(fan_in="auto"): the structure's units, the declared output domain
+            inferred = infer_spec(module, name, input_domain, example_shape)
+            return replace(inferred, output_domain=spec.output_domain, source=f"{inferred.source}; {spec.source}")
+        return spec
     except NotDecomposedError:
         if not inferable(module):
             raise

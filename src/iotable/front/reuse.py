@@ -28,6 +28,7 @@ from torch import nn
 from ..domain import Domain
 from ..errors import IOTableError
 from ..nn import domain_of
+from .infer import inferred_leaf
 from .metadata import SPEC_ATTRIBUTE
 
 __all__ = ["plan_tensors", "remember", "remembered", "settings", "stable_bytes", "structure_key"]
@@ -91,12 +92,16 @@ def _digest(t: torch.Tensor) -> bytes:
 
 
 def plan_tensors(m: nn.Module) -> tuple[torch.Tensor, ...]:
-    """Tensors whose *values* shape a module's plan: pruning masks and masks named by ``decompose(fan_in=...)``."""
+    """Tensors whose *values* shape a module's plan: pruning masks, masks named by ``decompose(fan_in=...)``, and
+    every tensor of a layer whose units are inferred from its structure."""
     found = []
     mask = getattr(m, "weight_mask", None)
     if isinstance(mask, torch.Tensor):
         found.append(mask)
     spec = m.__dict__.get(SPEC_ATTRIBUTE) or getattr(type(m), SPEC_ATTRIBUTE, None)
+    if (spec is not None and spec.infer) or (spec is None and inferred_leaf(m)):
+        # units inferred from the structure follow the values (a learned mapping, weights that are zero)
+        found += [t for t in (*m._parameters.values(), *m._buffers.values()) if isinstance(t, torch.Tensor)]
     if spec is not None and spec.fan_in_from is not None:
         target: Any = m
         for part in spec.fan_in_from.split("."):

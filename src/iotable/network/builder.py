@@ -275,6 +275,9 @@ class GraphBuilder:
                 spec = infer_spec(module, step.name, _domain_for_layer(src), tuple(src.shape))
             else:
                 spec = spec_of(mixing[0])
+                if spec.infer:  # decompose(fan_in="auto"): the structure's units, the declared output domain
+                    inferred = infer_spec(module, step.name, _domain_for_layer(src), tuple(src.shape))
+                    spec = replace(inferred, output_domain=spec.output_domain)
             if step.modules[-1] is not mixing[0]:
                 spec = replace(spec, output_domain=None)
         else:
