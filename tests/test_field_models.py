@@ -157,3 +157,18 @@ def test_a_mapping_changed_by_training_is_followed() -> None:
     x = torch.tensor(U3.values, dtype=torch.float32)[torch.randint(0, 8, (500, 4))]
     assert iotable.verify(model, after, x).agreement == 1.0
     assert np.all([set(f) <= set(t) for f, t in zip(fan_ins, model[1].true_fan_ins())])
+
+
+def test_an_inferred_network_saves_loads_and_exports(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from iotable.hdl import export, simulate
+
+    from .optional import require_program
+
+    model = polylut_add().eval()
+    net = _precompute(model, U2, 8, [])
+    loaded = iotable.load(iotable.save(net, tmp_path / "net"))
+    x = torch.tensor(U2.values, dtype=torch.float32)[torch.randint(0, 4, (300, 8))]
+    assert torch.equal(loaded.run(x), net.run(x))
+    require_program("iverilog", package="iverilog")
+    design = export(loaded, tmp_path / "hdl", vectors=64)
+    assert torch.equal(simulate(design, x[:40]), design.reference(x[:40]))

@@ -31,7 +31,7 @@ class _LayerEncoding(_GraphEncoding):
             msg = f"save: layer {plan.name!r} has {len(layer.tables)} table(s) for {len(plan.units)} unit(s)"
             raise BundleError(msg)
         g = plan.geometry
-        spec = {f.name: self.value(getattr(plan.spec, f.name), f"spec.{f.name}") for f in dataclasses.fields(Spec)}
+        spec = {f.name: self.value(getattr(plan.spec, f.name), f"spec.{f.name}") for f in _stored_spec_fields()}
         build = {  # how the tables were made (method, cached units, ...): every other LayerTables field
             f.name: self.value(getattr(layer, f.name), f"layer {plan.name!r} {f.name}")
             for f in dataclasses.fields(LayerTables)
@@ -252,7 +252,7 @@ class _LayerDecoding(_GraphDecoding):
 
     def spec(self, record: dict[str, Any], where: str) -> Spec:
         """The decomposition metadata, every field typed (its meaning is information once tables exist)."""
-        _obj(record, where, keys={f.name for f in dataclasses.fields(Spec)})
+        _obj(record, where, keys={f.name for f in _stored_spec_fields()})
         fields: dict[str, Any] = {}
         if record["groups"] is not None:
             fields["groups"] = _int(record["groups"], f"{where}.groups", minimum=1)
@@ -467,3 +467,9 @@ def _table(
     if inputs is not None or dont_care is not None:  # what a dense table from _trusted leaves unset
         table._inputs, table._addresses, table._dont_care = inputs, addresses, dont_care
     return table
+
+
+def _stored_spec_fields() -> list[dataclasses.Field]:
+    """The :class:`Spec` fields a bundle stores: all but ``infer``, a request that planning resolves (a plan's
+    spec never carries it), so that bundles of every format hold the same record."""
+    return [f for f in dataclasses.fields(Spec) if f.name != "infer"]
