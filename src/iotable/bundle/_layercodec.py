@@ -166,16 +166,25 @@ class _LayerDecoding(_GraphDecoding):
     def build(record: dict[str, Any], units: int, where: str) -> dict[str, Any]:
         """How the tables were made (information only), typed: the units cached, the method, the near ties."""
         known = {f.name for f in dataclasses.fields(LayerTables)} - {"plan", "tables"}
-        _obj(record, where, keys=known)
+        _obj(record, where, keys=known if "unused" in record else known - {"unused"})  # older bundles: none
         cached = _ints(record["cached"], f"{where}.cached", minimum=0)
         if list(cached) != sorted(set(cached)) or (cached and cached[-1] >= units):
             msg = f"{where}.cached: expected ascending unit indices below {units}, received {_shown(list(cached))}"
             raise BundleError(msg)
         method = _str(record["method"], f"{where}.method", limit=100)
+        unused = []
+        for k, entry in enumerate(_list(record.get("unused", []), f"{where}.unused")):
+            pair = _list(entry, f"{where}.unused[{k}]")
+            if len(pair) != 2:
+                msg = f"{where}.unused[{k}]: expected [unit, [input channels removed]], received {_shown(pair)}"
+                raise BundleError(msg)
+            unit = _int(pair[0], f"{where}.unused[{k}][0]", minimum=0)
+            unused.append((unit, _ints(pair[1], f"{where}.unused[{k}][1]", minimum=0)))
         return {
             "cached": cached,
             "method": method,
             "near_ties": _int(record["near_ties"], f"{where}.near_ties", minimum=0),
+            "unused": tuple(unused),
         }
 
     def plan(self, name: str, record: dict[str, Any], where: str) -> LayerPlan:
