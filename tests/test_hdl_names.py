@@ -19,7 +19,7 @@ from torch import nn
 import iotable
 from iotable import Domain
 from iotable.cli import main as cli
-from iotable.errors import BundleError, HDLError, ModelError
+from iotable.errors import BundleError, HDLError, ModelError, SpecOptionError
 from iotable.hdl import Design, export, simulate, simulate_files, table_verilog, table_vhdl
 from iotable.hdl.language import Language
 from iotable.hdl.names import check_name, check_unique
@@ -126,6 +126,12 @@ def test_a_control_character_in_a_nested_module_name_is_refused_at_precompute() 
     model = nn.Sequential(OrderedDict([("block", two_layers("fc\x0b"))])).eval()
     with pytest.raises(ModelError, match=re.escape("the module 'block.fc\\x0b'") + r".*rename the submodule 'fc\\x0b'"):
         iotable.precompute(model, input_domain=D2)
+
+
+def test_a_layer_name_given_with_a_control_character_is_refused() -> None:
+    """``precompute(layer, name=...)`` refuses a name with a line break, shown escaped, before any work."""
+    with pytest.raises(SpecOptionError, match=re.escape("name 'fc\\nx' holds the unprintable character '\\n'")):
+        iotable.precompute(nn.Linear(2, 1), input_domain=D2, name="fc\nx")
 
 
 @pytest.mark.parametrize("bad", ["\n", "\x00", "\u2028"])
