@@ -149,6 +149,24 @@ def test_a_bundle_name_with_a_control_character_is_refused_at_load(bad: str, tmp
     assert cli(["check", str(path)]) != 0
 
 
+@pytest.mark.parametrize(
+    "field", [("nodes", 1, "fx_node"), ("nodes", 1, "meta", "modules", 1), ("edges", 0, "consumer")]
+)
+def test_one_name_field_of_a_bundle_with_a_control_character_is_refused_at_load(field: tuple, tmp_path: Path) -> None:
+    """A control character in a single name field of the graph (a module name in a node's metadata, an fx node, an
+    edge's end) is refused too, the field named."""
+    net = iotable.precompute(nn.Sequential(OrderedDict([("fc", nn.Linear(4, 3)), ("q", Quantize(2))])), input_domain=D2)
+    path = iotable.save(net, tmp_path / "net")
+    manifest = manifest_of(path)
+    record = manifest["graph"]
+    for key in field[:-1]:
+        record = record[key]
+    record[field[-1]] = "q\rx"
+    write_manifest(path, manifest)
+    with pytest.raises(BundleError, match=re.escape("'q\\rx' holds the unprintable character '\\r'")):
+        iotable.load(path)
+
+
 @pytest.mark.parametrize("language", ["verilog", "vhdl"])
 def test_a_layer_name_cannot_end_a_comment_and_become_code(language: str, tmp_path: Path) -> None:
     """A layer named with a newline and a module declaration is refused; one named with comment delimiters and a

@@ -398,12 +398,9 @@ class _GraphDecoding:
             )
         if self.manifest.get("format_version", HARDWARE_BITS) < HARDWARE_BITS:
             nodes = _hardware_unit_bits(nodes, edges, record["nodes"])
-        for node in nodes:  # the model's names a node's metadata repeats (a table's layer and modules)
-            for field in ("layer", "modules"):
-                value = getattr(node.meta, field, None)
-                for text in [value] if isinstance(value, str) else value if isinstance(value, tuple) else []:
-                    if isinstance(text, str):
-                        _printable(text, f"{where} node {node.name!r} meta.{field}")
+        for node in nodes:
+            for field, text in _meta_names(node.meta):
+                _printable(text, f"{where} node {node.name!r} meta.{field}")
         try:
             return Graph(nodes, edges).check()
         except GraphError as exc:
@@ -439,6 +436,15 @@ class _GraphDecoding:
     def meta(self, kind: NodeKind, record: dict[str, Any], where: str, hosts: dict[str, nn.Module]) -> Meta:
         """A node kind's metadata record as its kind decodes it (types are Graph.check's to judge)."""
         return definition(kind).decode(record, where, _MetaDecoder(self, hosts))
+
+
+def _meta_names(meta: Any) -> list[tuple[str, str]]:
+    """``(field, name)`` for each model name a node's metadata repeats: a table's layer, a node's modules."""
+    layer, modules = getattr(meta, "layer", None), getattr(meta, "modules", None)
+    names = [("layer", layer)] if isinstance(layer, str) else []
+    if isinstance(modules, tuple):
+        names += [("modules", m) for m in modules if isinstance(m, str)]
+    return names
 
 
 def _unit_record(unit: Unit) -> dict[str, Any]:
