@@ -474,25 +474,3 @@ def test_digits_cnn_exports_up_to_its_host_head(tmp_path: Path, language: str) -
     assert [(r.units, r.instances) for r in design.layers] == [(8, 128), (8, 128), (16, 256)]
     assert design.latency == 3 and design.inputs.width == 128 and design.outputs.width == 512
     assert not design.table_benches
-
-
-# -- names from the model reach the text escaped --------------------------------------------------------------
-
-
-@pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
-def test_a_layer_name_cannot_end_a_comment_and_become_code(tmp_path: Path, simulator: str) -> None:
-    """A submodule named with a newline and a module declaration exports text without that declaration, and its
-    bench passes."""
-    evil = "a\nmodule evil; endmodule //"
-    torch.manual_seed(0)
-    model = nn.Sequential(OrderedDict([(evil, nn.Linear(4, 3)), ("q", Quantize(2))])).eval()
-    net = iotable.precompute(model, input_domain=D2)
-    assert evil in net.layers  # the name reaches the graph unchanged
-    design = export(net, tmp_path, language=SIMULATORS[simulator], top="net_t", vectors=40)
-    files = files_of(design, design.sources + design.bench)
-    for name, text in files.items():
-        declared = [line for line in text.splitlines() if re.match(r"\s*module\s+evil\b", line)]
-        assert not declared, (name, declared)
-    assert any("module evil; endmodule" in text for text in files.values())  # kept, inside a comment
-    result = run_bench(design, simulator, files)
-    assert result.passed and "40/40 vectors match" in result.stdout, result.stdout + result.stderr

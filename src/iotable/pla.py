@@ -145,7 +145,21 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
     """Write every table of a network or layer (anything with ``.tables``) to ``directory``, one PLA each.
 
     Files are named ``<layer>.u<unit>.pla`` (characters other than letters, digits, ``-`` and ``_`` in a
-    layer name become ``_``). ``directory`` is created if needed; a file at that path is refused.
+    layer name become ``_``; at most 120 of them are kept). Two tables whose names are then equal, ignoring
+    case (as some file systems do), never share a file: the later one, in table order, gets ``.2``, ``.3``, ...
+    before ``.pla``. ``directory`` is created if needed; a file at that path is refused.
+
+    Returns:
+        The paths written, one per table, in table order (all different).
+
+    Example:
+        >>> import tempfile
+        >>> from iotable import Domain, IOTable
+        >>> def xor(layer):
+        ...     return IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
+        ...                          output_domain=Domain.uniform(1), layer=layer, unit=0)
+        >>> [p.name for p in export_pla([xor("a b"), xor("a_b"), xor("A_B")], tempfile.mkdtemp())]
+        ['a_b.u0.pla', 'a_b.u0.2.pla', 'A_B.u0.3.pla']
     """
     folder = _path(directory, "export_pla")
     _check_dont_cares(dont_cares, "export_pla")
@@ -166,12 +180,24 @@ def export_pla(tables: Any, directory: str | os.PathLike[str], *, dont_cares: st
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _disk_error("export_pla", folder, exc) from None
-    paths = []
-    for k, table in enumerate(items):
-        layer = re.sub(r"[^A-Za-z0-9_-]", "_", str(table.layer)) if table.layer is not None else "table"
-        unit = table.unit if table.unit is not None else k
-        paths.append(write_pla(table, folder / f"{layer}.u{unit}.pla", dont_cares=dont_cares))
-    return paths
+    return [write_pla(table, folder / name, dont_cares=dont_cares) for table, name in zip(items, _file_names(items))]
+
+
+def _file_names(tables: list[IOTable]) -> list[str]:
+    """``<layer>.u<unit>.pla`` per table, made unique ignoring case by a ``.<n>`` suffix on later repeats (a
+    cleaned layer name holds no dot, so a suffixed name cannot equal another table's plain one)."""
+    names: list[str] = []
+    taken: set[str] = set()
+    for k, table in enumerate(tables):
+        layer = re.sub(r"[^A-Za-z0-9_-]", "_", str(table.layer))[:120] if table.layer is not None else "table"
+        stem = f"{layer}.u{table.unit if table.unit is not None else k}"
+        name, n = f"{stem}.pla", 1
+        while name.lower() in taken:
+            n += 1
+            name = f"{stem}.{n}.pla"
+        taken.add(name.lower())
+        names.append(name)
+    return names
 
 
 def _read_domains(input_domains: Any, output_domain: Any, inputs: int | None, file: str) -> list[Domain]:

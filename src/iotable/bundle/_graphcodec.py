@@ -31,7 +31,7 @@ from ..network.network import TableNetwork
 from ._format import HARDWARE_BITS, MAX_DOMAIN_VALUES
 from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost
-from .jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _obj, _shown, _str
+from .jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _name, _obj, _printable, _shown, _str
 
 
 class _GraphEncoding:
@@ -387,9 +387,9 @@ class _GraphDecoding:
             item = _obj(item, here, keys=edge_keys)
             edges.append(
                 Edge(
-                    _str(item["producer"], f"{here}.producer", limit=512),
+                    _name(item["producer"], f"{here}.producer"),
                     _int(item["producer_port"], f"{here}.producer_port", minimum=0),
-                    _str(item["consumer"], f"{here}.consumer", limit=512),
+                    _name(item["consumer"], f"{here}.consumer"),
                     _int(item["consumer_port"], f"{here}.consumer_port", minimum=0),
                     _ints(item["shape"], f"{here}.shape", minimum=1),
                     self.layout(item["layout"], f"{here}.layout"),
@@ -398,6 +398,9 @@ class _GraphDecoding:
             )
         if self.manifest.get("format_version", HARDWARE_BITS) < HARDWARE_BITS:
             nodes = _hardware_unit_bits(nodes, edges, record["nodes"])
+        for node in nodes:
+            for field, text in _meta_names(node.meta):
+                _printable(text, f"{where} node {node.name!r} meta.{field}")
         try:
             return Graph(nodes, edges).check()
         except GraphError as exc:
@@ -406,7 +409,7 @@ class _GraphDecoding:
 
     def node(self, item: Any, here: str, hosts: dict[str, nn.Module]) -> Node:
         item = _obj(item, here, keys={"name", "kind", "shape", "layout", "domain", "fx_node", "meta"})
-        name = _str(item["name"], f"{here}.name", limit=512)
+        name = _name(item["name"], f"{here}.name")
         here = f"{here} ({name!r})"
         found = find(item["kind"]) if isinstance(item["kind"], str) else None
         if found is None:
@@ -419,7 +422,7 @@ class _GraphDecoding:
         kind = found.kind
         fx_node = item["fx_node"]
         if fx_node is not None:
-            fx_node = _str(fx_node, f"{here}.fx_node", limit=512)
+            fx_node = _name(fx_node, f"{here}.fx_node")
         return Node(
             name,
             kind,
@@ -433,6 +436,15 @@ class _GraphDecoding:
     def meta(self, kind: NodeKind, record: dict[str, Any], where: str, hosts: dict[str, nn.Module]) -> Meta:
         """A node kind's metadata record as its kind decodes it (types are Graph.check's to judge)."""
         return definition(kind).decode(record, where, _MetaDecoder(self, hosts))
+
+
+def _meta_names(meta: Any) -> list[tuple[str, str]]:
+    """``(field, name)`` for each model name a node's metadata repeats: a table's layer, a node's modules."""
+    layer, modules = getattr(meta, "layer", None), getattr(meta, "modules", None)
+    names = [("layer", layer)] if isinstance(layer, str) else []
+    if isinstance(modules, tuple):
+        names += [("modules", m) for m in modules if isinstance(m, str)]
+    return names
 
 
 def _unit_record(unit: Unit) -> dict[str, Any]:

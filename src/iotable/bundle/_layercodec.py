@@ -17,7 +17,7 @@ from ..table import IOTable
 from ..tabulate.layers import LayerTables
 from ._format import DIGIT_ORDER
 from ._graphcodec import _GraphDecoding, _GraphEncoding, _unit, _unit_record
-from .jsonfields import _bool, _int, _ints, _list, _obj, _pair, _shown, _str
+from .jsonfields import _bool, _int, _ints, _list, _name, _obj, _pair, _shown, _str
 
 _E = TypeVar("_E", bound=enum.Enum)
 
@@ -142,7 +142,7 @@ class _LayerDecoding(_GraphDecoding):
 
     def layer(self, record: dict[str, Any], where: str) -> LayerTables:
         _obj(record, where, keys={"name", "build", "plan", "tables"})
-        name = _str(record["name"], f"{where}.name", limit=512)
+        name = _name(record["name"], f"{where}.name")
         if not name:
             msg = f"{where}.name: a layer has a non-empty name"
             raise BundleError(msg)

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from .._util.text import unprintable
 from ..errors import BundleError, IOTableError
 
 
@@ -34,6 +35,25 @@ def _str(value: Any, where: str, *, limit: int = 4096) -> str:
         msg = f"{where}: expected a string of at most {limit} characters, received {_kind(value)}"
         raise BundleError(msg)
     return value
+
+
+def _name(value: Any, where: str) -> str:
+    """A node, layer or module name: a string of printable characters (names reach generated files, comments
+    and messages, where a line break or control character could change what they say)."""
+    return _printable(_str(value, where, limit=512), where)
+
+
+def _printable(name: str, where: str) -> str:
+    """``name`` if every character of it is printable; else a :class:`BundleError` showing it escaped."""
+    bad = unprintable(name)
+    if bad is not None:
+        msg = (
+            f"{where}: the name {name!r} holds the unprintable character {bad!r} (a control character or line "
+            "break), which a name may not hold; rename the submodule in the model to printable characters and "
+            "save it again"
+        )
+        raise BundleError(msg)
+    return name
 
 
 def _bool(value: Any, where: str) -> bool:

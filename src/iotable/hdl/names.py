@@ -1,8 +1,9 @@
 """Every name and every free text that reaches HDL source passes through here.
 
-- :func:`check_name` validates a user's module name; :func:`verilog_name` / :func:`vhdl_name` are the one door
-  for every identifier a printer writes (generated names are checked too, so a bad one fails loudly here
-  instead of as a simulator's syntax error).
+- :func:`check_name` validates a user's module name (VHDL: also no library or standard package name);
+  :func:`check_unique` that a design's module names differ ignoring case; :func:`verilog_name` /
+  :func:`vhdl_name` are the one door for every identifier a printer writes (generated names are checked too,
+  so a bad one fails loudly here instead of as a simulator's syntax error).
 - :func:`verilog_comment` / :func:`vhdl_comment` turn free text (node and layer names, which come from the
   model) into the body of a one-line comment: printable ASCII, no line break, no comment delimiter, so that
   nothing a model is named can end a comment and become code. :func:`verilog_string` / :func:`vhdl_string`
@@ -56,6 +57,35 @@ _VHDL_KEYWORDS = frozenset(
     """.split()
 )
 
+# VHDL names an entity must not take: the libraries (an entity named `ieee` clashes with `library ieee`) and
+# what the packages the generated code `use`s declare (STD.STANDARD, STD.TEXTIO, STD.ENV, IEEE.STD_LOGIC_1164,
+# IEEE.NUMERIC_STD), with the other common IEEE packages: an entity's name is visible in its architecture, so an
+# entity named `std_logic` or `rising_edge` hides the type or function its own ports and processes use.
+_VHDL_LIBRARY_NAMES = frozenset(
+    """
+    std ieee work standard textio env std_logic_1164 numeric_std numeric_bit numeric_std_unsigned
+    numeric_bit_unsigned std_logic_textio std_logic_arith std_logic_unsigned std_logic_signed math_real
+    math_complex fixed_pkg float_pkg fixed_generic_pkg float_generic_pkg fixed_float_types vital_timing
+    vital_primitives
+    boolean false true bit character severity_level note warning error failure integer real time fs ps ns us ms
+    sec min hr delay_length now natural positive string boolean_vector bit_vector integer_vector real_vector
+    time_vector file_open_kind read_mode write_mode append_mode file_open_status open_ok status_error name_error
+    mode_error file_open_state state_open state_closed file_origin_kind file_origin_begin file_origin_current
+    file_origin_end to_string to_bstring to_ostring to_hstring to_binary_string to_octal_string to_hex_string
+    minimum maximum rising_edge falling_edge
+    nul soh stx etx eot enq ack bel bs ht lf vt ff cr so si dle dc1 dc2 dc3 dc4 nak syn etb can em sub esc fsp
+    gsp rsp usp del
+    line text side right left width input output read readline write writeline sread oread hread bread owrite
+    hwrite bwrite swrite tee flush justify
+    stop finish resolution_limit
+    std_ulogic std_ulogic_vector resolved std_logic std_logic_vector x01 x01z ux01 ux01z to_bit to_bitvector
+    to_bv to_stdulogic to_stdlogicvector to_stdulogicvector to_slv to_sulv to_std_logic_vector
+    to_std_ulogic_vector to_bit_vector to_01 to_x01 to_x01z to_ux01 is_x
+    unsigned signed unresolved_unsigned unresolved_signed u_unsigned u_signed shift_left shift_right
+    rotate_left rotate_right resize to_integer to_unsigned to_signed std_match find_leftmost find_rightmost
+    """.split()
+)
+
 # Names the generated text uses itself: the ports, the bench's signals and the architecture.
 _TAKEN = frozenset(
     {"address", "codes", "chunk", "expected", "vectors", "word", "matched", "dut", "rtl", "bench", "row"}
@@ -95,6 +125,13 @@ def check_name(name: object, *, language: Language, what: str) -> str:
         kind = "a reserved word" if reserved else "a name the generated code uses itself"
         msg = f"{what}: module name {name!r} is {kind} in {language.name}; choose another (e.g. {name}_t)"
         raise HDLError(msg)
+    if language is Language.VHDL and name.lower() in _VHDL_LIBRARY_NAMES:
+        msg = (
+            f"{what}: module name {name!r} is the name of a VHDL library or of something a standard package "
+            f"declares (ieee, std, work, std_logic, numeric_std, rising_edge, ...), which the entity would hide "
+            f"or clash with; choose another (e.g. {name}_t)"
+        )
+        raise HDLError(msg)
     if len(name) > 200:
         msg = f"{what}: module name of {len(name)} characters; expected at most 200"
         raise HDLError(msg)
@@ -110,6 +147,20 @@ def check_file_name(name: object, *, what: str) -> str:
         )
         raise HDLError(msg)
     return name
+
+
+def check_unique(names: list[str], *, what: str) -> None:
+    """Raise :class:`HDLError` if two of ``names`` (a design's module names) are equal ignoring case: VHDL
+    identifiers are case-insensitive and so are some file systems, so one would replace the other."""
+    seen: dict[str, str] = {}
+    for name in names:
+        other = seen.setdefault(name.lower(), name)
+        if other is not name:
+            msg = (
+                f"{what}: two modules of the design are named {other!r} and {name!r}, the same name ignoring case; "
+                "this is a bug in iotable.hdl, please report it"
+            )
+            raise HDLError(msg)
 
 
 def printable(text: object) -> str:

@@ -22,7 +22,7 @@ from .bench import vectors as table_vectors
 from .emit import Printer, part_text
 from .language import Language
 from .mapped import lut_body
-from .names import check_name
+from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
 from .netlist import Netlist
 from .table import DontCares, layout_of
@@ -106,6 +106,9 @@ def design_files(
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
     (layer and pool modules, stage modules, then the top, under the ``header`` comment)."""
     p = PRINTERS[language]
+    # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
+    named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
+    check_unique([*(part.name for part in named), netlist.top], what="export")
     files = {}
     for module in netlist.modules.values():
         if mapped is None:

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._util.text import unprintable
 from ..domain import Domain
 from ..errors import ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
@@ -100,6 +101,22 @@ def _flatten_domain(domain: tuple[Domain, ...], src: Node) -> tuple[Domain, ...]
     return tuple(domain[c] for c in np.broadcast_to(per_channel, src.shape).reshape(-1))
 
 
+def _check_printable(step: Step) -> None:
+    """Refuse a step named after a module whose name holds a control character or line break: names become
+    node names, file names and comments of generated code, where such a character could change the meaning."""
+    for name in dict.fromkeys([step.name, *step.module_names]):
+        bad = unprintable(name)
+        if bad is not None:
+            leaf = name.rsplit(".", 1)[-1]
+            suggestion = "".join(ch if ch.isprintable() else "_" for ch in leaf)
+            msg = (
+                f"precompute: the module {name!r} has a name with the unprintable character {bad!r} (a control "
+                f"character or line break), which a layer or node name may not hold; rename the submodule "
+                f"{leaf!r} to printable characters (e.g. {suggestion!r}: its nn.Sequential key or add_module name)"
+            )
+            raise ModelError(msg)
+
+
 class GraphBuilder:
     """Turns segmented steps into graph nodes, precomputing each table layer on the way.
 
@@ -130,6 +147,7 @@ class GraphBuilder:
         return node
 
     def add(self, step: Step) -> None:
+        _check_printable(step)
         handler = getattr(self, f"_{step.kind}")
         node = handler(step)
         self.nodes[node.name] = replace(node, fx_node=step.meta.get("fx_node"))

@@ -10,6 +10,7 @@ from typing import Any, overload
 from torch import nn
 
 from .._util.progress import progress_bar
+from .._util.text import unprintable
 from ..domain import Domain
 from ..errors import SpecOptionError
 from ..front.modelcheck import warn_training
@@ -66,6 +67,12 @@ def _check_front(*, reuse: Any, name: Any, options: PrecomputeOptions) -> None:
         raise SpecOptionError(msg)
     if name is not None and (not isinstance(name, str) or not name):
         msg = f"precompute: name must be a non-empty string (the layer's name in tables and bundles), received {name!r}"
+        raise SpecOptionError(msg)
+    if name is not None and unprintable(name) is not None:
+        msg = (
+            f"precompute: name {name!r} holds the unprintable character {unprintable(name)!r} (a control character "
+            "or line break), which a layer's name may not hold; pass a name of printable characters"
+        )
         raise SpecOptionError(msg)
     if options.cache_dir is not None:
         check_cache_dir(options.cache_dir)  # a bad cache_dir is refused before any work
