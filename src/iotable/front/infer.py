@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import SpecError
+from ..errors import IOTableError, SpecError
 from ..nn import domain_of
 from .dependence import Dependence, dependence
 from .layout import Layout
@@ -31,10 +31,12 @@ def inferable(module: nn.Module) -> bool:
     whose layers have built-in rules or are refused by name)."""
     if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
         return False
-    if kind_of(module) is not None or domain_of(module) is not None:
-        return False  # a layer kind iotable knows, or a quantizer
-    origin = type(module).__module__.split(".")[0]
-    return origin not in ("torch", "brevitas", "torchao", "iotable")
+    if type(module).__module__.split(".")[0] in ("torch", "brevitas", "torchao", "iotable"):
+        return False
+    try:
+        return kind_of(module) is None and domain_of(module) is None  # not a known kind, not a quantizer
+    except IOTableError:
+        return False  # a quantizer iotable refuses as it is: planning says why, by name
 
 
 def inferred_leaf(module: nn.Module) -> bool:
@@ -48,7 +50,14 @@ def inferred_leaf(module: nn.Module) -> bool:
     if any(t is not None for t in own):
         return True
     below = next(iter(module.parameters()), None) is not None or next(iter(module.buffers()), None) is not None
-    return below and not any(domain_of(m) is not None for m in module.modules())
+    return below and not any(_quantizes(m) for m in module.modules())
+
+
+def _quantizes(module: nn.Module) -> bool:
+    try:
+        return domain_of(module) is not None
+    except IOTableError:
+        return True  # a quantizer iotable refuses as it is
 
 
 def units_of(found: Dependence) -> tuple[tuple[tuple[int, ...], ...], tuple[tuple[int, ...], ...]]:
