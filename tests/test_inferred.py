@@ -126,3 +126,20 @@ class Spatial(nn.Module):
 def test_a_spatial_module_without_metadata_must_declare_its_window() -> None:
     with pytest.raises(NotDecomposedError, match="kernel_size"):
         precompute_layer(Spatial(), input_domain=U2, example_input=torch.zeros(1, 2, 5))
+
+
+def test_a_bound_that_misses_an_input_is_caught_by_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check behind inference can fail: a structural pass that forgot one input of every unit (as one that
+    could not see a dependence would) is caught against the module before any table is trusted."""
+    from iotable.front import infer
+
+    real = infer.units_of
+
+    def forgetful(found):  # type: ignore[no-untyped-def]
+        fan_in, fan_out = real(found)
+        return tuple(f[:-1] or f for f in fan_in), fan_out
+
+    monkeypatch.setattr(infer, "units_of", forgetful)
+    layer = zoo.MaskedNeurons(10, 6, 3)
+    with pytest.raises(SpecMismatchError, match="inferred from the module's structure"):
+        precompute_layer(layer, input_domain=U2, example_input=torch.zeros(1, 10), check=False)

@@ -174,7 +174,8 @@ def precompute(
             whole models).
         max_rows: the largest table allowed (default ``2**24``).
         memory_budget: bytes one forward pass may hold (default 256 MiB).
-        check: probe the decomposition metadata before enumerating.
+        check: probe the declared decomposition metadata before enumerating (units iotable inferred from a
+            module's structure are probed always).
         progress: a progress bar over the rows (one bar for a whole model); ``None`` shows it for long work
             in a terminal or a Jupyter notebook.
         name: the layer's name in tables and messages (default: its class name).

@@ -140,7 +140,9 @@ def tabulate(
     """
     del max_rows, progress  # sizes were checked when the layer was planned; the caller made the bar
     fast = recognize(module, layer, memory_budget=memory_budget) if fast_path else None
-    if check and fast is None:  # a layer the fast path recognizes is independent per unit by construction
+    inferred = layer.spec.source.startswith(INFERRED)
+    if (check or inferred) and fast is None:  # a layer the fast path recognizes is independent per unit
+        # units iotable inferred are checked even with check=False: that flag trusts the user's metadata
         check_decomposition(module, layer, memory_budget=memory_budget)
     done = _enumerate(
         module,
@@ -154,7 +156,7 @@ def tabulate(
     result = LayerTables(
         plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
     )
-    return without_unused(result) if layer.spec.source.startswith(INFERRED) else result
+    return without_unused(result) if inferred else result
 
 
 def without_unused(layer: LayerTables) -> LayerTables:
