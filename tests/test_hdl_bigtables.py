@@ -105,6 +105,19 @@ def test_a_table_wider_than_64_bits_passes_its_bench(language: str) -> None:
     assert not result.passed and "mismatch at vector 700" in result.stdout + result.stderr
 
 
+@pytest.mark.parametrize("language", ["verilog", "vhdl"])
+def test_blocks_of_wide_codes_stay_within_8192_bits(language: str) -> None:
+    """A table of 15 address bits and 128 code bits (halves would be 16,384-bit literals, which iverilog's lexer
+    refuses) is written in blocks of 64 addresses, compiles and passes its exhaustive bench of 143-bit words."""
+    codes = np.random.default_rng(7).integers(0, 256, size=(2**15, 16))
+    table = IOTable.dense(codes, input_domains=[Domain.uniform(5)] * 3, output_domain=Domain.uniform(8))
+    files = {**emitted(table, "wide", language), **table_bench(table, "wide", language=language)}
+    text = next(iter(files.values()))
+    assert text.count(": chunk = 8192'b" if language == "verilog" else '" => chunk <= b"') == 2**9
+    result = run_bench(files, "wide_tb", language)
+    assert result.passed and f"{2**15}/{2**15} vectors match" in result.stdout, result.stdout + result.stderr
+
+
 def test_export_benches_every_table_with_rows(tmp_path: Path) -> None:
     """export writes an exhaustive bench for each distinct table with rows, whatever its width."""
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), nn.Quantize(2)).eval()
@@ -146,6 +159,18 @@ def test_write_files_streams_iterables_and_refuses_bad_chunks(tmp_path: Path) ->
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.v", "b.v"]
 
 
+def test_simulate_files_joins_chunked_texts() -> None:
+    """simulate_files takes the same values: a table's Text, a list of chunks; a chunk that is no str is refused."""
+    table = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2, output_domain=Domain.uniform(1))
+    text = table_verilog(table, "x2")
+    files = {"x2.v": [text[:40], text[40:]], **table_bench(table, "x2", language="verilog")}
+    assert isinstance(files["x2_vectors.hex"], Text)
+    result = run_bench(files, "x2_tb", "verilog")
+    assert result.passed and "4/4 vectors match" in result.stdout
+    with pytest.raises(HDLError, match="must be made of str chunks, received a bytes"):
+        simulate_files({**files, "x2.v": [text.encode()]}, "x2_tb")
+
+
 # -- a 2**24-row table in bounded memory ------------------------------------------------------------------------
 
 _BIG = textwrap.dedent(
@@ -180,4 +205,5 @@ def test_a_table_of_2_24_rows_exports_within_1_gib(language: str, tmp_path: Path
     with vectors.open() as lines:
         assert [int(next(lines), 16) >> 8 for _ in range(3)] == [0, 1, 2]
     module = (tmp_path / "hw" / f"iotable_net_layer0_u0{SUFFIX[language]}").read_text()
-    assert module.count('" => chunk <= b"' if language == "vhdl" else ": chunk = 32768'b") == 2**12  # every block
+    # blocks of 2**10 addresses: 8,192-bit constants, the longest literal iverilog reads
+    assert module.count('" => chunk <= b"' if language == "vhdl" else ": chunk = 8192'b") == 2**14

@@ -20,7 +20,8 @@ and verilator longer still, while the nested form compiles in about a second.
 
 Tables of more than :data:`BLOCK_BITS` address bits are written as **blocks**, a row a line being more text
 than simulators hold (the digits CNN's 32 tables of 2**16 to 2**18 rows are 270 MB of nested cases, past
-ghdl's limits): a ``case`` over the high half of the address picks a constant holding the codes of the
+ghdl's limits): a ``case`` over the high half of the address (more, where a block's constant would pass
+:data:`BLOCK_WIDTH` bits: :func:`block_low`) picks a constant holding the codes of the
 ``2**L`` addresses that share it (address ``j`` of the block at bits ``[j*C +: C]``, ``C`` the code bits),
 and the low ``L`` address bits select the codes from it. The function and the ports are the same; synthesis
 reads the constant select as multiplexers, as it reads a ``case``.
@@ -52,6 +53,7 @@ from ..table import IOTable
 
 __all__ = [
     "BLOCK_BITS",
+    "BLOCK_WIDTH",
     "CHUNK_ROWS",
     "FLAT_BITS",
     "LEVEL_BITS",
@@ -62,6 +64,7 @@ __all__ = [
     "Text",
     "bit_chars",
     "block_groups",
+    "block_low",
     "case_text",
     "header_lines",
     "in_blocks",
@@ -77,6 +80,9 @@ FLAT_BITS = 12
 LEVEL_BITS = 10
 #: Tables of more address bits than this are written as blocks of rows selected by the high address bits.
 BLOCK_BITS = 14
+#: A block's constant has at most this many bits where the table allows (iverilog's lexer refuses a literal of
+#: 16,384 digits: a 2**24-row table of 8-bit codes, in halves, would have 32,768).
+BLOCK_WIDTH = 8192
 #: Rows of a table read (and written as text) at a time: large tables are made a chunk at a time.
 CHUNK_ROWS = 1 << 16
 #: Bytes of block constants made at a time.
@@ -390,7 +396,7 @@ def block_groups(table: IOTable, layout: TableLayout, fill: str) -> Iterator[Blo
 
     Rows are read in chunks; the rows of a chunk's last block wait for the next chunk (a block may straddle
     two), so each block is made once, from all its rows."""
-    low = layout.address_bits // 2
+    low = block_low(layout)
     address, chars = np.zeros(0, np.int64), np.zeros((0, layout.code_bits), np.uint8)
     for inputs, outputs in row_chunks(table, max(CHUNK_ROWS, 1 << low)):
         address = np.concatenate([address, _bit_address(inputs, layout)])
@@ -406,7 +412,7 @@ def _groups(layout: TableLayout, fill: str, address: np.ndarray, chars: np.ndarr
     """The blocks holding the rows at ``address`` (ascending, whole blocks) with code characters ``chars``, in
     groups of at most :data:`_GROUP_BYTES` of constants."""
     bits, cw = layout.address_bits, layout.code_bits
-    low = bits // 2
+    low = block_low(layout)
     high, width = bits - low, cw << low
     block = address >> low
     starts = np.flatnonzero(np.diff(block, prepend=-1))  # the first row of each block that holds rows
@@ -423,6 +429,12 @@ def _groups(layout: TableLayout, fill: str, address: np.ndarray, chars: np.ndarr
         used = np.flatnonzero(~(constants == ord(fill)).all(axis=1))
         labels = bitfields.digits(block[starts[g : g + count][used]].reshape(-1, 1), [high]) + np.uint8(ord("0"))
         yield Blocks(high, low, width, labels, constants[used])
+
+
+def block_low(layout: TableLayout) -> int:
+    """The address bits a block spans (its low bits select the codes in it): half the address, fewer where the
+    block's constant would pass :data:`BLOCK_WIDTH` bits (one at least)."""
+    return max(1, min(layout.address_bits // 2, (BLOCK_WIDTH // max(layout.code_bits, 1)).bit_length() - 1))
 
 
 def in_blocks(layout: TableLayout) -> bool:
@@ -447,7 +459,7 @@ def header_lines(table: IOTable, layout: TableLayout, *, dont_cares: str, netlis
         return text
     text.append(f"Rows the table lacks and bit patterns that are no input code are don't-cares: {dont_cares}.")
     if in_blocks(layout):
-        low, cw = layout.address_bits // 2, layout.code_bits
+        low, cw = block_low(layout), layout.code_bits
         text.append(
             f"In blocks: chunk holds the codes of the {1 << low} addresses that share the high address bits, "
             f"address j of the block at bits [j*{cw} +: {cw}]; the low {low} address bits pick them."

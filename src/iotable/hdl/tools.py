@@ -118,8 +118,9 @@ class CheckResult:
 
 
 def _check_files(files: Any, *, what: str) -> dict[str, str]:
-    """The files' names checked and their texts as strings (a :class:`~.table.Text` joined)."""
-    return {name: str(text) for name, text in _check_lazy(files, what=what).items()}
+    """The files' names checked and their texts as strings (a :class:`~.table.Text` or other chunks joined)."""
+    checked = _check_lazy(files, what=what)
+    return {name: b"".join(_chunks(text, name, what=what)).decode("utf-8") for name, text in checked.items()}
 
 
 def _check_lazy(files: Any, *, what: str) -> dict[str, str | Text | Iterable[str]]:

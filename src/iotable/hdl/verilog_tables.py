@@ -26,6 +26,7 @@ from .table import (
     TableLayout,
     Text,
     block_groups,
+    block_low,
     case_text,
     header_lines,
     in_blocks,
@@ -107,7 +108,7 @@ class _Case:
 def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     """The blocks form: a ``case`` over the high address bits assigning ``chunk``, then the low bits' select;
     the items a group of blocks at a time."""
-    bits, cw, low, indent = layout.address_bits, layout.code_bits, layout.address_bits // 2, _indent(0)
+    bits, cw, low, indent = layout.address_bits, layout.code_bits, block_low(layout), _indent(0)
     yield f"        case ({slice('address', bits - 1, low)})\n"
     for blocks in block_groups(table, layout, fill):
         item: list[np.ndarray | str] = [
@@ -143,7 +144,7 @@ def _table(table: IOTable, layout: TableLayout, name: str, dont_cares: DontCares
     fill = "x" if dont_cares is DontCares.X else "0"
     blocks = in_blocks(layout)
     head = header_lines(table, layout, dont_cares="x" if dont_cares is DontCares.X else "code 0")
-    chunk = [f"    reg [{(layout.code_bits << (layout.address_bits // 2)) - 1}:0] chunk;"] if blocks else []
+    chunk = [f"    reg [{(layout.code_bits << block_low(layout)) - 1}:0] chunk;"] if blocks else []
     text = [*map(comment, head), *_ports(name, layout, "reg "), *chunk, "    always @(*) begin"]
     yield "\n".join(text) + "\n"
     if blocks:

@@ -27,6 +27,7 @@ from .table import (
     TableLayout,
     Text,
     block_groups,
+    block_low,
     case_text,
     header_lines,
     in_blocks,
@@ -108,7 +109,7 @@ def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     """The blocks form: a ``case`` over the high address bits assigning ``chunk`` (the select follows the
     process); the items a group of blocks at a time."""
     indent = _indent(0)
-    yield f"        case {slice('address', layout.address_bits - 1, layout.address_bits // 2)} is\n"
+    yield f"        case {slice('address', layout.address_bits - 1, block_low(layout))} is\n"
     for blocks in block_groups(table, layout, fill):
         item: list[np.ndarray | str] = [f'{indent}when b"', blocks.labels, '" => chunk <= b"', blocks.constants, '";\n']
         yield lines(item, blocks.count)
@@ -137,9 +138,9 @@ def table(table: IOTable, name: str, *, dont_cares: DontCares) -> Text:
 
 
 def _table(table: IOTable, layout: TableLayout, name: str, dont_cares: DontCares) -> Iterator[str]:
-    aw, cw = layout.address_bits, layout.code_bits
+    cw = layout.code_bits
     fill = "-" if dont_cares is DontCares.X else "0"
-    blocks, low = in_blocks(layout), aw // 2
+    blocks, low = in_blocks(layout), block_low(layout)
     head = header_lines(table, layout, dont_cares="'-'" if dont_cares is DontCares.X else "code 0")
     select = f"to_integer(unsigned({slice('address', low - 1, 0)})) * {cw}"
     text = [
