@@ -23,6 +23,7 @@ from typing import Any
 
 from .._util.files import remove_leftovers, replace_directory, staging_directory
 from ..errors import HDLError
+from .table import Text
 from .tools import write_files
 
 __all__ = ["file_sha256", "read_verified", "target_directory", "write_design"]
@@ -153,7 +154,12 @@ def file_sha256(path: Path) -> str:
 
 
 def write_design(
-    target: Path, files: Mapping[str, str], description: str, json: Callable[[dict[str, str]], str], *, what: str
+    target: Path,
+    files: Mapping[str, str | Text],
+    description: str,
+    json: Callable[[dict[str, str]], str],
+    *,
+    what: str,
 ) -> dict[str, str]:
     """Write ``files`` and the description (``json(checksums)``, named ``description``) as the directory
     ``target``, replacing what is there; return every file's sha256, the description's included."""

@@ -25,7 +25,7 @@ from .mapped import lut_body
 from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
 from .netlist import Netlist
-from .table import DontCares, layout_of
+from .table import DontCares, Text, layout_of
 
 __all__ = [
     "PRINTERS",
@@ -47,7 +47,7 @@ PRINTERS: Mapping[Language, Printer] = {Language.VERILOG: verilog, Language.VHDL
 def _table(language: Language, table: Any, name: Any, dont_cares: Any, *, what: str) -> str:
     layout_of(table, what=what)
     name = check_name(name, language=language, what=what)
-    return PRINTERS[language].table(table, name, dont_cares=DontCares.parse(dont_cares, what=what))
+    return str(PRINTERS[language].table(table, name, dont_cares=DontCares.parse(dont_cares, what=what)))
 
 
 def _mapped(language: Language, table: Any, mapped: Any, name: Any, *, what: str) -> str:
@@ -101,15 +101,16 @@ def design_files(
     dont_cares: DontCares,
     header: list[str],
     mapped: Mapping[str, Any] | None = None,
-) -> dict[str, str]:
+) -> dict[str, str | Text]:
     """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
-    (layer and pool modules, stage modules, then the top, under the ``header`` comment)."""
+    (layer and pool modules, stage modules, then the top, under the ``header`` comment). A table's text is a
+    :class:`~.table.Text`, made as it is written."""
     p = PRINTERS[language]
     # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
     named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
     check_unique([*(part.name for part in named), netlist.top], what="export")
-    files = {}
+    files: dict[str, str | Text] = {}
     for module in netlist.modules.values():
         if mapped is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
@@ -274,7 +275,7 @@ def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
     return _mapped(Language.VHDL, table, mapped, name, what="mapped_vhdl")
 
 
-def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str]:
+def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str | Text]:
     """An exhaustive, self-checking testbench for the table module ``name`` (from :func:`table_verilog` or
     :func:`table_vhdl`): every row the table holds, with its expected codes.
 
@@ -283,6 +284,10 @@ def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str]:
     ``N/N vectors match`` (exit status 0) or the first mismatch, ``mismatch at vector I: address A expected
     E got G``, and stops with a non-zero exit status. The returned files are the bench only: add the table
     module (same ``name``) to simulate it, e.g. with :func:`simulate_files`.
+
+    A vector word holds a row's address and codes, of any width (hex text, not a machine word). The vectors
+    are a :class:`~iotable.hdl.table.Text`: read as a string, or written a chunk of rows at a time by
+    :func:`write_files`, so that a table of millions of rows is written in bounded memory.
 
     Args:
         table: the IOTable the module was generated from (outputs must be codes; at least one row).

@@ -20,7 +20,8 @@ and verilator longer still, while the nested form compiles in about a second.
 
 Tables of more than :data:`BLOCK_BITS` address bits are written as **blocks**, a row a line being more text
 than simulators hold (the digits CNN's 32 tables of 2**16 to 2**18 rows are 270 MB of nested cases, past
-ghdl's limits): a ``case`` over the high half of the address picks a constant holding the codes of the
+ghdl's limits): a ``case`` over the high half of the address (more, where a block's constant would pass
+:data:`BLOCK_WIDTH` bits: :func:`block_low`) picks a constant holding the codes of the
 ``2**L`` addresses that share it (address ``j`` of the block at bits ``[j*C +: C]``, ``C`` the code bits),
 and the low ``L`` address bits select the codes from it. The function and the ports are the same; synthesis
 reads the constant select as multiplexers, as it reads a ``case``.
@@ -28,13 +29,20 @@ reads the constant select as multiplexers, as it reads a ``case``.
 The ``case`` body is built as byte matrices (a row per table row, a column per character) with numpy and
 interleaved with the nested levels' headers by one sort, never a Python loop over rows; case labels separate
 the input fields with ``_`` so that a reader sees them.
+
+A table's text is a :class:`Text`: made on demand, a chunk at a time, so that a table of 2**24 rows and its
+vectors are written to disk in bounded memory (:func:`~.tools.write_files` streams it). Blocks are made in
+groups (:func:`block_groups`) from rows read in chunks (:func:`row_chunks`), each chunk vectorized.
 """
 
 from __future__ import annotations
 
 import enum
 import math
+from collections import UserString
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 import numpy as np
@@ -45,20 +53,25 @@ from ..table import IOTable
 
 __all__ = [
     "BLOCK_BITS",
+    "BLOCK_WIDTH",
+    "CHUNK_ROWS",
     "FLAT_BITS",
     "LEVEL_BITS",
     "Blocks",
     "CaseText",
     "DontCares",
     "TableLayout",
+    "Text",
     "bit_chars",
-    "blocks_of",
+    "block_groups",
+    "block_low",
     "case_text",
     "header_lines",
     "in_blocks",
     "layout_of",
     "levels_of",
     "lines",
+    "row_chunks",
 ]
 
 #: Tables of at most this many address bits are one flat ``case``.
@@ -67,6 +80,45 @@ FLAT_BITS = 12
 LEVEL_BITS = 10
 #: Tables of more address bits than this are written as blocks of rows selected by the high address bits.
 BLOCK_BITS = 14
+#: A block's constant has at most this many bits where the table allows (iverilog's lexer refuses a literal of
+#: 16,384 digits: a 2**24-row table of 8-bit codes, in halves, would have 32,768).
+BLOCK_WIDTH = 8192
+#: Rows of a table read (and written as text) at a time: large tables are made a chunk at a time.
+CHUNK_ROWS = 1 << 16
+#: Bytes of block constants made at a time.
+_GROUP_BYTES = 1 << 24
+
+
+class Text(UserString):
+    """Text made on demand, in chunks: :meth:`chunks` calls ``make`` again each time, so a large table's text is
+    written (:func:`~.tools.write_files` streams it) without ever being held whole. Read as a string (``==``,
+    ``in``, ``splitlines``, ``str(text)``...), it is joined first.
+
+    Example:
+        >>> text = Text(lambda: iter(["module a;", " endmodule\\n"]))
+        >>> list(text.chunks()), text == "module a; endmodule\\n", text.splitlines()
+        (['module a;', ' endmodule\\n'], True, ['module a; endmodule'])
+    """
+
+    def __init__(self, make: str | Callable[[], Iterator[str]]) -> None:
+        # UserString's methods make new values from a str
+        self._make = partial(iter, (make,)) if isinstance(make, str) else make
+
+    @property  # type: ignore[override]
+    def data(self) -> str:
+        """The whole text, joined."""
+        return "".join(self._make())
+
+    @data.setter
+    def data(self, value: str) -> None:
+        self._make = partial(iter, (value,))
+
+    def chunks(self) -> Iterator[str]:
+        """The text's chunks, made again."""
+        return iter(self._make())
+
+    def __repr__(self) -> str:
+        return f"Text({self._make!r})"
 
 
 class DontCares(str, enum.Enum):
@@ -242,6 +294,8 @@ def _nested(table: IOTable, layout: TableLayout, text: CaseText, levels: list[tu
     interleaved: before a row that starts a new group at level k, the cases of levels k+1.. close (innermost
     first) and open again (outermost first). One stable sort over all segments, no loop over rows."""
     rows, depth = layout.rows, len(levels) - 1
+    if rows == 0:  # a partial table without rows: the outermost case holds its default alone
+        return ""
     widths, inputs = layout.input_widths, table.inputs
     item_width = len(items) // rows
     segments: list[tuple[np.ndarray, int, np.ndarray]] = [
@@ -284,9 +338,9 @@ def _interleave(segments: list[tuple[np.ndarray, int, np.ndarray]]) -> str:
 
 @dataclass(frozen=True)
 class Blocks:
-    """A table in blocks (see the module docstring): the ``high`` address bits pick a block, a constant of
-    ``width`` bits holding the codes of the ``2**low`` addresses that share them; only blocks holding a row
-    are listed (the others fall to the default).
+    """Some blocks of a table (see the module docstring): the ``high`` address bits pick a block, a constant of
+    ``width`` bits holding the codes of the ``2**low`` addresses that share them; only blocks holding a code
+    other than the fill are listed (the others fall to the default).
 
     ``labels`` / ``constants``: the ASCII bits of each listed block's number and constant, one row each.
     """
@@ -303,21 +357,84 @@ class Blocks:
         return len(self.labels)
 
 
-def blocks_of(table: IOTable, layout: TableLayout, fill: str) -> Blocks:
-    """``table`` in blocks; addresses it lacks (and bit patterns that are no code) hold the character ``fill``."""
+def row_chunks(table: IOTable, rows: int = CHUNK_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The input codes and outputs of ``table``'s rows, ``rows`` at a time in address order: a dense table's
+    codes are computed a chunk at a time, never for the whole table at once."""
+    for first in range(0, len(table), rows):
+        stop = min(first + rows, len(table))
+        inputs = _dense_inputs(table.radices, first, stop) if table.is_dense else table.inputs[first:stop]
+        yield inputs, table.outputs[first:stop]
+
+
+def _dense_inputs(radices: tuple[int, ...], first: int, stop: int) -> np.ndarray:
+    """The input codes of addresses ``first..stop-1`` of a dense table, ``(rows, fan_in)`` ``int64``: the
+    address's mixed-radix digits, the last input least significant (a shift and a mask for power-of-two
+    radices)."""
+    address = np.arange(first, stop, dtype=np.int64)
+    columns = []
+    for radix in reversed(radices):  # a loop over inputs, not rows
+        if radix & (radix - 1) == 0:
+            columns.append(address & (radix - 1))
+            address = address >> (radix.bit_length() - 1)
+        else:
+            address, code = np.divmod(address, radix)
+            columns.append(code)
+    return np.stack(columns[::-1], axis=1) if columns else np.zeros((stop - first, 0), np.int64)
+
+
+def _bit_address(inputs: np.ndarray, layout: TableLayout) -> np.ndarray:
+    """Each row's ``address`` port value: its input fields side by side."""
+    address = np.zeros(len(inputs), dtype=np.int64)
+    for j, offset in enumerate(layout.input_offsets):  # a loop over fields, not rows
+        address |= inputs[:, j].astype(np.int64) << offset
+    return address
+
+
+def block_groups(table: IOTable, layout: TableLayout, fill: str) -> Iterator[Blocks]:
+    """``table`` in blocks, a group of blocks at a time in address order (each group's constants at most about
+    16 MB); addresses the table lacks (and bit patterns that are no code) hold the character ``fill``.
+
+    Rows are read in chunks; the rows of a chunk's last block wait for the next chunk (a block may straddle
+    two), so each block is made once, from all its rows."""
+    low = block_low(layout)
+    address, chars = np.zeros(0, np.int64), np.zeros((0, layout.code_bits), np.uint8)
+    for inputs, outputs in row_chunks(table, max(CHUNK_ROWS, 1 << low)):
+        address = np.concatenate([address, _bit_address(inputs, layout)])
+        codes = bit_chars(outputs, (layout.output_width,) * layout.fan_out, separator=False)
+        chars = np.concatenate([chars, codes])
+        done = int(np.searchsorted(address >> low, address[-1] >> low))  # the last block may go on
+        yield from _groups(layout, fill, address[:done], chars[:done])
+        address, chars = address[done:], chars[done:]
+    yield from _groups(layout, fill, address, chars)
+
+
+def _groups(layout: TableLayout, fill: str, address: np.ndarray, chars: np.ndarray) -> Iterator[Blocks]:
+    """The blocks holding the rows at ``address`` (ascending, whole blocks) with code characters ``chars``, in
+    groups of at most :data:`_GROUP_BYTES` of constants."""
     bits, cw = layout.address_bits, layout.code_bits
-    low = bits // 2
-    high = bits - low
-    width = cw << low
-    chars = np.full((1 << bits, cw), ord(fill), dtype=np.uint8)
-    offsets = np.asarray(layout.input_offsets, dtype=np.int64)
-    address = (table.inputs.astype(np.int64) << offsets).sum(axis=1) if table.fan_in else np.zeros(1, np.int64)
-    chars[address] = bit_chars(table.outputs, (layout.output_width,) * layout.fan_out, separator=False)
-    # block b's constant: address b*2**low + j at bits [j*cw +: cw], so the highest address comes first
-    constants = chars.reshape(1 << high, 1 << low, cw)[:, ::-1, :].reshape(1 << high, width)
-    used = np.flatnonzero(~(constants == ord(fill)).all(axis=1))
-    labels = bitfields.digits(used.reshape(-1, 1), [high]) + np.uint8(ord("0"))
-    return Blocks(high, low, width, labels, constants[used])
+    low = block_low(layout)
+    high, width = bits - low, cw << low
+    block = address >> low
+    starts = np.flatnonzero(np.diff(block, prepend=-1))  # the first row of each block that holds rows
+    per_group = max(1, _GROUP_BYTES // max(width, 1))
+    for g in range(0, len(starts), per_group):  # a loop over groups of blocks, never over rows
+        first = int(starts[g])
+        stop = int(starts[g + per_group]) if g + per_group < len(starts) else len(address)
+        count = min(per_group, len(starts) - g)
+        slot = np.repeat(np.arange(count), np.diff(np.append(starts[g : g + count], stop)))
+        matrix = np.full((count, 1 << low, cw), ord(fill), dtype=np.uint8)
+        matrix[slot, address[first:stop] & ((1 << low) - 1)] = chars[first:stop]
+        # block b's constant: address b*2**low + j at bits [j*cw +: cw], so the highest address comes first
+        constants = matrix[:, ::-1, :].reshape(count, width)
+        used = np.flatnonzero(~(constants == ord(fill)).all(axis=1))
+        labels = bitfields.digits(block[starts[g : g + count][used]].reshape(-1, 1), [high]) + np.uint8(ord("0"))
+        yield Blocks(high, low, width, labels, constants[used])
+
+
+def block_low(layout: TableLayout) -> int:
+    """The address bits a block spans (its low bits select the codes in it): half the address, fewer where the
+    block's constant would pass :data:`BLOCK_WIDTH` bits (one at least)."""
+    return max(1, min(layout.address_bits // 2, (BLOCK_WIDTH // max(layout.code_bits, 1)).bit_length() - 1))
 
 
 def in_blocks(layout: TableLayout) -> bool:
@@ -342,7 +459,7 @@ def header_lines(table: IOTable, layout: TableLayout, *, dont_cares: str, netlis
         return text
     text.append(f"Rows the table lacks and bit patterns that are no input code are don't-cares: {dont_cares}.")
     if in_blocks(layout):
-        low, cw = layout.address_bits // 2, layout.code_bits
+        low, cw = block_low(layout), layout.code_bits
         text.append(
             f"In blocks: chunk holds the codes of the {1 << low} addresses that share the high address bits, "
             f"address j of the block at bits [j*{cw} +: {cw}]; the low {low} address bits pick them."

@@ -16,17 +16,18 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .._util.files import atomic_write
+from .._util.files import commit, discard, temporary_beside
 from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
 from .names import check_file_name
 from .results import Record, read_record, results_file
+from .table import Text
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
 
@@ -145,17 +146,36 @@ class CheckResult:
 
 
 def _check_files(files: Any, *, what: str) -> dict[str, str]:
+    """The files' names checked and their texts as strings (a :class:`~.table.Text` or other chunks joined)."""
+    checked = _check_lazy(files, what=what)
+    return {name: b"".join(_chunks(text, name, what=what)).decode("utf-8") for name, text in checked.items()}
+
+
+def _check_lazy(files: Any, *, what: str) -> dict[str, str | Text | Iterable[str]]:
+    """The files' names and texts checked: a str, a :class:`~.table.Text` or another iterable of str chunks
+    (whose chunks are checked as they are written)."""
     if not isinstance(files, Mapping) or not files:
         msg = f"{what}: expected a non-empty dict of file name -> text, received {type(files).__name__}"
         raise HDLError(msg)
     checked = {}
     for name, text in files.items():
         check_file_name(name, what=what)
-        if not isinstance(text, str):
-            msg = f"{what}: the text of {name!r} must be a str, received {type(text).__name__}"
+        if not isinstance(text, (str, Iterable)) or isinstance(text, (bytes, bytearray, Mapping)):
+            kind = type(text).__name__
+            msg = f"{what}: the text of {name!r} must be a str or an iterable of str chunks, received {kind}"
             raise HDLError(msg)
         checked[name] = text
     return checked
+
+
+def _chunks(text: str | Text | Iterable[str], name: str, *, what: str) -> Iterator[bytes]:
+    """The UTF-8 bytes of a file's text, a chunk at a time."""
+    parts = [text] if isinstance(text, str) else text.chunks() if isinstance(text, Text) else text
+    for part in parts:
+        if not isinstance(part, str):
+            msg = f"{what}: the text of {name!r} must be made of str chunks, received a {type(part).__name__}"
+            raise HDLError(msg)
+        yield part.encode("utf-8")
 
 
 def _sources(files: dict[str, str], language: Language, *, what: str) -> list[str]:
@@ -401,10 +421,27 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     return CheckResult(top, language.value, cells, done.stdout + done.stderr + stat, time.perf_counter() - start)
 
 
-def write_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> list[Path]:
+def _stream(path: Path, chunks: Iterator[bytes]) -> None:
+    """Write ``chunks`` to ``path`` atomically, as ``atomic_write`` writes bytes: a temporary file beside it,
+    renamed over it once whole (removed if anything fails)."""
+    file, name = temporary_beside(path)
+    try:
+        with file:
+            for chunk in chunks:
+                file.write(chunk)
+            commit(file, name, path)
+    except BaseException:
+        discard(name)
+        raise
+
+
+def write_files(files: Mapping[str, str | Text | Iterable[str]], directory: str | os.PathLike[str]) -> list[Path]:
     """Write ``files`` (file name -> text) into an existing ``directory``, each atomically; return the paths.
 
-    All names and texts are checked before the first byte is written.
+    A text is a str or an iterable of str chunks (a table's :class:`~iotable.hdl.table.Text`, a generator),
+    streamed to the file a chunk at a time, so that a large table is never held whole. All names and the
+    texts' types are checked before the first byte is written; a chunk that is not a str raises
+    :class:`HDLError` and leaves its file as it was.
 
     Example:
         >>> import tempfile
@@ -413,13 +450,13 @@ def write_files(files: Mapping[str, str], directory: str | os.PathLike[str]) -> 
         ['a.v']
     """
     what = "write_files"
-    checked = _check_files(files, what=what)
+    checked = _check_lazy(files, what=what)
     target = Path(directory)
     if not target.is_dir():
         msg = f"{what}: {str(target)!r} is not an existing directory; create it first"
         raise HDLError(msg)
     paths = []
     for name, text in checked.items():
-        atomic_write(target / name, text.encode("utf-8"))
+        _stream(target / name, _chunks(text, name, what=what))
         paths.append(target / name)
     return paths

@@ -9,7 +9,9 @@ address[0]}];``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -18,7 +20,19 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import verilog_comment, verilog_name, verilog_string
-from .table import Bits, DontCares, TableLayout, blocks_of, case_text, header_lines, in_blocks, layout_of, lines
+from .table import (
+    Bits,
+    DontCares,
+    TableLayout,
+    Text,
+    block_groups,
+    block_low,
+    case_text,
+    header_lines,
+    in_blocks,
+    layout_of,
+    lines,
+)
 
 __all__ = [
     "comment",
@@ -91,21 +105,22 @@ class _Case:
         return f"{_indent(level)}{default}{' ' * (8 + 4 * level)}endcase\n"
 
 
-def _blocks(table: IOTable, layout: TableLayout, fill: str) -> str:
-    """The blocks form: a ``case`` over the high address bits assigning ``chunk``, then the low bits' select."""
-    blocks, bits, cw = blocks_of(table, layout, fill), layout.address_bits, layout.code_bits
-    low, indent = blocks.low, _indent(0)
-    item: list[np.ndarray | str] = [
-        f"{indent}{blocks.high}'b",
-        blocks.labels,
-        f": chunk = {blocks.width}'b",
-        blocks.constants,
-        ";\n",
-    ]
-    return (
-        f"        case ({slice('address', bits - 1, low)})\n"
-        + lines(item, blocks.count)
-        + f"{indent}default: chunk = {{{blocks.width}{{1'b{fill}}}}};\n"
+def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
+    """The blocks form: a ``case`` over the high address bits assigning ``chunk``, then the low bits' select;
+    the items a group of blocks at a time."""
+    bits, cw, low, indent = layout.address_bits, layout.code_bits, block_low(layout), _indent(0)
+    yield f"        case ({slice('address', bits - 1, low)})\n"
+    for blocks in block_groups(table, layout, fill):
+        item: list[np.ndarray | str] = [
+            f"{indent}{blocks.high}'b",
+            blocks.labels,
+            f": chunk = {blocks.width}'b",
+            blocks.constants,
+            ";\n",
+        ]
+        yield lines(item, blocks.count)
+    yield (
+        f"{indent}default: chunk = {{{cw << low}{{1'b{fill}}}}};\n"
         + "        endcase\n"
         + f"        codes = chunk[{slice('address', low - 1, 0)} * {cw} +: {cw}];\n"
     )
@@ -120,15 +135,23 @@ def _ports(module: str, layout: TableLayout, codes: str) -> list[str]:
     ]
 
 
-def table(table: IOTable, name: str, *, dont_cares: DontCares) -> str:
+def table(table: IOTable, name: str, *, dont_cares: DontCares) -> Text:
     layout = layout_of(table, what="table_verilog")
+    return Text(partial(_table, table, layout, name, dont_cares))
+
+
+def _table(table: IOTable, layout: TableLayout, name: str, dont_cares: DontCares) -> Iterator[str]:
     fill = "x" if dont_cares is DontCares.X else "0"
     blocks = in_blocks(layout)
     head = header_lines(table, layout, dont_cares="x" if dont_cares is DontCares.X else "code 0")
-    chunk = [f"    reg [{(layout.code_bits << (layout.address_bits // 2)) - 1}:0] chunk;"] if blocks else []
-    body = _blocks(table, layout, fill) if blocks else case_text(table, layout, _Case(layout.code_bits, fill))
+    chunk = [f"    reg [{(layout.code_bits << block_low(layout)) - 1}:0] chunk;"] if blocks else []
     text = [*map(comment, head), *_ports(name, layout, "reg "), *chunk, "    always @(*) begin"]
-    return "\n".join(text) + "\n" + body + "    end\nendmodule\n"
+    yield "\n".join(text) + "\n"
+    if blocks:
+        yield from _blocks(table, layout, fill)
+    else:
+        yield case_text(table, layout, _Case(layout.code_bits, fill))
+    yield "    end\nendmodule\n"
 
 
 def _source(source: Source) -> str:

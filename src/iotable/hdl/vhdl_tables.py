@@ -10,7 +10,9 @@ unknown, as a Verilog bit-select gives ``x``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -19,7 +21,19 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import vhdl_comment, vhdl_name, vhdl_string
-from .table import Bits, DontCares, TableLayout, blocks_of, case_text, header_lines, in_blocks, layout_of, lines
+from .table import (
+    Bits,
+    DontCares,
+    TableLayout,
+    Text,
+    block_groups,
+    block_low,
+    case_text,
+    header_lines,
+    in_blocks,
+    layout_of,
+    lines,
+)
 
 __all__ = [
     "comment",
@@ -91,17 +105,15 @@ class _Case:
         return f"{_indent(level)}{default}{' ' * (8 + 8 * level)}end case;\n"
 
 
-def _blocks(table: IOTable, layout: TableLayout, fill: str) -> str:
+def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     """The blocks form: a ``case`` over the high address bits assigning ``chunk`` (the select follows the
-    process)."""
-    blocks, bits, indent = blocks_of(table, layout, fill), layout.address_bits, _indent(0)
-    item: list[np.ndarray | str] = [f'{indent}when b"', blocks.labels, '" => chunk <= b"', blocks.constants, '";\n']
-    return (
-        f"        case {slice('address', bits - 1, blocks.low)} is\n"
-        + lines(item, blocks.count)
-        + f"{indent}when others => chunk <= (others => '{fill}');\n"
-        + "        end case;\n"
-    )
+    process); the items a group of blocks at a time."""
+    indent = _indent(0)
+    yield f"        case {slice('address', layout.address_bits - 1, block_low(layout))} is\n"
+    for blocks in block_groups(table, layout, fill):
+        item: list[np.ndarray | str] = [f'{indent}when b"', blocks.labels, '" => chunk <= b"', blocks.constants, '";\n']
+        yield lines(item, blocks.count)
+    yield f"{indent}when others => chunk <= (others => '{fill}');\n" + "        end case;\n"
 
 
 def _entity(entity: str, layout: TableLayout, *, numeric: bool) -> list[str]:
@@ -120,11 +132,15 @@ def _entity(entity: str, layout: TableLayout, *, numeric: bool) -> list[str]:
     ]
 
 
-def table(table: IOTable, name: str, *, dont_cares: DontCares) -> str:
+def table(table: IOTable, name: str, *, dont_cares: DontCares) -> Text:
     layout = layout_of(table, what="table_vhdl")
-    aw, cw = layout.address_bits, layout.code_bits
+    return Text(partial(_table, table, layout, name, dont_cares))
+
+
+def _table(table: IOTable, layout: TableLayout, name: str, dont_cares: DontCares) -> Iterator[str]:
+    cw = layout.code_bits
     fill = "-" if dont_cares is DontCares.X else "0"
-    blocks, low = in_blocks(layout), aw // 2
+    blocks, low = in_blocks(layout), block_low(layout)
     head = header_lines(table, layout, dont_cares="'-'" if dont_cares is DontCares.X else "code 0")
     select = f"to_integer(unsigned({slice('address', low - 1, 0)})) * {cw}"
     text = [
@@ -136,12 +152,13 @@ def table(table: IOTable, name: str, *, dont_cares: DontCares) -> str:
         "    process (all)",
         "    begin",
     ]
-    body = _blocks(table, layout, fill) if blocks else case_text(table, layout, _Case(f"'{fill}'"))
-    return (
-        "\n".join(text)
-        + "\n"
-        + body
-        + "    end process;\n"
+    yield "\n".join(text) + "\n"
+    if blocks:
+        yield from _blocks(table, layout, fill)
+    else:
+        yield case_text(table, layout, _Case(f"'{fill}'"))
+    yield (
+        "    end process;\n"
         + (f"    codes <= chunk({select} + {cw - 1} downto {select});\n" if blocks else "")
         + "end architecture rtl;\n"
     )

@@ -278,7 +278,7 @@ def export(
     benches = []
     if table_benches:
         for module in netlist.modules.values():
-            if module.layout.rows and module.layout.address_bits + module.layout.code_bits <= 64:
+            if module.layout.rows:
                 files.update(table_bench(module.table, module.name, language=lang))
                 benches.append(f"{module.name}_tb")
     layers, delays = _resources(netlist)
