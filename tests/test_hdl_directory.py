@@ -13,6 +13,7 @@ import sys
 import textwrap
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -243,13 +244,13 @@ def test_a_full_disk_is_an_hdl_error_and_keeps_the_old_design(
     old = export(nets[0], tmp_path / "hw", top="tiny", vectors=4)
     writes = []
 
-    def full(path: Path, data: bytes) -> None:
+    def full(path: Path, chunks: Any) -> None:
         writes.append(path)
         if len(writes) > 3:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-        Path(path).write_bytes(data)
+        Path(path).write_bytes(b"".join(chunks))
 
-    monkeypatch.setattr(iotable.hdl.tools, "atomic_write", full)
+    monkeypatch.setattr(iotable.hdl.tools, "_stream", full)
     with pytest.raises(HDLError, match=r"export: cannot write the design into '.*hw' \(No space.*free space"):
         export(nets[1], tmp_path / "hw", top="tiny", vectors=4, overwrite=True)
     verified(old)

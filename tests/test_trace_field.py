@@ -144,8 +144,11 @@ def test_difflogic_with_groupsum_on_host_is_exact():
 
 
 def test_undecorated_difflogic_is_refused_by_module():
-    """An undecorated LogicLayer traces past its assert and is refused by its qualified name and class."""
-    with pytest.raises(ModelError, match=r"logic\.0: LogicLayer has no decomposition metadata"):
+    """Undecorated LogicLayers are layers of the user's own (their units inferred); with no output domain, two of
+    them meet with no quantizer between, refused by their qualified names with the fix."""
+    with pytest.raises(
+        ModelError, match=r"logic\.0 and logic\.1 sit between the same pair of quantizers.*put a quantizer"
+    ):
         precompute(difflogic(decorated=False), input_domain=BITS, example_input=torch.zeros(1, 8))
 
 
@@ -270,7 +273,8 @@ def test_odd_module_keys_are_refused(key):
     with pytest.raises(ModelError) as info:
         precompute(Keyed(key).eval(), input_domain=U2, example_input=torch.zeros(1, 4))
     message = str(info.value)
-    assert repr(key) in message and "ModuleDict" in message and "rename the submodule" in message
+    assert repr(key) in message and "rename the submodule" in message
+    assert "ModuleDict" in message or not key.isprintable()  # an unprintable name: refused wherever it is
     assert "\n" not in message
 
 
@@ -278,7 +282,7 @@ def test_odd_sequential_keys_are_refused():
     """The same for a key of a plain Sequential, which is read without torch.fx's code."""
     inner = nn.Sequential(OrderedDict([("a\nb", nn.Linear(4, 4))]))
     model = nn.Sequential(Quantize(2, scale=0.5), inner, Quantize(2, scale=0.5)).eval()
-    with pytest.raises(ModelError, match=r"module '1\.a\\nb': the key 'a\\nb' of its Sequential"):
+    with pytest.raises(ModelError, match=r"the module '1\.a\\nb' has a name with the unprintable character"):
         precompute(model, input_domain=U2, example_input=torch.zeros(1, 4))
 
 
@@ -293,14 +297,16 @@ def test_host_sequence_layer_is_still_run_by_torch():
 
 
 class Block(nn.Module):
-    """An undecorated block whose reshape reads its Linear's unquantized output."""
+    """An undecorated block whose reshape reads its Linear's unquantized output (it holds a quantizer, so it is
+    traced into rather than kept whole as a layer of the user's own)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fc = nn.Linear(4, 4)
+        self.quant = Quantize(2, scale=0.5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x).view(-1, 2, 2)
+        return self.quant(self.fc(x).view(-1, 2, 2))
 
 
 class Sine(nn.Module):

@@ -12,3 +12,15 @@ def unprintable(name: str) -> str | None:
         (None, '\\n')
     """
     return next((ch for ch in name if not ch.isprintable()), None)
+
+
+def unprintable_module(name: str, bad: str) -> str:
+    """The refusal of the submodule ``name`` (a qualified name) whose name holds the unprintable character
+    ``bad``: the name escaped, and the submodule to rename with a printable suggestion."""
+    leaf = name.rsplit(".", 1)[-1]
+    suggestion = "".join(ch if ch.isprintable() else "_" for ch in leaf)
+    return (
+        f"precompute: the module {name!r} has a name with the unprintable character {bad!r} (a control "
+        f"character or line break), which a layer or node name may not hold; rename the submodule "
+        f"{leaf!r} to printable characters (e.g. {suggestion!r}: its nn.Sequential key or add_module name)"
+    )

@@ -17,6 +17,7 @@ import torch.fx as fx
 from torch import nn
 
 from .._util.modules import eval_mode
+from .._util.text import unprintable, unprintable_module
 from ..brevitas import check_leaves, is_brevitas
 from ..errors import IOTableError, ModelError
 from ..nn import domain_of
@@ -110,13 +111,16 @@ def _refuse_unsupported(m: nn.Module, path: str) -> None:
 
 def _check_name(path: str, module: nn.Module) -> None:
     """Refuse a submodule name torch.fx cannot write as code, nor HDL as a name (a newline, a quote, ...)."""
+    bad = unprintable(path)
+    if bad is not None:
+        raise ModelError(unprintable_module(path, bad))
     for key in path.split("."):
-        if not key.isprintable() or any(c in key for c in "\"'\\"):
+        if any(c in key for c in "\"'\\"):
             parent = module.get_submodule(path.rpartition(".")[0]) if "." in path else module
             container = type(parent).__name__
             msg = (
                 f"module {path!r}: the key {key!r} of its {container} holds a character that cannot name a "
-                "node of the traced graph or of the hardware (a control character, a quote or a backslash); "
+                "node of the traced graph (a quote or a backslash, which torch.fx writes into code); "
                 "rename the submodule (letters, digits and underscores)"
             )
             raise ModelError(msg)

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .._util.text import unprintable
+from .._util.text import unprintable, unprintable_module
 from ..domain import Domain
 from ..errors import ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
@@ -107,14 +107,7 @@ def _check_printable(step: Step) -> None:
     for name in dict.fromkeys([step.name, *step.module_names]):
         bad = unprintable(name)
         if bad is not None:
-            leaf = name.rsplit(".", 1)[-1]
-            suggestion = "".join(ch if ch.isprintable() else "_" for ch in leaf)
-            msg = (
-                f"precompute: the module {name!r} has a name with the unprintable character {bad!r} (a control "
-                f"character or line break), which a layer or node name may not hold; rename the submodule "
-                f"{leaf!r} to printable characters (e.g. {suggestion!r}: its nn.Sequential key or add_module name)"
-            )
-            raise ModelError(msg)
+            raise ModelError(unprintable_module(name, bad))
 
 
 class GraphBuilder:
