@@ -20,6 +20,7 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import verilog_comment, verilog_name, verilog_string
+from .results import results_file
 from .table import (
     Bits,
     DontCares,
@@ -191,21 +192,28 @@ def table_bench(module: str, layout: TableLayout) -> str:
         f"    reg  [{aw - 1}:0] address;\n"
         f"    reg  [{cw - 1}:0] expected;\n"
         f"    wire [{cw - 1}:0] codes;\n"
-        "    integer row;\n"
+        "    integer row, results;\n"
         "\n"
         f"    {module} dut (.address(address), .codes(codes));\n"
         "\n"
         "    initial begin\n"
+        f'        results = $fopen("{string(results_file(module + "_tb"))}", "w");\n'
+        '        $fdisplay(results, "expect 0");\n'
         f'        $readmemh("{string(vectors)}", vectors);\n'
         f"        for (row = 0; row < {rows}; row = row + 1) begin\n"
         f"            {{address, expected}} = vectors[row][{aw + cw - 1}:0];\n"
         "            #1;\n"
         "            if (codes !== expected) begin\n"
         f'                $display("{fmt}", {args});\n'
+        f'                $fdisplay(results, "{fmt}", {args});\n'
+        f'                $fdisplay(results, "fail %0d/%0d", row, {rows});\n'
+        "                $fclose(results);\n"
         f'                $fatal(1, "{string(f"table {module} differs from {vectors}")}");\n'
         "            end\n"
         "        end\n"
         f'        $display("%0d/%0d vectors match", row, {rows});\n'
+        f'        $fdisplay(results, "pass %0d/%0d", row, {rows});\n'
+        "        $fclose(results);\n"
         "        $finish;\n"
         "    end\n"
         "endmodule\n"

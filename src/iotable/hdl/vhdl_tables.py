@@ -21,6 +21,7 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import vhdl_comment, vhdl_name, vhdl_string
+from .results import results_file
 from .table import (
     Bits,
     DontCares,
@@ -237,10 +238,13 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         "\n"
         "    process\n"
         f'        file vectors : text open read_mode is "{string(vectors)}";\n'
-        "        variable l, text_line : line;\n"
+        f'        file results : text open write_mode is "{string(results_file(entity + "_tb"))}";\n'
+        "        variable l, text_line, record_line : line;\n"
         f"        variable word : std_logic_vector({word_bits(layout) - 1} downto 0);\n"
         f"        variable expected : std_logic_vector({cw - 1} downto 0);\n"
         "    begin\n"
+        '        write(record_line, string\'("expect 0"));\n'
+        "        writeline(results, record_line);\n"
         f"        for row in 0 to {rows - 1} loop\n"
         "            readline(vectors, l);\n"
         "            hread(l, word);\n"
@@ -253,12 +257,19 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         f'                    {expected} & " got " &\n'
         f"                    {codes}));\n"
         "                writeline(output, text_line);\n"
+        "                write(record_line, string'(\"fail \") & integer'image(row));\n"
+        f'                write(record_line, string\'("/{rows}"));\n'
+        "                writeline(results, record_line);\n"
+        "                file_close(results);\n"
         f'                assert false report "{string(f"table {entity} differs from {vectors}")}" severity failure;\n'
         "            end if;\n"
         "        end loop;\n"
         f"        write(text_line, string'(integer'image({rows}) & \"/\" & integer'image({rows}) &\n"
         '            " vectors match"));\n'
         "        writeline(output, text_line);\n"
+        f'        write(record_line, string\'("pass {rows}/{rows}"));\n'
+        "        writeline(results, record_line);\n"
+        "        file_close(results);\n"
         "        wait;\n"
         "    end process;\n"
         "end architecture bench;\n"
