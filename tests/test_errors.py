@@ -139,7 +139,7 @@ def _model() -> torch.nn.Module:
 
 BAD_OPTIONS = {
     "decompose groups": lambda: iotable.decompose(torch.nn.Linear(4, 3), groups=0),
-    "decompose fan_in": lambda: iotable.decompose(torch.nn.Linear(4, 3), fan_in=[[0, 0]]),
+    "decompose fan_in": lambda: iotable.decompose(torch.nn.Linear(4, 3), fan_in=[[0], []]),
     "plan max_rows": lambda: iotable.plan(_model(), input_domain=iotable.Domain.uniform(2), max_rows=0),
     "precompute memory_budget": lambda: iotable.precompute(
         _model(), input_domain=iotable.Domain.uniform(2), memory_budget=0

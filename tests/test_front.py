@@ -36,14 +36,17 @@ def test_model_path_cuts_a_decorated_block() -> None:
 
 
 def test_layer_path_refuses_an_undescribed_model() -> None:
-    """A module no decomposition describes is refused by precompute_layer, naming decompose."""
+    """A module no decomposition describes, and whose input size nothing states, is refused by precompute_layer,
+    naming example_input= (to infer its units) and decompose; with an example its units are inferred."""
 
     class Custom(nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x
 
-    with pytest.raises(NotDecomposedError, match="decompose"):
-        precompute_layer(Custom(), input_domain=BIT, example_input=torch.zeros(1, 3))
+    with pytest.raises(NotDecomposedError, match="example_input=.*decompose"):
+        precompute_layer(Custom(), input_domain=BIT)
+    layer = precompute_layer(Custom(), input_domain=BIT, example_input=torch.zeros(1, 3))
+    assert [u.in_channels for u in layer.plan.units] == [(0,), (1,), (2,)]
 
 
 @pytest.mark.parametrize(

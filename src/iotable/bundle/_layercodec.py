@@ -35,8 +35,8 @@ class _LayerEncoding(_GraphEncoding):
         build = {  # how the tables were made (method, cached units, ...): every other LayerTables field
             f.name: self.value(getattr(layer, f.name), f"layer {plan.name!r} {f.name}")
             for f in dataclasses.fields(LayerTables)
-            if f.name not in ("plan", "tables")
-        }
+            if f.name not in ("plan", "tables") and not (f.name == "unused" and not layer.unused)
+        }  # (no removed inputs: no "unused" entry, as bundles written before it held none)
         record = {
             "name": plan.name,
             "build": build,

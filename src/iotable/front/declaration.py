@@ -178,7 +178,7 @@ def _unit_fields(
         msg = "decompose: give groups= or fan_in=, not both (groups=g is fan_in over g contiguous channel groups)"
         raise SpecOptionError(msg)
     fan_in_from = None
-    if fan_in == AUTO:
+    if isinstance(fan_in, str) and fan_in == AUTO:
         if fan_out is not None:
             msg = "decompose: fan_out= needs fan_in= as index lists; fan_in='auto' gives each output its own unit"
             raise SpecOptionError(msg)

@@ -21,7 +21,7 @@ An operation without a rule makes every element of its outputs depend on everyth
 input (``.item()``, ``bool(x)``, ``nonzero``) cannot be followed: the result says so and callers refuse.
 
 The result is an upper bound on the true dependence for the example's control flow; the table check after
-enumeration (:func:`iotable.table.unused_inputs`) then drops inputs that never change a table.
+enumeration (:func:`iotable.table.IOTable.unused_inputs`) then drops inputs that never change a table.
 """
 
 from __future__ import annotations

@@ -282,12 +282,13 @@ class GraphBuilder:
         if mixing:
             # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
             # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
+            named = f"{step.name} ({type(mixing[0]).__name__})"  # refusals name the layer and its class
             if declared_spec(mixing[0]) is None and inferable(mixing[0]):
-                spec = infer_spec(module, step.name, _domain_for_layer(src), tuple(src.shape))
+                spec = infer_spec(module, named, _domain_for_layer(src), tuple(src.shape))
             else:
                 spec = spec_of(mixing[0])
                 if spec.infer:  # decompose(fan_in="auto"): the structure's units, the declared output domain
-                    inferred = infer_spec(module, step.name, _domain_for_layer(src), tuple(src.shape))
+                    inferred = infer_spec(module, named, _domain_for_layer(src), tuple(src.shape))
                     spec = replace(inferred, output_domain=spec.output_domain)
             if step.modules[-1] is not mixing[0]:
                 spec = replace(spec, output_domain=None)
