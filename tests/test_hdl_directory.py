@@ -304,7 +304,7 @@ def dying(original):
         return original(*args, **kwargs)
     return wrapped
 if point == "write":
-    tools.atomic_write = dying(tools.atomic_write)
+    tools._stream = dying(tools._stream)
 else:
     import os as real_os
     renames = dying(real_os.replace)
