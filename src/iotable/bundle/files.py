@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from .._util.files import fsync_directory
+from .._util.strictjson import finite, no_constant, unique_keys
 from ..errors import BundleError
 from .jsonfields import _field, _int, _ints, _obj, _str
 from .manifest import CHECKSUMMED, FORMAT, FORMAT_VERSION
@@ -103,20 +105,6 @@ class _HashingWriter:
         return self.file.write(view)
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a directory's entries (new files, renames) durable; a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_file(path: Path, data: bytes) -> None:
     with open(path, "wb") as f:
         f.write(data)
@@ -149,7 +137,7 @@ def _write(target: Path, manifest: dict[str, Any], arrays: dict[str, np.ndarray]
         _write_file(staging / MANIFEST, data)
         _write_file(staging / CHECKSUM, f"{hashlib.sha256(data).hexdigest()}  {MANIFEST}\n".encode("ascii"))
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-            _fsync_dir(folder)
+            fsync_directory(folder)
         if target.exists():
             # No portable atomic swap of directories: move the old bundle aside, the new one in, then drop
             # the old one. Between the two renames the target is absent, never half-written.
@@ -163,12 +151,12 @@ def _write(target: Path, manifest: dict[str, Any], arrays: dict[str, np.ndarray]
                     os.replace(previous, target)  # put the previous bundle back
                     raise
             finally:
-                _fsync_dir(parent)
+                fsync_directory(parent)
                 if target.exists():  # else the previous bundle survives only aside: keep it
                     shutil.rmtree(aside, ignore_errors=True)
         else:
             os.replace(staging, target)
-        _fsync_dir(parent)
+        fsync_directory(parent)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -247,33 +235,10 @@ def _check_checksum(root: Path, data: bytes, checksum: bytes) -> None:
         raise BundleError(msg)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            msg = f"the key {key!r} appears twice in one object"
-            raise ValueError(msg)
-        result[key] = value
-    return result
-
-
-def _no_constant(name: str) -> Any:
-    msg = f"{name} is not a number JSON holds"
-    raise ValueError(msg)
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        msg = f"{text[:40]} is not a finite number"
-        raise ValueError(msg)
-    return value
-
-
 def _parse(file: Path, data: bytes) -> dict[str, Any]:
     try:
         manifest = json.loads(
-            data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+            data.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=no_constant, parse_float=finite
         )
     except RecursionError:
         msg = f"{file}: nested deeper than {MAX_DEPTH} levels; not a manifest iotable writes"

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util.files import atomic_write
+from .._util.strictjson import no_constant, unique_keys
 from ..errors import CacheError, IOTableError, IOTableWarning, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, LutResult, check_netlist, result_name
 from .records import MappedTable, from_record
@@ -263,25 +264,10 @@ def _read(path: Path, where: str) -> bytes:
     return b"".join(chunks)
 
 
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    found: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in found:
-            msg = f"the key {key[:40]!r} appears twice in one object"
-            raise ValueError(msg)
-        found[key] = value
-    return found
-
-
-def _no_constant(name: str) -> Any:
-    msg = f"{name} is not a number JSON holds"
-    raise ValueError(msg)
-
-
 def _parse(data: bytes, where: str) -> dict[str, Any]:
     """``data`` as one JSON object (no duplicate keys, no NaN or Infinity; deep nesting refused)."""
     try:
-        value = json.loads(data.decode("utf-8"), object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=unique_keys, parse_constant=no_constant)
     except RecursionError:
         msg = f"{where}: nested too deep to be a mapping record (a record is one flat JSON object)"
         raise CacheError(msg) from None
