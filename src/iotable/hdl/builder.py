@@ -186,12 +186,23 @@ class Builder(GraphInterpreter[Any]):
         the bench's messages: ``"element"`` or ``"channel"``)."""
         netlist, index = self.netlist, self.pool_count
         self.pool_count += 1
-        ids = netlist.signal(f"pool{index}_y", widths, stage=stage)
-        for k in range(len(maxima)):
+        widths = np.asarray(widths, np.int64).reshape(-1)
+        live = None if self.live is None else self.live.elements.get(node.name)
+        # an output element nothing live reads is a constant 0, not a comparator tree (when the elements are
+        # the node's own: one per output element)
+        kept = np.ones(len(maxima), bool) if live is None or live.size != len(maxima) else live.reshape(-1)
+        if not kept.any():
+            kept = np.ones(len(maxima), bool)
+        made = np.flatnonzero(kept)
+        signal = netlist.signal(f"pool{index}_y", widths[made], stage=stage)
+        ids = np.empty(len(maxima), np.int64)
+        ids[made] = signal
+        ids[~kept] = netlist.constants(widths[~kept], np.zeros(int((~kept).sum()), np.int64))
+        for k in made.tolist():
             netlist.origin[int(ids[k])] = f"node '{node.name}' {per} {k}"
         netlist.blocks.append(
-            Pool(f"{netlist.top}_pool{index}", node.name, x_ids, netlist.width[x_ids], maxima, widths,
-                 len(netlist.signals) - 1)
+            Pool(f"{netlist.top}_pool{index}", node.name, x_ids, netlist.width[x_ids], [maxima[k] for k in made],
+                 widths[made], len(netlist.signals) - 1)
         )  # fmt: skip
         return ids
 
