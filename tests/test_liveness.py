@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from benchmarks.workloads import MLP_CONFIGS, build_mlp, input_domain_of
 from torch import nn
 
 import iotable
@@ -23,8 +24,6 @@ from iotable.nn import Quantize
 from iotable.synth import cost
 from tests.optional import require_program
 from tests.test_hdl_export import sparse
-
-from benchmarks.workloads import MLP_CONFIGS, build_mlp, input_domain_of
 
 
 def workload(name: str) -> tuple[nn.Module, dict]:
