@@ -151,10 +151,7 @@ class TableNetwork:
                 f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each live table once; "
                 f"iotable.synth.cost maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
             )
-        lines.append(
-            f"dead: {self.liveness.dead()} tables (their outputs reach no network output: left out of the estimate, "
-            "the registers, iotable.synth.cost and iotable.hdl.export unless keep_dead=True)"
-        )
+        lines.append(f"dead: {self.liveness.dead()} tables (their outputs reach no network output; not counted)")
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
             for name, layer in self.layers.items():
