@@ -258,7 +258,11 @@ def test_cost_prints_the_report_and_saves_the_results(network: tuple[TableNetwor
     assert "input bits" in result.stdout and "registers" in result.stdout and "pinned flow" in result.stdout
     assert "saved the mapping results of" in result.stdout and result.stderr == ""
     total = next(line for line in result.stdout.splitlines() if line.startswith("total")).split()
-    assert int(total[3]) == sum(layer.plan.lut_estimate() for layer in net.layers.values())
+    units = net.liveness.layers(net.graph)  # the live tables alone are mapped and counted
+    assert int(total[4]) == sum(
+        int(layer.plan.lut_estimates()[units[name]].sum()) for name, layer in net.layers.items()
+    )
+    assert int(total[2]) == net.liveness.dead() and f"dead: {net.liveness.dead()} tables" in result.stdout
     distinct = int(re.search(r"; (\d+) distinct table\(s\)", result.stdout).group(1))
     assert len(iotable.load(copy).luts) == distinct > 0
     again = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)

@@ -139,7 +139,8 @@ def test_readme_whole_model_example_runs(capsys: pytest.CaptureFixture[str]) -> 
     exec(compile(blocks[1], "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert (
-        out.splitlines()[0].split() == "kind name shape units fan_in bits rows buffer stride estimate registers".split()
+        out.splitlines()[0].split()
+        == "kind name shape units fan_in bits rows buffer stride dead estimate registers".split()
     )
     assert "host nodes (run with torch, not tabulated)" in out and "LogicNets estimate: " in out
     assert "torch.Size([32, 10])" in out

@@ -40,17 +40,26 @@ def test_estimate_equals_the_formula_on_the_tables_built_later(build: str, tmp_p
     else:
         model = conv_model()
         options = {"input_domain": D2, "example_input": torch.zeros(1, 2, 13), "host": ["head"]}
-    cost = estimate(model, **options)
+    cost = estimate(model, **options, keep_dead=True)
     net = iotable.precompute(model, **options)
     assert [e.layer for e in cost.layers] == list(net.layers)
     for e in cost.layers:
         tables = net[e.layer].tables
         assert e.luts == sum(table_lut_estimate(t) for t in tables)
         assert (e.units, e.rows) == (len(tables), sum(t.rows for t in tables))
-    design = export(net, tmp_path, vectors=2, table_benches=False)
+    design = export(net, tmp_path / "all", vectors=2, table_benches=False, keep_dead=True)
     assert [e.registers for e in cost.layers] == [r.registers for r in design.layers]
     assert cost.luts == sum(e.luts for e in cost.layers) and cost.rows == sum(t.rows for t in net.tables)
     assert "LUT6 estimate" in cost.summary() and f"{cost.luts} LUT6" in str(cost)
+    # by default, the live tables alone (those whose outputs reach the output), as the default export builds
+    live = estimate(model, **options)
+    units = net.liveness.layers(net.graph)
+    for e in live.layers:
+        tables = [t for t, keep in zip(net[e.layer].tables, units[e.layer]) if keep]
+        assert e.luts == sum(table_lut_estimate(t) for t in tables)
+        assert (e.units, e.rows, e.dead) == (len(tables), sum(t.rows for t in tables), int((~units[e.layer]).sum()))
+    design = export(net, tmp_path / "live", vectors=2, table_benches=False)
+    assert [e.registers for e in live.layers] == [r.registers for r in design.layers]
 
 
 def test_no_row_is_computed(monkeypatch: pytest.MonkeyPatch) -> None:

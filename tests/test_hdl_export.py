@@ -92,8 +92,9 @@ def run_bench(design: Design, simulator: str, files: dict[str, str] | None = Non
 
 
 def test_description_of_an_mlp(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
-    """The description gives the ports' packing, the latency (one register per table layer) and each layer's resources."""
-    design = export(mlp, tmp_path, top="mlp", vectors=16)
+    """The description gives the ports' packing, the latency (one register per table layer) and each layer's resources
+    (every unit's with keep_dead=True; by default the live units', the dead ones counted apart)."""
+    design = export(mlp, tmp_path, top="mlp", vectors=16, keep_dead=True)
     assert (design.inputs.width, design.inputs.elements, design.inputs.bits) == (24, 12, 2)
     assert (design.outputs.width, design.outputs.elements, design.outputs.bits, design.outputs.node) == (
         12,
@@ -120,23 +121,38 @@ def test_description_of_an_mlp(mlp: iotable.TableNetwork, tmp_path: Path) -> Non
     record = json.loads((tmp_path / "mlp_design.json").read_text())
     assert record["latency"] == 3 and record["outputs"]["widths"] == [3] * 4
     assert "mlp: verilog design, style unrolled" in design.summary()
+    live = export(mlp, tmp_path / "live", top="mlp", vectors=16)
+    units = mlp.liveness.units
+    assert [(r.node, r.units, r.dead, r.instances) for r in live.layers] == [
+        (name, int(units[name].sum()), int((~units[name]).sum()), int(units[name].sum())) for name in units
+    ]
+    assert sum(r.dead for r in live.layers) > 0 and [r.registers for r in live.layers] == [
+        2 * int(units["fc1"].sum()),
+        2 * int(units["fc2"].sum()),
+        12,
+    ]
 
 
 def test_pipeline_every_k_layers_and_combinational(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
     """pipeline=2 registers the second table layer only; pipeline=0 (or 'none') has no register and no clocked logic."""
     every2 = export(mlp, tmp_path / "k2", pipeline=2, top="mlp", vectors=4)
-    assert every2.latency == 1 and [r.registers for r in every2.layers] == [0, 12, 0]
+    live_fc2 = int(mlp.liveness.units["fc2"].sum())  # a unit's code is 2 bits: the register holds the live ones
+    assert every2.latency == 1 and [r.registers for r in every2.layers] == [0, 2 * live_fc2, 0]
     none = export(mlp, tmp_path / "k0", pipeline="none", top="mlp", vectors=4)
     assert none.latency == 0 and all(r.registers == 0 for r in none.layers)
     assert "posedge" not in (tmp_path / "k0" / "mlp.v").read_text()
 
 
 def test_layer_module_wires_units_by_the_index_map(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
-    """Each instance of the first layer module reads exactly its unit's inputs, first input most significant."""
+    """Each instance of the first layer module reads exactly its unit's inputs, first input most significant; a
+    dead unit has no instance."""
     export(mlp, tmp_path, top="mlp", vectors=4)
     text = (tmp_path / "mlp.v").read_text()
     index_map = mlp.graph["fc1"].meta.index_map
-    for unit in range(8):
+    live = mlp.liveness.units["fc1"]
+    layer0 = text[text.index("module mlp_layer0 ") :].split("endmodule")[0]
+    assert all((f" u{unit}_p0 (" in layer0) == live[unit] for unit in range(8)) and not live.all()
+    for unit in [u for u in range(8) if live[u]]:
         line = re.search(rf" u{unit}_p0 \(\.address\(([^)]*)\)", text).group(1)
         fields = [int(hi) // 2 for hi, _ in re.findall(r"x\[(\d+):(\d+)\]", line)]
         assert fields == index_map[unit].tolist()

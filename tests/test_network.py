@@ -305,7 +305,8 @@ def test_channels_last_window_is_kernel_major():
 
 
 def test_summary_and_dot_export():
-    """The summary lists kind, name, shape, units, fan-in, bits, rows, buffer and stride; DOT names every node."""
+    """The summary lists kind, name, shape, units, fan-in, bits, rows, buffer, stride and the dead tables; DOT names
+    every node."""
     model = conv_model(2, channels_last=False, stride=2, dilation=1, padding=1, groups=2)
     net = precompute(model, input_domain=S2, example_input=torch.zeros(1, 4, 6, 6))
     text = net.summary()
@@ -320,10 +321,11 @@ def test_summary_and_dot_export():
         "rows",
         "buffer",
         "stride",
+        "dead",
         "estimate",
         "registers",
     ]
-    assert "(2, 2)" in text and f"{sum(t.rows for t in net.tables)} rows" in text
+    assert "(2, 2)" in text and "dead: 0 tables" in text and f"{sum(t.rows for t in net.tables)} rows" in text
     dot = net.graph.to_dot()
     assert dot.startswith("digraph iotable {") and all(f'"{n.name}"' in dot for n in net.graph)
 

@@ -202,6 +202,17 @@ class NodeKindDef:
         """How many output ports a node of this kind has (each drives one edge)."""
         return 1
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """Which elements of each producer ``node`` reads to compute its live output elements.
+
+        ``live`` is a boolean array of ``node.shape`` (the output elements something live reads, at least one
+        of them true); the result holds, per input port, a boolean array of that producer's shape, or
+        ``None`` for every element. :func:`iotable.graph.liveness.liveness` walks the graph back from its
+        output with it. The default reads every element of every producer: a kind that does not say is
+        kept whole, which is always correct.
+        """
+        return [None] * len(producers)
+
     # -- runtime --------------------------------------------------------------------------------------
 
     def compile(self, runtime: Any, node: Node) -> Kernel:

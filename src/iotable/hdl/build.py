@@ -29,9 +29,14 @@ BUILDERS: Mapping[Style, type[Builder]] = {
 }
 
 
-def build_netlist(graph: Graph, layers: dict[str, Any], style: Style, *, top: str, pipeline: int) -> Netlist:
-    """The hardware IR of ``graph``'s hardware part in ``style``: every node through its kind's hardware method."""
+def build_netlist(
+    graph: Graph, layers: dict[str, Any], style: Style, *, top: str, pipeline: int, keep_dead: bool = False
+) -> Netlist:
+    """The hardware IR of ``graph``'s hardware part in ``style``: every node through its kind's hardware method;
+    units whose outputs reach no network output are left out unless ``keep_dead`` (their outputs constant 0)."""
     builder = BUILDERS[style](graph, layers, top=top, pipeline=pipeline)
+    if keep_dead:
+        builder.live = None  # every unit instantiated
     builder.run_graph()
     netlist = builder.finish()
     netlist.hosts = list(builder.hosts)

@@ -22,7 +22,8 @@ from ..errors import HDLError
 from ..graph.graph import Graph, Node, NodeKind
 from ..graph.interpret import GraphInterpreter
 from ..graph.kind import NodeKindDef, definition
-from ..graph.nodes import ElementOrder, PoolMeta, WindowMeta
+from ..graph.liveness import Liveness, channel_positions, liveness, pool_sources, window_gather
+from ..graph.nodes import PoolMeta, WindowMeta
 from ..table import IOTable
 from .netlist import Layer, Netlist, Pool, Style, TableModule
 from .table import layout_of
@@ -86,53 +87,6 @@ def element_widths(node: Node) -> np.ndarray:
     return np.broadcast_to(bits.reshape(shape), node.shape).copy()
 
 
-def window_gather(shape: tuple[int, ...], meta: WindowMeta, *, channels_last: bool) -> np.ndarray:
-    """For a window over an input of per-sample ``shape``: the flat input index of every element of every
-    window vector, shape ``(*positions, channels * taps)``, in the window's element order."""
-    rank = len(meta.kernel)
-    channels = shape[-1] if channels_last else shape[0]
-    size = shape[:-1] if channels_last else shape[1:]
-    positions = [(n - d * (k - 1) - 1) // s + 1 for n, k, s, d in zip(size, meta.kernel, meta.stride, meta.dilation)]
-    grids = np.meshgrid(*[np.arange(p) for p in positions], indexing="ij")  # (*P) per axis
-    taps = np.meshgrid(*[np.arange(k) for k in meta.kernel], indexing="ij")
-    coords = []
-    for axis in range(rank):
-        p = grids[axis].reshape(*grids[axis].shape, 1)  # (*P, 1)
-        t = taps[axis].reshape(-1)  # (T,), row-major over the kernel
-        coords.append(p * meta.stride[axis] + t * meta.dilation[axis])  # (*P, T)
-    c = np.arange(channels)
-    if channels_last:
-        index = np.ravel_multi_index((*[x[..., None] for x in coords], c), (*size, channels))  # (*P, T, C)
-        vectors = index if meta.element_order is ElementOrder.KERNEL_MAJOR else np.swapaxes(index, -1, -2)
-    else:
-        index = np.ravel_multi_index((c[:, None], *[x[..., None, :] for x in coords]), (channels, *size))  # (*P, C, T)
-        vectors = index if meta.element_order is ElementOrder.CHANNEL_MAJOR else np.swapaxes(index, -1, -2)
-    return vectors.reshape(*positions, channels * math.prod(meta.kernel))
-
-
-def pool_sources(in_shape: tuple[int, ...], out_shape: tuple[int, ...], meta: PoolMeta, channels_last: bool) -> list:
-    """For every output element (C order), the flat input indices its window covers inside the input."""
-    size = in_shape[:-1] if channels_last else in_shape[1:]
-    out = out_shape[:-1] if channels_last else out_shape[1:]
-    rank = len(size)
-    axes = []
-    for axis in range(rank):  # (out positions, kernel taps) of input coordinates, -1 outside
-        o = np.arange(out[axis])[:, None] * meta.stride[axis] - meta.padding[axis]
-        coord = o + np.arange(meta.kernel_size[axis])[None, :] * meta.dilation[axis]
-        axes.append(np.where((coord >= 0) & (coord < size[axis]), coord, -1))
-    sources = []
-    for index in np.ndindex(*out_shape):
-        c = index[-1] if channels_last else index[0]
-        pos = index[:-1] if channels_last else index[1:]
-        lines = [axes[a][pos[a]] for a in range(rank)]
-        grid = np.meshgrid(*lines, indexing="ij")
-        valid = np.all([g >= 0 for g in grid], axis=0)
-        coords = [g[valid] for g in grid]
-        full = (*coords, np.full(len(coords[0]), c)) if channels_last else (np.full(len(coords[0]), c), *coords)
-        sources.append(np.ravel_multi_index(full, in_shape).tolist())
-    return sources
-
-
 class Builder(GraphInterpreter[Any]):
     """The state of one walk over the hardware part of a graph, and what a node kind builds its hardware with.
 
@@ -156,13 +110,19 @@ class Builder(GraphInterpreter[Any]):
         layers: the network's table layers by name (``net.layers``).
         top: the top module's name (a prefix of every module's name).
         pipeline: a register after every ``pipeline``-th table layer; 0 for none.
+        keep_dead: instantiate every unit; by default a unit is instantiated only where one of its outputs
+            reaches the network's output (:func:`iotable.graph.liveness.liveness`), the outputs of the others
+            are constant 0 elements, which nothing live reads.
     """
 
     #: The style this builder builds (its subclasses set it).
     style: ClassVar[Style]
 
-    def __init__(self, graph: Graph, layers: dict[str, Any], *, top: str, pipeline: int) -> None:
+    def __init__(
+        self, graph: Graph, layers: dict[str, Any], *, top: str, pipeline: int, keep_dead: bool = False
+    ) -> None:
         super().__init__(graph)
+        self.live: Liveness | None = None if keep_dead else liveness(graph)
         self.layers = layers
         self.pipeline = pipeline
         self.netlist = Netlist(top, self.style)
@@ -226,12 +186,23 @@ class Builder(GraphInterpreter[Any]):
         the bench's messages: ``"element"`` or ``"channel"``)."""
         netlist, index = self.netlist, self.pool_count
         self.pool_count += 1
-        ids = netlist.signal(f"pool{index}_y", widths, stage=stage)
-        for k in range(len(maxima)):
+        widths = np.asarray(widths, np.int64).reshape(-1)
+        live = None if self.live is None else self.live.elements.get(node.name)
+        # an output element nothing live reads is a constant 0, not a comparator tree (when the elements are
+        # the node's own: one per output element)
+        kept = np.ones(len(maxima), bool) if live is None or live.size != len(maxima) else live.reshape(-1)
+        if not kept.any():
+            kept = np.ones(len(maxima), bool)
+        made = np.flatnonzero(kept)
+        signal = netlist.signal(f"pool{index}_y", widths[made], stage=stage)
+        ids = np.empty(len(maxima), np.int64)
+        ids[made] = signal
+        ids[~kept] = netlist.constants(widths[~kept], np.zeros(int((~kept).sum()), np.int64))
+        for k in made.tolist():
             netlist.origin[int(ids[k])] = f"node '{node.name}' {per} {k}"
         netlist.blocks.append(
-            Pool(f"{netlist.top}_pool{index}", node.name, x_ids, netlist.width[x_ids], maxima, widths,
-                 len(netlist.signals) - 1)
+            Pool(f"{netlist.top}_pool{index}", node.name, x_ids, netlist.width[x_ids], [maxima[k] for k in made],
+                 widths[made], len(netlist.signals) - 1)
         )  # fmt: skip
         return ids
 
@@ -297,13 +268,22 @@ class Builder(GraphInterpreter[Any]):
         one position's channels."""
         netlist, index = self.netlist, units.index
         positions = local.shape[0]
+        alive = self.live_instances(node, units, positions, streamed=streamed)
         instances, placed, lsbs, widths, channel_of = [], [], [], [], []
+        dead: list[tuple[int, int, int]] = []  # (channel, position, bits) of the outputs of units left out
         offset = 0
         for u, table in enumerate(units.tables):
+            if not alive[u].any():
+                width = layout_of(table, what=f"export: layer {units.layer!r} unit {u}").output_width
+                dead += [(c, p, width) for p in range(positions) for c in units.channels[u]]
+                continue
             module = self.module(table, units.layer, u, index)
             layout = netlist.modules[module].layout
             columns = units.index_map[u, : table.fan_in]
             for p in range(positions):
+                if not alive[u, p]:
+                    dead += [(c, p, layout.output_width) for c in units.channels[u]]
+                    continue
                 instances.append((f"u{u}_p{p}", module, local[p, columns].tolist()))
                 placed.append((u, p))
                 lsbs.append(offset)
@@ -311,14 +291,22 @@ class Builder(GraphInterpreter[Any]):
                     widths.append(layout.output_width)
                     channel_of.append((channel, p, offset + layout.output_offsets[j]))
                 offset += layout.code_bits
-        # The output's elements, C order: channel c at position p sits where its instance put it.
-        element = _channels(channel_of) if streamed else _output_index(node, [(c, p) for c, p, _ in channel_of])
-        lsb = np.empty(len(channel_of), np.int64)
-        lsb[element] = [bit for _, _, bit in channel_of]
-        width = np.empty(len(channel_of), np.int64)
-        width[element] = widths
-        ids = netlist.signal(f"layer{index}_y", width, stage=stage, lsb=lsb)
-        unit_of = {c: u for u, written in enumerate(units.channels) for c in written}
+        # The output's elements, C order: channel c at position p sits where its instance put it (the
+        # signal holds the instances' outputs in that order; the outputs of units left out are constant 0).
+        places = [(c, p) for c, p, _ in channel_of] + [(c, p) for c, p, _ in dead]
+        element = _channels(places) if streamed else _output_index(node, places)
+        written, unused = element[: len(channel_of)], element[len(channel_of) :]
+        order = np.argsort(written, kind="stable")
+        signal = netlist.signal(
+            f"layer{index}_y",
+            np.asarray(widths, np.int64)[order],
+            stage=stage,
+            lsb=np.asarray([bit for _, _, bit in channel_of], np.int64)[order],
+        )
+        ids = np.empty(len(places), np.int64)
+        ids[written[order]] = signal
+        ids[unused] = netlist.constants(np.array([w for _, _, w in dead], np.int64), np.zeros(len(dead), np.int64))
+        unit_of = {c: u for u, written_channels in enumerate(units.channels) for c in written_channels}
         for k, (c, p, _) in enumerate(channel_of):
             where = "" if streamed else f" position {p}"
             netlist.origin[int(ids[element[k]])] = f"node '{node.name}' unit {unit_of[c]}{where}"
@@ -329,6 +317,21 @@ class Builder(GraphInterpreter[Any]):
         )  # fmt: skip
         netlist.blocks.append(block)
         return ids, block
+
+    def live_instances(self, node: Node, units: LookupUnits, positions: int, *, streamed: bool) -> np.ndarray:
+        """``(units, positions)``: whether the instance of each unit at each position has a live output (every one
+        with ``keep_dead``). Streamed, one instance serves every position: live where any position is. A layer
+        with no live instance at all is kept whole (nothing live reads it; its hardware stays as it was)."""
+        alive = np.ones((len(units.tables), positions), dtype=bool)
+        live = None if self.live is None else self.live.elements.get(node.name)
+        channels = sum(map(len, units.channels))
+        if live is None or node.channels != channels or (not streamed and live.size != channels * positions):
+            return alive  # a layer whose outputs are not the node's channels: built whole
+        by_position = channel_positions(node, live)  # (node positions, channels)
+        for u, written in enumerate(units.channels):
+            seen = by_position[:, list(written)].any(axis=1)
+            alive[u] = seen.any() if streamed else seen
+        return alive if alive.any() else np.ones_like(alive)
 
     def lookup_units(
         self,
@@ -389,9 +392,9 @@ class LookupUnits:
     channels: list[tuple[int, ...]]
 
 
-def _channels(channel_of: list[tuple[int, int, int]]) -> np.ndarray:
+def _channels(places: list[tuple[int, int]]) -> np.ndarray:
     """Elements in channel order (one position: the output's elements are its channels)."""
-    return np.array([c for c, _, _ in channel_of], dtype=np.int64)
+    return np.array([c for c, _ in places], dtype=np.int64)
 
 
 def _output_index(node: Node, places: list[tuple[int, int]]) -> np.ndarray:

@@ -23,6 +23,7 @@ import torch
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..graph.graph import Graph
 from ..graph.kind import NodeKind
+from ..graph.liveness import check_keep_dead
 from ..lutcount import lut_estimate
 from ..network.network import TableNetwork
 from ..synth.records import LayerCost
@@ -117,7 +118,7 @@ def _unroll_limit(instances: int, *, what: str) -> None:
         raise HDLError(msg)
 
 
-def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str) -> Netlist:
+def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str, keep_dead: bool = False) -> Netlist:
     """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build, an unrolled
     design over :data:`UNROLL_LIMIT` instances before building it."""
     try:
@@ -126,7 +127,7 @@ def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: st
         raise HDLError(f"{what}: {exc}") from None
     _unroll_limit(instances, what=what)
     try:
-        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline)
+        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline, keep_dead=keep_dead)
     except IOTableError as exc:
         raise HDLError(f"{what}: {exc}") from None
     if not netlist.streaming:  # a node kind of its own may instantiate tables the count above cannot see
@@ -154,7 +155,8 @@ def _resources(netlist: Netlist) -> tuple[tuple[LayerCost, ...], int]:
         layers.append(
             LayerCost(
                 name=block.layer,
-                tables=block.units,
+                tables=len(unit_modules),
+                dead=block.units - len(unit_modules),
                 luts=None,
                 estimate=int(sum(lut_estimate(u.address_bits, u.code_bits) for u in units)),
                 input_bits=tuple(sorted({u.address_bits for u in units})),
@@ -191,6 +193,7 @@ def export(
     executor: Any = None,
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
+    keep_dead: bool = False,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -221,6 +224,8 @@ def export(
         executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
         cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
         overwrite: replace a non-empty ``directory`` whole (without it, a non-empty directory is refused).
+        keep_dead: instantiate the units whose outputs reach no network output too (by default they are left
+            out, their outputs constant 0, and each layer's ``dead`` in ``Design.layers`` counts them).
 
     The directory is one unit: every file is written into a hidden staging directory beside it, which is
     then renamed into place, so that it holds the old design or the whole new one, never a mix; its
@@ -258,7 +263,7 @@ def export(
         msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
         raise OptionError(msg)
     target = target_directory(directory, overwrite=overwrite, what=what)
-    netlist = _build(net, chosen, top, depth, what=what)
+    netlist = _build(net, chosen, top, depth, what=what, keep_dead=check_keep_dead(keep_dead, what=what))
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
     mapped = None

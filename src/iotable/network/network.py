@@ -32,6 +32,7 @@ from ..graph.graph import (
     TableMeta,
     text_table,
 )
+from ..graph.liveness import Liveness, liveness
 from ..lutnet import LutResults
 from ..runtime.runtime import Runtime
 from ..table import IOTable
@@ -86,6 +87,12 @@ class TableNetwork:
         return self.graph.nodes[-1]
 
     @cached_property
+    def liveness(self) -> Liveness:
+        """Which elements and table units reach the network's output (:func:`iotable.graph.liveness.liveness`;
+        computed on first use and kept with the network, as its graph never changes)."""
+        return liveness(self.graph)
+
+    @cached_property
     def runtime(self) -> Runtime:
         """The compiled runtime (built on first use, kept with the network, never compared or copied)."""
         return Runtime(self.graph, self.layers)
@@ -123,12 +130,15 @@ class TableNetwork:
 
     def summary(self) -> str:
         """A readable table of the graph (kind, name, shape, units, fan-in, bits, rows, buffer, stride) with,
-        for table layers, LogicNets' LUT6 estimate of their tables and the pipeline register bits after them
-        (what ``iotable.hdl.export(pipeline=1)`` registers), both known from the plans before any row.
+        for table layers, the tables whose outputs reach no network output (``dead``), LogicNets' LUT6 estimate
+        of the live tables and the pipeline register bits of their codes after them (what
+        ``iotable.hdl.export(pipeline=1)`` registers), all known from the plans before any row; then the
+        totals and "dead: N tables".
 
         For partial tables (after :meth:`restrict`) a line per layer gives the rows kept of the rows in all.
         """
-        return "\n".join([text_table(self.rows(), (*SUMMARY_COLUMNS, "estimate", "registers")), *self._notes()])
+        columns = (*SUMMARY_COLUMNS, "dead", "estimate", "registers")
+        return "\n".join([text_table(self.rows(), columns), *self._notes()])
 
     def _notes(self) -> list[str]:
         """The summary's lines after the graph's table: totals, rows kept of partial tables, host nodes."""
@@ -138,9 +148,10 @@ class TableNetwork:
         rows = [r for r in self.rows() if r["kind"] == "table"]
         if rows and all(r["estimate"] is not None for r in rows):
             lines.append(
-                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each table once; iotable.synth.cost "
-                f"maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
+                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each live table once; "
+                f"iotable.synth.cost maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
             )
+        lines.append(f"dead: {self.liveness.dead()} tables (their outputs reach no network output; not counted)")
         if not all(t.is_dense for t in self.tables):
             lines.append("rows kept / rows in all, per layer:")
             for name, layer in self.layers.items():
@@ -151,14 +162,15 @@ class TableNetwork:
         return lines
 
     def rows(self) -> list[dict[str, Any]]:
-        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method``, ``near_ties``,
+        """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method``, ``near_ties``, ``dead``,
         ``estimate`` and ``registers``.
 
         ``method`` says how the layer's tables were built and ``near_ties`` counts the rows the fast path
-        computed through the module (see :class:`LayerTables`); ``estimate`` is LogicNets' LUT6 estimate of
-        the layer's tables (:meth:`LayerPlan.lut_estimate`, each table once) and ``registers`` the bits of a
-        pipeline register after the layer (every output code, as ``iotable.hdl.export(pipeline=1)``
-        registers it); both are ``None`` for raw outputs. The notebook view shows these columns.
+        computed through the module (see :class:`LayerTables`); ``dead`` counts the node's tables whose outputs
+        reach no network output (:attr:`liveness`); ``estimate`` is LogicNets' LUT6 estimate of the node's live
+        tables (:meth:`LayerPlan.lut_estimates`, each table once) and ``registers`` the bits of a pipeline
+        register after the layer (every live output code, as ``iotable.hdl.export(pipeline=1)`` registers
+        it); both are ``None`` for raw outputs. The notebook view shows these columns.
 
         Example:
             >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(1))
@@ -170,8 +182,12 @@ class TableNetwork:
         for row, node in zip(result, self.graph.nodes):
             layer = self.layers.get(node.meta.layer) if isinstance(node.meta, TableMeta) else None
             if layer is not None:
-                row.update(method=layer.method, near_ties=layer.near_ties)
-                row.update(estimate=layer.plan.lut_estimate(), registers=pipeline_registers(node))
+                live = self.liveness.units[node.name]
+                estimates = layer.plan.lut_estimates()
+                estimate = None if estimates is None else int(estimates[live].sum())
+                registers = pipeline_registers(node, self.liveness.elements[node.name])
+                row.update(method=layer.method, near_ties=layer.near_ties, dead=int((~live).sum()))
+                row.update(estimate=estimate, registers=registers)
         return result
 
     def draw(self) -> Diagram:
@@ -199,12 +215,14 @@ class TableNetwork:
         return _display.view(repr(self), table, notes=self._notes(), picture=self.graph.picture_html())
 
 
-def pipeline_registers(node: Node) -> int | None:
+def pipeline_registers(node: Node, live: np.ndarray | None = None) -> int | None:
     """Bits of a pipeline register after table node ``node``: every output code of every position, each a field
-    of :func:`iotable.bits.width` bits (what ``iotable.hdl.export`` registers); ``None`` for raw outputs."""
+    of :func:`iotable.bits.width` bits (what ``iotable.hdl.export`` registers); ``None`` for raw outputs. With
+    ``live`` (a boolean array of the node's shape, :func:`iotable.graph.liveness.liveness`), the live codes only."""
     if not isinstance(node.domain, Domain):
         return None
-    return math.prod(node.shape) * bits.width(node.domain)
+    count = math.prod(node.shape) if live is None else int(np.count_nonzero(live))
+    return count * bits.width(node.domain)
 
 
 def _host_names(model: nn.Module, host: Any) -> frozenset[str]:

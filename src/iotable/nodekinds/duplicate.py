@@ -42,6 +42,10 @@ class Duplicate(NodeKindDef):
         """Its producer's output, as it is (every consumer reads the same tensor)."""
         return identity
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The same elements: what any consumer reads."""
+        return [np.asarray(live, dtype=bool).reshape(producers[0].shape)]
+
     # -- hardware -----------------------------------------------------------------------------------------
 
     def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:

@@ -70,6 +70,10 @@ class Output(NodeKindDef):
         """The output: its producer's, as it is."""
         return identity
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """Every element of its producer: the network's outputs."""
+        return [np.ones(producers[0].shape, dtype=bool)]
+
     # -- hardware -----------------------------------------------------------------------------------------
 
     def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:

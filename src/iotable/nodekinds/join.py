@@ -68,6 +68,13 @@ class Join(NodeKindDef):
         axis = -1 if node.layout is not None and node.layout.channels_last else 1
         return lambda xs: torch.cat(xs, dim=axis)
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """Each operand's part of the live elements, along the channel axis."""
+        axis = -1 if node.layout is not None and node.layout.channels_last else 0
+        sizes = [p.shape[axis] for p in producers]
+        parts = np.split(np.asarray(live, dtype=bool), np.cumsum(sizes)[:-1], axis=axis)
+        return list(parts)
+
     # -- hardware -----------------------------------------------------------------------------------------
 
     def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:

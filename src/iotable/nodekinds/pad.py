@@ -175,6 +175,15 @@ class Pad(NodeKindDef):
     def compile(self, runtime: Any, node: Node) -> Kernel:
         return _compile(runtime, node)
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The input elements the live elements copy (a pad code reads nothing)."""
+        meta, producer = node.meta, producers[0]
+        assert isinstance(meta, PadMeta)  # a checked graph
+        sources = np.asarray(meta.index_map)[np.asarray(live, dtype=bool)]
+        read = np.zeros(math.prod(producer.shape), dtype=bool)
+        read[sources[sources >= 0]] = True
+        return [read.reshape(producer.shape)]
+
     def decode(self, record: Any, where: str, codec: MetaDecoder) -> Meta:
         values = codec.fields(record, {"padding", "mode", "pad_codes", "index_map"}, where)
         values["mode"] = codec.choice(PaddingMode, values["mode"], f"{where}.mode", "a padding mode")

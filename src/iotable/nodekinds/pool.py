@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from ..errors import GraphError
 from ..graph.fields import codes_in, ints_field, node_where, same_fields
 from ..graph.kind import Kernel, NodeKindDef, register
+from ..graph.liveness import pool_sources
 from ..graph.nodes import Edge, ElementOrder, Node, PoolMeta
 
 
@@ -96,6 +97,17 @@ class Pool(NodeKindDef):
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         return _compile(runtime, node)
+
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The input elements the windows of the live outputs cover."""
+        meta, producer = node.meta, producers[0]
+        assert isinstance(meta, PoolMeta)  # a checked graph
+        channels_last = node.layout is not None and node.layout.channels_last
+        sources = pool_sources(producer.shape, node.shape, meta, channels_last)
+        read = np.zeros(math.prod(producer.shape), dtype=bool)
+        for k in np.flatnonzero(np.asarray(live, dtype=bool)):
+            read[sources[k]] = True
+        return [read.reshape(producer.shape)]
 
     # -- hardware -----------------------------------------------------------------------------------------
 

@@ -62,6 +62,10 @@ class Reshape(NodeKindDef):
         shape = node.shape
         return lambda xs: xs[0].reshape(xs[0].shape[0], *shape)
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The same elements, in the producer's shape."""
+        return [np.asarray(live, dtype=bool).reshape(producers[0].shape)]
+
     # -- hardware -----------------------------------------------------------------------------------------
 
     def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:

@@ -17,6 +17,7 @@ from ..errors import GraphError
 from ..front.plan import Unit
 from ..graph.fields import codes_in, element_radix_bits, index_array, int_field, ints_field, node_where, short_list
 from ..graph.kind import MetaDecoder, NodeKindDef, register
+from ..graph.liveness import channel_positions
 from ..graph.nodes import Edge, ElementOrder, Meta, Node, NodeKind, TableMeta, WindowMeta
 from ..runtime.table import TableKernel
 
@@ -234,6 +235,10 @@ class Table(NodeKindDef):
         assert isinstance(node.meta, TableMeta)  # a checked graph
         return TableKernel(node, runtime.layers[node.meta.layer], runtime.graph.producers(node.name)[0])
 
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The elements each unit's index map names, at every position where one of the unit's outputs is live."""
+        return [_live_reads(node, producers[0], live)]
+
     def decode(self, record: Any, where: str, codec: MetaDecoder) -> Meta:
         values = codec.fields(record, {"layer", "units", "unit_bits", "index_map", "modules"}, where)
         values["index_map"] = codec.index_array(values["index_map"], f"{where}.index_map", ndim=2)
@@ -287,6 +292,25 @@ class Table(NodeKindDef):
             raise builder.refuse(node, "a table over a frame streams only behind a window")
         tables, index_map, channels = _units(builder, meta)
         return builder.lookup(node, tables, index_map, stream, channels=channels, layer=meta.layer)
+
+
+def _live_reads(node: Node, producer: Node, live: np.ndarray) -> np.ndarray:
+    """The producer's elements the live outputs of table node ``node`` read: a unit at a position reads its index
+    map's elements of that position's vector (the window's vector behind a window, else the producer's output)
+    where any of its output channels is live there."""
+    meta = node.meta
+    assert isinstance(meta, TableMeta)  # a checked graph
+    by_position = channel_positions(node, live).astype(np.int64)  # (P, C)
+    owner = np.zeros((node.channels, len(meta.units)), dtype=np.int64)  # channel -> its unit
+    for unit in meta.units:
+        owner[list(unit.out_channels), unit.index] = 1
+    unit_live = by_position @ owner > 0  # (P, U)
+    index_map = np.asarray(meta.index_map)
+    vector = producer.shape[-1] if producer.kind is NodeKind.WINDOW else math.prod(producer.shape)
+    reads = np.zeros((len(meta.units), vector), dtype=np.int64)  # (U, V): what each unit reads of a vector
+    rows, columns = np.nonzero(index_map >= 0)
+    reads[rows, index_map[rows, columns]] = 1
+    return (unit_live.astype(np.int64) @ reads > 0).reshape(producer.shape)
 
 
 def _units(builder: Any, meta: TableMeta) -> tuple[list[Any], np.ndarray, list[tuple[int, ...]]]:

@@ -13,6 +13,7 @@ from ..errors import GraphError
 from ..graph.fields import codes_in, int_field, ints_field, is_int, node_where, split_channels
 from ..graph.graph import dims
 from ..graph.kind import Kernel, MetaDecoder, NodeKindDef, register
+from ..graph.liveness import window_gather
 from ..graph.nodes import Edge, ElementOrder, Meta, Node, WindowMeta, window_buffer_depth
 from ..runtime.codes import FLOAT32_EXACT
 
@@ -119,6 +120,15 @@ class Window(NodeKindDef):
 
     def compile(self, runtime: Any, node: Node) -> Kernel:
         return _compile(runtime, node)
+
+    def live_reads(self, node: Node, producers: Sequence[Node], live: Any) -> list[Any]:
+        """The input elements of the live elements of window vectors."""
+        meta, producer = node.meta, producers[0]
+        assert isinstance(meta, WindowMeta) and node.layout is not None  # a checked graph
+        gather = window_gather(producer.shape, meta, channels_last=node.layout.channels_last)
+        read = np.zeros(math.prod(producer.shape), dtype=bool)
+        read[gather[np.asarray(live, dtype=bool)]] = True
+        return [read.reshape(producer.shape)]
 
     def decode(self, record: Any, where: str, codec: MetaDecoder) -> Meta:
         names = {"kernel", "stride", "dilation", "channels", "element_order", "buffer_depth"}

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from torch import nn
 
 from ..domain import Domain
 from ..front.plan import DEFAULT_MAX_ROWS
 from ..front.spec import Layout
 from ..graph.graph import TableMeta, text_table
+from ..graph.liveness import check_keep_dead, liveness
 from ..lutcount import check_k, lut_estimate
 from ..lutnet import table_bits
 from ..network.network import model_skeleton, pipeline_registers
@@ -53,6 +55,13 @@ class CostEstimate:
 
     layers: tuple[LayerCost, ...]
     k: int
+    keep_dead: bool = False
+
+    @property
+    def dead(self) -> int:
+        """Tables whose outputs reach no network output, every layer together (counted in nothing else unless
+        ``keep_dead``)."""
+        return sum(layer.dead or 0 for layer in self.layers)
 
     @property
     def luts(self) -> int:
@@ -75,6 +84,7 @@ class CostEstimate:
             {
                 "layer": e.name,
                 "tables": e.tables,
+                "dead": e.dead,
                 "input bits": ", ".join(map(str, e.input_bits)),
                 "output bits": e.output_bits,
                 "rows": e.rows,
@@ -83,14 +93,19 @@ class CostEstimate:
             }
             for e in self.layers
         ]
-        columns = ("layer", "tables", "input bits", "output bits", "rows", f"LUT{self.k} estimate", "registers")
+        columns = ("layer", "tables", "dead", "input bits", "output bits", "rows", f"LUT{self.k} estimate", "registers")
         return "\n".join(
             [
                 text_table(rows, columns),
                 f"total: {self.rows} rows, {self.luts} LUT{self.k} (LogicNets' formula, each table once), "
                 f"{self.registers} pipeline register bits",
+                self._dead_line(),
             ]
         )
+
+    def _dead_line(self) -> str:
+        counted = "counted above (keep_dead=True)" if self.keep_dead else "not counted (keep_dead=True counts them)"
+        return f"dead: {self.dead} tables (their outputs reach no network output), {counted}"
 
     def __str__(self) -> str:
         return self.summary()
@@ -105,12 +120,17 @@ def estimate(
     input_layout: str | Layout | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
     k: int = 6,
+    keep_dead: bool = False,
 ) -> CostEstimate:
     """The LUT estimate and pipeline registers of a whole model's tables, from its plans alone: no row is
     computed, so it takes the time of tracing and planning (milliseconds) however large the tables.
 
     The arguments are :func:`iotable.precompute`'s for a whole model; ``k`` is the LUT size. Refusals are the
     same as :func:`iotable.precompute` would make, before any work.
+
+    Tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`: with random fan-in
+    masks, units that no unit of the next layer reads) are left out, as synthesis deletes them, and counted in
+    each layer's ``dead``; ``keep_dead=True`` counts every table (and every pipeline register bit).
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), iotable.nn.Quantize(2)).eval()
@@ -119,6 +139,7 @@ def estimate(
         (30, 6, 768)
     """
     k = check_k(k, what="estimate")
+    keep_dead = check_keep_dead(keep_dead, what="estimate")
     options = PrecomputeOptions(max_rows=max_rows).as_kwargs()
     skeleton = model_skeleton(
         model,
@@ -129,25 +150,30 @@ def estimate(
         reuse=True,
         options=options,
     )
+    live = liveness(skeleton.graph)
     layers = []
     for node in skeleton.graph.nodes:
         if not isinstance(node.meta, TableMeta):
             continue
         _, plan = skeleton.planned[node.meta.layer]
         address, code = plan.table_bits
-        if code is None:
+        estimates = plan.lut_estimates(k=k)
+        if code is None or estimates is None:
             continue  # raw outputs: not a table of codes (a float head), nothing to estimate
-        luts = plan.lut_estimate(k=k) or 0
+        units = live.units[node.name]
+        kept = np.ones(len(units), dtype=bool) if keep_dead else units
+        luts = int(estimates[kept].sum())
         layers.append(
             LayerCost(
                 name=node.name,
-                tables=len(plan.units),
+                tables=int(kept.sum()),
                 luts=luts,
                 estimate=luts,
-                input_bits=tuple(sorted({int(b) for b in address})),
-                registers=pipeline_registers(node) or 0,
-                rows=plan.total_rows,
-                output_bits=int(code.max()),
+                input_bits=tuple(sorted({int(b) for b in address[kept]})),
+                registers=pipeline_registers(node, None if keep_dead else live.elements[node.name]) or 0,
+                rows=sum(u.rows for u, keep in zip(plan.units, kept) if keep),
+                output_bits=int(code[kept].max()) if kept.any() else 0,
+                dead=int((~units).sum()),
             )
         )
-    return CostEstimate(tuple(layers), k)
+    return CostEstimate(tuple(layers), k, keep_dead)

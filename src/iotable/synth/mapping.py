@@ -19,6 +19,7 @@ from typing import Any
 
 from .._util.progress import progress_bar
 from ..errors import SynthError
+from ..graph.liveness import Liveness, check_keep_dead, liveness
 from ..lutcount import check_k
 from ..lutnet import BitFunction, LutNetlist, LutResults, bit_function, check_netlist
 from ..network.network import TableNetwork
@@ -130,6 +131,7 @@ def map_luts(
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     dense: Any = None,
+    keep_dead: bool = False,
 ) -> LutReport:
     """Map every table of a network (or a list of tables) onto k-input LUTs with ABC, each checked.
 
@@ -152,6 +154,8 @@ def map_luts(
         timeout: seconds ABC may run per table.
         dense: the dense network (or tables, in the same order) that partial ``tables`` were restricted
             from; each result's ``dense_luts`` and the report's ``reduction`` then say what don't-cares saved.
+        keep_dead: for a network, map and count the tables whose outputs reach no network output too (by
+            default they are left out, as synthesis deletes them, and counted in each layer's ``dead``).
 
     Returns:
         A :class:`LutReport`: a :class:`MappedTable` per table, in order, per-layer and total counts.
@@ -175,6 +179,7 @@ def map_luts(
         abc=abc,
         timeout=timeout,
         dense=dense,
+        keep_dead=keep_dead,
         what="map_luts",
     )
 
@@ -191,6 +196,7 @@ def cost(
     progress: bool | None = None,
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
+    keep_dead: bool = False,
 ) -> LutReport:
     """Map every table of ``net`` onto k-input LUTs with ABC, each netlist checked on every row of its table.
 
@@ -200,6 +206,10 @@ def cost(
     ``network`` is a copy of ``net`` holding every result, which :func:`iotable.save` stores in the bundle
     and whose ``cost`` maps nothing. With ``cache_dir``, a run that fails or is interrupted keeps what it
     mapped there.
+
+    Tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`) are neither mapped
+    nor counted, as synthesis deletes them: each layer's ``dead`` and the summary's "dead: N tables" say how
+    many; ``keep_dead=True`` maps and counts them too.
 
     Returns:
         A :class:`LutReport`: per table layer the tables, their input bits, LogicNets' estimate, ABC's LUTs,
@@ -235,6 +245,7 @@ def cost(
         abc=abc,
         timeout=timeout,
         dense=dense,
+        keep_dead=keep_dead,
         what="cost",
     )
 
@@ -251,6 +262,7 @@ def _map_luts(
     abc: str | os.PathLike[str] | None,
     timeout: float,
     dense: Any,
+    keep_dead: bool,
     what: str,
 ) -> LutReport:
     """:func:`map_luts`; for a network, the results it holds (``net.luts``) are read before the cache folder,
@@ -258,13 +270,14 @@ def _map_luts(
     ``what`` names the caller in errors."""
     start = time.perf_counter()
     k = check_k(k, what=what)
-    items = table_items(tables, what=what, argument="tables")
+    keep_dead = check_keep_dead(keep_dead, what=what)
+    network = tables if isinstance(tables, TableNetwork) else None
+    live = None if network is None else liveness(network.graph)
+    items, dense_functions = _live_items(tables, network, live, dense, keep_dead, what=what)
     functions = [bit_function(t, what=f"{what}: {table_name(t, i)}") for i, (t, _) in enumerate(items)]
-    dense_functions = _dense_functions(items, dense, what=what)
     script = resolve_script(script, k, what=what)
     timeout = check_timeout(timeout, what=what)
     enabled = check_progress(progress, what=what)
-    network = tables if isinstance(tables, TableNetwork) else None
     cache = Cache(cache_dir, what=what, held=network.luts if network is not None else None)
     program = find_abc(abc, what=what)
     version = abc_version(program)
@@ -290,7 +303,12 @@ def _map_luts(
         ]
     return LutReport(
         tables=tuple(mapped),
-        layers=layer_costs(mapped, [layer for _, layer in items], layer_registers(tables)),
+        layers=layer_costs(
+            mapped,
+            [layer for _, layer in items],
+            layer_registers(tables, None if keep_dead else live),
+            None if network is None or live is None else _dead(network, live),
+        ),
         k=k,
         script=script,
         abc_version=version,
@@ -299,7 +317,38 @@ def _map_luts(
         cached=len(distinct) - len(pending),
         seconds=time.perf_counter() - start,
         network=None if network is None else dataclasses.replace(network, luts=LutResults(cache.memory.values())),
+        keep_dead=keep_dead,
     )
+
+
+def _live_items(
+    tables: Any, network: TableNetwork | None, live: Liveness | None, dense: Any, keep_dead: bool, *, what: str
+) -> tuple[list[tuple[Any, Any]], list[BitFunction | None]]:
+    """The ``(table, layer)`` items to map and their dense counterparts' functions: a network's live tables
+    (every table with ``keep_dead``, and every table given alone)."""
+    items = table_items(tables, what=what, argument="tables")
+    kept = _kept(network, live, len(items), keep_dead)
+    dense_functions = [f for f, keep in zip(_dense_functions(items, dense, what=what), kept) if keep]
+    return [item for item, keep in zip(items, kept) if keep], dense_functions
+
+
+def _kept(network: TableNetwork | None, live: Liveness | None, count: int, keep_dead: bool) -> list[bool]:
+    """Which of a network's ``count`` tables (layer by layer, units in order) are mapped: the live ones, or all
+    with ``keep_dead`` (and every table given alone)."""
+    if network is None or live is None or keep_dead:
+        return [True] * count
+    units = live.layers(network.graph)
+    return [
+        bool(units[name][u]) if name in units else True
+        for name, layer in network.layers.items()
+        for u in range(len(layer.tables))
+    ]
+
+
+def _dead(network: TableNetwork, live: Liveness) -> dict[str, int]:
+    """The dead tables of each of ``network``'s layers (a layer no table node applies has none)."""
+    units = live.layers(network.graph)
+    return {name: int((~units[name]).sum()) if name in units else 0 for name in network.layers}
 
 
 def _dense_functions(items: list[tuple[Any, Any]], dense: Any, *, what: str) -> list[BitFunction | None]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..graph.graph import NodeKind
+from ..graph.liveness import Liveness
 from ..lutcount import lut_estimate
 from ..lutnet import BitFunction, LutNetlist, check_netlist
 from ..network.network import TableNetwork, pipeline_registers
@@ -93,6 +94,9 @@ class LayerCost:
             times positions); distinct: the distinct table modules it instantiates (a table shared with an
             earlier layer counts there); table_bits: rows times code bits of those distinct tables (the memory
             they describe). ``None`` outside a design.
+        dead: the layer's tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`):
+            left out of every count above unless ``keep_dead=True`` was asked; ``None`` when not known (tables
+            given alone).
     """
 
     name: str
@@ -110,6 +114,7 @@ class LayerCost:
     instances: int | None = None
     distinct: int | None = None
     table_bits: int | None = None
+    dead: int | None = None
 
     @property
     def layer(self) -> str:
@@ -143,6 +148,14 @@ class LutReport:
     cached: int
     seconds: float
     network: TableNetwork | None = field(default=None, repr=False, compare=False)
+    keep_dead: bool = False
+
+    @property
+    def dead(self) -> int | None:
+        """Tables of a network whose outputs reach no network output, in all (``None`` for tables given alone);
+        left out of :attr:`tables` and every count unless ``keep_dead``."""
+        known = [c.dead for c in self.layers.values() if c.dead is not None]
+        return sum(known) if known else None
 
     @property
     def luts(self) -> int:
@@ -183,21 +196,52 @@ class LutReport:
         registers (for a network) and dense LUTs (with ``dense=``); then the flow and what the counts mean."""
         dense = self.dense_luts is not None
         registers = self.registers is not None
-        head = ["layer", "tables", "input bits", "estimate", "LUTs", "depth"]
-        head += (["registers"] if registers else []) + (["dense LUTs", "saved"] if dense else [])
-        rows: list[list[Any]] = [
-            [c.name, c.tables, "/".join(map(str, c.input_bits)), c.estimate, c.luts, c.depth]
-            + ([c.registers] if registers else [])
-            + ([c.dense_luts, _percent(c.luts, c.dense_luts)] if dense else [])
+        dead = self.dead
+        head = [
+            "layer",
+            "tables",
+            "dead",
+            "input bits",
+            "estimate",
+            "LUTs",
+            "depth",
+            "registers",
+            "dense LUTs",
+            "saved",
+        ]
+        hidden = {"dead"} if dead is None else set()
+        hidden |= (set() if registers else {"registers"}) | (set() if dense else {"dense LUTs", "saved"})
+        head = [h for h in head if h not in hidden]
+        records: list[dict[str, Any]] = [
+            {
+                "layer": c.name,
+                "tables": c.tables,
+                "dead": c.dead,
+                "input bits": "/".join(map(str, c.input_bits)),
+                "estimate": c.estimate,
+                "LUTs": c.luts,
+                "depth": c.depth,
+                "registers": c.registers,
+                "dense LUTs": c.dense_luts,
+                "saved": _percent(c.luts, c.dense_luts),
+            }
             for c in self.layers.values()
         ]
-        bits = "/".join(map(str, sorted({t.input_bits for t in self.tables})))
-        rows.append(
-            ["total", len(self.tables), bits, self.estimate, self.luts, self.depth]
-            + ([self.registers] if registers else [])
-            + ([self.dense_luts, _percent(self.luts, self.dense_luts)] if dense else [])
+        records.append(
+            {
+                "layer": "total",
+                "tables": len(self.tables),
+                "dead": dead,
+                "input bits": "/".join(map(str, sorted({t.input_bits for t in self.tables}))),
+                "estimate": self.estimate,
+                "LUTs": self.luts,
+                "depth": self.depth,
+                "registers": self.registers,
+                "dense LUTs": self.dense_luts,
+                "saved": _percent(self.luts, self.dense_luts),
+            }
         )
-        cells = [[str(v) for v in row] for row in [head, *rows]]
+        cells = [head] + [[str(r[h]) for h in head] for r in records]
         widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
         lines = [
             "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
@@ -210,6 +254,9 @@ class LutReport:
             "Open-tool counts are estimates tied to this pinned flow (the script and ABC version above), not a "
             "vendor tool's placement; each table is counted once (registers: every output code of a layer)."
         )
+        if dead is not None:
+            counted = "mapped and counted above (keep_dead=True)" if self.keep_dead else "not mapped nor counted"
+            lines.append(f"dead: {dead} tables (their outputs reach no network output), {counted}.")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -255,27 +302,39 @@ def with_dense(mapped: MappedTable, dense: MappedTable, fn: BitFunction, name: s
     )
 
 
-def layer_registers(tables: Any) -> dict[str, int | None]:
-    """Pipeline register bits after each layer of a network (``None`` for raw outputs); ``{}`` otherwise."""
+def layer_registers(tables: Any, live: Liveness | None = None) -> dict[str, int | None]:
+    """Pipeline register bits after each layer of a network (``None`` for raw outputs); ``{}`` otherwise. With
+    ``live``, the bits of the live codes only."""
     if not isinstance(tables, TableNetwork):
         return {}
     found: dict[str, int | None] = {}
     for node in tables.graph.nodes_of(NodeKind.TABLE):
-        layer, bits = node.meta.layer, pipeline_registers(node)  # type: ignore[attr-defined]  # a table node's
+        mask = None if live is None else live.elements[node.name]
+        layer, bits = node.meta.layer, pipeline_registers(node, mask)  # type: ignore[attr-defined]  # a table node's
         held = found.get(layer, 0)
         found[layer] = None if bits is None or held is None else held + bits
     return found
 
 
 def layer_costs(
-    mapped: list[MappedTable], layers: list[str | None], registers: dict[str, int | None]
+    mapped: list[MappedTable],
+    layers: list[str | None],
+    registers: dict[str, int | None],
+    dead: dict[str, int] | None = None,
 ) -> dict[str, LayerCost]:
     """Per-layer totals of ``mapped`` (each result with its table's layer; ``None``: a table given alone, in
-    no layer) and the pipeline register bits after each layer (:func:`layer_registers`)."""
+    no layer), the pipeline register bits after each layer (:func:`layer_registers`) and, for a network, the
+    dead tables of each layer (left out of ``mapped``; a layer of dead tables alone is listed with none)."""
     totals: dict[str, list[MappedTable]] = {}
     for result, layer in zip(mapped, layers):
         if layer is not None:
             totals.setdefault(layer, []).append(result)
+    if dead is not None:
+        empty = {
+            name: LayerCost(name, 0, 0, 0, depth=0, registers=registers.get(name), dead=n) for name, n in dead.items()
+        }
+        costs = {**empty, **layer_costs(mapped, layers, registers)}
+        return {name: dataclasses.replace(costs[name], dead=dead[name]) for name in dead}
     return {
         name: LayerCost(
             name=name,
