@@ -94,11 +94,17 @@ def test_every_unit_is_instantiated_once_and_ports_carry_pixels(nets, tmp_path: 
 
 
 def test_line_buffers_hold_exactly_the_graphs_buffer_depth(nets, tmp_path: Path) -> None:
-    """Each window node's line buffer is its buffer_depth elements; the pool's follows the same formula."""
+    """Each window node's line buffer is its buffer_depth elements (registers and memory); the pool's follows the
+    same formula."""
     net = nets["conv2d"]
     design = stream(net, tmp_path, top="s2", vectors=4)
     text = (tmp_path / "s2.v").read_text()
-    declared = [int(w) + 1 for w in re.findall(r"reg \[(\d+):0\] pixels;", text)]
+    declared = []  # each line buffer's bits: its shift register, or its rows' registers and the memory between them
+    for module in text.split("// Line buffer of node")[1:]:
+        module = module[: module.index("endmodule")]
+        registers = re.findall(r"reg \[(\d+):0\] (?:pixels|newest|line_q|older);", module)
+        memory = re.findall(r"reg \[(\d+):0\] lines \[0:(\d+)\];", module)
+        declared.append(sum(int(w) + 1 for w in registers) + sum((int(w) + 1) * (int(d) + 1) for w, d in memory))
     windows = [n for n in net.graph if n.kind.value == "window"]
     bits = {"conv:window": 2, "dw:window": 1, "pw:window": 2}  # bits of one element of each window's input
     expected = [n.meta.buffer_depth * bits[n.name] for n in windows]

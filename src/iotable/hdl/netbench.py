@@ -13,6 +13,12 @@ names the vector and the position (``mismatch at vector V position P: ...``). A 
 :func:`iotable.hdl.simulate` runs) writes every output word in hexadecimal instead of comparing. Either writes
 its words, its first mismatch or timeout and its verdict (``pass N/N`` or ``fail G/N``) to its results file
 ``<top>_tb_results.txt`` (:mod:`.results`), which is what :func:`~iotable.hdl.simulate_files` judges by.
+
+With a ``backpressure`` seed, the bench is a *random backpressure* bench instead: every cycle a 32-bit
+xorshift generator (:func:`noise_state` from the seed, the same sequence in both languages) draws whether
+``in_valid`` rises (it then stays high, its word unchanged, until taken) and whether ``out_ready`` is high;
+and after an edge where ``out_valid`` was high and ``out_ready`` low, ``out_valid`` and ``out_data`` must be
+unchanged, else the bench fails with ``output not held at cycle C``.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ import numpy as np
 from ..bits import digits as binary_digits
 from .table import lines
 
-__all__ = ["BenchPlan", "Check", "bench_plan", "parse_words", "vector_files", "words"]
+__all__ = ["BenchPlan", "Check", "bench_plan", "noise_state", "parse_words", "vector_files", "words"]
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 
@@ -105,6 +111,19 @@ class BenchPlan:
     out_width: int
     checks: tuple[Check, ...]
     printing: bool
+    backpressure: int | None = None  # a seed: random in_valid and out_ready, outputs not taken checked held
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the bench's header says besides what it reads and writes."""
+        if self.backpressure is None:
+            return ()
+        return (f"Random backpressure (seed {self.backpressure}): outputs not taken must be held.",)
+
+    @property
+    def noise(self) -> int:
+        """The random backpressure generator's first state (nonzero)."""
+        return noise_state(self.backpressure or 0)
 
     @property
     def outputs(self) -> int:
@@ -114,8 +133,10 @@ class BenchPlan:
     @property
     def limit(self) -> int:
         """Cycles after which the bench gives up."""
-        # Stalls: the bench holds in_valid low one cycle in 7 and out_ready one in 5.
-        return 8 * self.vectors * max(self.interval, self.beats, self.inputs // max(self.vectors, 1)) + 1000
+        # Stalls: the bench holds in_valid low one cycle in 7 and out_ready one in 5 (or each half the time).
+        return (8 if self.backpressure is None else 16) * self.vectors * max(
+            self.interval, self.beats, self.inputs // max(self.vectors, 1)
+        ) + 1000
 
     @property
     def in_word(self) -> int:
@@ -136,6 +157,11 @@ class BenchPlan:
         return f"{self.top}_expected.hex"
 
 
+def noise_state(seed: int) -> int:
+    """The first state of the benches' 32-bit xorshift generator for ``seed`` (never 0, which would stay 0)."""
+    return (int(seed) * 0x9E3779B1 + 0x7F4A7C15) % (1 << 32) or 1
+
+
 def bench_plan(
     top: str,
     inputs: np.ndarray,
@@ -147,14 +173,16 @@ def bench_plan(
     vectors: int | None = None,
     beats: int = 1,
     interval: int = 1,
+    backpressure: int | None = None,
 ) -> BenchPlan:
     """The plan of the bench of ``top``: ``inputs`` holds one input word per row; a streaming design takes
     ``vectors`` samples as several words each and gives ``beats`` output words per sample, one every
-    ``interval`` cycles at best. ``origins``: where each output element comes from, in words."""
+    ``interval`` cycles at best. ``origins``: where each output element comes from, in words. ``backpressure``:
+    a seed for random ``in_valid`` and ``out_ready`` every cycle (else the fixed stalls)."""
     checks = tuple(Check(hi, lo, where) for (hi, lo), where in zip(_fields(out_widths), origins))
     count = vectors if vectors is not None else inputs.shape[0]
     inw, outw = int(in_widths.sum()), int(out_widths.sum())
-    return BenchPlan(top, count, inputs.shape[0], beats, interval, inw, outw, checks, printing)
+    return BenchPlan(top, count, inputs.shape[0], beats, interval, inw, outw, checks, printing, backpressure)
 
 
 def vector_files(

@@ -11,6 +11,13 @@ clocked parts:
   :class:`PadStage`, a :class:`WindowStage` (a line buffer) or a :class:`RegisterStage`, and the handshake
   ``last`` the output moves on.
 
+Every handshake out of a clocked part is *registered*: the part's word (its **main** word: a register, or
+the pad stage's combinational pixel) is followed by a **skid** register, and its ``ready`` is a flip-flop that
+says the skid is empty. The part moves only while ``ready`` is high; a word offered while ``out_ready`` is low
+goes into the skid, which then drives the output until it is taken. So no combinational path runs from
+``out_ready`` to ``in_ready`` (nor to the enables of the unrolled style's registers), and a word offered but
+not taken stays on the output unchanged.
+
 The builders (:mod:`.build`) make it; the printers (:mod:`.verilog`, :mod:`.vhdl`) write it; nothing here knows
 a language.
 """
@@ -144,21 +151,90 @@ class PadStage:
     codes: tuple[int, ...]  # the pad code of each channel
 
 
+MEMORY_WORDS = 8  # a line buffer whose rows are delayed by at least this many pixels keeps them in a memory
+
+Part = tuple[str, int, int]  # a bit field of a stage's own register: (register, high bit, low bit)
+
+
 @dataclass(frozen=True)
 class WindowStage:
-    """A line buffer of ``depth`` pixels over a frame; a window is out after the pixel that completes it."""
+    """A line buffer of ``depth`` pixels over a frame; a window is out after the pixel that completes it.
+
+    Its output is the window: the pixel of each tap (row-major over the kernel, tap 0 lowest), ``back[t]``
+    pixels before the newest. Two ways to hold the pixels, by size (:attr:`memory`):
+
+    - **registers**: a shift register ``pixels`` of ``depth`` pixels, the newest lowest, moved on every pixel;
+    - **memory**: the ``span`` newest pixels of each kernel row in registers (``newest`` for the bottom row;
+      for each older row its first pixel in ``line_q`` and the rest in ``older``), and between rows a delay of
+      ``words`` pixels in a circular buffer ``lines`` (one word per pixel time, a pixel of every kernel row but
+      the top one) addressed by a counter: read (into ``line_q``) and written at the same address on each
+      pixel, so that a pixel comes out ``words`` pixels after it went in. Nothing moves in the memory, which
+      the tools can place in LUT RAM or block RAM.
+    """
 
     name: str
     node: str
     source: int
     target: int
     x_ids: np.ndarray
-    output: int  # the signal of the buffer's taps: ``depth`` pixels, the newest lowest
+    output: int  # the signal of the window: one pixel per tap, tap 0 lowest
     frame: tuple[int, int]  # the input frame
     rows: tuple[bool, ...]  # input rows that complete a window (its bottom row, at a stride)
     columns: tuple[bool, ...]
     depth: int  # pixels held
     pixel: int  # bits of a pixel
+    kernel: tuple[int, int] = (1, 1)  # (rows, columns) of the window
+    dilation: tuple[int, int] = (1, 1)
+    memory: bool = False  # the rows' delays in a memory (else the whole buffer a shift register)
+
+    @property
+    def span(self) -> int:
+        """Pixels of one kernel row, first tap to last: ``(kw - 1) * dw + 1``."""
+        return (self.kernel[1] - 1) * self.dilation[1] + 1
+
+    @property
+    def words(self) -> int:
+        """Words of the memory: the pixels between the end of one kernel row's span and the next row's start."""
+        return self.dilation[0] * self.frame[1] - self.span
+
+    @property
+    def back(self) -> tuple[int, ...]:
+        """Each tap's place in the buffer: how many pixels before the newest, row-major over the kernel."""
+        (kh, kw), (dh, dw), columns = self.kernel, self.dilation, self.frame[1]
+        return tuple((kh - 1 - ky) * dh * columns + (kw - 1 - kx) * dw for ky in range(kh) for kx in range(kw))
+
+    def place(self, back: int) -> Part:
+        """The register bits holding the pixel ``back`` pixels before the newest."""
+        pw = self.pixel
+        if not self.memory:
+            return ("pixels", (back + 1) * pw - 1, back * pw)
+        row, i = divmod(back, self.dilation[0] * self.frame[1])
+        assert i < self.span, "a tap between kernel rows"
+        if row == 0:
+            return ("newest", (i + 1) * pw - 1, i * pw)
+        if i == 0:
+            return ("line_q", row * pw - 1, (row - 1) * pw)
+        k = (row - 1) * (self.span - 1) + i - 1
+        return ("older", (k + 1) * pw - 1, k * pw)
+
+    def line_in(self) -> list[Part]:
+        """What the memory stores on each pixel, most significant first: the oldest pixel of every kernel row
+        but the top one (the bottom row's lowest)."""
+        line = self.dilation[0] * self.frame[1]
+        return [self.place(row * line + self.span - 1) for row in range(self.kernel[0] - 2, -1, -1)]
+
+    def older_in(self, row: int) -> list[Part]:
+        """What the ``older`` registers of kernel row ``row`` (1 the one above the bottom) load on each pixel,
+        most significant first: their own newer pixels, then the one leaving ``line_q``."""
+        pw, span = self.pixel, self.span
+        low = (row - 1) * (span - 1) * pw
+        keep = [("older", low + (span - 2) * pw - 1, low)] if span > 2 else []
+        return [*keep, ("line_q", row * pw - 1, (row - 1) * pw)]
+
+    @property
+    def taps(self) -> list[Part]:
+        """The window, most significant first (the last tap first)."""
+        return [self.place(b) for b in reversed(self.back)]
 
 
 @dataclass(frozen=True)
@@ -308,8 +384,8 @@ class Netlist:
 
     @property
     def line_buffers(self) -> int:
-        """Bits of the streaming line buffers."""
-        return sum(self.signals[s.output].width for s in self.stages if isinstance(s, WindowStage))
+        """Bits of the streaming line buffers (in registers or memory)."""
+        return sum(s.depth * s.pixel for s in self.stages if isinstance(s, WindowStage))
 
     @property
     def in_width(self) -> int:

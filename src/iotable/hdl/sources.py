@@ -134,15 +134,17 @@ def bench_files(
     vectors: int | None = None,
     beats: int = 1,
     interval: int = 1,
+    backpressure: int | None = None,
 ) -> dict[str, str]:
-    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``).
+    """The bench of ``top`` and its vector files: checking (``expected`` codes given) or printing (``None``);
+    with a ``backpressure`` seed, random ``in_valid`` and ``out_ready`` (:mod:`.netbench`).
 
     ``inputs`` holds one input word per row, ``expected`` one output word per row; a streaming design takes
     ``vectors`` samples as several words each and gives ``beats`` output words per sample, one every
     ``interval`` cycles at best."""
     plan = bench_plan(
         top, inputs, in_widths, out_widths, origins, printing=expected is None, vectors=vectors, beats=beats,
-        interval=interval,
+        interval=interval, backpressure=backpressure,
     )  # fmt: skip
     p = PRINTERS[language]
     return {f"{top}_tb{p.suffix()}": p.bench(plan), **vector_files(plan, inputs, in_widths, out_widths, expected)}

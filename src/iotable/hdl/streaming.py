@@ -10,9 +10,11 @@ pair on each side:
 - a :class:`~iotable.hdl.netlist.PadStage` per pad node: it emits the padded frame in raster order, taking a
   pixel from its input inside the frame and sending the pad codes outside it (zeros padding: each channel's
   code of 0);
-- a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a shift register of exactly
-  the window's buffer depth; when the pixel it takes completes a window at an output position (the stride
-  and dilation say which), the window is valid, its elements read from the register's taps;
+- a :class:`~iotable.hdl.netlist.WindowStage` per window node (and per max-pool): a line buffer of exactly
+  the window's buffer depth (a shift register when small, else each kernel row's span in registers and the
+  pixels between rows in a memory addressed by a counter); when the pixel it takes completes a window at an
+  output position (the stride and dilation say which), the window is valid, its elements read from the
+  buffer's taps;
 - a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
 Table layers (:meth:`StreamingBuilder.lookup`) and pool nodes are combinational blocks on the beat of the stage
@@ -37,7 +39,7 @@ from ..graph.kind import NodeKindDef
 from ..graph.nodes import ElementOrder, window_buffer_depth
 from ..table import IOTable
 from .builder import Builder, element_widths
-from .netlist import Netlist, PadStage, RegisterStage, Style, WindowStage
+from .netlist import MEMORY_WORDS, Netlist, PadStage, RegisterStage, Style, WindowStage
 
 __all__ = ["Stream", "StreamingBuilder", "beats_of", "from_beats"]
 
@@ -288,10 +290,11 @@ def _window_stage(
     index = b.window_count
     b.window_count += 1
     pixel = b.netlist.width[stream.ids]
-    taps = b.netlist.signal(f"window{index}_taps", np.tile(pixel, depth), stage=0)
+    taps = b.netlist.signal(f"window{index}_taps", np.tile(pixel, kh * kw), stage=0)
     out_rows = (rows - dh * (kh - 1) - 1) // sh + 1
     out_columns = (columns - dw * (kw - 1) - 1) // sw + 1
     target = b.handshake(out_rows * out_columns)
+    span = (kw - 1) * dw + 1
     b.netlist.stages.append(
         WindowStage(
             name=f"{b.netlist.top}_window{index}",
@@ -305,13 +308,13 @@ def _window_stage(
             columns=_completing(columns, kw, sw, dw),
             depth=depth,
             pixel=int(pixel.sum()),
+            kernel=(kh, kw),
+            dilation=(dh, dw),
+            memory=kh > 1 and dh * columns - span >= MEMORY_WORDS,
         )
     )
-    # Tap (ky, kx), row-major over the kernel, is the pixel (kh-1-ky)*dh rows and (kw-1-kx)*dw columns
-    # before the one that completed the window.
-    ky, kx = np.meshgrid(np.arange(kh), np.arange(kw), indexing="ij")
-    back = ((kh - 1 - ky) * dh * columns + (kw - 1 - kx) * dw).reshape(-1)  # (T,)
-    place = back[None, :] * channels + np.arange(channels)[:, None]  # (C, T)
+    # The stage's output holds tap t (row-major over the kernel) at pixel t, channel c at element t*C + c.
+    place = np.arange(kh * kw)[None, :] * channels + np.arange(channels)[:, None]  # (C, T)
     vector = place.reshape(-1) if order is ElementOrder.CHANNEL_MAJOR else place.T.reshape(-1)
     return Stream(target, taps[vector], (out_rows, out_columns))
 

@@ -118,6 +118,24 @@ def _step(frame: tuple[int, int], indent: str) -> list[str]:
     ]
 
 
+def _skid(width: int) -> list[str]:
+    """The skid buffer after a part's ``main`` word (valid ``main_valid``): ``ready``, a register, says the skid
+    is empty; the part moves only while it is high, and a word offered while ``out_ready`` is low goes into the
+    skid, which drives the output until it is taken. No path from ``out_ready`` to ``ready``'s readers."""
+    return [
+        "    // Skid buffer: ready is a register (the skid is empty); a word not taken waits in the skid.",
+        "    reg ready;",
+        f"    reg [{width - 1}:0] skid;",
+        "    assign out_valid = ~ready | main_valid;",
+        "    assign out_data = ready ? main : skid;",
+        "    always @(posedge clk) begin",
+        "        // empty after a reset, or when the output is taken, or when nothing is offered",
+        "        ready <= rst | out_ready | (ready & ~main_valid);",
+        "        if (ready && main_valid && !out_ready) skid <= main;",
+        "    end",
+    ]
+
+
 def pad(stage: PadStage) -> str:
     width, frame = sum(stage.widths), stage.frame
     head = comment(
@@ -129,14 +147,15 @@ def pad(stage: PadStage) -> str:
         *_ports(stage.name, width, width),
         *_raster(frame, stage.rows, stage.columns),
         "    wire in_frame = ROWS[row] & COLUMNS[column];",
-        "    assign out_valid = in_frame ? in_valid : 1'b1;",
-        "    assign in_ready = in_frame & out_ready;",
-        f"    assign out_data = in_frame ? in_data : {width}'b{emit.pad_pixel(stage)};",
+        "    wire main_valid = in_frame ? in_valid : 1'b1;",
+        f"    wire [{width - 1}:0] main = in_frame ? in_data : {width}'b{emit.pad_pixel(stage)};",
+        *_skid(width),
+        "    assign in_ready = in_frame & ready;",
         "    always @(posedge clk) begin",
         "        if (rst) begin",
         "            row <= 0;",
         "            column <= 0;",
-        "        end else if (out_valid && out_ready) begin",
+        "        end else if (main_valid && ready) begin",
         *_step(frame, " " * 12),
         "        end",
         "    end",
@@ -145,36 +164,75 @@ def pad(stage: PadStage) -> str:
     return "\n".join(lines) + "\n\n"
 
 
-def window(stage: WindowStage) -> str:
+def _parts(parts: list[tuple[str, int, int]]) -> str:
+    return concat([slice(r, hi, lo) for r, hi, lo in parts])
+
+
+def _buffer(stage: WindowStage) -> tuple[list[str], list[str]]:
+    """The line buffer's registers (and memory) and what they load on each pixel taken."""
     pw, depth = stage.pixel, stage.depth
-    total = pw * depth
+    if not stage.memory:
+        total = pw * depth
+        shift = "in_data" if depth == 1 else f"{{pixels[{total - pw - 1}:0], in_data}}"
+        return [f"    reg [{total - 1}:0] pixels;"], [f"            pixels <= {shift};"]
+    kh, span, words = stage.kernel[0], stage.span, stage.words
+    lw, ab = (kh - 1) * pw, emit.counter_bits(words)
+    newest = "in_data" if span == 1 else f"{{newest[{(span - 1) * pw - 1}:0], in_data}}"
+    declarations = [
+        f"    // Each kernel row's {span} newest pixels in registers, the {words} between rows in a memory.",
+        f"    reg [{span * pw - 1}:0] newest;",
+        f"    reg [{lw - 1}:0] line_q;",
+        *([f"    reg [{(kh - 1) * (span - 1) * pw - 1}:0] older;"] if span > 1 else []),
+        f"    reg [{lw - 1}:0] lines [0:{words - 1}];",
+        f"    reg [{ab - 1}:0] address;",
+    ]
+    loads = [
+        f"            newest <= {newest};",
+        "            line_q <= lines[address];",
+        f"            lines[address] <= {_parts(stage.line_in())};",
+        f"            address <= (address == {words - 1}) ? {ab}'d0 : address + {ab}'d1;",
+    ]
+    for row in range(1, kh if span > 1 else 1):
+        low = (row - 1) * (span - 1) * pw
+        loads.append(f"            older[{low + (span - 1) * pw - 1}:{low}] <= {_parts(stage.older_in(row))};")
+    return declarations, loads
+
+
+def window(stage: WindowStage) -> str:
+    pw, depth, taps = stage.pixel, stage.depth, len(stage.back)
     head = comment(
         f"Line buffer of node '{stage.node}': the last {depth} pixels of a {stage.frame[0]} x {stage.frame[1]} "
-        f"frame, the newest at out_data[{pw - 1}:0]; out_valid after a pixel that completes a window."
+        f"frame ({'a memory between kernel rows' if stage.memory else 'a shift register'}); out_data: the "
+        f"{taps} taps of the window, tap 0 lowest; out_valid after a pixel that completes a window."
     )
-    shift = "in_data" if depth == 1 else f"{{pixels[{total - pw - 1}:0], in_data}}"
+    declarations, loads = _buffer(stage)
+    address = ["        if (rst) address <= 0;"] if stage.memory else []  # the memory's writes are not reset
     lines = [
         head,
-        *_ports(stage.name, pw, total),
+        *_ports(stage.name, pw, pw * taps),
         *_raster(stage.frame, stage.rows, stage.columns),
-        f"    reg [{total - 1}:0] pixels;",
-        "    reg pending;",
-        "    assign in_ready = ~pending | out_ready;",
-        "    assign out_valid = pending;",
-        "    assign out_data = pixels;",
+        *declarations,
+        "    reg main_valid;",
+        f"    wire [{pw * taps - 1}:0] main = {_parts(stage.taps)};",
+        *_skid(pw * taps),
+        "    assign in_ready = ready;",
         "    always @(posedge clk) begin",
         "        if (rst) begin",
-        "            pending <= 1'b0;",
+        "            main_valid <= 1'b0;",
         "            row <= 0;",
         "            column <= 0;",
-        "        end else begin",
-        "            if (out_ready) pending <= 1'b0;",
-        "            if (in_valid && in_ready) begin",
-        f"                pixels <= {shift};",
-        "                pending <= ROWS[row] & COLUMNS[column];",
+        "        end else if (ready) begin",
+        "            main_valid <= in_valid & ROWS[row] & COLUMNS[column];",
+        "            if (in_valid) begin",
         *_step(stage.frame, " " * 16),
         "            end",
         "        end",
+        "    end",
+        "    always @(posedge clk) begin",
+        "        if (ready && in_valid) begin",
+        *loads,
+        "        end",
+        *address,
         "    end",
         "endmodule",
     ]
@@ -185,23 +243,23 @@ def register(stage: RegisterStage, width: int) -> str:
     lines = [
         comment(f"Pipeline register after node '{stage.node}'."),
         *_ports(stage.name, width, width),
-        "    reg valid;",
-        f"    reg [{width - 1}:0] data;",
-        "    assign in_ready = ~valid | out_ready;",
-        "    assign out_valid = valid;",
-        "    assign out_data = data;",
+        "    reg main_valid;",
+        f"    reg [{width - 1}:0] main;",
+        *_skid(width),
+        "    assign in_ready = ready;",
         "    always @(posedge clk) begin",
-        "        if (rst) valid <= 1'b0;",
-        "        else if (in_ready) valid <= in_valid;",
-        "        if (in_valid && in_ready) data <= in_data;",
+        "        if (rst) main_valid <= 1'b0;",
+        "        else if (ready) main_valid <= in_valid;",
+        "        if (ready && in_valid) main <= in_data;",
         "    end",
         "endmodule",
     ]
     return "\n".join(lines) + "\n\n"
 
 
-def _valid_pipeline(latency: int) -> list[str]:
-    """The unrolled style's control: ``latency`` valid bits moving on ``advance`` (or none: combinational)."""
+def _valid_pipeline(latency: int, out_width: int) -> list[str]:
+    """The unrolled style's control: ``latency`` valid bits moving on ``advance`` (or none: combinational),
+    and the skid buffer after the last registers."""
     if not latency:
         return [
             "    // Combinational: no register, so out_valid is in_valid and in_ready is out_ready.",
@@ -210,11 +268,13 @@ def _valid_pipeline(latency: int) -> list[str]:
         ]
     shift = "in_valid" if latency == 1 else f"{{valid[{latency - 2}:0], in_valid}}"
     return [
-        "    // The pipeline advances when its output is taken or not valid; only the valid bits are reset.",
-        "    wire advance = ~out_valid | out_ready;",
+        "    // The pipeline advances while its skid buffer is empty (ready, a register); only control bits are reset.",
         f"    reg  [{latency - 1}:0] valid;",
-        "    assign in_ready = advance;",
-        f"    assign out_valid = valid[{latency - 1}];",
+        f"    wire [{out_width - 1}:0] main;",
+        f"    wire main_valid = valid[{latency - 1}];",
+        *_skid(out_width),
+        "    wire advance = ready;",
+        "    assign in_ready = ready;",
         "    always @(posedge clk) begin",
         f"        if (rst) valid <= {latency}'b0;",
         f"        else if (advance) valid <= {shift};",
@@ -254,12 +314,16 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
     for signal in netlist.signals[1:]:
         kind = "wire" if signal.source is None else "reg "
         declarations.append(f"    {kind} [{signal.width - 1}:0] {name(signal.name)};")
+    result = emit.top_parts(_this(), netlist, netlist.output_ids)
     if netlist.streaming:
         valid, ready = emit.handshake(netlist.last)
         control: list[str] = []
         ends = [f"    assign out_valid = {valid};", f"    assign {ready} = out_ready;"]
+        ends.append(f"    assign out_data = {result};")
+    elif netlist.latency:
+        control, ends = _valid_pipeline(netlist.latency, netlist.out_width), [f"    assign main = {result};"]
     else:
-        control, ends = _valid_pipeline(netlist.latency), []
+        control, ends = _valid_pipeline(0, netlist.out_width), [f"    assign out_data = {result};"]
     lines = [
         *(comment(line) if line else "" for line in header),
         *_ports(netlist.top, netlist.in_width, netlist.out_width),
@@ -268,11 +332,57 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
         *_instances(netlist),
         *_registers(netlist),
         *ends,
-        f"    assign out_data = {emit.top_parts(_this(), netlist, netlist.output_ids)};",
         "endmodule",
         "",
     ]
     return "\n".join(lines)
+
+
+def _noise_declarations(plan: BenchPlan) -> list[str]:
+    """A random backpressure bench's generator and what it remembers of an output not taken."""
+    if plan.backpressure is None:
+        return []
+    return [
+        f"    reg [31:0] noise = 32'h{plan.noise:08x};",
+        "    reg held = 1'b0;",
+        f"    reg [{plan.out_width - 1}:0] held_data;",
+    ]
+
+
+def _held_check(plan: BenchPlan, fail: str) -> list[str]:
+    """After an edge where out_valid was high and out_ready low, out_valid and out_data must be unchanged."""
+    if plan.backpressure is None:
+        return []
+    shown = '"output not held at cycle %0d: out_valid %b out_data %h, before %h", cycle, out_valid, out_data, held_data'
+    top = name(plan.top)
+    return [
+        "            if (held && (out_valid !== 1'b1 || out_data !== held_data)) begin",
+        f"                $display({shown}); $fdisplay(results, {shown}); {fail}",
+        f'                $fatal(1, "{top} did not hold an output");',
+        "            end",
+        "            held = out_valid && !out_ready;",
+        "            held_data = out_data;",
+    ]
+
+
+def _drive(plan: BenchPlan) -> list[str]:
+    """The bench's next in_valid, in_data and out_ready: fixed stalls, or random (a held in_valid stays high)."""
+    n, inw = plan.inputs, plan.in_width
+    data = f"            in_data <= inputs[sent < {n} ? sent : 0][{inw - 1}:0];"
+    if plan.backpressure is None:
+        return [
+            f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",
+            data,
+            "            out_ready <= (cycle % 5 != 2);",
+        ]
+    return [
+        "            noise = noise ^ (noise << 13);",
+        "            noise = noise ^ (noise >> 17);",
+        "            noise = noise ^ (noise << 5);",
+        f"            if (!in_valid || in_ready) in_valid <= (sent < {n}) && noise[3];",
+        data,
+        "            out_ready <= noise[11];",
+    ]
 
 
 def bench(plan: BenchPlan) -> str:
@@ -292,6 +402,7 @@ def bench(plan: BenchPlan) -> str:
             + ("; writes every output word" if plan.printing else f", compared with {top}_expected.hex")
             + f" and its verdict to {results_file(plan.top + '_tb')}."
         ),
+        *(comment(note) for note in plan.notes),
         f"module {name(top + '_tb')};",
         "    reg clk = 1'b0;",
         "    reg rst = 1'b1;",
@@ -305,6 +416,7 @@ def bench(plan: BenchPlan) -> str:
         f"    reg  [{outw - 1}:0] want;",
         "    integer sent = 0, got = 0, cycle = 0, results;",
         "    reg stopped = 1'b0;",
+        *_noise_declarations(plan),
         "",
         f"    {top} dut (.clk(clk), .rst(rst), .in_valid(in_valid), .in_ready(in_ready), .in_data(in_data),",
         "        .out_valid(out_valid), .out_ready(out_ready), .out_data(out_data));",
@@ -324,6 +436,7 @@ def bench(plan: BenchPlan) -> str:
         "    always @(posedge clk) begin",
         "        if (!rst && !stopped) begin",
         "            cycle = cycle + 1;",
+        *_held_check(plan, fail),
         "            if (in_valid && in_ready) sent = sent + 1;",
         "            if (out_valid && out_ready) begin",
     ]
@@ -361,9 +474,7 @@ def bench(plan: BenchPlan) -> str:
         + f"{m}, cycle); {fail}",
         f'                $fatal(1, "{top} stopped producing outputs");',
         "            end",
-        f"            in_valid <= (sent < {n}) && (cycle % 7 != 3);",
-        f"            in_data <= inputs[sent < {n} ? sent : 0][{inw - 1}:0];",
-        "            out_ready <= (cycle % 5 != 2);",
+        *_drive(plan),
         "        end",
         "    end",
         "endmodule",

@@ -154,26 +154,57 @@ def _step(frame: tuple[int, int], indent: str) -> list[str]:
     ]
 
 
+def _skid(width: int) -> tuple[list[str], list[str]]:
+    """The skid buffer after a part's ``main`` word (valid ``main_valid``), declarations and statements:
+    ``ready``, a register, says the skid is empty; the part moves only while it is high, and a word offered
+    while ``out_ready`` is low goes into the skid, which drives the output until it is taken. No path from
+    ``out_ready`` to ``ready``'s readers."""
+    return [
+        "    signal ready : std_logic;",
+        f"    signal skid : {_vector(width)};",
+    ], [
+        "    -- Skid buffer: ready is a register (the skid is empty); a word not taken waits in the skid.",
+        "    out_valid <= (not ready) or main_valid;",
+        "    out_data <= main when ready = '1' else skid;",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            -- empty after a reset, or when the output is taken, or when nothing is offered",
+        "            ready <= rst or out_ready or (ready and not main_valid);",
+        "            if ready = '1' and main_valid = '1' and out_ready = '0' then",
+        "                skid <= main;",
+        "            end if;",
+        "        end if;",
+        "    end process;",
+    ]
+
+
 def pad(stage: PadStage) -> str:
     width, frame = sum(stage.widths), stage.frame
     head = (
         f"Pad stage of node '{stage.node}': takes frames of {sum(stage.rows)} x {sum(stage.columns)} pixels and "
         f"sends {frame[0]} x {frame[1]} in raster order, the pad codes outside the input."
     )
-    declarations = [*_raster(frame, stage.rows, stage.columns), "    signal in_frame, valid : std_logic;"]
+    skid_declarations, skid = _skid(width)
+    declarations = [
+        *_raster(frame, stage.rows, stage.columns),
+        "    signal in_frame, main_valid : std_logic;",
+        f"    signal main : {_vector(width)};",
+        *skid_declarations,
+    ]
     body = [
         "    in_frame <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
-        "    valid <= in_valid when in_frame = '1' else '1';",
-        "    out_valid <= valid;",
-        "    in_ready <= in_frame and out_ready;",
-        f"    out_data <= in_data when in_frame = '1' else \"{emit.pad_pixel(stage)}\";",
+        "    main_valid <= in_valid when in_frame = '1' else '1';",
+        f"    main <= in_data when in_frame = '1' else \"{emit.pad_pixel(stage)}\";",
+        "    in_ready <= in_frame and ready;",
+        *skid,
         "    process (clk)",
         "    begin",
         "        if rising_edge(clk) then",
         "            if rst = '1' then",
         "                row <= (others => '0');",
         "                column <= (others => '0');",
-        "            elsif valid = '1' and out_ready = '1' then",
+        "            elsif main_valid = '1' and ready = '1' then",
         *_step(frame, " " * 16),
         "            end if;",
         "        end if;",
@@ -182,64 +213,113 @@ def pad(stage: PadStage) -> str:
     return _clocked(stage.name, head, width, width, declarations, body)
 
 
-def window(stage: WindowStage) -> str:
+def _parts(parts: list[tuple[str, int, int]]) -> str:
+    return concat([slice(r, hi, lo) for r, hi, lo in parts])
+
+
+def _buffer(stage: WindowStage) -> tuple[list[str], list[str]]:
+    """The line buffer's registers (and memory) and what they load on each pixel taken."""
     pw, depth = stage.pixel, stage.depth
-    total = pw * depth
+    if not stage.memory:
+        total = pw * depth
+        shift = "in_data" if depth == 1 else f"pixels({total - pw - 1} downto 0) & in_data"
+        return [f"    signal pixels : {_vector(total)};"], [f"                pixels <= {shift};"]
+    kh, span, words = stage.kernel[0], stage.span, stage.words
+    lw, ab = (kh - 1) * pw, emit.counter_bits(words)
+    newest = "in_data" if span == 1 else f"newest({(span - 1) * pw - 1} downto 0) & in_data"
+    declarations = [
+        f"    -- Each kernel row's {span} newest pixels in registers, the {words} between rows in a memory.",
+        f"    signal newest : {_vector(span * pw)};",
+        f"    signal line_q : {_vector(lw)};",
+        *([f"    signal older : {_vector((kh - 1) * (span - 1) * pw)};"] if span > 1 else []),
+        f"    type line_memory is array (0 to {words - 1}) of {_vector(lw)};",
+        "    signal lines : line_memory;",
+        f"    signal address : unsigned({ab - 1} downto 0);",
+    ]
+    loads = [
+        f"                newest <= {newest};",
+        "                line_q <= lines(to_integer(address));",
+        f"                lines(to_integer(address)) <= {_parts(stage.line_in())};",
+        f"                if address = {words - 1} then",
+        "                    address <= (others => '0');",
+        "                else",
+        "                    address <= address + 1;",
+        "                end if;",
+    ]
+    for row in range(1, kh if span > 1 else 1):
+        low = (row - 1) * (span - 1) * pw
+        loads.append(
+            f"                older({low + (span - 1) * pw - 1} downto {low}) <= {_parts(stage.older_in(row))};"
+        )
+    return declarations, loads
+
+
+def window(stage: WindowStage) -> str:
+    pw, depth, taps = stage.pixel, stage.depth, len(stage.back)
     head = (
         f"Line buffer of node '{stage.node}': the last {depth} pixels of a {stage.frame[0]} x {stage.frame[1]} "
-        f"frame, the newest at out_data[{pw - 1}:0]; out_valid after a pixel that completes a window."
+        f"frame ({'a memory between kernel rows' if stage.memory else 'a shift register'}); out_data: the "
+        f"{taps} taps of the window, tap 0 lowest; out_valid after a pixel that completes a window."
     )
-    shift = "in_data" if depth == 1 else f"pixels({total - pw - 1} downto 0) & in_data"
+    buffer_declarations, loads = _buffer(stage)
+    skid_declarations, skid = _skid(pw * taps)
     declarations = [
         *_raster(stage.frame, stage.rows, stage.columns),
-        f"    signal pixels : {_vector(total)};",
-        "    signal pending, ready : std_logic;",
+        *buffer_declarations,
+        "    signal main_valid : std_logic;",
+        f"    signal main : {_vector(pw * taps)};",
+        *skid_declarations,
     ]
+    reset = "            if rst = '1' then address <= (others => '0'); end if;"  # not the memory's writes
+    address = [reset] if stage.memory else []
     body = [
-        "    ready <= (not pending) or out_ready;",
+        f"    main <= {_parts(stage.taps)};",
         "    in_ready <= ready;",
-        "    out_valid <= pending;",
-        "    out_data <= pixels;",
+        *skid,
         "    process (clk)",
         "    begin",
         "        if rising_edge(clk) then",
         "            if rst = '1' then",
-        "                pending <= '0';",
+        "                main_valid <= '0';",
         "                row <= (others => '0');",
         "                column <= (others => '0');",
-        "            else",
-        "                if out_ready = '1' then",
-        "                    pending <= '0';",
-        "                end if;",
-        "                if in_valid = '1' and ready = '1' then",
-        f"                    pixels <= {shift};",
-        "                    pending <= ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
+        "            elsif ready = '1' then",
+        "                main_valid <= in_valid and ROWS(to_integer(row)) and COLUMNS(to_integer(column));",
+        "                if in_valid = '1' then",
         *_step(stage.frame, " " * 20),
         "                end if;",
         "            end if;",
         "        end if;",
         "    end process;",
+        "    process (clk)",
+        "    begin",
+        "        if rising_edge(clk) then",
+        "            if ready = '1' and in_valid = '1' then",
+        *loads,
+        "            end if;",
+        *address,
+        "        end if;",
+        "    end process;",
     ]
-    return _clocked(stage.name, head, pw, total, declarations, body)
+    return _clocked(stage.name, head, pw, pw * taps, declarations, body)
 
 
 def register(stage: RegisterStage, width: int) -> str:
-    declarations = ["    signal valid, ready : std_logic;", f"    signal data : {_vector(width)};"]
+    skid_declarations, skid = _skid(width)
+    declarations = ["    signal main_valid : std_logic;", f"    signal main : {_vector(width)};", *skid_declarations]
     body = [
-        "    ready <= (not valid) or out_ready;",
         "    in_ready <= ready;",
-        "    out_valid <= valid;",
-        "    out_data <= data;",
+        *skid,
         "    process (clk)",
         "    begin",
         "        if rising_edge(clk) then",
         "            if rst = '1' then",
-        "                valid <= '0';",
+        "                main_valid <= '0';",
         "            elsif ready = '1' then",
-        "                valid <= in_valid;",
+        "                main_valid <= in_valid;",
         "            end if;",
         "            if in_valid = '1' and ready = '1' then",
-        "                data <= in_data;",
+        "                main <= in_data;",
         "            end if;",
         "        end if;",
         "    end process;",
@@ -247,9 +327,8 @@ def register(stage: RegisterStage, width: int) -> str:
     return _clocked(stage.name, f"Pipeline register after node '{stage.node}'.", width, width, declarations, body)
 
 
-def _valid_pipeline(latency: int) -> tuple[list[str], list[str]]:
-    """The unrolled style's control (declarations, statements): ``latency`` valid bits moving on ``advance``
-    (or none: combinational)."""
+def _valid_pipeline(latency: int, out_width: int) -> tuple[list[str], list[str]]:
+    """The unrolled style's control (declarations, statements): ``latency`` valid bits and the skid buffer."""
     if not latency:
         return [], [
             "    -- Combinational: no register, so out_valid is in_valid and in_ready is out_ready.",
@@ -257,12 +336,19 @@ def _valid_pipeline(latency: int) -> tuple[list[str], list[str]]:
             "    out_valid <= in_valid;",
         ]
     shift = "valid(0) <= in_valid;" if latency == 1 else f"valid <= valid({latency - 2} downto 0) & in_valid;"
-    declarations = ["    signal advance : std_logic;", f"    signal valid : {_vector(latency)};"]
+    skid_declarations, skid = _skid(out_width)
+    declarations = [
+        "    signal advance, main_valid : std_logic;",
+        f"    signal valid : {_vector(latency)};",
+        f"    signal main : {_vector(out_width)};",
+        *skid_declarations,
+    ]
     return declarations, [
-        "    -- The pipeline advances when its output is taken or not valid; only the valid bits are reset.",
-        f"    advance <= (not valid({latency - 1})) or out_ready;",
-        "    in_ready <= advance;",
-        f"    out_valid <= valid({latency - 1});",
+        "    -- The pipeline advances while its skid buffer is empty (ready, a register); only control bits are reset.",
+        f"    main_valid <= valid({latency - 1});",
+        *skid,
+        "    advance <= ready;",
+        "    in_ready <= ready;",
         "    process (clk)",
         "    begin",
         "        if rising_edge(clk) then",
@@ -311,28 +397,93 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
     handshakes = sorted({s.target for s in netlist.stages})
     declarations = [f"    signal {v}, {r} : std_logic;" for v, r in map(emit.handshake, handshakes)]
     declarations += [f"    signal {name(s.name)} : {_vector(s.width)};" for s in netlist.signals[1:]]
+    result = emit.top_parts(_this(), netlist, netlist.output_ids)
     if netlist.streaming:
         valid, ready = emit.handshake(netlist.last)
         control: list[str] = []
-        ends = [f"    out_valid <= {valid};", f"    {ready} <= out_ready;"]
+        ends = [f"    out_valid <= {valid};", f"    {ready} <= out_ready;", f"    out_data <= {result};"]
     else:
-        control_declarations, control = _valid_pipeline(netlist.latency)
-        declarations, ends = declarations + control_declarations, []
-    body = [
-        *control,
-        *_instances(netlist),
-        *_registers(netlist),
-        *ends,
-        f"    out_data <= {emit.top_parts(_this(), netlist, netlist.output_ids)};",
-    ]
+        control_declarations, control = _valid_pipeline(netlist.latency, netlist.out_width)
+        declarations += control_declarations
+        ends = [f"    {'main' if netlist.latency else 'out_data'} <= {result};"]
+    body = [*control, *_instances(netlist), *_registers(netlist), *ends]
     ports = _ports(netlist.in_width, netlist.out_width)
     lines = [*(comment(line) if line else "" for line in header), *_entity(netlist.top, ports, declarations, body), ""]
     return "\n".join(lines)
 
 
+def _noise_declarations(plan: BenchPlan) -> list[str]:
+    """A random backpressure bench's generator and what it remembers of an output not taken."""
+    if plan.backpressure is None:
+        return []
+    return [
+        f'        variable noise : unsigned(31 downto 0) := x"{plan.noise:08x}";',
+        "        variable held : boolean := false;",
+        f"        variable held_data : std_logic_vector({plan.out_width - 1} downto 0);",
+    ]
+
+
+def _held_check(plan: BenchPlan) -> list[str]:
+    """After an edge where out_valid was high and out_ready low, out_valid and out_data must be unchanged."""
+    if plan.backpressure is None:
+        return []
+    return [
+        "            if held and (out_valid /= '1' or out_data /= held_data) then",
+        '                write(msg, string\'("output not held at cycle " & integer\'image(cycle) & ": out_data " &',
+        '                    to_hstring(out_data) & ", before " & to_hstring(held_data)));',
+        "                report_line(msg);",
+        '                verdict("fail", got);',
+        f'                assert false report "{name(plan.top)} did not hold an output" severity failure;',
+        "            end if;",
+        "            held := out_valid = '1' and out_ready = '0';",
+        "            held_data := out_data;",
+    ]
+
+
+def _drive(plan: BenchPlan) -> list[str]:
+    """The bench's next in_valid, in_data and out_ready: fixed stalls, or random (a held in_valid stays high)."""
+    n, inw = plan.inputs, plan.in_width
+    data = [
+        f"            if sent < {n} and not loaded then",
+        "                readline(inputs, l);",
+        "                hread(l, word_in);",
+        f"                in_data <= word_in({inw - 1} downto 0);",
+        "                loaded := true;",
+        "            end if;",
+    ]
+    if plan.backpressure is None:
+        return [
+            *data,
+            f"            if sent < {n} and cycle mod 7 /= 3 then",
+            "                in_valid <= '1';",
+            "            else",
+            "                in_valid <= '0';",
+            "            end if;",
+            "            if cycle mod 5 /= 2 then",
+            "                out_ready <= '1';",
+            "            else",
+            "                out_ready <= '0';",
+            "            end if;",
+        ]
+    return [
+        *data,
+        "            noise := noise xor shift_left(noise, 13);",
+        "            noise := noise xor shift_right(noise, 17);",
+        "            noise := noise xor shift_left(noise, 5);",
+        "            if in_valid = '0' or in_ready = '1' then",
+        f"                if sent < {n} and noise(3) = '1' then",
+        "                    in_valid <= '1';",
+        "                else",
+        "                    in_valid <= '0';",
+        "                end if;",
+        "            end if;",
+        "            out_ready <= noise(11);",
+    ]
+
+
 def bench(plan: BenchPlan) -> str:
     """The bench of the design's top: drives the handshake with stalls, and checks or prints the outputs."""
-    top, n, m, limit = name(plan.top), plan.inputs, plan.outputs, plan.limit
+    top, m, limit = name(plan.top), plan.outputs, plan.limit
     inw, outw = plan.in_width, plan.out_width
     at = (
         f"integer'image(got / {plan.beats}) & \" position \" & integer'image(got mod {plan.beats})"
@@ -376,8 +527,10 @@ def bench(plan: BenchPlan) -> str:
             + ("; writes every output word" if plan.printing else f", compared with {top}_expected.hex")
             + f" and its verdict to {results_file(plan.top + '_tb')}."
         ),
+        *(comment(note) for note in plan.notes),
         "library ieee;",
         "use ieee.std_logic_1164.all;",
+        "use ieee.numeric_std.all;",
         "use std.textio.all;",
         "",
         f"entity {name(top + '_tb')} is",
@@ -407,6 +560,7 @@ def bench(plan: BenchPlan) -> str:
         "        variable sent, got, cycle : integer := 0;",
         "        variable loaded : boolean := false;",
         "        variable started : boolean := false;",
+        *_noise_declarations(plan),
         "        -- a message line: on the output and in the results file",
         "        procedure report_line(text : inout line) is",
         "            variable copy : line;",
@@ -432,6 +586,7 @@ def bench(plan: BenchPlan) -> str:
         "        end if;",
         "        if rising_edge(clk) and rst = '0' then",
         "            cycle := cycle + 1;",
+        *_held_check(plan),
         "            if in_valid = '1' and in_ready = '1' then",
         "                sent := sent + 1;",
         "                loaded := false;",
@@ -456,22 +611,7 @@ def bench(plan: BenchPlan) -> str:
         f'                assert false report "{top} stopped producing outputs: " & integer\'image(got) & " of {m}"',
         "                    severity failure;",
         "            end if;",
-        f"            if sent < {n} and not loaded then",
-        "                readline(inputs, l);",
-        "                hread(l, word_in);",
-        f"                in_data <= word_in({inw - 1} downto 0);",
-        "                loaded := true;",
-        "            end if;",
-        f"            if sent < {n} and cycle mod 7 /= 3 then",
-        "                in_valid <= '1';",
-        "            else",
-        "                in_valid <= '0';",
-        "            end if;",
-        "            if cycle mod 5 /= 2 then",
-        "                out_ready <= '1';",
-        "            else",
-        "                out_ready <= '0';",
-        "            end if;",
+        *_drive(plan),
         "        end if;",
         "    end process;",
         "end architecture bench;",

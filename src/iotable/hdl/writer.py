@@ -194,6 +194,7 @@ def export(
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
     keep_dead: bool = False,
+    backpressure: int | None = None,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -226,6 +227,8 @@ def export(
         overwrite: replace a non-empty ``directory`` whole (without it, a non-empty directory is refused).
         keep_dead: instantiate the units whose outputs reach no network output too (by default they are left
             out, their outputs constant 0, and each layer's ``dead`` in ``Design.layers`` counts them).
+        backpressure: a seed: the network bench drives ``in_valid`` and ``out_ready`` at random every cycle
+            and checks that an output not taken stays unchanged (default: fixed stalls).
 
     The directory is one unit: every file is written into a hidden staging directory beside it, which is
     then renamed into place, so that it holds the old design or the whole new one, never a mix; its
@@ -262,6 +265,9 @@ def export(
     if not isinstance(overwrite, bool):
         msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
         raise OptionError(msg)
+    if backpressure is not None and (isinstance(backpressure, bool) or not isinstance(backpressure, int)):
+        msg = f"{what}: backpressure must be a seed (an int) or None, received {backpressure!r}"
+        raise OptionError(msg)
     target = target_directory(directory, overwrite=overwrite, what=what)
     netlist = _build(net, chosen, top, depth, what=what, keep_dead=check_keep_dead(keep_dead, what=what))
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
@@ -278,6 +284,7 @@ def export(
     bench = bench_files(
         top, lang, _words(netlist, stimulus.numpy(), in_node), in_widths, out_widths, origins,
         expected=_words(netlist, expected, out_node), vectors=n, beats=netlist.out_beats, interval=netlist.interval,
+        backpressure=backpressure,
     )  # fmt: skip
     files.update(bench)
     benches = []
