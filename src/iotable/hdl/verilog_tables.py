@@ -93,7 +93,7 @@ class _Case:
     fill: str
 
     def case(self, bits: Bits | None) -> str:
-        return f"        case ({_address(bits)})\n"
+        return f"        {ROM_STYLE} case ({_address(bits)})\n"
 
     def row(self, level: int, width: int) -> tuple[str, str, str]:
         return f"{_indent(level)}{width}'b", f": codes = {self.code_bits}'b", ";\n"
@@ -106,11 +106,17 @@ class _Case:
         return f"{_indent(level)}{default}{' ' * (8 + 4 * level)}endcase\n"
 
 
+#: On a table's ``case``: keep it logic (LUTs), not block RAM. yosys honours ``rom_style = "logic"`` on the
+#: ``case`` itself (the ``always`` block's registers would otherwise let it infer a ROM), Vivado ``rom_style``,
+#: Synplify and Lattice ``syn_romstyle``.
+ROM_STYLE = '(* rom_style = "logic", syn_romstyle = "logic" *)'
+
+
 def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     """The blocks form: a ``case`` over the high address bits assigning ``chunk``, then the low bits' select;
     the items a group of blocks at a time."""
     bits, cw, low, indent = layout.address_bits, layout.code_bits, block_low(layout), _indent(0)
-    yield f"        case ({slice('address', bits - 1, low)})\n"
+    yield f"        {ROM_STYLE} case ({slice('address', bits - 1, low)})\n"
     for blocks in block_groups(table, layout, fill):
         item: list[np.ndarray | str] = [
             f"{indent}{blocks.high}'b",

@@ -117,7 +117,17 @@ def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     yield f"{indent}when others => chunk <= (others => '{fill}');\n" + "        end case;\n"
 
 
-def _entity(entity: str, layout: TableLayout, *, numeric: bool) -> list[str]:
+# A case table stays logic (LUTs), not block RAM, in the tools that read these attributes: Vivado's
+# rom_style, Synplify's and Lattice's syn_romstyle (yosys reads the Verilog case's own attribute).
+_ROM_STYLE = [
+    "    attribute rom_style : string;",
+    '    attribute rom_style of codes : signal is "logic";',
+    "    attribute syn_romstyle : string;",
+    '    attribute syn_romstyle of codes : signal is "logic";',
+]
+
+
+def _entity(entity: str, layout: TableLayout, *, numeric: bool, rom: bool = False) -> list[str]:
     return [
         "library ieee;",
         "use ieee.std_logic_1164.all;",
@@ -128,6 +138,7 @@ def _entity(entity: str, layout: TableLayout, *, numeric: bool) -> list[str]:
         f"        address : in  std_logic_vector({layout.address_bits - 1} downto 0);",
         f"        codes   : out std_logic_vector({layout.code_bits - 1} downto 0)",
         "    );",
+        *(_ROM_STYLE if rom else []),
         f"end entity {name(entity)};",
         "",
     ]
@@ -146,7 +157,7 @@ def _table(table: IOTable, layout: TableLayout, name: str, dont_cares: DontCares
     select = f"to_integer(unsigned({slice('address', low - 1, 0)})) * {cw}"
     text = [
         *map(comment, head),
-        *_entity(name, layout, numeric=blocks),
+        *_entity(name, layout, numeric=blocks, rom=True),
         f"architecture rtl of {name} is",
         *([f"    signal chunk : std_logic_vector({(cw << low) - 1} downto 0);"] if blocks else []),
         "begin",
