@@ -304,19 +304,33 @@ def _key(design: Design, tables: str, driver: str, version: str) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
-def _valid(entry: Path, key: str) -> bool:
+def _valid(entry: Path, key: str, required: str | None = _PROGRAM) -> bool:
     """Whether ``entry`` is a whole cache entry for ``key``: its record names the key and every file it lists
-    has the recorded sha256."""
+    (``required`` among them) has the recorded sha256."""
     try:
         record = json.loads((entry / _ENTRY).read_text(encoding="utf-8"))
         if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("files"), dict):
             return False
         files = record["files"]
-        if _PROGRAM not in files:
+        if required is not None and required not in files:
             return False
         return all(isinstance(s, str) and file_sha256(entry / name) == s for name, s in files.items())
     except (OSError, ValueError):
         return False
+
+
+def _store(staged: Path, entry: Path, key: str) -> None:
+    """Record ``staged``'s files under ``key`` and rename it into ``entry`` (replacing a damaged entry; an entry
+    another process stored meanwhile is kept)."""
+    record = {"key": key, "files": {p.name: file_sha256(p) for p in sorted(staged.iterdir())}}
+    (staged / _ENTRY).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    if entry.exists():
+        shutil.rmtree(entry, ignore_errors=True)
+    try:
+        staged.rename(entry)
+    except OSError:
+        if not _valid(entry, key, None):
+            raise
 
 
 def verilator_model(
@@ -374,7 +388,12 @@ def verilator_model(
 
 
 def _build(files: dict[str, str], top: str, driver: str, entry: Path, key: str, deadline: float, *, what: str) -> None:
-    """Build the program in a fresh folder beside ``entry`` and rename its entry into place."""
+    """Build the program in a fresh folder beside ``entry`` and rename its entry into place.
+
+    Verilator's runtime library (``verilated.o`` and kin: the same for every design) is compiled once and kept
+    in a ``runtime-*`` entry of the cache; a build copies it in after Verilator wrote its makefiles, so that
+    ``make`` finds it up to date.
+    """
     what = f"{what} (building {entry.name})"
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -387,25 +406,50 @@ def _build(files: dict[str, str], top: str, driver: str, entry: Path, key: str, 
         for name, text in files.items():
             (work / name).write_text(text, encoding="utf-8")
         sources = [name for name in files if name.endswith(".v")]
-        jobs = str(min(os.cpu_count() or 1, 8))
-        command = ["verilator", "--cc", "--exe", "--build", "-j", jobs, *_FLAGS, "--top-module", top]
-        _step([*command, "-Mdir", "obj", "-o", _PROGRAM, "driver.cpp", *sources], work, deadline, what=what)
+        command = ["verilator", "--cc", "--exe", *_FLAGS, "--top-module", top, "-Mdir", "obj", "-o", _PROGRAM]
+        _step([*command, "driver.cpp", *sources], work, deadline, what=what)
+        runtime = _runtime(entry.parent, deadline, what=what)
+        _make(work / "obj", runtime, deadline, what=what)
         staged = work / "entry"
         staged.mkdir()
         shutil.copy2(work / "obj" / _PROGRAM, staged / _PROGRAM)
         for name in files:
             if not name.endswith(".v"):
                 shutil.copy2(work / name, staged / name)
-        record = {"key": key, "files": {p.name: file_sha256(p) for p in sorted(staged.iterdir())}}
-        (staged / _ENTRY).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-        if entry.exists():  # a damaged entry (or another process's, built meanwhile): replace it
-            shutil.rmtree(entry, ignore_errors=True)
-        try:
-            staged.rename(entry)
-        except OSError:
-            if not _valid(entry, key):
-                raise
+        _store(staged, entry, key)
     except OSError as exc:
         raise path_error(what, "write the cache entry", entry, exc) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _runtime(folder: Path, deadline: float, *, what: str) -> tuple[Path, str]:
+    """The cache entry of Verilator's compiled runtime library (it may not exist yet) and its key."""
+    compiler = _step(["g++", "--version"], folder, deadline, what=what).stdout.strip()
+    record = {"format": _FORMAT, "verilator": _version(deadline, what=what), "g++": compiler, "flags": list(_FLAGS)}
+    key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
+    return folder / f"runtime-{key[:16]}", key
+
+
+def _make(obj: Path, runtime: tuple[Path, str], deadline: float, *, what: str) -> None:
+    """``make`` the program in ``obj``, with the cached runtime library when there is one (and without it, should
+    the build with it fail); store the runtime library when it was compiled here."""
+    jobs = str(min(os.cpu_count() or 1, 8))
+    command = ["make", "-j", jobs, "-f", "Vdut.mk", _PROGRAM]
+    folder, key = runtime
+    if _valid(folder, key, None):
+        for cached in folder.glob("*.o"):
+            shutil.copy(cached, obj / cached.name)  # a fresh time stamp: newer than the makefiles
+        try:
+            _step(command, obj, deadline, what=what)
+            return
+        except HDLToolError:
+            for cached in folder.glob("*.o"):
+                (obj / cached.name).unlink(missing_ok=True)
+    _step(command, obj, deadline, what=what)
+    staged = obj / f"runtime-{uuid.uuid4().hex}"
+    staged.mkdir()
+    for built in obj.glob("verilated*.o"):
+        shutil.copy2(built, staged / built.name)
+    if any(staged.iterdir()):
+        _store(staged, folder, key)
