@@ -13,6 +13,8 @@ matches: thousands of comparisons per lookup for a 12-bit table), where the memo
         assign codes = rows[address];
     endmodule
 
+(that is Verilator's form; iverilog's reads the word in an ``always`` block, see :func:`memory_verilog`).
+
 Line ``a`` of the hex file holds the codes of address ``a`` (the table's packed output, first output most
 significant, in whole hex digits). Addresses the table lacks, and bit patterns that are no input code, hold
 the fill: ``x`` digits (the ``case`` default of ``dont_cares="x"``: the same unknown bits in a 4-state
@@ -84,9 +86,16 @@ def memory_hex(table: IOTable, *, fill: str) -> str:
     return np.concatenate([chars, newline], axis=1).tobytes().decode("ascii")
 
 
-def memory_verilog(table: IOTable, name: str) -> str:
+def memory_verilog(table: IOTable, name: str, *, two_state: bool = False) -> str:
     """The memory model of ``table`` as a Verilog-2001 module ``name`` with the ports of its ``case`` module,
-    reading :func:`rows_file` of ``name`` (from the folder the simulator runs in)."""
+    reading :func:`rows_file` of ``name`` (from the folder the simulator runs in).
+
+    For an event-driven simulator (iverilog) the read is an ``always`` block on the address, which iverilog
+    runs about twice as fast as a continuous assignment from a memory word; it runs once more at time 1, after
+    the rows are loaded and every process waits on its events, so the first address is looked up whatever the
+    order of the processes at time 0 (the benches hold reset longer). ``two_state`` (Verilator, which schedules
+    logic by its data, not by events): ``assign codes = rows[address]``.
+    """
     layout = layout_of(table, what="memory_verilog")
     module = verilog_name(name)
     last = (1 << layout.address_bits) - 1
@@ -94,23 +103,39 @@ def memory_verilog(table: IOTable, name: str) -> str:
         f"Simulation model of table module {name}: its {layout.rows} rows read from {rows_file(name)}; not for "
         "synthesis (the case module is)."
     )
-    return (
-        f"// {comment}\n"
-        f"module {module} (\n"
-        f"    input  wire [{layout.address_bits - 1}:0] address,\n"
-        f"    output wire [{layout.code_bits - 1}:0] codes\n"
-        ");\n"
-        f"    reg [{layout.code_bits - 1}:0] rows [0:{last}];\n"
-        f'    initial $readmemh("{verilog_string(rows_file(name))}", rows);\n'
-        "    assign codes = rows[address];\n"
-        "endmodule\n"
-    )
+    read = f'$readmemh("{verilog_string(rows_file(name))}", rows);'
+    if two_state:
+        body = [f"    initial {read}", "    assign codes = rows[address];"]
+    else:
+        body = [
+            "    reg loaded = 1'b0;",
+            "    initial begin",
+            f"        {read}",
+            "        #1 loaded = 1'b1;",
+            "    end",
+            "    always @(address or loaded) codes = rows[address];",
+        ]
+    lines = [
+        f"// {comment}",
+        f"module {module} (",
+        f"    input  wire [{layout.address_bits - 1}:0] address,",
+        f"    output {'wire' if two_state else 'reg '} [{layout.code_bits - 1}:0] codes",
+        ");",
+        f"    reg [{layout.code_bits - 1}:0] rows [0:{last}];",
+        *body,
+        "endmodule",
+        "",
+    ]
+    return "\n".join(lines)
 
 
-def memory_files(table: IOTable, name: str, *, fill: str) -> dict[str, str]:
+def memory_files(table: IOTable, name: str, *, fill: str, two_state: bool = False) -> dict[str, str]:
     """``{"<name>.v": memory model, "<name>_rows.hex": its rows}``: what replaces the ``case`` file of the table
-    module ``name`` in a simulation."""
-    return {f"{name}.v": memory_verilog(table, name), rows_file(name): memory_hex(table, fill=fill)}
+    module ``name`` in a simulation (``two_state``: for Verilator, see :func:`memory_verilog`)."""
+    return {
+        f"{name}.v": memory_verilog(table, name, two_state=two_state),
+        rows_file(name): memory_hex(table, fill=fill),
+    }
 
 
 # The header line every case module of a table carries (verilog_tables.header_lines): what its default drives.
@@ -151,5 +176,5 @@ def simulation_sources(design: Design, sources: Mapping[str, str], *, two_state:
             msg = f"{what}: {file!r} does not say what its don't-care rows drive; export the design again"
             raise HDLError(msg)
         fill = "0" if two_state or found.group(1) == "code 0" else "x"
-        replaced.update(memory_files(module.table, module.name, fill=fill))
+        replaced.update(memory_files(module.table, module.name, fill=fill, two_state=two_state))
     return replaced
