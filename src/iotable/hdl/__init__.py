@@ -27,7 +27,8 @@ node built by its kind's hardware method for the style (:mod:`iotable.nodekinds`
 one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;
 :mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
 :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
-it returns.
+it returns. :mod:`.verilog_simtables` writes a table as a memory read from a hex file, for simulation only
+(what :func:`simulate` runs instead of a ``case``); :mod:`.verilator` builds and caches Verilator's program.
 
 The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
 ``apt-get install iverilog ghdl verilator yosys`` on Debian; a missing one raises

@@ -170,14 +170,19 @@ def _chunks(width: int) -> int:
 def pack_words(codes: np.ndarray, widths: tuple[int, ...]) -> np.ndarray:
     """Words ``(N, elements)`` of codes as ``(N, chunks)`` little-endian 32-bit integers, element 0 lowest."""
     n, total = codes.shape[0], sum(widths)
-    bits = np.zeros((n, 32 * _chunks(total)), dtype=np.uint8)
+    chunks = _chunks(total)
+    words = np.zeros((n, chunks + 1), dtype=np.uint64)
     low = 0
-    for k, width in enumerate(widths):  # a loop over fields and their bits, never over words
-        column = codes[:, k].astype(np.int64)
-        for b in range(width):
-            bits[:, low + b] = (column >> b) & 1
+    for k, width in enumerate(widths):  # a loop over fields, never over words
+        column = codes[:, k].astype(np.uint64)
+        for start in range(0, width, 32):  # a field wider than 32 bits, 32 bits at a time
+            bits = min(32, width - start)
+            part = ((column >> np.uint64(start)) & np.uint64((1 << bits) - 1)) << np.uint64((low + start) % 32)
+            index = (low + start) // 32
+            words[:, index] |= part & np.uint64(0xFFFFFFFF)
+            words[:, index + 1] |= part >> np.uint64(32)
         low += width
-    return np.ascontiguousarray(np.packbits(bits, axis=1, bitorder="little")).view("<u4")
+    return np.ascontiguousarray(words[:, :chunks].astype("<u4"))
 
 
 def unpack_words(words: np.ndarray, widths: tuple[int, ...]) -> np.ndarray:
