@@ -5,6 +5,7 @@ and to the ``case`` model, don't-care rows included."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections import OrderedDict
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from torch import nn
 
 import iotable
 from iotable import Domain, IOTable, OptionError
-from iotable.errors import HDLError
+from iotable.errors import HDLError, HDLToolError
 from iotable.hdl import VerilatorModel, export, simulate, verilator_model
 from iotable.hdl.verilator import pack_words, unpack_words
 from iotable.hdl.verilog_simtables import memory_hex, memory_verilog, rows_file, simulation_sources
@@ -226,6 +227,9 @@ def test_verilator_cache_rebuilds_a_changed_design_and_a_damaged_entry(tmp_path:
     assert torch.equal(rebuilt(x), second.reference(x))
     (other.folder / "iotable_sim").write_bytes(b"not a program")
     assert verilator_model(second, cache_dir=cache).built
+    shutil.rmtree(other.folder)  # a model whose entry is gone says how to get it back
+    with pytest.raises(HDLToolError, match="call verilator_model"):
+        other(x)
 
 
 def test_verilator_dont_cares_are_code_zero(

@@ -252,7 +252,14 @@ class VerilatorModel:
             inputs, outputs = Path(tmp) / "inputs.bin", Path(tmp) / "outputs.bin"
             pack_words(words, in_widths).tofile(inputs)
             command = [str(self.folder / _PROGRAM), str(inputs), str(outputs), str(len(words)), str(count), str(limit)]
-            done, late = run_in_group(command, self.folder, _timeout(timeout, what=what))
+            try:
+                done, late = run_in_group(command, self.folder, _timeout(timeout, what=what))
+            except OSError as exc:
+                msg = (
+                    f"{what}: cannot run the program in {str(self.folder)!r} ({exc.strerror or exc}); its cache "
+                    "entry was removed or damaged: call verilator_model(design) again to rebuild it"
+                )
+                raise HDLToolError(msg) from None
             if late or done.returncode != 0:
                 reason = "did not finish within the timeout; raise timeout=" if late else "failed"
                 msg = f"{what}: {reason} (exit status {done.returncode}):\n{_tail(done.stdout + done.stderr)}"
