@@ -5,9 +5,14 @@
   its tables of 2^18 rows) in Verilog and VHDL, in the unrolled and the streaming style: seconds (median) and
   megabytes written. Precomputing is not timed.
 - **simulation**: ``iotable.hdl.simulate`` of the ``jsc-m`` design (unrolled) and of the streamed
-  ``digits-cnn`` and ``cnn`` designs on batches of two sizes under each installed simulator (the CNNs under
-  iverilog and ghdl); the difference between the two runs gives the throughput in vectors per second, the
-  rest is the fixed cost of compiling (and elaborating) the design.
+  ``digits-cnn`` and ``cnn`` designs under each installed simulator. iverilog and ghdl run batches of two
+  sizes, with the table files as written (``tables="sources"``: a ``case`` walked branch by branch) and, for
+  iverilog, with the simulation model of the tables (``tables="memory"``, ten times the batches); the
+  difference between the two runs gives the throughput in vectors per second, the rest is the fixed cost of
+  compiling (and elaborating) the design. Verilator builds the design into its cached program
+  (``iotable.hdl.verilator_model``, into an empty cache: the build time) and runs one batch of 100 times the
+  larger size through it (jsc-m: 200,000 vectors; packing and reading back included); it builds the ``case``
+  files of jsc-m too (minutes), not with ``--quick``.
 - **table bench**: the exhaustive bench of one 2^18-row table of the digits CNN (in blocks), under iverilog
   and ghdl: rows per second.
 
@@ -28,7 +33,7 @@ from typing import Any
 import torch
 
 import iotable
-from iotable.hdl import export, simulate, simulate_files
+from iotable.hdl import export, simulate, simulate_files, verilator_model
 
 from . import workloads
 
@@ -80,9 +85,44 @@ def _random_input(net: iotable.TableNetwork, n: int) -> torch.Tensor:
     return torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (n, *net.input_node.shape))]
 
 
-def bench_simulation(cases: list[tuple[str, str, tuple[int, int]]], work: Path) -> list[dict[str, Any]]:
-    """``cases``: (workload, style, (small, large) batch sizes), each under every installed simulator (the
-    streamed CNNs under iverilog and ghdl: verilator takes minutes to compile them)."""
+def _rate(design: Any, net: Any, simulator: str, tables: str, sizes: tuple[int, int]) -> dict[str, Any]:
+    """iverilog or ghdl on two batch sizes: the difference gives the rate, the rest is compiling."""
+    timings = []
+    for n in sizes:
+        x = _random_input(net, n)
+        start = time.perf_counter()
+        out = simulate(design, x, simulator=simulator, tables=tables, timeout=7200)
+        timings.append(time.perf_counter() - start)
+        assert torch.equal(out, design.reference(x)), f"{simulator} ({tables}) differs from net.run"
+    extra = timings[1] - timings[0]
+    # Below a second of difference the run is lost in the spread of compiling: no rate to report.
+    rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
+    fixed = timings[0] - sizes[0] / rate if rate else timings[0]
+    return {"vectors": list(sizes), "seconds": timings, "vectors_per_s": rate, "build_s": fixed}
+
+
+def _verilator(design: Any, net: Any, tables: str, n: int, cache: Path) -> dict[str, Any]:
+    """Verilator: the build (into an empty cache), then one batch of ``n`` vectors through the program, packing
+    and reading back included."""
+    shutil.rmtree(cache, ignore_errors=True)
+    start = time.perf_counter()
+    model = verilator_model(design, tables=tables, cache_dir=cache, timeout=7200)
+    build = time.perf_counter() - start
+    x = _random_input(net, n)
+    start = time.perf_counter()
+    out = model(x, timeout=3600)
+    seconds = time.perf_counter() - start
+    assert torch.equal(out, design.reference(x)), f"verilator ({tables}) differs from net.run"
+    return {"vectors": [n], "seconds": [seconds], "vectors_per_s": n / seconds, "build_s": build}
+
+
+def bench_simulation(
+    cases: list[tuple[str, str, tuple[int, int]]], work: Path, *, sources: bool = True
+) -> list[dict[str, Any]]:
+    """``cases``: (workload, style, (small, large) batch sizes), each under every installed simulator, with each
+    table model: ``"sources"`` (the ``case`` files as written) and ``"memory"`` (the simulation model, ten times
+    the batches; ghdl has none). Verilator runs 100 times the large batch through its program; with
+    ``sources=False`` it builds only the memory model (the case files take it minutes)."""
     rows = []
     for name, style, sizes in cases:
         net = _network(name)
@@ -90,28 +130,25 @@ def bench_simulation(cases: list[tuple[str, str, tuple[int, int]]], work: Path) 
             if shutil.which(simulator) is None:
                 print(f"simulate {name} {simulator}: not installed, skipped")
                 continue
-            if style == "streaming" and simulator == "verilator":
-                continue
             target = work / f"sim-{name}-{language}"
             design = export(
                 net, target, language=language, style=style, top="net", vectors=8, table_benches=False, overwrite=True
             )
-            timings = []
-            for n in sizes:
-                x = _random_input(net, n)
-                start = time.perf_counter()
-                out = simulate(design, x, simulator=simulator)
-                timings.append(time.perf_counter() - start)
-                assert torch.equal(out, design.reference(x)), f"{simulator} differs from net.run"
-            extra = timings[1] - timings[0]
-            # Below a second of difference the run is lost in the spread of compiling: no rate to report.
-            rate = (sizes[1] - sizes[0]) / extra if extra > 1.0 else None
-            fixed = timings[0] - sizes[0] / rate if rate else timings[0]
-            rows.append({"workload": name, "style": style, "simulator": simulator, "vectors": list(sizes),
-                         "seconds": timings, "vectors_per_s": rate, "fixed_s": fixed})  # fmt: skip
-            shown = f"{rate:8.0f} vectors/s" if rate else "run time within the spread of compiling"
-            print(f"simulate {name} ({style}) {simulator:9s} {sizes[0]} vectors {timings[0]:6.1f} s, {sizes[1]} "
-                  f"vectors {timings[1]:6.1f} s: {shown} after {fixed:5.1f} s of compiling")  # fmt: skip
+            models = ("sources",) if simulator == "ghdl" else ("sources", "memory")
+            if simulator == "verilator" and (not sources or style == "streaming"):
+                models = ("memory",)  # the case tables of jsc-m or the CNNs take Verilator minutes
+            for tables in models:
+                if simulator == "verilator":
+                    row = _verilator(design, net, tables, 100 * sizes[1], work / "verilator-cache")
+                else:
+                    row = _rate(design, net, simulator, tables, sizes if tables == "sources" else
+                                (10 * sizes[0], 10 * sizes[1]))  # fmt: skip
+                rows.append({"workload": name, "style": style, "simulator": simulator, "tables": tables, **row})
+                rate = row["vectors_per_s"]
+                shown = f"{rate:10.0f} vectors/s" if rate else "run time within the spread of compiling"
+                batches = ", ".join(f"{n} vectors {t:6.1f} s" for n, t in zip(row["vectors"], row["seconds"]))
+                print(f"simulate {name} ({style}) {simulator:9s} {tables:7s} {batches}: {shown} after "
+                      f"{row['build_s']:6.1f} s of building")  # fmt: skip
     return rows
 
 
@@ -158,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
                     ("cnn", "streaming", (4, 24)),
                 ],
                 work,
+                sources=not args.quick,
             ),
             "table_bench": [] if args.quick else bench_table(work),
         }

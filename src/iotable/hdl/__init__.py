@@ -4,6 +4,8 @@
   maps, pipeline registers and a valid/ready top module, with a network bench from ``net.run`` and a bench per
   table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`~iotable.synth.LayerCost` per layer).
   :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it.
+  :func:`verilator_model` builds a design once with Verilator into a cached program, a
+  :class:`VerilatorModel` that runs whole test splits.
 
 - :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
   over the input codes packed into ``address`` (first input most significant), the output codes packed into
@@ -25,7 +27,8 @@ node built by its kind's hardware method for the style (:mod:`iotable.nodekinds`
 one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;
 :mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
 :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
-it returns.
+it returns. :mod:`.verilog_simtables` writes a table as a memory read from a hex file, for simulation only
+(what :func:`simulate` runs instead of a ``case``); :mod:`.verilator` builds and caches Verilator's program.
 
 The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
 ``apt-get install iverilog ghdl verilator yosys`` on Debian; a missing one raises
@@ -38,6 +41,7 @@ from .design import Design, Port
 from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
 from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
+from .verilator import VerilatorModel, verilator_model
 from .writer import check, export, simulate
 
 __all__ = [
@@ -46,6 +50,7 @@ __all__ = [
     "Port",
     "SimulationResult",
     "TableLayout",
+    "VerilatorModel",
     "check",
     "check_files",
     "export",
@@ -57,5 +62,6 @@ __all__ = [
     "table_bench",
     "table_verilog",
     "table_vhdl",
+    "verilator_model",
     "write_files",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from .sources import bench_files, design_files, header_lines, table_bench
 from .streaming import beats_of, from_beats
 from .table import DontCares
 from .tools import CheckResult, Simulator, check_files, simulate_files
+from .verilator import table_model, verilator_model
+from .verilog_simtables import simulation_sources
 
 __all__ = ["UNROLL_LIMIT", "check", "export", "simulate"]
 
@@ -347,13 +350,23 @@ def _read(design: Design, names: tuple[str, ...], *, what: str) -> dict[str, str
 
 
 def simulate(
-    design: Design, x: Any, *, simulator: str = "iverilog", codes: bool = False, timeout: float = 600.0
+    design: Design,
+    x: Any,
+    *,
+    simulator: str = "iverilog",
+    codes: bool = False,
+    timeout: float = 600.0,
+    tables: str = "memory",
+    cache_dir: str | Path | None = None,
 ) -> torch.Tensor:
     """Run a design on a batch in a simulator and return the codes it outputs, shaped ``(N, *outputs.shape)``.
 
-    The design's sources (read from its directory) run under a bench that feeds ``x`` through the
-    handshake and prints every output word; elements the hardware drives as unknown (``x``: a don't-care row)
-    come back as ``-1``. Compare with :meth:`Design.reference` (``net.run``'s codes) or the model.
+    The design's sources (read from its directory, verified against its manifest) run on ``x``: under
+    iverilog and ghdl, a bench feeds ``x`` through the handshake and prints every output word; elements the
+    hardware drives as unknown (``x``: a don't-care row) come back as ``-1``. Verilator builds the design once
+    into a program cached in ``cache_dir`` (:func:`~iotable.hdl.verilator.verilator_model`) that runs the
+    whole batch; it is 2-state: a don't-care row comes back as code 0, every run the same. Compare with
+    :meth:`Design.reference` (``net.run``'s codes) where ``net.run`` defines the output.
 
     Args:
         design: what :func:`export` returned.
@@ -361,6 +374,10 @@ def simulate(
         simulator: ``"iverilog"`` or ``"verilator"`` for Verilog, ``"ghdl"`` for VHDL.
         codes: ``x`` holds codes.
         timeout: seconds for compiling and running.
+        tables: ``"memory"``: each ``case`` table module simulated as a memory read from a hex file, the same
+            function (:mod:`iotable.hdl.verilog_simtables`: a lookup per cycle instead of a walk over the
+            rows; Verilog only, ghdl runs the sources); ``"sources"``: the table files as written.
+        cache_dir: where Verilator's programs are kept (default ``~/.cache/iotable/verilator``).
 
     Raises:
         HDLError: the simulator does not read the design's language; SimulatorNotInstalledError: it is not
@@ -376,16 +393,23 @@ def simulate(
         accepted = " or ".join(repr(s.value) for s in Simulator if s.language is lang)
         msg = f"{what}: simulator {sim.value!r} does not read {lang.name}; use {accepted}"
         raise HDLError(msg)
+    model = table_model(tables, what=what)
     encoded = design.network.encode_input(x, codes=codes, what=what)
     n = int(encoded.shape[0])
     if n == 0:
         return torch.zeros((0, *design.outputs.shape), dtype=torch.int64)
+    if sim is Simulator.VERILATOR:
+        start = time.monotonic()
+        built = verilator_model(design, tables=model, cache_dir=cache_dir, timeout=timeout)
+        return built(encoded, codes=True, timeout=max(timeout - (time.monotonic() - start), 1.0))
     in_widths = np.asarray(design.inputs.widths, dtype=np.int64)
     out_widths = np.asarray(design.outputs.widths, dtype=np.int64)
     graph = design.network.graph
     streaming = design.style == Style.STREAMING.value
     words = beats_of(encoded.numpy(), graph[design.inputs.node]) if streaming else encoded.reshape(n, -1).numpy()
     files = _read(design, design.sources, what=what)
+    if model == "memory" and lang is Language.VERILOG:
+        files = simulation_sources(design, files, two_state=False)
     printing = bench_files(
         design.top, lang, words, in_widths, out_widths, [], expected=None, vectors=n,
         beats=design.outputs.beats, interval=design.interval,
