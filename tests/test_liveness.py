@@ -200,3 +200,16 @@ def test_dead_outputs_of_a_pool_are_constants(tmp_path: Path) -> None:
     design = export(net, tmp_path / "d", vectors=64, table_benches=False)
     result = bench(design, tmp_path)
     assert result.verdict, result.stdout + result.stderr
+
+
+def test_a_design_kept_whole_simulates_with_the_memory_model(jsc_s: iotable.TableNetwork, tmp_path: Path) -> None:
+    """``keep_dead=True`` is recorded in the Design, so simulate's table model rebuilds the same modules."""
+    from iotable.hdl import export, simulate
+
+    from .optional import require_program
+
+    require_program("iverilog", package="iverilog")
+    design = export(jsc_s, tmp_path / "whole", keep_dead=True, vectors=16)
+    assert design.keep_dead and sum(layer.dead for layer in design.layers) == 0
+    x = torch.randint(0, 4, (30, *jsc_s.input_shape))
+    assert torch.equal(simulate(design, x, codes=True), design.reference(x, codes=True))

@@ -87,6 +87,8 @@ class Design:
         checksums: the design manifest: ``(file, sha256)`` for every file in :attr:`files`, as written.
             :func:`simulate` and :func:`check` refuse a directory whose files differ from it (docs/hardware.md,
             "The design manifest").
+        keep_dead: the units whose outputs reach no network output were instantiated too (``export``'s
+            ``keep_dead``).
     """
 
     top: str
@@ -110,6 +112,7 @@ class Design:
     line_buffers: int = 0
     tables: str = "case"
     checksums: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    keep_dead: bool = False
 
     @property
     def files(self) -> tuple[str, ...]:

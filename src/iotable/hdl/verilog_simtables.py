@@ -157,7 +157,9 @@ def simulation_sources(design: Design, sources: Mapping[str, str], *, two_state:
     if design.tables != "case":
         return dict(sources)
     net = design.network
-    netlist = build_netlist(net.graph, net.layers, Style(design.style), top=design.top, pipeline=design.pipeline)
+    netlist = build_netlist(
+        net.graph, net.layers, Style(design.style), top=design.top, pipeline=design.pipeline, keep_dead=design.keep_dead
+    )
     modules = {f"{m.name}.v": m for m in netlist.modules.values()}
     files = [name for name in sources if name != f"{design.top}.v"]
     if sorted(modules) != sorted(files):

@@ -272,7 +272,8 @@ def export(
         msg = f"{what}: backpressure must be a seed (an int) or None, received {backpressure!r}"
         raise OptionError(msg)
     target = target_directory(directory, overwrite=overwrite, what=what)
-    netlist = _build(net, chosen, top, depth, what=what, keep_dead=check_keep_dead(keep_dead, what=what))
+    keep_dead = check_keep_dead(keep_dead, what=what)
+    netlist = _build(net, chosen, top, depth, what=what, keep_dead=keep_dead)
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
     mapped = None
@@ -319,6 +320,7 @@ def export(
         interval=netlist.interval,
         line_buffers=netlist.line_buffers,
         tables=table_kind.value,
+        keep_dead=keep_dead,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
