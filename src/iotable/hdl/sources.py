@@ -171,7 +171,7 @@ def table_verilog(table: IOTable, name: str, *, dont_cares: str = "x") -> str:
         >>> t = IOTable.dense([[0], [1], [1], [0]], input_domains=[Domain.uniform(1)] * 2,
         ...                   output_domain=Domain.uniform(1))
         >>> print(table_verilog(t, "xor2").split("begin")[1].split("endcase")[0].strip())
-        case (address)
+        (* rom_style = "logic", syn_romstyle = "logic" *) case (address)
                     2'b0_0: codes = 1'b0;
                     2'b0_1: codes = 1'b1;
                     2'b1_0: codes = 1'b1;
