@@ -172,8 +172,8 @@ class Implementation:
             lines += [f"    {step}" for step in self.critical_path[:3]]
             lines += ["    ..."] if len(self.critical_path) > 4 else []
             lines += [f"    {self.critical_path[-1]}"] if len(self.critical_path) > 3 else []
-        abc = f"{self.abc_luts}" if self.abc_luts is not None else "not mapped (export with tables='mapped')"
-        lines.append(f"  beside: LogicNets estimate {self.estimate} LUT6, ABC {abc} LUT6")
+        abc = f"{self.abc_luts} LUT6" if self.abc_luts is not None else "tables not mapped (export tables='mapped')"
+        lines.append(f"  beside: LogicNets estimate {self.estimate} LUT6, ABC {abc}")
         used = [f"{name} {u}/{a}" for name, u, a in self.utilization if u]
         if used:
             lines.append(f"  device use: {', '.join(used)}")
