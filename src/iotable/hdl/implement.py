@@ -68,6 +68,7 @@ class Target:
 
     @property
     def name(self) -> str:
+        """The target as :func:`parse_target` reads it (``"ecp5-85k"``, ``"xilinx"``)."""
         return f"{self.family}-{self.device}" if self.family != "xilinx" or self.device != "xc7" else "xilinx"
 
     @property
