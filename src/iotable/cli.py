@@ -9,7 +9,9 @@
   (``--style streaming``: pixels in raster order through line buffers; ``--tables mapped``: each table as its
   LUT netlist);
 - ``iotable cost BUNDLE`` maps every table onto LUTs with ABC and prints the LUT report (``--save`` keeps the
-  results in the bundle).
+  results in the bundle);
+- ``iotable implement BUNDLE TARGET`` synthesizes the network for an FPGA (``ice40-hx8k``, ``ecp5-85k``,
+  ``xilinx``) and, for iCE40 and ECP5, places and routes it: LUTs, flip-flops, Fmax after routing.
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
 missing optional dependency), 2 on a usage error (a bad option value among them) and 130 when interrupted
@@ -380,6 +382,56 @@ def _cost(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- implement ----------------------------------------------------------------------------------------------------
+
+
+def _add_implement(commands: argparse._SubParsersAction) -> None:
+    implement = commands.add_parser(
+        "implement",
+        help="synthesize (and place and route) a network bundle for an FPGA and print what it takes",
+        description="Export a network bundle as Verilog into a temporary directory, synthesize it with yosys for "
+        "TARGET with tables kept in logic and, for iCE40 and ECP5, place and route it with nextpnr; print LUTs, "
+        "flip-flops, carry cells, block RAM, Fmax after routing and the critical path beside LogicNets' estimate, "
+        "with the tools' versions. TARGET: ice40-<device> (hx8k, up5k, ...), ecp5-<size> (25k, 85k, ...) or xilinx "
+        "(synth_xilinx: synthesis only). The tools: yosys and nextpnr on PATH, else pip install 'iotable[fpga]'. "
+        "See docs/hardware.md, section From estimate to device.",
+    )
+    implement.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
+    implement.add_argument("target", metavar="TARGET", help="ice40-<device>, ecp5-<size> or xilinx")
+    implement.add_argument("--package", default=None, help="the package to place in (default: the device's usual)")
+    implement.add_argument("--frequency", type=float, default=None, metavar="MHZ", help="the clock to aim for")
+    implement.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed (default: %(default)s)")
+    implement.add_argument("--cache", metavar="DIR", default=None, help="a folder for the JSON cache of results")
+    implement.add_argument("--style", choices=("unrolled", "streaming"), default="unrolled", help="the design style")
+    implement.add_argument("--pipeline", type=int, default=1, metavar="K", help="a register after every K-th layer")
+    implement.add_argument("--top", default="iotable_net", help="the top module's name (default: %(default)s)")
+    implement.add_argument("--timeout", type=float, default=3600.0, help="seconds for the run (default: 3600)")
+    implement.set_defaults(run=_implement)
+
+
+def _implement(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from .hdl import export
+    from .hdl.implement import implement, parse_target
+
+    parse_target(args.target, package=args.package, what="TARGET")  # refused before any work
+    if args.cache is not None:
+        _directory(args.cache, "--cache", "the cache")
+    net = _network(args.bundle, "implement")
+    with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
+        design = export(
+            _table_part(net, unavailable_hosts(net.graph)), Path(tmp) / "design", language="verilog", top=args.top,
+            pipeline=args.pipeline, style=args.style, vectors=1, table_benches=False,
+        )  # fmt: skip
+        result = implement(
+            design, target=args.target, package=args.package, frequency=args.frequency, seed=args.seed,
+            cache_dir=args.cache, timeout=args.timeout,
+        )  # fmt: skip
+    print(result.summary())
+    return 0
+
+
 # -- main ---------------------------------------------------------------------------------------------------------
 
 _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
@@ -389,6 +441,7 @@ _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_pla,
     _add_export,
     _add_cost,
+    _add_implement,
 )
 
 

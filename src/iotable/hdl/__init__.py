@@ -3,9 +3,10 @@
 - :func:`export` — a table network as a design: table modules, layer modules wired by the graph's index
   maps, pipeline registers and a valid/ready top module, with a network bench from ``net.run`` and a bench per
   table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`~iotable.synth.LayerCost` per layer).
-  :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it.
-  :func:`verilator_model` builds a design once with Verilator into a cached program, a
-  :class:`VerilatorModel` that runs whole test splits.
+  :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it;
+  :func:`implement` synthesizes it for an FPGA (iCE40, ECP5, Xilinx) and places and routes it (iCE40, ECP5):
+  LUTs, flip-flops and Fmax after routing, an :class:`Implementation`. :func:`verilator_model` builds a
+  design once with Verilator into a cached program, a :class:`VerilatorModel` that runs whole test splits.
 
 - :func:`table_verilog` / :func:`table_vhdl` — one table as one combinational module (entity): a ``case``
   over the input codes packed into ``address`` (first input most significant), the output codes packed into
@@ -38,6 +39,7 @@ The contract and the tools are described in docs/hardware.md. The tools are prog
 from __future__ import annotations
 
 from .design import Design, Port
+from .implement import Implementation, implement
 from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
 from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
@@ -47,6 +49,7 @@ from .writer import check, export, simulate
 __all__ = [
     "CheckResult",
     "Design",
+    "Implementation",
     "Port",
     "SimulationResult",
     "TableLayout",
@@ -54,6 +57,7 @@ __all__ = [
     "check",
     "check_files",
     "export",
+    "implement",
     "layout_of",
     "mapped_verilog",
     "mapped_vhdl",

