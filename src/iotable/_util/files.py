@@ -20,13 +20,14 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 __all__ = [
     "atomic_write",
     "commit",
     "discard",
     "fsync_directory",
+    "path_text",
     "plain_mode",
     "remove_leftovers",
     "replace_directory",
@@ -185,3 +186,17 @@ def remove_leftovers(target: Path) -> list[Path]:
         except OSError:
             continue
     return removed
+
+
+def path_text(value: Any, *, what: str, noun: str, subject: str, fix: str, error: type[Exception]) -> str:
+    """A path argument as text: a str or os.PathLike, not empty, without NUL; else ``error`` saying ``what``
+    expected (``noun``), what the ``subject`` holds and the ``fix``."""
+    if not isinstance(value, (str, os.PathLike)) or not isinstance(os.fspath(value), str):
+        msg = f"{what}: expected {noun} (str or os.PathLike), received {type(value).__name__}"
+        raise error(msg)
+    text = os.fspath(value)
+    if not text or "\0" in text:
+        problem = "is empty" if not text else "holds a NUL character, which no file name can"
+        msg = f"{what}: the {subject} {text!r} {problem}; {fix}"
+        raise error(msg)
+    return text

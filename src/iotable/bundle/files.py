@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._util.files import fsync_directory
+from .._util.files import fsync_directory, path_text
 from .._util.strictjson import finite, no_constant, unique_keys
 from ..errors import BundleError
 from .jsonfields import _field, _int, _ints, _obj, _str
@@ -38,16 +38,9 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 def _path_text(path: Any, what: str) -> str:
     """A path argument as text, or a :class:`BundleError`: a str or os.PathLike, not empty, without NUL."""
-    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
-        noun = "a bundle directory path" if what == "load" else "a directory path"
-        msg = f"{what}: expected {noun} (str or os.PathLike), received {type(path).__name__}"
-        raise BundleError(msg)
-    text = os.fspath(path)
-    if not text or "\0" in text:
-        problem = "is empty" if not text else "holds a NUL character, which no file name can"
-        msg = f"{what}: the path {text!r} {problem}; pass the bundle directory's path"
-        raise BundleError(msg)
-    return text
+    noun = "a bundle directory path" if what == "load" else "a directory path"
+    fix = "pass the bundle directory's path"
+    return path_text(path, what=what, noun=noun, subject="path", fix=fix, error=BundleError)
 
 
 def _disk_error(action: str, exc: OSError) -> BundleError:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._util.files import remove_leftovers, replace_directory, staging_directory
+from .._util.files import path_text, remove_leftovers, replace_directory, staging_directory
 from ..errors import HDLError
 from .table import Text
 from .tools import write_files
@@ -56,15 +56,14 @@ def path_error(what: str, action: str, path: Path | str, exc: OSError) -> HDLErr
 
 
 def _path_text(directory: Any, what: str) -> str:
-    if not isinstance(directory, (str, os.PathLike)) or not isinstance(os.fspath(directory), str):
-        msg = f"{what}: expected a directory path (str or os.PathLike), received {type(directory).__name__}"
-        raise HDLError(msg)
-    text = os.fspath(directory)
-    if not text or "\0" in text:
-        problem = "is empty" if not text else "holds a NUL character, which no file name can"
-        msg = f"{what}: the directory path {text!r} {problem}; pass the folder to write the design into"
-        raise HDLError(msg)
-    return text
+    return path_text(
+        directory,
+        what=what,
+        noun="a directory path",
+        subject="directory path",
+        fix="pass the folder to write the design into",
+        error=HDLError,
+    )
 
 
 def _is_bundle(folder: Path) -> bool:
