@@ -8,6 +8,7 @@ and pictures (:mod:`.diagram`). The names below are the graph's public surface, 
 
 from .graph import (
     META,
+    ArgmaxMeta,
     DuplicateMeta,
     Edge,
     ElementOrder,
@@ -23,7 +24,9 @@ from .graph import (
     PadMeta,
     PoolMeta,
     ReshapeMeta,
+    SumMeta,
     TableMeta,
+    ThresholdMeta,
     WindowMeta,
     definition,
     pad_index_map,
@@ -34,6 +37,7 @@ from .interpret import GraphInterpreter
 
 __all__ = [
     "META",
+    "ArgmaxMeta",
     "DuplicateMeta",
     "Edge",
     "ElementOrder",
@@ -50,7 +54,9 @@ __all__ = [
     "PadMeta",
     "PoolMeta",
     "ReshapeMeta",
+    "SumMeta",
     "TableMeta",
+    "ThresholdMeta",
     "WindowMeta",
     "definition",
     "pad_index_map",

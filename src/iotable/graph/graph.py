@@ -24,6 +24,11 @@ Built-in kinds:
   gathers both operands, then a table of fan-in 2 per element).
 - ``pool``: max-pooling of codes (codes ascend with values, so the max of codes is the code of the max).
 - ``host``: a module the runtime runs with torch on decoded values (not tabulated); its output is raw.
+- ``sum``: weighted sums of codes in exact integer arithmetic (:class:`SumMeta`: GroupSum's popcounts,
+  class sums with a bias, a neuron's per-edge sums, partial sums); an adder tree in hardware.
+- ``argmax``: the index of the largest code along an axis, ties to the first (:class:`ArgmaxMeta`).
+- ``threshold``: a monotone step function of each code as comparisons against constants
+  (:class:`ThresholdMeta`: a quantizer after a sum).
 
 Which nodes feed a node is what the edges say: :meth:`Graph.inputs` derives it from them.
 """
@@ -40,6 +45,7 @@ from .checks import check_graph
 from .kind import NodeKindDef, definition, register
 from .nodes import (
     META,
+    ArgmaxMeta,
     DomainSpec,
     DuplicateMeta,
     Edge,
@@ -55,7 +61,9 @@ from .nodes import (
     PadMeta,
     PoolMeta,
     ReshapeMeta,
+    SumMeta,
     TableMeta,
+    ThresholdMeta,
     WindowMeta,
     bits_label,
     pad_index_map,
@@ -67,6 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "META",
+    "ArgmaxMeta",
     "DomainSpec",
     "DuplicateMeta",
     "Edge",
@@ -84,7 +93,9 @@ __all__ = [
     "PadMeta",
     "PoolMeta",
     "ReshapeMeta",
+    "SumMeta",
     "TableMeta",
+    "ThresholdMeta",
     "WindowMeta",
     "definition",
     "pad_index_map",

@@ -48,7 +48,10 @@ __all__ = [
 ]
 
 #: The names of the built-in kinds (:mod:`iotable.nodekinds`).
-BUILTIN_KINDS = ("input", "output", "table", "pad", "window", "reshape", "duplicate", "join", "pool", "host")
+BUILTIN_KINDS = (
+    "input", "output", "table", "pad", "window", "reshape", "duplicate", "join", "pool", "host", "sum", "argmax",
+    "threshold",
+)  # fmt: skip
 
 
 class _NodeKindType(type):
@@ -87,6 +90,9 @@ class NodeKind(metaclass=_NodeKindType):
     JOIN: ClassVar[NodeKind]
     POOL: ClassVar[NodeKind]
     HOST: ClassVar[NodeKind]
+    SUM: ClassVar[NodeKind]
+    ARGMAX: ClassVar[NodeKind]
+    THRESHOLD: ClassVar[NodeKind]
 
     def __new__(cls, value: Any) -> NodeKind:
         if isinstance(value, NodeKind):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "META",
+    "ArgmaxMeta",
     "DomainSpec",
     "DuplicateMeta",
     "Edge",
@@ -48,7 +49,9 @@ __all__ = [
     "PadMeta",
     "PoolMeta",
     "ReshapeMeta",
+    "SumMeta",
     "TableMeta",
+    "ThresholdMeta",
     "WindowMeta",
     "pad_index_map",
     "window_buffer_depth",
@@ -257,6 +260,75 @@ class HostMeta(Meta):
     modules: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, eq=False)
+class SumMeta(Meta):
+    """Weighted sums of codes, in exact integer arithmetic: an adder tree in hardware.
+
+    Output element ``k`` (flat, C order) has the code ``constant[k] + sum_j weights[k, j] *
+    x[index_map[k, j]]``, ``x`` the producer's codes flattened in C order. The node's domain gives the
+    value of each code; the builder chose ``weights`` and ``constant`` so that the value is what the model
+    computes (the producer's domains are affine in their codes).
+
+    Attributes:
+        index_map: ``int64`` array ``(outputs, terms)``: the flat index of each term's element, ``-1`` pads
+            rows of fewer terms.
+        weights: ``int64`` array ``(outputs, terms)``: each term's weight (``0`` where padded; all ones for
+            a popcount).
+        constant: ``int64`` array ``(outputs,)``: what each sum adds.
+        exact: why the integer sum equals the model's float arithmetic (shown by :meth:`summary`).
+        modules: the qualified names of the model's modules (or calls) the sum stands for (information).
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.SUM
+    index_map: np.ndarray
+    weights: np.ndarray
+    constant: np.ndarray
+    exact: str = ""
+    modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ArgmaxMeta(Meta):
+    """The index of the largest code along one axis (ties: the first, as ``torch.argmax``): a comparator tree.
+
+    The producer's elements along ``dim`` share one domain, so the largest code is the largest value; the
+    node's shape is the producer's without ``dim`` (with it, of size 1, when ``keepdim``), its domain the
+    indices ``0 .. size - 1``.
+
+    Attributes:
+        dim: the axis of the producer's per-sample shape.
+        keepdim: the axis stays, of size 1.
+        modules: the qualified names of the model's modules (or calls) it stands for (information).
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.ARGMAX
+    dim: int
+    keepdim: bool = False
+    modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ThresholdMeta(Meta):
+    """A monotone step function of each code: comparisons against constants (FINN's ``MultiThreshold``).
+
+    Element ``k`` (flat, C order; the node's shape is the producer's) has the code ``start[k] +
+    direction[k] * count``, ``count`` the number of ``thresholds[k, j]`` at most the input code. Each row
+    ascends; a row of fewer steps is padded with the producer's domain size, a threshold no code reaches.
+
+    Attributes:
+        thresholds: ``int64`` array ``(elements, steps)``.
+        start: ``int64`` array ``(elements,)``: the code below the first threshold.
+        direction: ``int64`` array ``(elements,)``: ``1`` (the step function ascends) or ``-1``.
+        modules: the qualified names of the model's modules it stands for (information).
+    """
+
+    kind: ClassVar[NodeKind] = NodeKind.THRESHOLD
+    thresholds: np.ndarray
+    start: np.ndarray
+    direction: np.ndarray
+    modules: tuple[str, ...] = ()
+
+
 #: The metadata record of each built-in node kind (every kind's, built-in or not, is
 #: :attr:`iotable.graph.kind.NodeKindDef.meta`).
 META: dict[NodeKind, type[Meta]] = {
@@ -272,6 +344,9 @@ META: dict[NodeKind, type[Meta]] = {
         JoinMeta,
         PoolMeta,
         HostMeta,
+        SumMeta,
+        ArgmaxMeta,
+        ThresholdMeta,
     )
 }
 
