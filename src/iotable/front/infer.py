@@ -9,17 +9,22 @@ the table check after enumeration removes the inputs that never change a table.
 
 from __future__ import annotations
 
+import operator
+import weakref
+
 import torch
+import torch.fx as fx
 from torch import nn
 
 from ..errors import IOTableError, SpecError
 from ..nn import domain_of
 from .dependence import Dependence, dependence
+from .glue import _ARITHMETIC, _ARITHMETIC_METHODS
 from .layout import Layout
 from .metadata import Spec
 from .registry import kind_of
 
-__all__ = ["INFERRED", "inferable", "inferred_leaf", "inferred_spec", "units_of"]
+__all__ = ["INFERRED", "arithmetic_only", "inferable", "inferred_leaf", "inferred_spec", "units_of"]
 
 #: The ``source`` of an inferred :class:`Spec` starts with this.
 INFERRED = "inferred from the module's structure"
@@ -44,13 +49,57 @@ def inferred_leaf(module: nn.Module) -> bool:
     user's own (:func:`inferable`) that holds parameters or buffers itself (a layer), or that holds some below
     it and no quantizer (a block of sub-layers with nothing quantized between them, such as PolyLUT-Add's
     sub-neurons and their adder)."""
-    if not inferable(module):
+    if not inferable(module) or arithmetic_only(module):
         return False
     own = [*module._parameters.values(), *module._buffers.values()]
     if any(t is not None for t in own):
         return True
     below = next(iter(module.parameters()), None) is not None or next(iter(module.buffers()), None) is not None
     return below and not any(_quantizes(m) for m in module.modules())
+
+
+#: What the forward of an arithmetic module may call besides arithmetic: shapes, views, sums and argmax.
+_SHAPES = {"size", "dim", "view", "reshape", "flatten"}
+_REDUCTIONS = {"sum", "argmax"}
+_SHAPE_FUNCTIONS = {getattr, operator.getitem, torch.flatten, torch.reshape}
+_REDUCTION_FUNCTIONS = {torch.sum, torch.argmax}
+
+
+_ARITHMETIC_ONLY: weakref.WeakKeyDictionary[nn.Module, bool] = weakref.WeakKeyDictionary()
+
+
+def arithmetic_only(module: nn.Module) -> bool:
+    """Whether ``module`` (a layer of the user's own, without submodules) computes only arithmetic that becomes
+    ``sum`` and ``argmax`` nodes: its forward, traced alone, is views, sums or an argmax, and arithmetic with
+    numbers or its own tensors (TreeLUT's class sums with their bias). Such a module is traced into, not kept
+    whole as a table (remembered per module)."""
+    known = _ARITHMETIC_ONLY.get(module)
+    if known is None:
+        known = _ARITHMETIC_ONLY[module] = _arithmetic_only(module)
+    return known
+
+
+def _arithmetic_only(module: nn.Module) -> bool:
+    if next(iter(module.children()), None) is not None or not inferable(module):
+        return False
+    try:
+        graph = fx.symbolic_trace(module).graph
+    except Exception:  # any forward torch.fx cannot trace alone (shape asserts, Python branches): kept whole
+        return False
+    reduces = False
+    for node in graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        target = node.target
+        if node.op == "call_method" and target in _SHAPES | _REDUCTIONS | set(_ARITHMETIC_METHODS):
+            reduces |= target in _REDUCTIONS
+        elif node.op == "call_function" and (target in _SHAPE_FUNCTIONS or target in _ARITHMETIC):
+            continue
+        elif node.op == "call_function" and target in _REDUCTION_FUNCTIONS:
+            reduces = True
+        else:
+            return False
+    return reduces
 
 
 def _quantizes(module: nn.Module) -> bool:

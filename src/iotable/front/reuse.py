@@ -28,7 +28,7 @@ from torch import nn
 from ..domain import Domain
 from ..errors import IOTableError
 from ..nn import domain_of
-from .infer import inferred_leaf
+from .infer import arithmetic_only, inferred_leaf
 from .metadata import SPEC_ATTRIBUTE
 
 __all__ = ["plan_tensors", "remember", "remembered", "settings", "stable_bytes", "structure_key"]
@@ -93,13 +93,14 @@ def _digest(t: torch.Tensor) -> bytes:
 
 def plan_tensors(m: nn.Module) -> tuple[torch.Tensor, ...]:
     """Tensors whose *values* shape a module's plan: pruning masks, masks named by ``decompose(fan_in=...)``, and
-    every tensor of a layer whose units are inferred from its structure."""
+    every tensor of a layer whose units are inferred from its structure or whose arithmetic becomes a ``sum``
+    node (a class sum's bias)."""
     found = []
     mask = getattr(m, "weight_mask", None)
     if isinstance(mask, torch.Tensor):
         found.append(mask)
     spec = m.__dict__.get(SPEC_ATTRIBUTE) or getattr(type(m), SPEC_ATTRIBUTE, None)
-    if (spec is not None and spec.infer) or (spec is None and inferred_leaf(m)):
+    if (spec is not None and spec.infer) or (spec is None and (inferred_leaf(m) or arithmetic_only(m))):
         # units inferred from the structure follow the values (a learned mapping, weights that are zero)
         found += [t for t in (*m._parameters.values(), *m._buffers.values()) if isinstance(t, torch.Tensor)]
     if spec is not None and spec.fan_in_from is not None:
@@ -124,7 +125,10 @@ def structure_key(model: nn.Module, **context: Hashable) -> Hashable:
         )
         for name, m in model.named_modules()
     ]
-    return tuple(parts), tuple(sorted(context.items()))
+    # A model's own tensors, read by the arithmetic of its forward (a bias after a class sum), shape its graph.
+    own = [*model._parameters.values(), *model._buffers.values()] if next(model.children(), None) else []
+    digests = tuple(_digest(t) for t in own if t is not None)
+    return tuple(parts), digests, tuple(sorted(context.items()))
 
 
 def stable_bytes(value: Any) -> bytes:

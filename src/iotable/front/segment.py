@@ -31,6 +31,9 @@ __all__ = ["Step", "segment"]
 _RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
 _RESHAPE_METHODS = {"flatten", "view", "reshape"}
 _ADD = {operator.add, torch.add}
+#: Reductions and decisions that become arithmetic nodes (``sum``, ``argmax``).
+_SUM_CALLS = {torch.sum}
+_ARGMAX_CALLS = {torch.argmax}
 
 
 def _user_module(node: fx.Node) -> tuple[str, str] | None:
@@ -49,8 +52,10 @@ class Step:
     """One step of the table network, in model order.
 
     ``kind`` is ``"table"`` (a segment: ``modules`` from ``sources`` up to a quantizer or the output),
-    ``"pool"``, ``"reshape"``, ``"concat"``, ``"host"``, ``"input"`` or ``"output"``. ``sources`` are
-    the names of earlier steps; ``mixing`` names the segment's mixing layer (``"add"`` for a join).
+    ``"pool"``, ``"reshape"``, ``"concat"``, ``"host"``, ``"sum"`` (a sum of codes along ``meta["dims"]``
+    of ``meta["in_shape"]``, then the arithmetic with constants in ``modules``), ``"argmax"``
+    (``meta["dim"]``, ``meta["keepdim"]``), ``"input"`` or ``"output"``. ``sources`` are the names of earlier
+    steps; ``mixing`` names the segment's mixing layer (``"add"`` for a join).
     """
 
     name: str
@@ -214,6 +219,14 @@ class _Segmenter:
         target = node.name if functional is not None else str(node.target)
         reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
         src = self.source(node.args[1] if reverse else node.args[0], node)
+        if src.kind == "sum" and not src.closed:
+            if isinstance(m, Arithmetic) and not (reverse and m.op == "div") and target not in self.host:
+                src.modules.append(m)  # ``/ tau``, ``+ bias``: an affine function of the sum, folded into it
+                src.module_names.append(target)
+                src.shape = shape
+                self.produce(node, src)
+                return
+            src.closed = True  # anything else reads the sum's codes
         if target in self.host or src.kind == "host":
             self.host_module(node, target, m, src)
             return
@@ -290,6 +303,10 @@ class _Segmenter:
             self.add_join(node)
         elif target is torch.cat:
             self.concat(node)
+        elif target in _SUM_CALLS or (node.op == "call_method" and target == "sum"):
+            self.reduce_sum(node)
+        elif target in _ARGMAX_CALLS or (node.op == "call_method" and target == "argmax"):
+            self.argmax(node)
         else:
             raise ModelError(_unsupported_call(node, self.root))
 
@@ -319,6 +336,58 @@ class _Segmenter:
             msg = f"{self.where(node)}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
             raise ModelError(msg)
         self.produce(node, self.add(Step(node.name, "concat", [s.name for s in srcs], node.meta["shape"], closed=True)))
+
+    def codes_of(self, node: fx.Node, what: str) -> Step:
+        """The step producing the codes ``node`` (a sum or an argmax) reads: a closed step, or an open sum, which it
+        closes."""
+        src = self.source(node.args[0], node)
+        if src.kind == "sum":
+            src.closed = True
+        if not src.closed or src.kind == "host":
+            layer = src.mixing or src.name
+            msg = f"{self.where(node)}: {what} reads the unquantized output of {layer}; put a Quantize before it"
+            raise ModelError(msg)
+        return src
+
+    def reduce_sum(self, node: fx.Node) -> None:
+        """``x.sum(dim)`` of codes (GroupSum, class sums): a sum step, open to the arithmetic after it."""
+        src = self.codes_of(node, "a sum")
+        args = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
+        rank = len(src.shape)
+        dims = args.get("dim")
+        dims = tuple(range(rank)) if dims is None else (dims,) if isinstance(dims, int) else tuple(dims)
+        if not all(isinstance(d, int) and -rank - 1 <= d <= rank for d in dims) or set(args) - {
+            "input",
+            "dim",
+            "keepdim",
+        }:
+            msg = (
+                f"{self.where(node)}: a sum over {args.get('dim')!r}; expected the sum of codes over axes of the sample"
+            )
+            raise ModelError(msg)
+        axes = tuple(sorted({d % (rank + 1) - 1 for d in dims}))  # per-sample axes (the batch axis is 0)
+        if -1 in axes:
+            msg = f"{self.where(node)}: a sum over the batch axis mixes samples; sum over axes of one sample"
+            raise ModelError(msg)
+        keepdim = bool(args.get("keepdim", False))
+        meta = {"dims": axes, "keepdim": keepdim, "in_shape": tuple(src.shape), "where": self.where(node)}
+        step = self.add(Step(node.name, "sum", [src.name], node.meta["shape"], meta=meta))
+        self.produce(node, step)
+
+    def argmax(self, node: fx.Node) -> None:
+        """``x.argmax(dim)`` of codes (or of class sums): the class decision."""
+        src = self.codes_of(node, "an argmax")
+        args = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
+        rank, dim = len(src.shape), args.get("dim")
+        if not isinstance(dim, int) or not -rank - 1 <= dim <= rank or dim % (rank + 1) == 0:
+            msg = (
+                f"{self.where(node)}: an argmax over {dim!r}; expected one axis of the sample (an argmax over the "
+                "whole tensor or the batch axis has no per-sample hardware)"
+            )
+            raise ModelError(msg)
+        meta = {"dim": dim % (rank + 1) - 1, "keepdim": bool(args.get("keepdim", False)), "where": self.where(node)}
+        step = self.add(Step(node.name, "argmax", [src.name], node.meta["shape"], closed=True, meta=meta))
+        self.produce(node, step)
 
 
 def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:

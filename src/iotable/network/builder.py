@@ -4,6 +4,8 @@ window and table chain) per step, each node of its record's registered kind."""
 from __future__ import annotations
 
 import itertools
+import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -14,7 +16,7 @@ from torch import nn
 
 from .._util.text import unprintable, unprintable_module
 from ..domain import Domain
-from ..errors import ModelError, SpecError, TableTooLargeError
+from ..errors import IOTableWarning, ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
 from ..front.plan import LayerPlan, infer_spec, plan_layer
 from ..front.spec import SPEC_ATTRIBUTE, Layout, PaddingMode, Spec, declared_spec, decompose, spec_of
@@ -43,6 +45,7 @@ from ..graph.kind import definition
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
+from .arithmetic import Inexact, SumHead, argmax_node, sum_groups, sum_node
 
 
 class _Chain(nn.Sequential):
@@ -223,6 +226,26 @@ class GraphBuilder:
         module = step.modules[0] if len(step.modules) == 1 else _Chain(*step.modules)
         meta = HostMeta(module=module, modules=tuple(step.module_names))
         return self._add(_node(self._unique(step.name), meta, tuple(step.shape), None, None), src)
+
+    def _sum(self, step: Step) -> Node:
+        """A ``sum`` node where the integer sum is the model's; else a table of the sum's inputs (with a warning
+        that says why), exact by enumeration where it fits."""
+        src = self.source(step)
+        try:
+            return self._add(sum_node(self._unique(step.name), step, src), src)
+        except Inexact as exc:
+            head = SumHead(step.meta["in_shape"], step.meta["dims"], step.meta["keepdim"], step.modules)
+            decompose(head, fan_in=[tuple(row) for row in sum_groups(step).tolist()])
+            warnings.warn(f"{exc}; so it is a table of its inputs, not an adder", IOTableWarning, stacklevel=2)
+            flat = Step(f"{step.name}_flat", "reshape", list(step.sources), (math.prod(src.shape),), closed=True)
+            self.add(flat)  # a table of features reads them flat
+            table = Step(step.name, "table", [flat.name], step.shape, [head], [step.name], mixing=step.name)
+            table.meta = dict(step.meta)
+            return self._table(table)
+
+    def _argmax(self, step: Step) -> Node:
+        src = self.source(step)
+        return self._add(argmax_node(self._unique(step.name), step, src), src)
 
     def _table(self, step: Step) -> Node:
         if step.mixing == "add":
