@@ -219,14 +219,8 @@ class _Segmenter:
         target = node.name if functional is not None else str(node.target)
         reverse = isinstance(functional, Arithmetic) and functional.reverse  # ``number - x``: x comes second
         src = self.source(node.args[1] if reverse else node.args[0], node)
-        if src.kind == "sum" and not src.closed:
-            if isinstance(m, Arithmetic) and not (reverse and m.op == "div") and target not in self.host:
-                src.modules.append(m)  # ``/ tau``, ``+ bias``: an affine function of the sum, folded into it
-                src.module_names.append(target)
-                src.shape = shape
-                self.produce(node, src)
-                return
-            src.closed = True  # anything else reads the sum's codes
+        if self.folds_into_sum(node, target, m, src):
+            return
         if target in self.host or src.kind == "host":
             self.host_module(node, target, m, src)
             return
@@ -253,6 +247,21 @@ class _Segmenter:
                 "it with iotable.decompose(...), or list it in host= to run it with torch"
             )
             raise ModelError(msg)
+
+    def folds_into_sum(self, node: fx.Node, target: str, m: nn.Module, src: Step) -> bool:
+        """Arithmetic with a number or a tensor of the model after an open sum (``/ tau``, ``+ bias``) is an affine
+        function of the sum: it joins the sum step. Anything else closes the sum: it reads the sum's codes."""
+        if src.kind != "sum" or src.closed:
+            return False
+        reverse = isinstance(m, Arithmetic) and m.reverse
+        if isinstance(m, Arithmetic) and not (reverse and m.op == "div") and target not in self.host:
+            src.modules.append(m)
+            src.module_names.append(target)
+            src.shape = node.meta["shape"]
+            self.produce(node, src)
+            return True
+        src.closed = True
+        return False
 
     def host_module(self, node: fx.Node, target: str, m: nn.Module, src: Step) -> None:
         """A module run with torch: listed in ``host=``, or after one. An open table layer before it becomes
@@ -352,7 +361,7 @@ class _Segmenter:
     def reduce_sum(self, node: fx.Node) -> None:
         """``x.sum(dim)`` of codes (GroupSum, class sums): a sum step, open to the arithmetic after it."""
         src = self.codes_of(node, "a sum")
-        args = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
+        args: dict[str, Any] = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
         rank = len(src.shape)
         dims = args.get("dim")
         dims = tuple(range(rank)) if dims is None else (dims,) if isinstance(dims, int) else tuple(dims)
@@ -377,7 +386,7 @@ class _Segmenter:
     def argmax(self, node: fx.Node) -> None:
         """``x.argmax(dim)`` of codes (or of class sums): the class decision."""
         src = self.codes_of(node, "an argmax")
-        args = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
+        args: dict[str, Any] = dict(zip(("input", "dim", "keepdim"), node.args)) | dict(node.kwargs)
         rank, dim = len(src.shape), args.get("dim")
         if not isinstance(dim, int) or not -rank - 1 <= dim <= rank or dim % (rank + 1) == 0:
             msg = (
