@@ -21,7 +21,7 @@ import numpy as np
 
 from .errors import SynthError
 
-__all__ = ["check_k", "lut_estimate"]
+__all__ = ["adder_estimate", "argmax_estimate", "check_k", "lut_estimate", "threshold_estimate"]
 
 
 def check_k(k: Any, *, what: str) -> int:
@@ -74,3 +74,64 @@ def lut_estimate(input_bits: Any, output_bits: Any, *, k: int = 6) -> Any:
     if np.ndim(input_bits) == 0 and np.ndim(output_bits) == 0:
         return int(result)
     return result
+
+
+def _term_widths(bits: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, int]:
+    """The width of each weighted term (its code's bits, plus the weight's, plus a sign bit where negative) and
+    the two-operand adds its weight costs as shifts and adds (a weight of +-2**j is a shift)."""
+    magnitude = np.abs(weights)
+    shift_adds = np.array([bin(int(w)).count("1") - 1 if w else 0 for w in magnitude.tolist()], dtype=np.int64)
+    widths = bits + np.where(magnitude > 0, np.floor(np.log2(np.maximum(magnitude, 1))).astype(np.int64), 0)
+    widths = widths + (weights < 0)
+    return widths, int((shift_adds * widths).sum())
+
+
+def adder_estimate(term_bits: Any, weights: Any = None) -> int:
+    """LUTs of an adder tree summing codes of ``term_bits`` bits times integer ``weights`` (default all ones):
+    one LUT per result bit of every two-operand add (a LUT and its carry-chain bit), the terms paired level by
+    level, each add one bit wider than its wider operand; a weight that is not a power of two costs the
+    shift-and-add of its set bits. A popcount of ``n`` bits costs about ``2 n`` LUTs.
+
+    Example:
+        >>> adder_estimate([1] * 4), adder_estimate([1] * 100)
+        (7, 293)
+        >>> adder_estimate([4, 4], [3, -1])
+        11
+    """
+    bits = np.asarray(term_bits, dtype=np.int64).reshape(-1)
+    weights = np.ones_like(bits) if weights is None else np.asarray(weights, dtype=np.int64).reshape(-1)
+    keep = weights != 0
+    widths, total = _term_widths(bits[keep], weights[keep])
+    level = sorted(widths.tolist())
+    while len(level) > 1:  # a loop over tree levels (log2 of the terms), not over rows
+        pairs = [max(a, b) + 1 for a, b in zip(level[0::2], level[1::2])]
+        total += sum(pairs)
+        level = sorted(pairs + level[len(pairs) * 2 :])
+    return total
+
+
+def threshold_estimate(input_bits: int, steps: int, output_bits: int, *, k: int = 6) -> int:
+    """LUTs of a monotone step function of a code of ``input_bits`` bits with ``steps`` thresholds into
+    ``output_bits`` bits: a comparator per threshold (a constant compare, ``ceil(input_bits / (k - 1))`` LUTs
+    with the carry chain) and the count of those passed as a table of ``steps`` bits (:func:`lut_estimate`).
+
+    Example:
+        >>> threshold_estimate(12, 7, 3), threshold_estimate(4, 1, 1)
+        (30, 2)
+    """
+    k = check_k(k, what="threshold_estimate")
+    compare = -(-int(input_bits) // (k - 1))
+    return int(steps) * compare + int(lut_estimate(int(steps), int(output_bits), k=k))
+
+
+def argmax_estimate(count: int, bits: int) -> int:
+    """LUTs of an argmax of ``count`` codes of ``bits`` bits (ties to the first): a tree of ``count - 1``
+    compare-and-select cells, each a ``bits``-bit comparator (one LUT per bit with the carry chain) and
+    multiplexers for the winning code and index (one LUT per bit of each).
+
+    Example:
+        >>> argmax_estimate(10, 8)
+        180
+    """
+    index_bits = max(1, int(count - 1).bit_length())
+    return max(0, int(count) - 1) * (2 * int(bits) + index_bits)

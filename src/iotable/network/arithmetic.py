@@ -17,6 +17,7 @@ where it fits), with a warning that says why.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -32,7 +33,7 @@ from ..graph.nodes import ArgmaxMeta, Node, SumMeta
 from ..nodekinds.argmax import argmax_shape
 from ..nodekinds.sum import MAX_CODES, MAX_WEIGHT, code_layout, sum_range
 
-__all__ = ["Inexact", "SumHead", "argmax_node", "sum_node"]
+__all__ = ["Inexact", "IntegerSum", "SumHead", "argmax_node", "dyadic_grid", "integer_sum", "sum_node"]
 
 #: float32 adds integers exactly below this many grid steps.
 _EXACT = 2**24
@@ -93,6 +94,81 @@ def _affine_codes(src: Node, where: str) -> tuple[np.ndarray, np.ndarray, np.nda
     return v0.astype(np.float64), d.astype(np.float64), r.astype(np.int64)
 
 
+@dataclass(frozen=True)
+class IntegerSum:
+    """Sums of values as integer sums of codes: ``meta`` (weights and constants; codes from 0), the value of one
+    code step (``grid``, negative where values fall as codes rise) and each output's lowest and highest code."""
+
+    meta: SumMeta
+    grid: float
+    low: np.ndarray
+    high: np.ndarray
+
+    def values(self) -> np.ndarray:
+        """The value of every code, where the sums are exact: the first output's value at its constant, plus
+        the steps (one grid for all outputs)."""
+        codes = np.arange(int(self.high.max()) + 1)
+        return self.base + (codes - int(self.meta.constant[0])) * self.grid
+
+    base: float = 0.0
+
+
+def integer_sum(
+    index: np.ndarray,
+    alpha: np.ndarray,
+    beta: np.ndarray,
+    radix: np.ndarray,
+    where: str,
+    *,
+    modules: tuple[str, ...] = (),
+) -> IntegerSum:
+    """Output ``k`` is worth ``beta[k] + sum_j alpha[k, j] * code(index[k, j])`` (``-1`` pads ``index``): the same as
+    integer weights on one grid, and constants that put every output's lowest code at 0 or above. Raises
+    :class:`Inexact` where no grid holds the weights and constants as small integers."""
+    live = index >= 0
+    terms = [Fraction(float(v)) for v in alpha[live].reshape(-1)]
+    g = _grid(terms + [Fraction(float(v - beta[0])) for v in beta])
+    g_float = float(g)  # codes ascend with values
+    weights = np.where(live, np.rint(alpha / g_float), 0).astype(np.int64)
+    offsets = (beta - beta[0]) / g_float
+    exact = np.all(weights[live] * g_float == alpha[live]) and np.all(np.rint(offsets) * g_float == beta - beta[0])
+    if not exact or np.abs(weights).max(initial=0) > MAX_WEIGHT or np.abs(offsets).max(initial=0) > MAX_CODES:
+        msg = (
+            f"{where}: the weights and constants of the sum have no common grid (grid {float(g):g}); the constants "
+            "after the sum (a bias) must be on the grid of the summed values"
+        )
+        raise Inexact(msg)
+    index = np.where(live, index, -1).astype(np.int64)
+    constant = np.rint(offsets).astype(np.int64)
+    low, _ = sum_range(SumMeta(index, weights, constant), radix)
+    shift = int(low.min())
+    meta = SumMeta(index, weights, constant - shift, modules=modules)
+    low, high = sum_range(meta, radix)
+    if int(high.max()) + 1 > MAX_CODES:
+        msg = f"{where}: the sum reaches {int(high.max()) + 1:,} codes; at most {MAX_CODES:,} are supported"
+        raise Inexact(msg)
+    return IntegerSum(meta, g_float, low, high, base=float(beta[0]))
+
+
+def dyadic_grid(values: np.ndarray) -> float:
+    """The largest power of two of which every value is an integer multiple (``0`` for none: a value is no
+    finite binary fraction, which no float is not).
+
+    Example:
+        >>> dyadic_grid(np.array([0.75, 3.0, -1.5])), dyadic_grid(np.array([0.0]))
+        (0.25, 1.0)
+    """
+    nonzero = [Fraction(float(v)) for v in np.unique(np.abs(values)) if v]
+    if not nonzero:
+        return 1.0
+    exponent = min(_two_adic(v.numerator) - _two_adic(v.denominator) for v in nonzero)
+    return math.ldexp(1.0, exponent)
+
+
+def _two_adic(n: int) -> int:
+    return (n & -n).bit_length() - 1
+
+
 def _grid(values: list[Fraction]) -> Fraction:
     """The largest ``g`` of which every value is an integer multiple (``1`` when all are zero)."""
     nonzero = [abs(v) for v in values if v]
@@ -100,10 +176,6 @@ def _grid(values: list[Fraction]) -> Fraction:
         return Fraction(1)
     denominator = math.lcm(*(v.denominator for v in nonzero))
     return Fraction(math.gcd(*(int(v * denominator) for v in nonzero)), denominator)
-
-
-def _power_of_two(x: Fraction) -> bool:
-    return x > 0 and (x.numerator & (x.numerator - 1)) == 0 and (x.denominator & (x.denominator - 1)) == 0
 
 
 def _post(modules: list[nn.Module], x: torch.Tensor) -> torch.Tensor:
@@ -140,45 +212,23 @@ def sum_node(name: str, step: Step, src: Node) -> Node:
     if not affine:
         msg = f"{where}: the arithmetic after the sum is not affine in it"
         raise Inexact(msg)
-    if not (np.all(a > 0) or np.all(a < 0)):
-        msg = (
-            f"{where}: the arithmetic after the sum scales some outputs by {a.min()} and others by {a.max()}; "
-            "expected one sign"
-        )
-        raise Inexact(msg)
-    sign = 1 if a[0] > 0 else -1
     alpha = a[:, None] * d[index]  # value per code of each term
     beta = a * v0[index].sum(axis=1) + b
-    exact_q = _grid([Fraction(float(v)) for v in np.concatenate([v0, d])])
+    exact_q = dyadic_grid(np.concatenate([v0, d]))
     magnitude = float(np.abs(np.stack([v0, v0 + d * (radix - 1)])).max(axis=0)[index].sum(axis=1).max(initial=0))
-    if not _power_of_two(exact_q) or magnitude > _EXACT * exact_q:
+    if exact_q == 0 or magnitude > _EXACT * exact_q:
         msg = (
             f"{where}: the model's float32 sum of values of {src.name!r} may round (values on a grid of "
-            f"{float(exact_q)} up to {magnitude:g} in magnitude: float32 adds at most 2**24 steps exactly); "
-            "quantize them on a "
-            "power-of-two grid or sum fewer"
+            f"{exact_q:g} up to {magnitude:g} in magnitude: float32 adds at most 2**24 steps exactly); quantize "
+            "them on a power-of-two grid or sum fewer"
         )
         raise Inexact(msg)
-    g = _grid([Fraction(float(v)) for v in alpha.reshape(-1)] + [Fraction(float(v - beta[0])) for v in beta])
-    g_float = float(g) * sign
-    weights = np.rint(alpha / g_float).astype(np.int64)
-    offsets = (beta - beta[0]) / g_float
-    if np.abs(weights).max(initial=0) > MAX_WEIGHT or np.abs(offsets).max(initial=0) > MAX_CODES:
-        msg = (
-            f"{where}: the weights and constants of the sum have no common grid (grid {float(g):g}); the constants "
-            "after the sum (a bias) must be on the grid of the summed values"
-        )
+    form = integer_sum(index, alpha, beta, radix, where, modules=tuple(step.module_names))
+    meta, low, high = form.meta, form.low, form.high
+    if int((high - low + 1).sum()) > _CHECKED:
+        msg = f"{where}: the sum's outputs reach {int((high - low + 1).sum()):,} codes in all; at most {_CHECKED:,}"
         raise Inexact(msg)
-    constant = np.rint(offsets).astype(np.int64)
-    meta = SumMeta(np.asarray(index, np.int64), weights, constant)
-    low, high = sum_range(meta, radix)
-    constant = constant - int(low.min())
-    meta = SumMeta(meta.index_map, weights, constant, modules=tuple(step.module_names))
-    low, high = sum_range(meta, radix)
-    codes = int(high.max()) + 1
-    if codes > MAX_CODES or int((high - low + 1).sum()) > _CHECKED:
-        msg = f"{where}: the sum reaches {codes:,} codes; at most {MAX_CODES:,} are supported"
-        raise Inexact(msg)
+    weights, constant, g_float = meta.weights, meta.constant, form.grid
     values = _values(step, meta, low, high, beta, a, g_float, v0[index].sum(axis=1), where)
     checked = int((high - low + 1).sum())
     exact = (

@@ -46,6 +46,7 @@ from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
 from .arithmetic import Inexact, SumHead, argmax_node, sum_groups, sum_node
+from .split import declare, linear_split
 
 
 class _Chain(nn.Sequential):
@@ -265,11 +266,37 @@ class GraphBuilder:
         except TableTooLargeError as exc:
             layer_name = step.mixing or step.name
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
+            if step.mixing not in (None, "add") and step.module_names[0] == step.mixing:
+                return self._split(step, src, msg)
             raise TableTooLargeError(msg) from None
         if layer_plan.layout.channels_last:
             _refuse_channel_tensors(step, layer_plan)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
+
+    def _split(self, step: Step, src: Node, too_large: str) -> Node:
+        """A linear layer too large for one table as partial-sum tables, a sum node and the rest of the layer as
+        a table per output over the sum's codes (:mod:`.split`); refused with both reasons where its sums may
+        round."""
+        module = step.modules[0]
+        try:
+            split = linear_split(step.name, module, src, f"{step.mixing} ({type(module).__name__})")
+        except Inexact as exc:
+            raise TableTooLargeError(f"{too_large}; nor is it exact arithmetic: {exc}") from None
+        reader = src
+        if split.partial is not None and split.partial_domain is not None:
+            name = f"{step.name}_partial"
+            partial = declare(split.partial, split.partial_domain)
+            shape = (len(split.partial.index),)
+            self.add(Step(name, "table", list(step.sources), shape, [partial], [name], mixing=name, closed=True))
+            reader = self.nodes[self.node_of[name]]
+        total = self._add(replace(split.sum_node, name=self._unique(split.sum_node.name)), reader)
+        self.node_of[f"{step.name}_sum"] = total.name
+        if len(step.modules) == 1:
+            return total  # the layer's raw outputs: the sum's values are the model's, exactly
+        rest = Step(step.name, "table", [f"{step.name}_sum"], step.shape, step.modules[1:], step.module_names[1:])
+        rest.meta = dict(step.meta)
+        return self._table(rest)
 
     def _add_join(self, step: Step) -> tuple[Node, nn.Module]:
         """An add of two quantized tensors: a join gathering both, and the module summing them (fan-in 2)."""
