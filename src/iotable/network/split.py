@@ -102,34 +102,18 @@ def linear_split(step_name: str, module: nn.Module, src: Node, where: str, *, k:
         msg = f"{where}: splits a layer of flat quantized features; {src.name!r} gives {src.shape} ({src.domain!r})"
         raise Inexact(msg)
     w, b = affine_weights(module, where)
-    domains = element_domains(src)
-    domains = domains * src.shape[0] if len(domains) == 1 else domains
-    v0 = np.array([d.values[0] for d in domains])
-    d = np.array([d.values[1] - d.values[0] if len(d) > 1 else 0.0 for d in domains])
-    radix = np.array([len(dom) for dom in domains], np.int64)
-    if any(len(dom) > 2 and not np.all(np.diff(dom.values) == dom.values[1] - dom.values[0]) for dom in set(domains)):
-        msg = f"{where}: its inputs' values are not equally spaced, so no integer sum of codes gives its sums"
-        raise Inexact(msg)
+    v0, d, radix = _input_codes(src, where)
     _check_exact(w, b, v0, d, radix, where)
     _check_weights(module, w, b, src, where)
-    live = w != 0
-    terms = int(live.sum(axis=1).max(initial=1))
-    index = np.full((w.shape[0], max(terms, 1)), -1, np.int64)
-    for o in range(w.shape[0]):  # one row per neuron
-        nz = np.flatnonzero(live[o])
-        index[o, : len(nz)] = nz
+    index = _rows(w != 0)
     alpha = np.where(index >= 0, w[np.arange(w.shape[0])[:, None], np.maximum(index, 0)] * d[np.maximum(index, 0)], 0)
     beta = b + w @ v0
     form = integer_sum(index, alpha, beta, radix, where)
     bits = np.array([max(1, int(r - 1).bit_length()) for r in radix])
     out_bits = max(1, int(form.high.max()).bit_length())
     table = sum(_table_estimate(int(bits[row[row >= 0]].sum()), out_bits, k) for row in index)
-    best = None
-    for g in _GROUPS:
-        option = _option(g, form, index, bits, v0, d, radix, where)
-        if option is not None and (best is None or option.estimate < best.estimate):
-            best = option
-    assert best is not None  # g = 1 always gives one
+    options = [_option(g, form, index, bits, v0, d, radix, where) for g in _GROUPS]
+    best = min((o for o in options if o is not None), key=lambda o: o.estimate)  # g = 1 always gives one
     best.table_estimate = table
     partial, domain = best.partial, best.partial_domain
     radix_in = np.full(len(partial.index), len(domain)) if partial is not None and domain is not None else radix
@@ -145,6 +129,28 @@ def linear_split(step_name: str, module: nn.Module, src: Node, where: str, *, k:
     shape = (w.shape[0],)
     best.sum_node = Node(f"{step_name}_sum", meta.kind, shape, code_layout(shape), Domain(values), meta)
     return best
+
+
+def _input_codes(src: Node, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(v0, d, radix)`` of every input element: its value is ``v0 + d * code``; refused where not equally spaced."""
+    domains = element_domains(src)
+    domains = domains * src.shape[0] if len(domains) == 1 else domains
+    if any(len(dom) > 2 and not np.all(np.diff(dom.values) == dom.values[1] - dom.values[0]) for dom in set(domains)):
+        msg = f"{where}: its inputs' values are not equally spaced, so no integer sum of codes gives its sums"
+        raise Inexact(msg)
+    v0 = np.array([dom.values[0] for dom in domains])
+    d = np.array([dom.values[1] - dom.values[0] if len(dom) > 1 else 0.0 for dom in domains])
+    return v0, d, np.array([len(dom) for dom in domains], np.int64)
+
+
+def _rows(live: np.ndarray) -> np.ndarray:
+    """Per row, the columns where ``live`` holds, padded with ``-1`` to the longest row."""
+    width = max(int(live.sum(axis=1).max(initial=1)), 1)
+    index = np.full((live.shape[0], width), -1, np.int64)
+    for o in range(live.shape[0]):  # one row per neuron
+        nz = np.flatnonzero(live[o])
+        index[o, : len(nz)] = nz
+    return index
 
 
 def _table_estimate(input_bits: int, output_bits: int, k: int) -> int:
