@@ -150,6 +150,42 @@ class KANLayer(nn.Module):
         return [tuple(torch.nonzero(row.abs().sum(-1)).flatten().tolist()) for row in self.coefficients]
 
 
+class QuantKANLayer(nn.Module):
+    """KANELÉ: per edge a 1-D function of one quantized input (hat functions on a grid, learned coefficients)
+    whose output is quantized to fixed point (``edge_bits`` bits, ``frac`` of them after the point), per neuron
+    the sum of its edges; pruned edges have all-zero coefficients."""
+
+    def __init__(
+        self,
+        inputs: int,
+        outputs: int,
+        grid: int = 8,
+        edge_bits: int = 8,
+        frac: int = 5,
+        keep: float = 0.8,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        generator = _generator(seed)
+        self.edge_bits, self.frac = edge_bits, frac
+        self.register_buffer("grid", torch.linspace(0, 1, grid))
+        coefficients = torch.randn(outputs, inputs, grid, generator=generator)
+        edges = torch.rand(outputs, inputs, generator=generator) < keep
+        edges[:, 0] = True
+        self.coefficients = nn.Parameter(coefficients * edges.unsqueeze(-1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        step = self.grid[1] - self.grid[0]
+        basis = torch.relu(1 - (x.unsqueeze(-1) - self.grid).abs() / step)  # (batch, inputs, grid)
+        edges = torch.einsum("big,oig->boi", basis, self.coefficients)
+        top = 2 ** (self.edge_bits - 1)
+        edges = torch.clamp(torch.round(edges * 2**self.frac), -top, top - 1) / 2**self.frac  # fixed point
+        return edges.sum(-1)
+
+    def true_fan_ins(self) -> list[tuple[int, ...]]:
+        return [tuple(torch.nonzero(row.abs().sum(-1)).flatten().tolist()) for row in self.coefficients]
+
+
 class PolyNeurons(nn.Module):
     """PolyLUT: every neuron a degree-2 polynomial of its masked inputs (all monomials), then a ReLU."""
 

@@ -104,3 +104,38 @@ def test_the_split_is_chosen_by_estimate() -> None:
     assert split.estimate < split.table_estimate
     assert iotable.verify(model, net, samples(D2, 48)).agreement == 1.0
     assert np.all(net.graph.nodes_of(NodeKind.SUM)[0].meta.index_map.shape[1] <= 24)
+
+
+def kanele_wine() -> nn.Sequential:
+    """KANELÉ's Wine configuration [13, 4, 3]: 6-bit inputs, 8-bit fixed-point edges, a 6-bit requantizer."""
+    from tests import fieldzoo as zoo
+
+    torch.manual_seed(0)
+    return nn.Sequential(
+        zoo.QuantKANLayer(13, 4), Quantize(6, scale=1 / 8, signed=True), zoo.QuantKANLayer(4, 3, seed=1)
+    ).eval()
+
+
+def test_kanele_wine_becomes_edge_tables_and_adders() -> None:
+    """A 13-input neuron of 6-bit inputs is a 78-bit table; as 13 edge tables and an adder tree it is exact."""
+    from iotable.lutcount import lut_estimate
+
+    u6 = Domain.uniform(6, scale=1 / 64)
+    model = kanele_wine()
+    net = iotable.precompute(model, input_domain=u6, example_input=torch.zeros(1, 13))
+    sums = net.graph.nodes_of(NodeKind.SUM)
+    assert len(sums) == 2 and not net.graph.nodes_of(NodeKind.HOST)
+    assert sums[0].meta.index_map.shape == (4, 13)  # per neuron, its 13 edges (pruned ones padded)
+    assert iotable.verify(model, net, samples(u6, 13)).agreement == 1.0
+    hybrid = sum(int(lut_estimate(6, 8)) for _ in range(int((sums[0].meta.index_map >= 0).sum())))
+    assert hybrid < 4 * 6 * 2 ** (78 - 4) // 3  # against one 78-bit table per neuron
+
+
+def test_unquantized_edges_are_refused_with_the_reason() -> None:
+    """KAN edges left in float have no grid: no exact sum, and one table per neuron is too large."""
+    from tests import fieldzoo as zoo
+
+    model = nn.Sequential(zoo.KANLayer(13, 2, keep=1.0), Quantize(3, signed=True)).eval()
+    u6 = Domain.uniform(6, scale=1 / 64)
+    with pytest.raises(TableTooLargeError, match=r"KANLayer.*power-of-two grid.*fixed point"):
+        iotable.precompute(model, input_domain=u6, example_input=torch.zeros(1, 13))

@@ -7,7 +7,7 @@ import itertools
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from .._util.text import unprintable, unprintable_module
+from ..bits import width as bits_of
 from ..domain import Domain
 from ..errors import IOTableWarning, ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
@@ -42,10 +43,12 @@ from ..graph.graph import (
     window_buffer_depth,
 )
 from ..graph.kind import definition
+from ..lutcount import lut_estimate, threshold_estimate
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
 from .arithmetic import Inexact, SumHead, argmax_node, sum_groups, sum_node
+from .edges import edge_split
 from .split import declare, linear_split
 
 
@@ -266,37 +269,70 @@ class GraphBuilder:
         except TableTooLargeError as exc:
             layer_name = step.mixing or step.name
             msg = f"{exc}; or, to keep {layer_name!r} as a float layer run by torch, pass host=[{layer_name!r}]"
-            if step.mixing not in (None, "add") and step.module_names[0] == step.mixing:
-                return self._split(step, src, msg)
-            raise TableTooLargeError(msg) from None
+            try:
+                form = self._cheaper_as_arithmetic(step, src, None)
+            except Inexact as inexact:
+                raise TableTooLargeError(f"{msg}; nor is it exact arithmetic: {inexact}") from None
+            if form is None:
+                raise TableTooLargeError(msg) from None
+            return self._split(step, src, form)
+        form = self._cheaper_as_arithmetic(step, src, layer_plan)
+        if form is not None:
+            return self._split(step, src, form)
         if layer_plan.layout.channels_last:
             _refuse_channel_tensors(step, layer_plan)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 
-    def _split(self, step: Step, src: Node, too_large: str) -> Node:
-        """A linear layer too large for one table as partial-sum tables, a sum node and the rest of the layer as
-        a table per output over the sum's codes (:mod:`.split`); refused with both reasons where its sums may
-        round."""
+    def _arithmetic(self, step: Step, src: Node) -> ArithmeticForm:
+        """The layer of ``step`` as exact arithmetic: a linear layer as partial-sum tables and a sum node
+        (:mod:`.split`), a layer of the user's own that sums per-edge values as edge tables and a sum node
+        (:mod:`.edges`); :class:`Inexact` where its sums may round."""
         module = step.modules[0]
-        try:
-            split = linear_split(step.name, module, src, f"{step.mixing} ({type(module).__name__})")
-        except Inexact as exc:
-            raise TableTooLargeError(f"{too_large}; nor is it exact arithmetic: {exc}") from None
+        where = f"{step.mixing} ({type(module).__name__})"
+        if inferable(module):
+            edges = edge_split(step.name, module, src, where)
+            return ArithmeticForm(edges.edges, f"{step.name}_edges", len(edges.live), edges.sum_node, edges.estimate)
+        split = linear_split(step.name, module, src, where)
+        if split.partial is None or split.partial_domain is None:
+            return ArithmeticForm(None, "", 0, split.sum_node, split.estimate)
+        partial = declare(split.partial, split.partial_domain)
+        return ArithmeticForm(partial, f"{step.name}_partial", len(split.partial.index), split.sum_node, split.estimate)
+
+    def _split(self, step: Step, src: Node, form: ArithmeticForm) -> Node:
+        """The layer as ``form``, then the rest of it (its quantizer) a table per output over the sum's codes."""
         reader = src
-        if split.partial is not None and split.partial_domain is not None:
-            name = f"{step.name}_partial"
-            partial = declare(split.partial, split.partial_domain)
-            shape = (len(split.partial.index),)
-            self.add(Step(name, "table", list(step.sources), shape, [partial], [name], mixing=name, closed=True))
+        if form.table is not None:
+            name = form.name
+            self.add(Step(name, "table", list(step.sources), (form.width,), [form.table], [name], mixing=name))
             reader = self.nodes[self.node_of[name]]
-        total = self._add(replace(split.sum_node, name=self._unique(split.sum_node.name)), reader)
+        total = self._add(replace(form.sum_node, name=self._unique(form.sum_node.name)), reader)
         self.node_of[f"{step.name}_sum"] = total.name
         if len(step.modules) == 1:
             return total  # the layer's raw outputs: the sum's values are the model's, exactly
         rest = Step(step.name, "table", [f"{step.name}_sum"], step.shape, step.modules[1:], step.module_names[1:])
         rest.meta = dict(step.meta)
         return self._table(rest)
+
+    def _cheaper_as_arithmetic(self, step: Step, src: Node, plan: LayerPlan | None) -> ArithmeticForm | None:
+        """The arithmetic form of a layer whose tables are too large (``plan`` None) or have more than 2**16 rows
+        and cost more by the LUT estimates; ``None`` where it has none (or the tables cost less)."""
+        if step.mixing in (None, "add") or step.module_names[0] != step.mixing or len(src.shape) != 1:
+            return None
+        if plan is not None and max(u.rows for u in plan.units) <= _SPLIT_ROWS:
+            return None
+        try:
+            form = self._arithmetic(step, src)
+        except Inexact as exc:
+            if plan is None:
+                raise
+            warnings.warn(f"{exc}; so its tables stay", IOTableWarning, stacklevel=3)
+            return None
+        if plan is None:
+            return form
+        out_bits = bits_of(plan.output_domain) if isinstance(plan.output_domain, Domain) else 32  # raw: no codes
+        tables = sum(lut_estimate(_address_bits(u), out_bits) for u in plan.units)
+        return form if form.estimate + _tail_estimate(form.sum_node, out_bits) < tables else None
 
     def _add_join(self, step: Step) -> tuple[Node, nn.Module]:
         """An add of two quantized tensors: a join gathering both, and the module summing them (fan-in 2)."""
@@ -461,6 +497,36 @@ class GraphBuilder:
                 made = by_name[producer]
                 edges.append(Edge(producer, out_port, node.name, port, made.shape, made.layout, made.domain))
         return Graph(nodes, edges).check()
+
+
+#: Tables of more rows than this are compared with the layer's arithmetic form (a 16-input table takes ABC ~17 s).
+_SPLIT_ROWS = 2**16
+
+
+@dataclass
+class ArithmeticForm:
+    """A layer as a table layer of ``width`` tables (edges, partial sums; ``None``: none) named ``name``, a sum
+    node over them, and the LUT estimate of both."""
+
+    table: nn.Module | None
+    name: str
+    width: int
+    sum_node: Node
+    estimate: int
+
+
+def _address_bits(unit: Any) -> int:
+    """The address bits of a unit's table (of ``rows`` rows)."""
+    return max(1, (int(unit.rows) - 1).bit_length())
+
+
+def _tail_estimate(total: Node, out_bits: int) -> int:
+    """LUTs of the rest of a split layer: a table or thresholds per sum (whichever is less); 0 for raw outputs."""
+    if out_bits >= 32 or not isinstance(total.domain, Domain):
+        return 0
+    in_bits = max(1, (len(total.domain) - 1).bit_length())
+    per_output = min(lut_estimate(in_bits, out_bits), threshold_estimate(in_bits, 2**out_bits - 1, out_bits))
+    return int(per_output) * math.prod(total.shape)
 
 
 def _node(name: str, meta: Meta, shape: tuple[int, ...], layout: Layout | None, domain: Any) -> Node:
