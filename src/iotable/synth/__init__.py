@@ -14,7 +14,8 @@
 - Arithmetic nodes (``sum``, ``argmax``, ``threshold``): :func:`arithmetic_estimate` counts their adder
   trees, comparator trees and comparisons (:mod:`iotable.lutcount`'s formulas; :func:`iotable.estimate` and
   the reports include it), and :func:`cost` maps each live output's logic with ABC (:data:`ARITH_SCRIPT`),
-  checked against the node kind's kernel (:func:`check_arithmetic`): an :class:`ArithmeticCost` per node.
+  checked against the node kind's kernel (:func:`check_arithmetic`): an :class:`ArithmeticCost` per node;
+  :func:`map_function` maps one :class:`ArithFunction` alone.
 
 This package is the cost layer, above the network: nothing of the core (front, tabulate, graph, runtime,
 network, bundle) imports it. The LUT netlist value and its check (:mod:`iotable.lutnet`) and LogicNets'
@@ -31,7 +32,7 @@ from __future__ import annotations
 from ..lutcount import lut_estimate
 from .abcrun import DEFAULT_SCRIPT, abc_version
 from .arith import ArithFunction, arithmetic_estimate
-from .arithmap import ARITH_SCRIPT, check_arithmetic
+from .arithmap import ARITH_SCRIPT, check_arithmetic, map_function
 from .estimate import table_lut_estimate
 from .mapping import check_table, cost, map_luts, map_table
 from .records import ArithmeticCost, LayerCost, LutReport, MappedTable
@@ -50,6 +51,7 @@ __all__ = [
     "check_table",
     "cost",
     "lut_estimate",
+    "map_function",
     "map_luts",
     "map_table",
     "table_lut_estimate",

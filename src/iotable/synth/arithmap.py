@@ -13,6 +13,7 @@ again when read) and held by the network (``net.luts``; a bundle stores only its
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -20,14 +21,16 @@ import numpy as np
 
 from .. import bits
 from ..errors import CacheError, IOTableError, IOTableWarning, NetlistMismatchError
-from ..lutnet import RECORD_FORMAT, LutNetlist, pack_rows, result_name
+from ..lutcount import check_k
+from ..lutnet import RECORD_FORMAT, LutNetlist, LutResult, pack_rows, result_name
 from ..network.network import TableNetwork
-from .abcrun import resolve_script, run_abc
+from .abcrun import abc_version, find_abc, resolve_script, run_abc
 from .arith import ArithFunction, arithmetic_nodes, cost_record, live_outputs, node_functions
 from .cache import Cache, _unused
+from .inputs import DEFAULT_TIMEOUT, check_timeout
 from .records import ArithmeticCost
 
-__all__ = ["ARITH_SCRIPT", "EXHAUSTIVE_BITS", "RANDOM_VECTORS", "check_arithmetic", "map_arithmetic"]
+__all__ = ["ARITH_SCRIPT", "EXHAUSTIVE_BITS", "RANDOM_VECTORS", "check_arithmetic", "map_arithmetic", "map_function"]
 
 #: The ABC commands that map arithmetic logic (``{k}``: the LUT inputs): structural choices, then LUT mapping
 #: and a resynthesis of the LUTs. Measured against the tables' script (which collapses the function to BDDs,
@@ -87,6 +90,41 @@ def check_arithmetic(netlist: LutNetlist, fn: ArithFunction, *, name: str, k: in
             f"{how} differ); the mapper produced a wrong netlist (report it with the node)"
         )
         raise NetlistMismatchError(msg)
+
+
+def map_function(
+    fn: ArithFunction,
+    *,
+    k: int = 6,
+    abc: str | os.PathLike[str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> LutResult:
+    """Map one arithmetic function onto k-input LUTs with ABC (:data:`ARITH_SCRIPT`) and check the netlist
+    against the node kind's kernel (:func:`check_arithmetic`); what :func:`iotable.synth.cost` does for each
+    distinct output of a network's arithmetic nodes, without a network or a cache.
+
+    Raises:
+        SynthError: a bad k or timeout.
+        ABCNotInstalledError: no ABC program (install the Debian package ``berkeley-abc``).
+        NetlistMismatchError: the netlist does not compute the function.
+
+    Example:
+        >>> popcount = ArithFunction("sum", (2,) * 8, 4, weights=(1,) * 8)
+        >>> result = map_function(popcount)
+        >>> result.method, result.luts > 0, result.input_bits
+        ('arith', True, 8)
+    """
+    what = "map_function"
+    k = check_k(k, what=what)
+    timeout = check_timeout(timeout, what=what)
+    program = find_abc(abc, what=what)
+    version = abc_version(program)
+    script = resolve_script(ARITH_SCRIPT, k, what=what)
+    name = f"the {fn.kind} of {len(fn.radices)} input(s)"
+    ((text, seconds),) = run_abc(program, [fn.blif().encode()], script, timeout=timeout, names=[name])
+    netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
+    check_arithmetic(netlist, fn, name=name, k=k)
+    return LutResult.from_record(_record(fn, k, script, version, text, seconds), netlist)
 
 
 def _record(fn: ArithFunction, k: int, script: str, version: str, text: str, seconds: float) -> dict[str, Any]:
