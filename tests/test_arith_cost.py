@@ -178,6 +178,8 @@ FUNCTIONS = [
     ArithFunction("argmax", (4,) * 3, 2),
     ArithFunction("argmax", (256,) * 10, 4),
     ArithFunction("argmax", (3,) * 5, 3),
+    ArithFunction("argmax", (8,), 1),
+    ArithFunction("sum", (), 3, constant=5),
 ]
 
 
@@ -277,6 +279,15 @@ def test_cost_maps_and_reports_the_arithmetic(net: TableNetwork, abc: str) -> No
     assert f"tables: {report.luts} LUT6, arithmetic: {report.arithmetic_luts} LUT6 (ABC)" in text
     again = cost(report.network, workers=1, abc=abc)
     assert [c.cached for c in again.arithmetic] == [1, 1, 1] and again.arithmetic_luts == report.arithmetic_luts
+
+
+def test_a_bundle_keeps_only_the_tables_results(net: TableNetwork, tmp_path: Path, abc: str) -> None:
+    """The network a cost report holds saves and loads; the bundle stores its tables' results, not the arithmetic's."""
+    report = cost(net, workers=1, abc=abc)
+    loaded = iotable.load(iotable.save(report.network, tmp_path / "bundle"))
+    assert {r.method for r in report.network.luts.values()} >= {"arith"}
+    assert {r.method for r in loaded.luts.values()} <= {"abc", "direct"} and len(loaded.luts) == report.distinct
+    assert [c.cached for c in cost(loaded, workers=1, abc=abc).arithmetic] == [0, 0, 0]
 
 
 def test_the_cache_holds_arithmetic_results(net: TableNetwork, tmp_path: Path, abc: str) -> None:

@@ -47,6 +47,8 @@ _BATCH = 32
 def _vectors(fn: ArithFunction) -> np.ndarray:
     """Input codes to check ``fn`` on, ``(rows, inputs)``: every combination, or random ones and the corners."""
     radices = np.asarray(fn.radices, np.int64)
+    if not len(radices):  # a constant: one row of no codes
+        return np.zeros((1, 0), np.int64)
     if fn.input_bits <= EXHAUSTIVE_BITS:
         grids = np.meshgrid(*[np.arange(r) for r in radices], indexing="ij")
         return np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64)
@@ -216,7 +218,8 @@ def map_arithmetic(
                 held.add(key)
                 continue
         except CacheError as exc:
-            warnings.warn(f"{exc}; mapping {name} again, the fresh result replaces the file", IOTableWarning, 4)
+            message = f"{exc}; mapping {name} again, the fresh result replaces the file"
+            warnings.warn(message, IOTableWarning, stacklevel=4)  # the caller of map_luts / cost
         pending.append((key, fn, name))
     for start in range(0, len(pending), _BATCH):
         batch = pending[start : start + _BATCH]
