@@ -43,7 +43,7 @@ from ..graph.graph import (
     window_buffer_depth,
 )
 from ..graph.kind import definition
-from ..lutcount import lut_estimate, threshold_estimate
+from ..lutcount import lut_estimate, threshold_luts
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
@@ -525,7 +525,7 @@ def _tail_estimate(total: Node, out_bits: int) -> int:
     if out_bits >= 32 or not isinstance(total.domain, Domain):
         return 0
     in_bits = max(1, (len(total.domain) - 1).bit_length())
-    per_output = min(lut_estimate(in_bits, out_bits), threshold_estimate(in_bits, 2**out_bits - 1, out_bits))
+    per_output = min(lut_estimate(in_bits, out_bits), threshold_luts(in_bits, 2**out_bits - 1, output_bits=out_bits))
     return int(per_output) * math.prod(total.shape)
 
 

@@ -29,7 +29,7 @@ from ..front.infer import units_of
 from ..front.spec import decompose
 from ..graph.fields import element_domains
 from ..graph.nodes import Node, SumMeta
-from ..lutcount import adder_estimate, lut_estimate
+from ..lutcount import adder_tree_luts, lut_estimate
 from ..nodekinds.sum import code_layout
 from .arithmetic import Inexact, dyadic_grid, integer_sum
 
@@ -139,7 +139,10 @@ def edge_split(step_name: str, layer: nn.Module, src: Node, where: str) -> EdgeS
     decompose(wrapper, fan_in=[tuple(r) or (0,) for r in reads], output_domain=domain)
     in_bits, edge_bits = field_width(len(domains[0])), field_width(len(domain))
     estimate = int(live.sum()) * int(lut_estimate(in_bits, edge_bits))
-    estimate += sum(adder_estimate([edge_bits] * int((row >= 0).sum())) for row in index)
+    sum_bits = field_width(len(node.domain)) if isinstance(node.domain, Domain) else 1
+    for row in index:  # one adder tree per neuron
+        terms = int((row >= 0).sum())
+        estimate += adder_tree_luts([edge_bits] * terms, [1] * terms, output_bits=sum_bits)
     return EdgeSplit(wrapper, domain, live, node, estimate)
 
 

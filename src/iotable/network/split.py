@@ -28,7 +28,7 @@ from ..domain import Domain
 from ..front.spec import decompose
 from ..graph.fields import element_domains
 from ..graph.nodes import Node, SumMeta
-from ..lutcount import adder_estimate, lut_estimate
+from ..lutcount import adder_tree_luts, lut_estimate
 from ..nodekinds.sum import code_layout, sum_range
 from .arithmetic import Inexact, dyadic_grid, integer_sum
 
@@ -197,7 +197,11 @@ def _option(
     meta = form.meta
     if g == 1:
         live = index >= 0
-        estimate = sum(adder_estimate(bits[index[o][live[o]]], meta.weights[o][live[o]]) for o in range(len(index)))
+        out_bits = max(1, int(form.high.max()).bit_length())
+        estimate = sum(
+            adder_tree_luts(bits[index[o][live[o]]].tolist(), meta.weights[o][live[o]].tolist(), output_bits=out_bits)
+            for o in range(len(index))
+        )
         return Split(1, None, None, Node("sum", meta.kind, (len(index),), None, None, meta), estimate, 0)
     outputs, terms = index.shape
     groups = -(-terms // g)
@@ -219,7 +223,8 @@ def _option(
     tables = int(lut_estimate(in_bits, part_bits).sum())
     owner = np.repeat(np.arange(outputs), groups)[used]
     per_output = [np.flatnonzero(owner == o) for o in range(outputs)]
-    adders = sum(adder_estimate([part_bits] * len(p)) for p in per_output)
+    out_bits = max(1, int(form.high.max()).bit_length())
+    adders = sum(adder_tree_luts([part_bits] * len(p), [1] * len(p), output_bits=out_bits) for p in per_output)
     # The sum node over the partial sums' codes (code = partial - its group's lowest): weights 1.
     width = max(len(p) for p in per_output)
     sum_index = np.full((outputs, width), -1, np.int64)

@@ -3,7 +3,7 @@
 After the tables are built, a table layer that reads a ``sum`` node one element per table (batch norm, an
 activation and a quantizer on each sum) is a monotone step function of each sum's code wherever its tables
 are; :func:`thresholds` reads each table's steps (:func:`iotable.nodekinds.threshold.step_function`) and replaces
-the layer by a ``threshold`` node when its LUT estimate (:func:`iotable.lutcount.threshold_estimate`) is below
+the layer by a ``threshold`` node when its LUT estimate (:func:`iotable.lutcount.threshold_luts`) is below
 the tables' (:func:`iotable.lutcount.lut_estimate`), and drops its tables (the comparisons were read from them,
 exactly); the summary says which form each layer took.
 """
@@ -17,7 +17,7 @@ import numpy as np
 from ..domain import Domain
 from ..graph.graph import Graph, Node, NodeKind
 from ..graph.nodes import TableMeta, ThresholdMeta
-from ..lutcount import lut_estimate, threshold_estimate
+from ..lutcount import lut_estimate, threshold_luts
 from ..nodekinds.threshold import step_function
 from ..tabulate.layers import LayerTables
 
@@ -66,7 +66,7 @@ def _threshold_node(node: Node, producer: Node, tables: LayerTables) -> Node | N
         starts.append(steps[1])
         directions.append(steps[2])
         table_cost += int(lut_estimate(in_bits, out_bits))
-        step_cost += threshold_estimate(in_bits, len(steps[0]), out_bits)
+        step_cost += threshold_luts(in_bits, len(steps[0]), output_bits=out_bits)
     if step_cost >= table_cost:
         return None
     width = max((len(r) for r in rows), default=0)

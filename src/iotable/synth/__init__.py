@@ -11,6 +11,11 @@
   ``dense=`` what the don't-cares of restricted tables saved.
 - :func:`cost` — :func:`map_luts` of a network, reusing the results it holds (``net.luts``); the report's
   ``network`` is the network holding every result, which :func:`iotable.save` stores.
+- Arithmetic nodes (``sum``, ``argmax``, ``threshold``): :func:`arithmetic_estimate` counts their adder
+  trees, comparator trees and comparisons (:mod:`iotable.lutcount`'s formulas; :func:`iotable.estimate` and
+  the reports include it), and :func:`cost` maps each live output's logic with ABC (:data:`ARITH_SCRIPT`),
+  checked against the node kind's kernel (:func:`check_arithmetic`): an :class:`ArithmeticCost` per node;
+  :func:`map_function` maps one :class:`ArithFunction` alone.
 
 This package is the cost layer, above the network: nothing of the core (front, tabulate, graph, runtime,
 network, bundle) imports it. The LUT netlist value and its check (:mod:`iotable.lutnet`) and LogicNets'
@@ -26,19 +31,27 @@ from __future__ import annotations
 
 from ..lutcount import lut_estimate
 from .abcrun import DEFAULT_SCRIPT, abc_version
+from .arith import ArithFunction, arithmetic_estimate
+from .arithmap import ARITH_SCRIPT, check_arithmetic, map_function
 from .estimate import table_lut_estimate
 from .mapping import check_table, cost, map_luts, map_table
-from .records import LayerCost, LutReport, MappedTable
+from .records import ArithmeticCost, LayerCost, LutReport, MappedTable
 
 __all__ = [
+    "ARITH_SCRIPT",
     "DEFAULT_SCRIPT",
+    "ArithFunction",
+    "ArithmeticCost",
     "LayerCost",
     "LutReport",
     "MappedTable",
     "abc_version",
+    "arithmetic_estimate",
+    "check_arithmetic",
     "check_table",
     "cost",
     "lut_estimate",
+    "map_function",
     "map_luts",
     "map_table",
     "table_lut_estimate",

@@ -27,7 +27,8 @@ from ..lutnet import table_bits
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import PrecomputeOptions
 from ..table import IOTable
-from .records import LayerCost
+from .arith import arithmetic_estimate
+from .records import ArithmeticCost, LayerCost, arithmetic_lines
 
 __all__ = ["CostEstimate", "LayerEstimate", "estimate", "table_lut_estimate"]
 
@@ -56,6 +57,7 @@ class CostEstimate:
     layers: tuple[LayerCost, ...]
     k: int
     keep_dead: bool = False
+    arithmetic: tuple[ArithmeticCost, ...] = ()
 
     @property
     def dead(self) -> int:
@@ -67,6 +69,16 @@ class CostEstimate:
     def luts(self) -> int:
         """LUTs of every table layer together."""
         return sum(layer.luts or 0 for layer in self.layers)  # an estimate gives every layer its count
+
+    @property
+    def arithmetic_luts(self) -> int:
+        """The estimated LUTs of every arithmetic node (``sum``, ``argmax``, ``threshold``) together."""
+        return sum(c.estimate for c in self.arithmetic)
+
+    @property
+    def total_luts(self) -> int:
+        """The tables' and the arithmetic's LUTs together."""
+        return self.luts + self.arithmetic_luts
 
     @property
     def registers(self) -> int:
@@ -100,6 +112,7 @@ class CostEstimate:
                 f"total: {self.rows} rows, {self.luts} LUT{self.k} (LogicNets' formula, each table once), "
                 f"{self.registers} pipeline register bits",
                 self._dead_line(),
+                *arithmetic_lines(self.arithmetic, self.luts, self.k, mapped=False),
             ]
         )
 
@@ -131,6 +144,10 @@ def estimate(
     Tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`: with random fan-in
     masks, units that no unit of the next layer reads) are left out, as synthesis deletes them, and counted in
     each layer's ``dead``; ``keep_dead=True`` counts every table (and every pipeline register bit).
+
+    Arithmetic nodes (``sum``, ``argmax``, ``threshold``) are estimated too, each in ``arithmetic``
+    (:func:`iotable.synth.arithmetic_estimate`: adder trees, comparator trees and comparisons against
+    constants, their live outputs only unless ``keep_dead``); ``luts`` counts the tables, ``total_luts`` both.
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(4, 3), iotable.nn.Quantize(2)).eval()
@@ -176,4 +193,5 @@ def estimate(
                 dead=int((~units).sum()),
             )
         )
-    return CostEstimate(tuple(layers), k, keep_dead)
+    arithmetic = arithmetic_estimate(skeleton.graph, k=k, keep_dead=keep_dead)
+    return CostEstimate(tuple(layers), k, keep_dead, arithmetic)

@@ -25,6 +25,7 @@ from ..lutnet import BitFunction, LutNetlist, LutResults, bit_function, check_ne
 from ..network.network import TableNetwork
 from ..table import IOTable
 from .abcrun import abc_version, find_abc, resolve_script
+from .arithmap import map_arithmetic
 from .cache import Cache, cached_results
 from .inputs import DEFAULT_TIMEOUT, check_dense, check_progress, check_timeout, table_items, table_name
 from .jobs import Job, batches, mapped_records, run_job
@@ -301,6 +302,9 @@ def _map_luts(
             with_dense(m, results[d], fn, table_name(t, i))
             for i, (m, d, fn, (t, _)) in enumerate(zip(mapped, dense_keys, functions, items))
         ]
+    arithmetic = map_arithmetic(
+        network, k=k, cache=cache, program=program, version=version, timeout=timeout, keep_dead=keep_dead, what=what
+    )
     return LutReport(
         tables=tuple(mapped),
         layers=layer_costs(
@@ -318,6 +322,7 @@ def _map_luts(
         seconds=time.perf_counter() - start,
         network=None if network is None else dataclasses.replace(network, luts=LutResults(cache.memory.values())),
         keep_dead=keep_dead,
+        arithmetic=arithmetic,
     )
 
 

@@ -14,7 +14,17 @@ from ..lutcount import lut_estimate
 from ..lutnet import BitFunction, LutNetlist, check_netlist
 from ..network.network import TableNetwork, pipeline_registers
 
-__all__ = ["LayerCost", "LutReport", "MappedTable", "from_record", "layer_costs", "layer_registers", "with_dense"]
+__all__ = [
+    "ArithmeticCost",
+    "LayerCost",
+    "LutReport",
+    "MappedTable",
+    "arithmetic_lines",
+    "from_record",
+    "layer_costs",
+    "layer_registers",
+    "with_dense",
+]
 
 
 @dataclass(frozen=True)
@@ -128,6 +138,66 @@ class LayerCost:
 
 
 @dataclass(frozen=True)
+class ArithmeticCost:
+    """What one arithmetic node (``sum``, ``argmax``, ``threshold``) costs: its adder tree, comparator tree or
+    comparisons, per output a function of the codes it reads. :func:`iotable.estimate` gives it with the
+    estimate alone, :func:`~iotable.synth.cost` with each output's logic mapped by ABC and checked.
+
+    Attributes:
+        node: the node's name.
+        kind: ``"sum"``, ``"argmax"`` or ``"threshold"``.
+        outputs: the outputs counted (the live ones, or all with ``keep_dead=True``); each is logic of its own.
+        dead: the outputs that reach no network output (counted only with ``keep_dead=True``).
+        input_bits: the most input bits one output reads.
+        output_bits: the bits of an output code.
+        estimate: the formulas' LUTs for the outputs counted (:mod:`iotable.lutcount`; docs/hardware.md, "The
+            cost of arithmetic").
+        luts: ABC's LUTs of the outputs counted (each output costs its function's netlist); ``None`` in an
+            estimate.
+        depth: the deepest output's LUTs on a path (``None`` in an estimate).
+        distinct: the distinct functions among the outputs (each mapped once).
+        cached: of those, the ones whose result was held or read from the cache (``None`` in an estimate).
+    """
+
+    node: str
+    kind: str
+    outputs: int
+    dead: int
+    input_bits: int
+    output_bits: int
+    estimate: int
+    luts: int | None = None
+    depth: int | None = None
+    distinct: int = 0
+    cached: int | None = None
+
+
+def arithmetic_lines(costs: tuple[ArithmeticCost, ...], tables: int, k: int, *, mapped: bool) -> list[str]:
+    """The lines a summary adds for arithmetic nodes: a table of them, then the tables' and the arithmetic's
+    LUTs side by side (nothing without arithmetic nodes)."""
+    if not costs:
+        return []
+    head = ["node", "kind", "outputs", "dead", "input bits", "output bits", "estimate", "LUTs", "depth"]
+    if not mapped:
+        head = head[:-2]
+    cells = [head] + [
+        [str(v) for v in (c.node, c.kind, c.outputs, c.dead, c.input_bits, c.output_bits, c.estimate)]
+        + ([str(c.luts), str(c.depth)] if mapped else [])
+        for c in costs
+    ]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
+    lines = [
+        "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in cells
+    ]
+    arithmetic = sum((c.luts if mapped else c.estimate) or 0 for c in costs)
+    how = "ABC" if mapped else "estimate"
+    lines.append(
+        f"tables: {tables} LUT{k}, arithmetic: {arithmetic} LUT{k} ({how}), in all {tables + arithmetic} LUT{k}"
+    )
+    return lines
+
+
+@dataclass(frozen=True)
 class LutReport:
     """What :func:`map_luts` found: every table's :class:`MappedTable` (in the order given) and totals.
 
@@ -135,7 +205,9 @@ class LutReport:
     :func:`iotable.precompute`). ``distinct`` counts distinct functions, ``mapped`` those ABC ran on in
     this call, ``cached`` those read from the cache; ``seconds`` is this call's wall time. ``network``, for a
     network mapped, is that network holding every result (``network.luts``; :func:`iotable.save` stores
-    them); ``None`` for tables given alone.
+    them); ``None`` for tables given alone. ``arithmetic`` holds an :class:`ArithmeticCost` per arithmetic
+    node of a network (``sum``, ``argmax``, ``threshold``), mapped with :data:`~iotable.synth.ARITH_SCRIPT`;
+    :attr:`luts` counts the tables alone, :attr:`arithmetic_luts` the arithmetic, :attr:`total_luts` both.
     """
 
     tables: tuple[MappedTable, ...]
@@ -149,6 +221,17 @@ class LutReport:
     seconds: float
     network: TableNetwork | None = field(default=None, repr=False, compare=False)
     keep_dead: bool = False
+    arithmetic: tuple[ArithmeticCost, ...] = ()
+
+    @property
+    def arithmetic_luts(self) -> int:
+        """ABC's LUTs of every arithmetic node's outputs (0 without arithmetic nodes)."""
+        return sum(c.luts or 0 for c in self.arithmetic)
+
+    @property
+    def total_luts(self) -> int:
+        """The tables' and the arithmetic's LUTs together."""
+        return self.luts + self.arithmetic_luts
 
     @property
     def dead(self) -> int | None:
@@ -257,6 +340,7 @@ class LutReport:
         if dead is not None:
             counted = "mapped and counted above (keep_dead=True)" if self.keep_dead else "not mapped nor counted"
             lines.append(f"dead: {dead} tables (their outputs reach no network output), {counted}.")
+        lines += arithmetic_lines(self.arithmetic, self.luts, self.k, mapped=True)
         return "\n".join(lines)
 
     def __str__(self) -> str:
