@@ -41,38 +41,53 @@ def _chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
 
+def _level(
+    pending: list[list[tuple[int, int]]], added: list[int], top: list[int], widths: list[int], group: int
+) -> tuple[SumLevel, list[list[tuple[int, int]]], list[int]]:
+    """One level of partial sums over ``pending`` (each sum's terms, operands of largest values ``top``); the
+    lows the partial sums leave out are added to ``added``. Returns the level, the terms of the next one and
+    the largest values of its operands."""
+    level = SumLevel([], [], [], [], [])
+    parts: list[list[tuple[str, int]]] = []
+    for k, sum_terms in enumerate(pending):
+        part = []
+        for chunk in _chunks(sum_terms, group):
+            if len(chunk) == 1 and chunk[0][1] == 1:  # a lone operand: passed on
+                level.keep.append(chunk[0][0])
+                part.append(("keep", len(level.keep) - 1))
+                continue
+            low = sum(min(0, w * top[i]) for i, w in chunk)
+            high = sum(max(0, w * top[i]) for i, w in chunk)
+            level.terms.append([i for i, _ in chunk])
+            level.weights.append([w for _, w in chunk])
+            level.constants.append(-low)
+            level.widths.append(min(int(widths[k]), max((high - low).bit_length(), 1)))
+            added[k] += low
+            part.append(("sum", len(level.terms) - 1))
+        parts.append(part)
+    kept = len(level.keep)
+    following = [[(j if what == "keep" else kept + j, 1) for what, j in part] for part in parts]
+    return level, following, [top[i] for i in level.keep] + [(1 << w) - 1 for w in level.widths]
+
+
 def sum_levels(
     terms: list[list[tuple[int, int]]], constants: list[int], x_widths: np.ndarray, widths: list[int], group: int
 ) -> list[SumLevel]:
     """The levels of the sums ``constants[k] + sum(w * x[i] for i, w in terms[k])``, each output of
     ``widths[k]`` bits, the ``x`` elements of ``x_widths`` bits: one level when every sum has at most ``group``
-    terms (or ``group`` is 0), else levels of trees of at most ``group`` terms, the last giving the outputs."""
+    terms (or ``group`` is 0), else levels of trees of at most ``group`` terms, the last giving the outputs.
+
+    Example:
+        >>> levels = sum_levels([[(i, 1) for i in range(40)]], [0], np.ones(40, int), [6], 16)
+        >>> [(level.widths, level.keep) for level in levels]
+        [([5, 5, 4], []), ([6], [])]
+    """
     top = [(1 << int(w)) - 1 for w in x_widths]  # the largest value of each operand
     pending, added = [list(t) for t in terms], [int(c) for c in constants]
     levels: list[SumLevel] = []
     while group and any(len(t) > group for t in pending):
-        level = SumLevel([], [], [], [], [])
-        parts: list[list[tuple[str, int]]] = []
-        for k, sum_terms in enumerate(pending):
-            part = []
-            for chunk in _chunks(sum_terms, group):
-                if len(chunk) == 1 and chunk[0][1] == 1:  # a lone operand: passed on
-                    level.keep.append(chunk[0][0])
-                    part.append(("keep", len(level.keep) - 1))
-                    continue
-                low = sum(min(0, w * top[i]) for i, w in chunk)
-                high = sum(max(0, w * top[i]) for i, w in chunk)
-                level.terms.append([i for i, _ in chunk])
-                level.weights.append([w for _, w in chunk])
-                level.constants.append(-low)
-                level.widths.append(min(int(widths[k]), max((high - low).bit_length(), 1)))
-                added[k] += low
-                part.append(("sum", len(level.terms) - 1))
-            parts.append(part)
+        level, pending, top = _level(pending, added, top, widths, group)
         levels.append(level)
-        kept = len(level.keep)
-        pending = [[(j if what == "keep" else kept + j, 1) for what, j in part] for part in parts]
-        top = [top[i] for i in level.keep] + [(1 << w) - 1 for w in level.widths]
     last = SumLevel([[i for i, _ in t] for t in pending], [[w for _, w in t] for t in pending], added, list(widths), [])
     return [*levels, last]
 

@@ -223,7 +223,8 @@ class StreamingBuilder(Builder):
         where positions differ in what they read or in a field (one instance serves every position)."""
         producer = self.graph.producers(node.name)[0]
         if self.frame(node) != stream.frame:
-            raise self.refuse(node, f"its output's positions {self.frame(node)} are not its input's {stream.frame}")
+            what = f"its outputs gather a frame of {stream.frame} positions into {self.frame(node)} (a frame buffer)"
+            raise self.refuse(node, what)
         inside = beats_of(np.arange(int(np.prod(producer.shape))).reshape(1, *producer.shape), producer)
         outside = beats_of(np.arange(int(np.prod(node.shape))).reshape(1, *node.shape), node)
         position = np.empty(inside.size, np.int64)
