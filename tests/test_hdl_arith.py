@@ -242,6 +242,17 @@ def test_streaming_refuses_sums_across_positions(tmp_path: Path) -> None:
     simulates_equal(across, design, x)
 
 
+@pytest.mark.slow
+def test_verilator_runs_the_arithmetic(tmp_path: Path) -> None:
+    """Verilator (2-state, stricter about widths) gives the same codes for a deep popcount and weighted sums."""
+    require_program("verilator", package="verilator")
+    require_program("g++", package="g++")
+    for k, (net, x) in enumerate(((popcount(2), random_inputs((3,), 64, seed=11)), (weighted(), every_input()))):
+        design = export(net, tmp_path / str(k), pipeline=1, inputs=x)
+        codes = simulate(design, x, simulator="verilator", cache_dir=tmp_path / "cache")
+        assert torch.equal(codes, net.run(x, return_codes=True))
+
+
 # -- synthesis checks ------------------------------------------------------------------------------------------
 
 

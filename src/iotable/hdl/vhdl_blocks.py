@@ -102,7 +102,7 @@ def adder(block: Adder) -> str:
         if tree.constant:
             root += f" + {_unsigned(tree.width, tree.constant)}"
         lines.append(f"    {target} <= std_logic_vector({root});")
-    what = "partial sums" if block.level < block.levels - 1 else "output codes"
+    what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
     head = comment(
         f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
         f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
