@@ -17,9 +17,10 @@ pair on each side:
   buffer's taps;
 - a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
-Table layers (:meth:`StreamingBuilder.lookup`) and pool nodes are combinational blocks on the beat of the stage
-before them: a layer module with one instance of every unit (shared by all positions) and a module of
-comparator trees. A flat tensor is a frame
+Table layers (:meth:`StreamingBuilder.lookup`), pool nodes and arithmetic (sums, argmax, thresholds on a flat
+tensor or per pixel: :meth:`StreamingBuilder.beat_map`) are combinational blocks on the beat of the stage
+before them: a layer module with one instance of every unit (shared by all positions), a module of comparator
+trees, of adder trees, of comparisons. A flat tensor is a frame
 of one position; a 1-D sequence a frame of one row. What a stream cannot carry without a frame-sized buffer
 (fan-out, joins, reading a whole frame as one vector, padding that copies pixels not yet received) is
 refused by name (:meth:`StreamingBuilder.refuse`).

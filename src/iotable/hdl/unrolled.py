@@ -4,12 +4,13 @@
 the node's output tensor as an array of element ids in the node's shape. Structural nodes are wiring, so they
 only rearrange ids: a reshape reshapes, a join concatenates, a duplicate repeats, a pad gathers through its
 index map with the pad codes' constants, a window gathers its vectors. Only table layers (:meth:`lookup`: a
-table node, or any kind's logic from codes) and pool nodes make hardware: a table layer becomes a *layer
-module* whose input port ``x`` is the tensor it reads (the window's input when a window feeds a table node)
-and whose output port ``y`` is its output tensor, a pool node a module of comparator trees. Pipeline registers
-follow table layers (every ``pipeline``-th one); an element's *stage* is the registers it has passed, and a
-consumer that reads elements of different stages reads the earlier ones through delay registers
-(:meth:`~UnrolledBuilder.align`), so that every path from the input has the same latency.
+table node, or any kind's logic from codes), pool nodes and arithmetic make hardware: a table layer becomes a
+*layer module* whose input port ``x`` is the tensor it reads (the window's input when a window feeds a table
+node) and whose output port ``y`` is its output tensor, a pool node a module of comparator trees, a sum, an
+argmax or a threshold a module of adder trees, indexed comparator trees or comparisons. Pipeline registers
+follow table layers and arithmetic blocks (every ``pipeline``-th one); an element's *stage* is the registers
+it has passed, and a consumer that reads elements of different stages reads the earlier ones through delay
+registers (:meth:`~UnrolledBuilder.align`), so that every path from the input has the same latency.
 """
 
 from __future__ import annotations
