@@ -19,12 +19,13 @@
   with yosys and assert no latch, nothing undriven, no combinational loop; :func:`write_files` — write
   generated files atomically.
 
-Inside: :mod:`.netlist` is the hardware IR of a design (elements, signals, table modules, layer and pool
-blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a graph, every
-node built by its kind's hardware method for the style (:mod:`iotable.nodekinds`) with the style's builder
-(:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`);
-:mod:`.verilog` and :mod:`.vhdl` print it, and one table, its LUT netlist and the benches (with
-:mod:`.verilog_tables`, :mod:`.vhdl_tables`; :mod:`.emit`: what they share; :mod:`.sources`: the files and the
+Inside: :mod:`.netlist` is the hardware IR of a design (elements, signals, table modules, layer, pool and
+arithmetic blocks, the valid pipeline or the streaming stages and handshakes); :mod:`.build` makes it from a
+graph, every node built by its kind's hardware method for the style (:mod:`iotable.nodekinds`) with the
+style's builder (:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`; :mod:`.arithmetic`: the levels
+of adder trees and the arithmetic blocks); :mod:`.verilog` and :mod:`.vhdl` print it, and one table, its LUT
+netlist and the benches (with :mod:`.verilog_tables`, :mod:`.vhdl_tables`, :mod:`.verilog_blocks`,
+:mod:`.vhdl_blocks`; :mod:`.emit`: what they share; :mod:`.sources`: the files and the
 one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;
 :mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
 :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what

@@ -25,6 +25,7 @@ from ..graph.kind import NodeKindDef, definition
 from ..graph.liveness import Liveness, channel_positions, liveness, pool_sources, window_gather
 from ..graph.nodes import PoolMeta, WindowMeta
 from ..table import IOTable
+from .arithmetic import TREE_TERMS, add_adder, add_argmax, add_thresholds, sum_levels
 from .netlist import Layer, Netlist, Pool, Style, TableModule
 from .table import layout_of
 
@@ -79,7 +80,9 @@ def element_widths(node: Node) -> np.ndarray:
         msg = f"export: node {node.name!r} outputs raw values, not codes; hardware needs quantized tensors"
         raise HDLError(msg)
     bits = np.array(bitfields.widths(domains), dtype=np.int64)
-    if node.layout is None or not node.shape:
+    if not node.shape:  # one element (an argmax of a vector)
+        return bits[:1].reshape(())
+    if node.layout is None:
         return np.broadcast_to(bits if bits.size > 1 else bits[:1], node.shape).copy()
     axis = -1 if node.layout.channels_last or node.kind is NodeKind.WINDOW else 0
     shape = [1] * len(node.shape)
@@ -103,7 +106,9 @@ class Builder(GraphInterpreter[Any]):
     - :meth:`lookup` — logic from codes: a layer of :class:`~iotable.table.IOTable` s over given elements, the
       general way for a kind to make hardware (the ``table`` kind is one such layer);
     - :meth:`element_widths`, :meth:`constants`, :meth:`window_gather`, :meth:`pool_sources`,
-      :meth:`add_pool` and :meth:`no_hardware` (the refusal of a kind without hardware in a style).
+      :meth:`add_pool` and :meth:`no_hardware` (the refusal of a kind without hardware in a style);
+    - arithmetic: :meth:`add_sum` (adder trees), :meth:`add_argmax` (comparator trees with indices) and
+      :meth:`add_threshold` (comparisons against constants), each counted as a table layer for ``pipeline``.
 
     Args:
         graph: the network's (checked) graph.
@@ -131,6 +136,8 @@ class Builder(GraphInterpreter[Any]):
         self.values: dict[str, Any] = {}
         self.table_count = 0
         self.pool_count = 0
+        self.arith_count = 0
+        self.layers_done = 0  # table layers and arithmetic levels, for pipeline
         self._keys: dict[str, str] = {}
 
     def run_node(self, node: Node, inputs: Any) -> Any:
@@ -205,6 +212,103 @@ class Builder(GraphInterpreter[Any]):
                  widths[made], len(netlist.signals) - 1)
         )  # fmt: skip
         return ids
+
+    def layer_done(self) -> bool:
+        """Count one more table layer (or level of arithmetic); whether a register follows it (``pipeline``)."""
+        self.layers_done += 1
+        return bool(self.pipeline) and self.layers_done % self.pipeline == 0
+
+    # -- arithmetic ------------------------------------------------------------------------------------
+
+    def add_sum(self, node: Node, x: Any, index_map: np.ndarray, weights: np.ndarray, constant: np.ndarray) -> Any:
+        """Adder trees: output ``k`` (of the node's field width) is ``constant[k] + sum_j weights[k, j] *
+        x[index_map[k, j]]`` (``-1`` pads), unsigned, each tree of exactly the bits its sums need. Each level
+        counts as a table layer for ``pipeline``; with registers on, a sum of more than
+        :data:`~.arithmetic.TREE_TERMS` terms is split into levels of trees of at most that many, a register
+        possible after each (so a deep popcount keeps its Fmax). ``x``: element ids (unrolled) or a stream
+        whose beat the map indexes (streaming); returns the same kind of result."""
+        index_map, weights = np.asarray(index_map, np.int64), np.asarray(weights, np.int64)
+        made, index = self._arith_outputs(node, len(index_map))
+        operands, carry = self.arith_in(x)
+        terms = [[(int(i), int(w)) for i, w in zip(index_map[k], weights[k]) if i >= 0 and w] for k in made]
+        widths = self.output_widths(node)
+        group = TREE_TERMS if self.pipeline else 0
+        x_widths = self.netlist.width[operands]
+        levels = sum_levels(terms, [int(constant[k]) for k in made], x_widths, widths[made].tolist(), group)
+        for at, level in enumerate(levels):
+            operands, stage = self.arith_align(operands)
+            origins = [f"node '{node.name}' element {k}" for k in made.tolist()]
+            ids = add_adder(self.netlist, node.name, index, operands, level, stage=stage, at=(at, len(levels)),
+                            origins=origins)  # fmt: skip
+            operands, carry = self.arith_step(node, np.concatenate([operands[level.keep], ids]), ids, carry)
+        return self.arith_out(node, self._arith_result(node, operands, made), carry)
+
+    def add_argmax(self, node: Node, x: Any, groups: np.ndarray) -> Any:
+        """Comparator trees: output ``k`` is the index in ``groups[k]`` (elements of ``x``, in index order) of its
+        largest code, the first of equal ones, in the node's field width. Counts as a table layer."""
+        groups = np.asarray(groups, np.int64)
+        made, index = self._arith_outputs(node, len(groups))
+        operands, carry = self.arith_in(x)
+        operands, stage = self.arith_align(operands)
+        origins = [f"node '{node.name}' element {k}" for k in made.tolist()]
+        widths = self.output_widths(node)[made].tolist()
+        ids = add_argmax(self.netlist, node.name, index, operands, [groups[k].tolist() for k in made], widths,
+                         stage=stage, origins=origins)  # fmt: skip
+        operands, carry = self.arith_step(node, ids, ids, carry)
+        return self.arith_out(node, self._arith_result(node, operands, made), carry)
+
+    def add_threshold(self, node: Node, x: Any, rows: Sequence[tuple[int, Sequence[int], Sequence[int], int]]) -> Any:
+        """Comparisons against constants: output ``k``, for ``(element, thresholds, codes, base) = rows[k]``, is
+        ``codes[j]`` for the last ``j`` with ``x[element] >= thresholds[j]`` (ascending, each below the field's
+        range), else ``base``. Counts as a table layer."""
+        made, index = self._arith_outputs(node, len(rows))
+        operands, carry = self.arith_in(x)
+        operands, stage = self.arith_align(operands)
+        origins = [f"node '{node.name}' element {k}" for k in made.tolist()]
+        kept = [(int(e), tuple(map(int, t)), tuple(map(int, c)), int(b)) for e, t, c, b in (rows[k] for k in made)]
+        widths = self.output_widths(node)[made].tolist()
+        ids = add_thresholds(self.netlist, node.name, index, operands, kept, widths, stage=stage, origins=origins)
+        operands, carry = self.arith_step(node, ids, ids, carry)
+        return self.arith_out(node, self._arith_result(node, operands, made), carry)
+
+    def _arith_outputs(self, node: Node, count: int) -> tuple[np.ndarray, int]:
+        """The outputs of an arithmetic node to build (those something live reads, when its outputs are the
+        node's elements) and the block's number."""
+        live = None if self.live is None else self.live.elements.get(node.name)
+        kept = np.ones(count, bool) if live is None or live.size != count else live.reshape(-1).astype(bool)
+        if not kept.any():
+            kept = np.ones(count, bool)
+        self.arith_count += 1
+        return np.flatnonzero(kept), self.arith_count - 1
+
+    def _arith_result(self, node: Node, ids: np.ndarray, made: np.ndarray) -> np.ndarray:
+        """All outputs: those built, and constant 0 for the others (nothing live reads them)."""
+        widths = self.output_widths(node)
+        result = np.empty(len(widths), np.int64)
+        dead = np.setdiff1d(np.arange(len(widths)), made)
+        result[dead] = self.netlist.constants(widths[dead], np.zeros(dead.size, np.int64))
+        result[made] = ids
+        return result
+
+    def output_widths(self, node: Node) -> np.ndarray:
+        """Bits of each code of ``node``'s result in this style (unrolled: every element; streaming: a beat's)."""
+        raise NotImplementedError
+
+    def arith_in(self, x: Any) -> tuple[np.ndarray, Any]:
+        """An arithmetic block's input as element ids, and what the style carries along (a stream)."""
+        raise NotImplementedError
+
+    def arith_align(self, ids: np.ndarray) -> tuple[np.ndarray, int]:
+        """``ids`` read by one block, and the stage of its output."""
+        raise NotImplementedError
+
+    def arith_step(self, node: Node, operands: np.ndarray, ids: np.ndarray, carry: Any) -> tuple[np.ndarray, Any]:
+        """After a block (its output ``ids``, the next ``operands``): a register where ``pipeline`` puts one."""
+        raise NotImplementedError
+
+    def arith_out(self, node: Node, ids: np.ndarray, carry: Any) -> Any:
+        """The node's result from its output ids."""
+        raise NotImplementedError
 
     def lookup(
         self,

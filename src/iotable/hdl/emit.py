@@ -1,12 +1,14 @@
 """What the printers share and nothing language-specific: the :class:`Printer` interface both language modules
 (:mod:`.verilog`, :mod:`.vhdl`) implement, and the language-neutral pieces of their text: runs of elements as
-slices and constants, comparator trees, raster masks, pad pixels, handshake names. A printer calls these with
+slices and constants, comparator trees, adder trees, argmax trees, threshold chains, raster masks, pad pixels,
+handshake names. A printer calls these with
 itself, so that every piece of syntax comes from the printer.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -15,11 +17,16 @@ from .. import bits as bitfields
 from ..table import IOTable
 from .mapped import LutBody
 from .netbench import BenchPlan
-from .netlist import Block, Layer, Netlist, PadStage, Pool, RegisterStage, Stage, WindowStage
+from .netlist import Adder, Argmax, Block, Layer, Netlist, PadStage, Pool, RegisterStage, Stage, Thresholds, WindowStage
 from .table import DontCares, TableLayout
 
 __all__ = [
+    "AdderTree",
+    "ArgmaxTree",
+    "Leaf",
     "Printer",
+    "adder_tree",
+    "argmax_tree",
     "comparator_tree",
     "counter_bits",
     "handshake",
@@ -29,6 +36,7 @@ __all__ = [
     "pad_pixel",
     "part_text",
     "runs",
+    "threshold_chain",
     "top_parts",
 ]
 
@@ -80,6 +88,12 @@ class Printer(Protocol):
 
     def pool(self, block: Pool) -> str: ...
 
+    def adder(self, block: Adder) -> str: ...
+
+    def argmax(self, block: Argmax) -> str: ...
+
+    def threshold(self, block: Thresholds) -> str: ...
+
     def pad(self, stage: PadStage) -> str: ...
 
     def window(self, stage: WindowStage) -> str: ...
@@ -126,13 +140,16 @@ def local_parts(p: Printer, widths: np.ndarray, elements: list[int]) -> str:
     return p.concat(runs(p, ["x"], zero, lsb[index], widths[index], zero))
 
 
-def comparator_tree(p: Printer, block: Pool, k: int) -> tuple[int, list[tuple[str, str, str]], str, str]:
+def comparator_tree(
+    slicer: Callable[[str, int, int], str], block: Pool, k: int
+) -> tuple[int, list[tuple[str, str, str]], str, str]:
     """Output element ``k`` of a pool: its width, the comparators ``(name, a, b)`` (``name`` is the larger of
-    ``a`` and ``b``), the expression of the maximum and the slice of ``y`` it drives."""
-    lsb = np.concatenate([[0], np.cumsum(block.x_widths)[:-1]]).astype(np.int64)
+    ``a`` and ``b``), the expression of the maximum and the slice of ``y`` it drives (``slicer``: the
+    printer's ``slice``)."""
+    lsb = _x_lsb(block)
     ylsb = np.concatenate([[0], np.cumsum(block.y_widths)[:-1]]).astype(np.int64)
     w = int(block.y_widths[k])
-    level = [p.slice("x", int(lsb[s] + w - 1), int(lsb[s])) for s in block.maxima[k]]
+    level = [slicer("x", int(lsb[s] + w - 1), int(lsb[s])) for s in block.maxima[k]]
     comparators, depth = [], 0
     while len(level) > 1:
         nxt = []
@@ -143,7 +160,128 @@ def comparator_tree(p: Printer, block: Pool, k: int) -> tuple[int, list[tuple[st
         if len(level) % 2:
             nxt.append(level[-1])
         level, depth = nxt, depth + 1
-    return w, comparators, level[0], p.slice("y", int(ylsb[k] + w - 1), int(ylsb[k]))
+    return w, comparators, level[0], slicer("y", int(ylsb[k] + w - 1), int(ylsb[k]))
+
+
+def _x_lsb(block: Pool | Adder | Argmax | Thresholds) -> np.ndarray:
+    return np.concatenate([[0], np.cumsum(block.x_widths)[:-1]]).astype(np.int64)
+
+
+def _y_slice(block: Adder | Argmax | Thresholds, k: int) -> tuple[int, int]:
+    """The bits of ``y`` that output element ``k`` drives: (high, low)."""
+    low = int(np.sum(block.y_widths[:k]))
+    return low + int(block.y_widths[k]) - 1, low
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A term of an adder tree: ``weight * x[high:low]`` (or ``weight * ~x[high:low]``, the code's complement in
+    its field, for a negative weight): a value from 0 to ``weight * (2**(high - low + 1) - 1)``."""
+
+    high: int
+    low: int
+    weight: int  # the weight's magnitude, at least 1; a power of two is a shift
+    inverted: bool
+
+    @property
+    def shift(self) -> int | None:
+        """The shift that multiplies by the weight, or ``None`` when the weight is not a power of two."""
+        return self.weight.bit_length() - 1 if self.weight & (self.weight - 1) == 0 else None
+
+    @property
+    def top(self) -> int:
+        return self.weight * ((1 << (self.high - self.low + 1)) - 1)
+
+
+Operand = Leaf | str
+
+
+@dataclass(frozen=True)
+class AdderTree:
+    """Output element ``k`` of an :class:`~.netlist.Adder`: its adders ``(name, a, b, bits)`` (each a sum of two
+    operands, a leaf or an earlier adder, modulo ``2**bits``), the root operand (``None``: no term), the
+    constant added at the root (modulo ``2**width``) and the ``y`` bits it drives."""
+
+    adders: list[tuple[str, Operand, Operand, int]]
+    root: Operand | None
+    constant: int
+    width: int
+    target: tuple[int, int]
+
+
+def adder_tree(block: Adder, k: int) -> AdderTree:
+    """How output element ``k`` of ``block`` is computed, all unsigned: a term of negative weight ``w`` is
+    ``|w| * ~x``, which is ``w * x + |w| * (2**bits - 1)``, so every leaf is at least 0 and the constant takes
+    back what the complements added; adjacent operands are added pairwise, level by level, each adder of
+    exactly the bits of its largest value, at most the output's (the result is wanted modulo ``2**width``, and
+    the true sum is in ``0 .. 2**width - 1``, so bits above it cancel)."""
+    lsb, width = _x_lsb(block), int(block.y_widths[k])
+    level: list[tuple[Operand, int]] = []
+    constant = int(block.constants[k])
+    for element, weight in zip(block.terms[k], block.weights[k]):
+        if weight == 0:
+            continue
+        bits = int(block.x_widths[element])
+        leaf = Leaf(int(lsb[element]) + bits - 1, int(lsb[element]), abs(int(weight)), weight < 0)
+        if weight < 0:
+            constant -= leaf.top
+        level.append((leaf, leaf.top))
+    adders: list[tuple[str, Operand, Operand, int]] = []
+    depth = 0
+    while len(level) > 1:
+        nxt: list[tuple[Operand, int]] = []
+        for j in range(0, len(level) - 1, 2):
+            (a, ta), (b, tb) = level[j], level[j + 1]
+            name = f"s{k}_{depth}_{j // 2}"
+            adders.append((name, a, b, min(width, max((ta + tb).bit_length(), 1))))
+            nxt.append((name, ta + tb))
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    root = level[0][0] if level else None
+    return AdderTree(adders, root, constant % (1 << width), width, _y_slice(block, k))
+
+
+@dataclass(frozen=True)
+class ArgmaxTree:
+    """Output element ``k`` of an :class:`~.netlist.Argmax`: its comparators ``(value, index, a, b)`` (``value``
+    and ``index`` those of ``b`` where ``b``'s value is greater than ``a``'s, else ``a``'s: ``a`` holds the lower
+    indices, so equal values keep the first), operands as ``(value slice, index)`` leaves or earlier names; the
+    value and index bits, the root and the ``y`` bits it drives."""
+
+    comparators: list[tuple[str, str, Any, Any]]
+    value_bits: int
+    index_bits: int
+    root: Any
+    target: tuple[int, int]
+
+
+def argmax_tree(block: Argmax, k: int) -> ArgmaxTree:
+    """How output element ``k`` of ``block`` is computed: a tree of comparators over its group, in index order."""
+    lsb, group = _x_lsb(block), block.groups[k]
+    value_bits = int(max((block.x_widths[e] for e in group), default=1))
+    level: list[Any] = [((int(lsb[e] + block.x_widths[e] - 1), int(lsb[e])), j) for j, e in enumerate(group)]
+    comparators, depth = [], 0
+    while len(level) > 1:
+        nxt = []
+        for j in range(0, len(level) - 1, 2):
+            comparators.append((f"v{k}_{depth}_{j // 2}", f"i{k}_{depth}_{j // 2}", level[j], level[j + 1]))
+            nxt.append((comparators[-1][0], comparators[-1][1]))
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    return ArgmaxTree(comparators, value_bits, int(block.y_widths[k]), level[0], _y_slice(block, k))
+
+
+def threshold_chain(
+    block: Thresholds, k: int
+) -> tuple[tuple[int, int], int, list[tuple[int, int]], int, tuple[int, int]]:
+    """Output element ``k`` of ``block``: the ``x`` bits it compares, their number, the ``(threshold, code)``
+    pairs from the last (highest) threshold down, the base code and the ``y`` bits it drives."""
+    element, thresholds, codes, base = block.rows[k]
+    lsb, bits = int(_x_lsb(block)[element]), int(block.x_widths[element])
+    pairs = list(zip(thresholds, codes))[::-1]
+    return (lsb + bits - 1, lsb), bits, [(int(t), int(c)) for t, c in pairs], int(base), _y_slice(block, k)
 
 
 def mask(flags: tuple[bool, ...]) -> str:
@@ -175,6 +313,9 @@ def instance_of(netlist: Netlist, module: str) -> str:
 _PARTS: dict[type, Callable[[Printer, Netlist, Any], str]] = {
     Layer: lambda p, netlist, part: p.layer(netlist, part),
     Pool: lambda p, netlist, part: p.pool(part),
+    Adder: lambda p, netlist, part: p.adder(part),
+    Argmax: lambda p, netlist, part: p.argmax(part),
+    Thresholds: lambda p, netlist, part: p.threshold(part),
     PadStage: lambda p, netlist, part: p.pad(part),
     WindowStage: lambda p, netlist, part: p.window(part),
     RegisterStage: lambda p, netlist, part: p.register(part, netlist.signals[part.output].width),

@@ -2,8 +2,8 @@
 
 A :class:`Netlist` holds an **element store** (an element is a bit field of a signal — ``signal``, ``lsb``,
 ``width`` — or a constant code), the top-level :class:`Signal` s, the distinct :class:`TableModule` s, the
-combinational *blocks* (a :class:`Layer` of table instances, a :class:`Pool` of comparator trees) and the
-clocked parts:
+combinational *blocks* (a :class:`Layer` of table instances, a :class:`Pool` of comparator trees, the
+arithmetic of :class:`Adder` trees, :class:`Argmax` trees and :class:`Thresholds`) and the clocked parts:
 
 - unrolled style: a :class:`ValidPipeline` — the valid shift register of ``latency`` bits and the registers
   (pipeline and delay registers, signals with a ``source``) that all move on one ``advance``;
@@ -35,6 +35,8 @@ from ..table import IOTable
 from .table import TableLayout
 
 __all__ = [
+    "Adder",
+    "Argmax",
     "Block",
     "Layer",
     "Netlist",
@@ -45,6 +47,7 @@ __all__ = [
     "Stage",
     "Style",
     "TableModule",
+    "Thresholds",
     "ValidPipeline",
     "WindowStage",
 ]
@@ -123,7 +126,54 @@ class Pool:
     output: int
 
 
-Block = Layer | Pool
+@dataclass
+class Adder:
+    """Adder trees (a level of a sum node): ``y`` element ``k`` is ``(constants[k] + sum_j weights[k][j] *
+    x[terms[k][j]]) mod 2**y_widths[k]``, in unsigned arithmetic (the builder makes every true result fit its
+    field, so the modulus only drops bits that cancel; :func:`~.emit.adder_tree` says how it is computed)."""
+
+    name: str
+    node: str
+    x_ids: np.ndarray
+    x_widths: np.ndarray
+    terms: list[list[int]]  # for each output element, the local x elements it adds
+    weights: list[list[int]]  # their small integer weights (a power of two is a shift)
+    constants: list[int]
+    y_widths: np.ndarray
+    output: int
+    level: int = 0  # the level of the node's tree (0 the first); a deep sum is split into levels
+    levels: int = 1
+
+
+@dataclass
+class Argmax:
+    """Comparator trees with indices: ``y`` element ``k`` is the position in ``groups[k]`` of its largest ``x``
+    element, the first of equal ones (``torch.argmax``)."""
+
+    name: str
+    node: str
+    x_ids: np.ndarray
+    x_widths: np.ndarray
+    groups: list[list[int]]  # for each output element, the local x elements it compares, in index order
+    y_widths: np.ndarray
+    output: int
+
+
+@dataclass
+class Thresholds:
+    """Comparisons against constants: ``y`` element ``k``, for ``(element, thresholds, codes, base) = rows[k]``,
+    is ``codes[j]`` for the last ``j`` with ``x[element] >= thresholds[j]`` (they ascend), else ``base``."""
+
+    name: str
+    node: str
+    x_ids: np.ndarray
+    x_widths: np.ndarray
+    rows: list[tuple[int, tuple[int, ...], tuple[int, ...], int]]
+    y_widths: np.ndarray
+    output: int
+
+
+Block = Layer | Pool | Adder | Argmax | Thresholds
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..table import IOTable
 from . import verilog, vhdl
+from .arithmetic import TREE_TERMS
 from .bench import check_bench, vectors_file
 from .bench import vectors as table_vectors
 from .emit import Printer, part_text
@@ -24,7 +25,7 @@ from .language import Language
 from .mapped import lut_body
 from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
-from .netlist import Netlist
+from .netlist import Adder, Argmax, Netlist, Thresholds
 from .table import DontCares, Text, layout_of
 
 __all__ = [
@@ -89,6 +90,11 @@ def header_lines(netlist: Netlist, pipeline: int) -> list[str]:
             "taken when out_valid and out_ready are high. rst (synchronous, active high) clears the valid bits",
             "and the position counters.",
         ]
+    if pipeline and any(isinstance(b, Adder | Argmax | Thresholds) for b in netlist.blocks):
+        lines.append(
+            "Arithmetic counts as table layers for the registers: each argmax, threshold and level of adder trees "
+            f"(a sum of more than {TREE_TERMS} terms is split into levels)."
+        )
     if netlist.hosts:
         lines.append(f"Host nodes left to software, reading out_data: {', '.join(netlist.hosts)}.")
     return lines

@@ -17,9 +17,10 @@ pair on each side:
   buffer's taps;
 - a :class:`~iotable.hdl.netlist.RegisterStage` after every ``pipeline``-th table layer.
 
-Table layers (:meth:`StreamingBuilder.lookup`) and pool nodes are combinational blocks on the beat of the stage
-before them: a layer module with one instance of every unit (shared by all positions) and a module of
-comparator trees. A flat tensor is a frame
+Table layers (:meth:`StreamingBuilder.lookup`), pool nodes and arithmetic (sums, argmax, thresholds on a flat
+tensor or per pixel: :meth:`StreamingBuilder.beat_map`) are combinational blocks on the beat of the stage
+before them: a layer module with one instance of every unit (shared by all positions), a module of comparator
+trees, of adder trees, of comparisons. A flat tensor is a frame
 of one position; a 1-D sequence a frame of one row. What a stream cannot carry without a frame-sized buffer
 (fan-out, joins, reading a whole frame as one vector, padding that copies pixels not yet received) is
 refused by name (:meth:`StreamingBuilder.refuse`).
@@ -105,7 +106,8 @@ class StreamingBuilder(Builder):
 
     Besides :class:`~iotable.hdl.builder.Builder`'s, what a kind streams with: :meth:`stream` (a stream value),
     :meth:`read` (the stream a node reads, refusing a flattened frame), :meth:`refuse`, :meth:`frame`,
-    :meth:`pixel_widths`, :meth:`pad_stage`, :meth:`window_stage`, :meth:`register_stage`, and
+    :meth:`pixel_widths`, :meth:`pad_stage`, :meth:`window_stage`, :meth:`register_stage`, :meth:`beat_map`
+    (an arithmetic node's per-output reads as reads of one beat), and
     :attr:`flattened` (the streams that a reshape turned into one vector of a whole frame).
     """
 
@@ -212,6 +214,60 @@ class StreamingBuilder(Builder):
         )
         return Stream(target, ids, stream.frame)
 
+    def beat_map(
+        self, node: Node, stream: Stream, rows: np.ndarray, *fields: np.ndarray
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """For a node whose output element ``k`` reads the elements ``rows[k]`` of its producer (flat indices,
+        ``-1`` pads): the rows of one beat, as indices into a beat of ``stream``, one per channel of the node's
+        beat, and each of ``fields`` (per output element, like ``rows``) at the first position. Refuses the
+        node (raises) where an output reads another position than its own (that needs a frame buffer), or
+        where positions differ in what they read or in a field (one instance serves every position)."""
+        producer = self.graph.producers(node.name)[0]
+        if self.frame(node) != stream.frame:
+            what = f"its outputs gather a frame of {stream.frame} positions into {self.frame(node)} (a frame buffer)"
+            raise self.refuse(node, what)
+        inside = beats_of(np.arange(int(np.prod(producer.shape))).reshape(1, *producer.shape), producer)
+        outside = beats_of(np.arange(int(np.prod(node.shape))).reshape(1, *node.shape), node)
+        position = np.empty(inside.size, np.int64)
+        channel = np.empty(inside.size, np.int64)
+        position[inside] = np.arange(inside.shape[0])[:, None]
+        channel[inside] = np.arange(inside.shape[1])[None, :]
+        rows = np.asarray(rows, np.int64)[outside]  # (positions, channels, terms)
+        pads = rows < 0
+        safe = np.where(pads, 0, rows)
+        if np.any((position[safe] != np.arange(rows.shape[0])[:, None, None]) & ~pads):
+            raise self.refuse(node, "an output reads elements of other positions than its own (a frame buffer)")
+        local = np.where(pads, -1, channel[safe])
+        if np.any(local != local[:1]):
+            raise self.refuse(node, "its positions read their pixels' channels differently (one instance serves all)")
+        values = [np.asarray(f)[outside] for f in fields]
+        if any(np.any(v != v[:1]) for v in values):
+            raise self.refuse(node, "its constants differ between positions (one instance serves all)")
+        return local[0], [v[0] for v in values]
+
+    # -- the style's side of the arithmetic blocks -----------------------------------------------------
+
+    def output_widths(self, node: Node) -> np.ndarray:
+        return _pixel_widths(node)
+
+    def arith_in(self, x: Any) -> tuple[np.ndarray, Any]:
+        assert isinstance(x, Stream)
+        return x.ids, x
+
+    def arith_align(self, ids: np.ndarray) -> tuple[np.ndarray, int]:
+        return ids, 0
+
+    def arith_step(self, node: Node, operands: np.ndarray, ids: np.ndarray, carry: Any) -> tuple[np.ndarray, Any]:
+        """A register stage on the whole beat (the block's output and the operands passed on)."""
+        if not self.layer_done():
+            return operands, carry
+        name = self.netlist.signals[int(self.netlist.sig[ids[0]])].name[: -len("_y")] if ids.size else node.name
+        stream = self.register_stage(node.name, Stream(carry.handshake, operands, carry.frame), name)
+        return stream.ids, stream
+
+    def arith_out(self, node: Node, ids: np.ndarray, carry: Any) -> Any:
+        return Stream(carry.handshake, ids, carry.frame)
+
     def lookup(
         self,
         node: Node,
@@ -233,7 +289,7 @@ class StreamingBuilder(Builder):
         local = np.arange(len(stream.ids), dtype=np.int64).reshape(1, -1)
         ids, block = self.layer_block(node, units, stream.ids, local, stage=0, streamed=True)
         result = Stream(stream.handshake, ids, stream.frame)
-        if self.pipeline and (units.index + 1) % self.pipeline == 0:
+        if self.layer_done():
             result = self.register_stage(node.name, result, f"layer{units.index}")
             block.register_bits = int(self.netlist.width[result.ids].sum())
         return result

@@ -4,12 +4,13 @@
 the node's output tensor as an array of element ids in the node's shape. Structural nodes are wiring, so they
 only rearrange ids: a reshape reshapes, a join concatenates, a duplicate repeats, a pad gathers through its
 index map with the pad codes' constants, a window gathers its vectors. Only table layers (:meth:`lookup`: a
-table node, or any kind's logic from codes) and pool nodes make hardware: a table layer becomes a *layer
-module* whose input port ``x`` is the tensor it reads (the window's input when a window feeds a table node)
-and whose output port ``y`` is its output tensor, a pool node a module of comparator trees. Pipeline registers
-follow table layers (every ``pipeline``-th one); an element's *stage* is the registers it has passed, and a
-consumer that reads elements of different stages reads the earlier ones through delay registers
-(:meth:`~UnrolledBuilder.align`), so that every path from the input has the same latency.
+table node, or any kind's logic from codes), pool nodes and arithmetic make hardware: a table layer becomes a
+*layer module* whose input port ``x`` is the tensor it reads (the window's input when a window feeds a table
+node) and whose output port ``y`` is its output tensor, a pool node a module of comparator trees, a sum, an
+argmax or a threshold a module of adder trees, indexed comparator trees or comparisons. Pipeline registers
+follow table layers and arithmetic blocks (every ``pipeline``-th one); an element's *stage* is the registers
+it has passed, and a consumer that reads elements of different stages reads the earlier ones through delay
+registers (:meth:`~UnrolledBuilder.align`), so that every path from the input has the same latency.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ..errors import HDLError
 from ..graph.graph import Node
 from ..graph.kind import NodeKindDef
 from ..table import IOTable
-from .builder import Builder
+from .builder import Builder, element_widths
 from .netlist import Netlist, Style, ValidPipeline
 
 __all__ = ["UnrolledBuilder"]
@@ -58,6 +59,28 @@ class UnrolledBuilder(Builder):
         stage = int(max(self.netlist.stage_of(x_ids).max(), 0)) if x_ids.size else 0
         return self.netlist.aligned(x_ids, stage), stage
 
+    # -- the style's side of the arithmetic blocks -----------------------------------------------------
+
+    def output_widths(self, node: Node) -> np.ndarray:
+        return element_widths(node).reshape(-1)
+
+    def arith_in(self, x: Any) -> tuple[np.ndarray, Any]:
+        return np.asarray(x, np.int64).reshape(-1), None
+
+    def arith_align(self, ids: np.ndarray) -> tuple[np.ndarray, int]:
+        return self.align(ids)
+
+    def arith_step(self, node: Node, operands: np.ndarray, ids: np.ndarray, carry: Any) -> tuple[np.ndarray, Any]:
+        """A register on the block's output (the operands passed on are delayed where the next level reads them)."""
+        if self.layer_done() and ids.size:
+            signal = int(self.netlist.sig[ids[0]])
+            registered = self.netlist.register(signal, f"{self.netlist.signals[signal].name[: -len('_y')]}_q")
+            operands = self.netlist.moved(operands, signal, registered)
+        return operands, carry
+
+    def arith_out(self, node: Node, ids: np.ndarray, carry: Any) -> Any:
+        return ids.reshape(node.shape)
+
     def lookup(
         self,
         node: Node,
@@ -81,7 +104,7 @@ class UnrolledBuilder(Builder):
                 raise HDLError(msg)
         self.check_reads(node, units, local.shape[1])
         ids, block = self.layer_block(node, units, x_ids, local, stage=stage)
-        if self.pipeline and (units.index + 1) % self.pipeline == 0:
+        if self.layer_done():
             signal = block.output
             registered = self.netlist.register(signal, f"layer{units.index}_q")
             block.register, block.register_bits = registered, self.netlist.signals[registered].width

@@ -1,9 +1,9 @@
 """The Verilog-2001 printer: every piece of Verilog text of a design, from the :class:`~.netlist.Netlist` IR.
 
 A module of functions that is a :class:`~.emit.Printer`: names and comments through :mod:`.names`, element
-runs as slices and ``{...}`` concatenations, one template per block and stage (layer, pool, pad stage, line
-buffer, register stage), one top for both styles (the valid pipeline of the unrolled style, the handshakes
-of the streaming one) under one port header.
+runs as slices and ``{...}`` concatenations, one template per block and stage (layer, pad stage, line buffer,
+register stage; pools and arithmetic in :mod:`.verilog_blocks`), one top for both styles (the valid pipeline
+of the unrolled style, the handshakes of the streaming one) under one port header.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from collections.abc import Sequence
 
 from . import emit
 from .netbench import BenchPlan
-from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
+from .netlist import Layer, Netlist, PadStage, RegisterStage, WindowStage
 from .results import results_file
+from .verilog_blocks import adder, argmax, module_text, pool, threshold
 from .verilog_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
+    "adder",
+    "argmax",
     "bench",
     "comment",
     "concat",
@@ -33,6 +36,7 @@ __all__ = [
     "suffix",
     "table",
     "table_bench",
+    "threshold",
     "top",
     "window",
 ]
@@ -40,12 +44,6 @@ __all__ = [
 
 def _this() -> emit.Printer:
     return sys.modules[__name__]  # type: ignore[return-value]
-
-
-def _module(module: str, xw: int, yw: int, body: list[str]) -> str:
-    """A combinational module ``x -> y``."""
-    ports = [f"module {name(module)} (", f"    input  wire [{xw - 1}:0] x,", f"    output wire [{yw - 1}:0] y", ");"]
-    return "\n".join([*ports, *body, "endmodule", "", ""])
 
 
 def _ports(module: str, in_width: int, out_width: int) -> list[str]:
@@ -79,20 +77,7 @@ def layer(netlist: Netlist, block: Layer) -> str:
         ),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
-    return "\n".join(head) + "\n" + _module(block.name, int(block.x_widths.sum()), block.y_width, lines)
-
-
-def pool(block: Pool) -> str:
-    p, lines = _this(), []
-    for k in range(len(block.maxima)):  # a comparator tree per output element
-        w, comparators, result, target = emit.comparator_tree(p, block, k)
-        lines += [f"    wire [{w - 1}:0] {m} = ({a} > {b}) ? {a} : {b};" for m, a, b in comparators]
-        lines.append(f"    assign {target} = {result};")
-    head = comment(
-        f"Pool module of node '{block.node}': each output code is the largest of the codes its window covers "
-        "(codes ascend with values)."
-    )
-    return head + "\n" + _module(block.name, int(block.x_widths.sum()), int(block.y_widths.sum()), lines)
+    return "\n".join(head) + "\n" + module_text(block.name, int(block.x_widths.sum()), block.y_width, lines)
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:

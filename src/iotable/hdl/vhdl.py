@@ -1,9 +1,9 @@
 """The VHDL-2008 printer: every piece of VHDL text of a design, from the :class:`~.netlist.Netlist` IR.
 
 A module of functions that is a :class:`~.emit.Printer`: names and comments through :mod:`.names`, element
-runs as slices and ``&`` concatenations, one template per block and stage (layer, pool, pad stage, line
-buffer, register stage), one top for both styles (the valid pipeline of the unrolled style, the handshakes
-of the streaming one) under one entity header.
+runs as slices and ``&`` concatenations, one template per block and stage (layer, pad stage, line buffer,
+register stage; pools and arithmetic in :mod:`.vhdl_blocks`), one top for both styles (the valid pipeline of
+the unrolled style, the handshakes of the streaming one) under one entity header.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ from collections.abc import Sequence
 
 from . import emit
 from .netbench import BenchPlan
-from .netlist import Layer, Netlist, PadStage, Pool, RegisterStage, WindowStage
+from .netlist import Layer, Netlist, PadStage, RegisterStage, WindowStage
 from .results import results_file
+from .vhdl_blocks import adder, argmax, entity_text, module_text, pool, threshold, vector
 from .vhdl_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
 __all__ = [
+    "adder",
+    "argmax",
     "bench",
     "comment",
     "concat",
@@ -33,6 +36,7 @@ __all__ = [
     "suffix",
     "table",
     "table_bench",
+    "threshold",
     "top",
     "window",
 ]
@@ -42,37 +46,6 @@ def _this() -> emit.Printer:
     return sys.modules[__name__]  # type: ignore[return-value]
 
 
-def _vector(width: int) -> str:
-    return f"std_logic_vector({width - 1} downto 0)"
-
-
-def _entity(entity: str, ports: list[str], declarations: list[str], body: list[str]) -> list[str]:
-    """The one header of every entity (the libraries, the ports), its architecture's declarations and body."""
-    return [
-        "library ieee;",
-        "use ieee.std_logic_1164.all;",
-        "use ieee.numeric_std.all;",
-        "",
-        f"entity {name(entity)} is",
-        "    port (",
-        *ports,
-        "    );",
-        f"end entity {name(entity)};",
-        "",
-        f"architecture rtl of {name(entity)} is",
-        *declarations,
-        "begin",
-        *body,
-        "end architecture rtl;",
-    ]
-
-
-def _module(module: str, xw: int, yw: int, declarations: list[str], body: list[str]) -> str:
-    """A combinational entity ``x -> y``."""
-    ports = [f"        x : in  {_vector(xw)};", f"        y : out {_vector(yw)}"]
-    return "\n".join([*_entity(module, ports, declarations, body), "", ""])
-
-
 def _ports(in_width: int, out_width: int) -> list[str]:
     """The ports of every clocked entity and of the top: clock, reset and a valid/ready port on each side."""
     return [
@@ -80,15 +53,15 @@ def _ports(in_width: int, out_width: int) -> list[str]:
         "        rst       : in  std_logic;",
         "        in_valid  : in  std_logic;",
         "        in_ready  : out std_logic;",
-        f"        in_data   : in  {_vector(in_width)};",
+        f"        in_data   : in  {vector(in_width)};",
         "        out_valid : out std_logic;",
         "        out_ready : in  std_logic;",
-        f"        out_data  : out {_vector(out_width)}",
+        f"        out_data  : out {vector(out_width)}",
     ]
 
 
 def _clocked(entity: str, head: str, in_width: int, out_width: int, declarations: list[str], body: list[str]) -> str:
-    return "\n".join([comment(head), *_entity(entity, _ports(in_width, out_width), declarations, body)]) + "\n\n"
+    return "\n".join([comment(head), *entity_text(entity, _ports(in_width, out_width), declarations, body)]) + "\n\n"
 
 
 def layer(netlist: Netlist, block: Layer) -> str:
@@ -108,23 +81,7 @@ def layer(netlist: Netlist, block: Layer) -> str:
         ),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
-    return "\n".join(head) + "\n" + _module(block.name, int(block.x_widths.sum()), block.y_width, [], lines)
-
-
-def pool(block: Pool) -> str:
-    p, declarations, lines = _this(), [], []
-    for k in range(len(block.maxima)):  # a comparator tree per output element
-        w, comparators, result, target = emit.comparator_tree(p, block, k)
-        for m, a, b in comparators:
-            declarations.append(f"    signal {m} : {_vector(w)};")
-            lines.append(f"    {m} <= {a} when unsigned({a}) > unsigned({b}) else {b};")
-        lines.append(f"    {target} <= {result};")
-    head = comment(
-        f"Pool module of node '{block.node}': each output code is the largest of the codes its window covers "
-        "(codes ascend with values)."
-    )
-    xw, yw = int(block.x_widths.sum()), int(block.y_widths.sum())
-    return head + "\n" + _module(block.name, xw, yw, declarations, lines)
+    return "\n".join(head) + "\n" + module_text(block.name, int(block.x_widths.sum()), block.y_width, [], lines)
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:
@@ -161,7 +118,7 @@ def _skid(width: int) -> tuple[list[str], list[str]]:
     ``out_ready`` to ``ready``'s readers."""
     return [
         "    signal ready : std_logic;",
-        f"    signal skid : {_vector(width)};",
+        f"    signal skid : {vector(width)};",
     ], [
         "    -- Skid buffer: ready is a register (the skid is empty); a word not taken waits in the skid.",
         "    out_valid <= (not ready) or main_valid;",
@@ -189,7 +146,7 @@ def pad(stage: PadStage) -> str:
     declarations = [
         *_raster(frame, stage.rows, stage.columns),
         "    signal in_frame, main_valid : std_logic;",
-        f"    signal main : {_vector(width)};",
+        f"    signal main : {vector(width)};",
         *skid_declarations,
     ]
     body = [
@@ -223,16 +180,16 @@ def _buffer(stage: WindowStage) -> tuple[list[str], list[str]]:
     if not stage.memory:
         total = pw * depth
         shift = "in_data" if depth == 1 else f"pixels({total - pw - 1} downto 0) & in_data"
-        return [f"    signal pixels : {_vector(total)};"], [f"                pixels <= {shift};"]
+        return [f"    signal pixels : {vector(total)};"], [f"                pixels <= {shift};"]
     kh, span, words = stage.kernel[0], stage.span, stage.words
     lw, ab = (kh - 1) * pw, emit.counter_bits(words)
     newest = "in_data" if span == 1 else f"newest({(span - 1) * pw - 1} downto 0) & in_data"
     declarations = [
         f"    -- Each kernel row's {span} newest pixels in registers, the {words} between rows in a memory.",
-        f"    signal newest : {_vector(span * pw)};",
-        f"    signal line_q : {_vector(lw)};",
-        *([f"    signal older : {_vector((kh - 1) * (span - 1) * pw)};"] if span > 1 else []),
-        f"    type line_memory is array (0 to {words - 1}) of {_vector(lw)};",
+        f"    signal newest : {vector(span * pw)};",
+        f"    signal line_q : {vector(lw)};",
+        *([f"    signal older : {vector((kh - 1) * (span - 1) * pw)};"] if span > 1 else []),
+        f"    type line_memory is array (0 to {words - 1}) of {vector(lw)};",
         "    signal lines : line_memory;",
         f"    signal address : unsigned({ab - 1} downto 0);",
     ]
@@ -267,7 +224,7 @@ def window(stage: WindowStage) -> str:
         *_raster(stage.frame, stage.rows, stage.columns),
         *buffer_declarations,
         "    signal main_valid : std_logic;",
-        f"    signal main : {_vector(pw * taps)};",
+        f"    signal main : {vector(pw * taps)};",
         *skid_declarations,
     ]
     reset = "            if rst = '1' then address <= (others => '0'); end if;"  # not the memory's writes
@@ -306,7 +263,7 @@ def window(stage: WindowStage) -> str:
 
 def register(stage: RegisterStage, width: int) -> str:
     skid_declarations, skid = _skid(width)
-    declarations = ["    signal main_valid : std_logic;", f"    signal main : {_vector(width)};", *skid_declarations]
+    declarations = ["    signal main_valid : std_logic;", f"    signal main : {vector(width)};", *skid_declarations]
     body = [
         "    in_ready <= ready;",
         *skid,
@@ -339,8 +296,8 @@ def _valid_pipeline(latency: int, out_width: int) -> tuple[list[str], list[str]]
     skid_declarations, skid = _skid(out_width)
     declarations = [
         "    signal advance, main_valid : std_logic;",
-        f"    signal valid : {_vector(latency)};",
-        f"    signal main : {_vector(out_width)};",
+        f"    signal valid : {vector(latency)};",
+        f"    signal main : {vector(out_width)};",
         *skid_declarations,
     ]
     return declarations, [
@@ -396,7 +353,7 @@ def _instances(netlist: Netlist) -> list[str]:
 def top(netlist: Netlist, header: Sequence[str]) -> str:
     handshakes = sorted({s.target for s in netlist.stages})
     declarations = [f"    signal {v}, {r} : std_logic;" for v, r in map(emit.handshake, handshakes)]
-    declarations += [f"    signal {name(s.name)} : {_vector(s.width)};" for s in netlist.signals[1:]]
+    declarations += [f"    signal {name(s.name)} : {vector(s.width)};" for s in netlist.signals[1:]]
     result = emit.top_parts(_this(), netlist, netlist.output_ids)
     if netlist.streaming:
         valid, ready = emit.handshake(netlist.last)
@@ -408,8 +365,8 @@ def top(netlist: Netlist, header: Sequence[str]) -> str:
         ends = [f"    {'main' if netlist.latency else 'out_data'} <= {result};"]
     body = [*control, *_instances(netlist), *_registers(netlist), *ends]
     ports = _ports(netlist.in_width, netlist.out_width)
-    lines = [*(comment(line) if line else "" for line in header), *_entity(netlist.top, ports, declarations, body), ""]
-    return "\n".join(lines)
+    lines = [*(comment(line) if line else "" for line in header), *entity_text(netlist.top, ports, declarations, body)]
+    return "\n".join([*lines, ""])
 
 
 def _noise_declarations(plan: BenchPlan) -> list[str]:

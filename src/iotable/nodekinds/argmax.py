@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,18 @@ def argmax_shape(shape: tuple[int, ...], dim: int, keepdim: bool) -> tuple[int, 
     if keepdim:
         return (*shape[:dim], 1, *shape[dim + 1 :])
     return (*shape[:dim], *shape[dim + 1 :])
+
+
+def argmax_groups(shape: tuple[int, ...], dim: int) -> np.ndarray:
+    """For every output of an argmax along ``dim`` of ``shape`` (C order), the flat indices it compares, in
+    index order.
+
+    Example:
+        >>> argmax_groups((2, 3), 1).tolist()
+        [[0, 1, 2], [3, 4, 5]]
+    """
+    index = np.arange(math.prod(shape)).reshape(shape)
+    return np.moveaxis(index, dim, -1).reshape(-1, shape[dim])
 
 
 def _check_argmax(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
@@ -76,3 +89,18 @@ class Argmax(NodeKindDef):
 
     def label(self, node: Node) -> list[str]:
         return [f"along axis {node.meta.dim}, ties to the first"]
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Comparator trees carrying indices, one per output, ties to the lower index."""
+        groups = argmax_groups(builder.graph.producers(node.name)[0].shape, node.meta.dim)
+        return builder.add_argmax(node, inputs[0], groups)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Comparator trees on each beat: along a flat tensor (after the last frame), or along a pixel's channels
+        with ``keepdim`` (the positions stay a frame); any other axis is refused by name."""
+        stream = builder.read(node, inputs[0])
+        groups = argmax_groups(builder.graph.producers(node.name)[0].shape, node.meta.dim)
+        local, _ = builder.beat_map(node, stream, groups)
+        return builder.add_argmax(node, stream, local)

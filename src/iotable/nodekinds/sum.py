@@ -130,3 +130,18 @@ class Sum(NodeKindDef):
     def row(self, node: Node) -> dict[str, Any]:
         meta = node.meta
         return {"fan_in": str(int((meta.index_map >= 0).sum(axis=1).max(initial=0)))}
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Adder trees of exactly the bits each sum needs (split into levels for ``pipeline`` when deep)."""
+        meta = node.meta
+        return builder.add_sum(node, inputs[0], meta.index_map, meta.weights, meta.constant)
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Adder trees on each beat: the sums of a flat tensor (after the last frame), or of each pixel's
+        channels where every position sums its own pixel alike; any other sum is refused by name."""
+        meta = node.meta
+        stream = builder.read(node, inputs[0])
+        index, (weights, constant) = builder.beat_map(node, stream, meta.index_map, meta.weights, meta.constant)
+        return builder.add_sum(node, stream, index, weights, constant)

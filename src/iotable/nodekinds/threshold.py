@@ -63,6 +63,27 @@ def step_function(table: np.ndarray) -> tuple[np.ndarray, int, int] | None:
     return None
 
 
+def threshold_rows(
+    thresholds: np.ndarray, start: np.ndarray, direction: np.ndarray, radix: np.ndarray
+) -> list[tuple[int, tuple[int, ...], tuple[int, ...], int]]:
+    """Per element ``k`` (reading element ``k`` of codes ``0 .. radix[k] - 1``), its step function as
+    ``(k, thresholds, codes, base)``: the code is ``codes[j]`` for the last ``j`` with ``x >= thresholds[j]``,
+    else ``base``. Thresholds every code reaches (``<= 0``) are in ``base``; those none reaches are left out.
+
+    Example:
+        >>> threshold_rows(np.array([[0, 2, 4]]), np.array([1]), np.array([1]), np.array([4]))
+        [(0, (2,), (3,), 2)]
+    """
+    rows = []
+    for k, row in enumerate(np.asarray(thresholds, np.int64)):
+        always = int((row <= 0).sum())
+        base = int(start[k] + direction[k] * always)
+        steps = [int(t) for t in row if 0 < t < radix[k]]
+        codes = tuple(base + int(direction[k]) * (j + 1) for j in range(len(steps)))
+        rows.append((k, tuple(steps), codes, base))
+    return rows
+
+
 @register
 class Threshold(NodeKindDef):
     """Per element, ``start + direction * (the number of thresholds at most the code)``."""
@@ -95,3 +116,25 @@ class Threshold(NodeKindDef):
 
     def label(self, node: Node) -> list[str]:
         return [f"{node.meta.thresholds.shape[1]} thresholds per element"]
+
+    # -- hardware -----------------------------------------------------------------------------------------
+
+    def unrolled(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """Per element, comparisons of its code with its thresholds as a chain from the highest."""
+        meta = node.meta
+        radix, _ = element_radix_bits(builder.graph.producers(node.name)[0])
+        return builder.add_threshold(
+            node, inputs[0], threshold_rows(meta.thresholds, meta.start, meta.direction, radix)
+        )
+
+    def streaming(self, builder: Any, node: Node, inputs: Sequence[Any]) -> Any:
+        """The same comparisons on each beat (a flat tensor, or each pixel's channels where every position has
+        its channel's thresholds); thresholds that differ between positions are refused by name."""
+        meta = node.meta
+        stream = builder.read(node, inputs[0])
+        radix, _ = element_radix_bits(builder.graph.producers(node.name)[0])
+        rows = np.arange(math.prod(node.shape)).reshape(-1, 1)
+        fields = (meta.thresholds, meta.start, meta.direction, np.asarray(radix))
+        local, (thresholds, start, direction, radix) = builder.beat_map(node, stream, rows, *fields)
+        steps = threshold_rows(thresholds, start, direction, radix)
+        return builder.add_threshold(node, stream, [(int(local[c, 0]), *row[1:]) for c, row in enumerate(steps)])

@@ -1,0 +1,111 @@
+"""The Verilog text of the combinational blocks besides table layers: pools (comparator trees), adder trees,
+argmax trees and threshold chains, each a module ``x -> y`` (:mod:`.verilog` re-exports them).
+
+Arithmetic is unsigned throughout (:func:`~.emit.adder_tree`): every operand is a zero-extended field and every
+wire has the bits of its largest value, so Verilog's width rules (an expression widened to its assignment's
+width) never change a value; the complement of a field is written as a concatenation, whose width is its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import emit
+from .netlist import Adder, Argmax, Pool, Thresholds
+from .verilog_tables import comment, constant, name, slice
+
+__all__ = ["adder", "argmax", "module_text", "pool", "threshold"]
+
+
+def module_text(module: str, xw: int, yw: int, body: list[str]) -> str:
+    """A combinational module ``x -> y``."""
+    ports = [f"module {name(module)} (", f"    input  wire [{xw - 1}:0] x,", f"    output wire [{yw - 1}:0] y", ");"]
+    return "\n".join([*ports, *body, "endmodule", "", ""])
+
+
+def _widths(block: Pool | Adder | Argmax | Thresholds) -> tuple[int, int]:
+    return int(block.x_widths.sum()), int(block.y_widths.sum())
+
+
+def pool(block: Pool) -> str:
+    lines = []
+    for k in range(len(block.maxima)):  # a comparator tree per output element
+        w, comparators, result, target = emit.comparator_tree(slice, block, k)
+        lines += [f"    wire [{w - 1}:0] {m} = ({a} > {b}) ? {a} : {b};" for m, a, b in comparators]
+        lines.append(f"    assign {target} = {result};")
+    head = comment(
+        f"Pool module of node '{block.node}': each output code is the largest of the codes its window covers "
+        "(codes ascend with values)."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), lines)
+
+
+def _operand(operand: emit.Operand) -> str:
+    """A leaf's value (self-determined where a width rule could change it) or an adder's wire."""
+    if isinstance(operand, str):
+        return operand
+    field = slice("x", operand.high, operand.low)
+    value = f"~{field}" if operand.inverted else field
+    shift = operand.shift
+    if shift is None:
+        return f"({{{value}}} * {constant(operand.weight.bit_length(), operand.weight)})"
+    if shift == 0:
+        return f"{{{value}}}" if operand.inverted else value
+    return f"{{{value}, {shift}'b{'0' * shift}}}"
+
+
+def adder(block: Adder) -> str:
+    lines = []
+    for k in range(len(block.terms)):  # an adder tree per output element
+        tree = emit.adder_tree(block, k)
+        lines += [f"    wire [{w - 1}:0] {s} = {_operand(a)} + {_operand(b)};" for s, a, b, w in tree.adders]
+        root = constant(tree.width, tree.constant)
+        if tree.root is not None:
+            root = _operand(tree.root) + (f" + {root}" if tree.constant else "")
+        lines.append(f"    assign {slice('y', *tree.target)} = {root};")
+    what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
+    head = comment(
+        f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
+        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), lines)
+
+
+def _argmax_operand(operand: tuple[Any, Any], bits: int) -> tuple[str, str]:
+    """A comparator's operand: a leaf (the code's bits, its index) or an earlier comparator's value and index."""
+    first, second = operand
+    if isinstance(first, tuple):
+        return slice("x", *first), constant(bits, second)
+    return str(first), str(second)
+
+
+def argmax(block: Argmax) -> str:
+    lines = []
+    for k in range(len(block.groups)):  # a comparator tree per output element
+        tree = emit.argmax_tree(block, k)
+        vw, iw = tree.value_bits, tree.index_bits
+        for value, index, a, b in tree.comparators:
+            (av, ai), (bv, bi) = _argmax_operand(a, iw), _argmax_operand(b, iw)
+            lines.append(f"    wire [{vw - 1}:0] {value} = ({bv} > {av}) ? {bv} : {av};")
+            lines.append(f"    wire [{iw - 1}:0] {index} = ({bv} > {av}) ? {bi} : {ai};")
+        lines.append(f"    assign {slice('y', *tree.target)} = {_argmax_operand(tree.root, iw)[1]};")
+    head = comment(
+        f"Argmax module of node '{block.node}': each output is the index of the largest code of its group, the "
+        "first of equal ones."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), lines)
+
+
+def threshold(block: Thresholds) -> str:
+    lines = []
+    for k in range(len(block.rows)):  # a chain of comparisons per output element
+        (high, low), bits, pairs, base, target = emit.threshold_chain(block, k)
+        width = target[0] - target[1] + 1
+        field = slice("x", high, low)
+        chain = "".join(f"({field} >= {constant(bits, t)}) ? {constant(width, c)} : " for t, c in pairs)
+        lines.append(f"    assign {slice('y', *target)} = {chain}{constant(width, base)};")
+    head = comment(
+        f"Threshold module of node '{block.node}': each output code is the code after the last threshold its "
+        "input code reaches (thresholds ascend)."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), lines)

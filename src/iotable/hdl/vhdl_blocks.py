@@ -1,0 +1,152 @@
+"""The VHDL text of the combinational blocks besides table layers: pools (comparator trees), adder trees,
+argmax trees and threshold chains, each an entity ``x -> y`` (:mod:`.vhdl` re-exports them), and the entity
+frame every VHDL module shares.
+
+Arithmetic is ``numeric_std`` ``unsigned`` throughout (:func:`~.emit.adder_tree`): each operand is resized to
+its adder's bits (``resize`` of an unsigned zero-extends or drops high bits, which is the sum modulo the
+adder's range), constants are binary literals of their exact width (never an integer, so no 31-bit limit).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import emit
+from .netlist import Adder, Argmax, Pool, Thresholds
+from .vhdl_tables import comment, constant, name, slice
+
+__all__ = ["adder", "argmax", "entity_text", "module_text", "pool", "threshold", "vector"]
+
+
+def vector(width: int) -> str:
+    return f"std_logic_vector({width - 1} downto 0)"
+
+
+def entity_text(entity: str, ports: list[str], declarations: list[str], body: list[str]) -> list[str]:
+    """The one header of every entity (the libraries, the ports), its architecture's declarations and body."""
+    return [
+        "library ieee;",
+        "use ieee.std_logic_1164.all;",
+        "use ieee.numeric_std.all;",
+        "",
+        f"entity {name(entity)} is",
+        "    port (",
+        *ports,
+        "    );",
+        f"end entity {name(entity)};",
+        "",
+        f"architecture rtl of {name(entity)} is",
+        *declarations,
+        "begin",
+        *body,
+        "end architecture rtl;",
+    ]
+
+
+def module_text(module: str, xw: int, yw: int, declarations: list[str], body: list[str]) -> str:
+    """A combinational entity ``x -> y``."""
+    ports = [f"        x : in  {vector(xw)};", f"        y : out {vector(yw)}"]
+    return "\n".join([*entity_text(module, ports, declarations, body), "", ""])
+
+
+def _widths(block: Pool | Adder | Argmax | Thresholds) -> tuple[int, int]:
+    return int(block.x_widths.sum()), int(block.y_widths.sum())
+
+
+def pool(block: Pool) -> str:
+    declarations, lines = [], []
+    for k in range(len(block.maxima)):  # a comparator tree per output element
+        w, comparators, result, target = emit.comparator_tree(slice, block, k)
+        for m, a, b in comparators:
+            declarations.append(f"    signal {m} : {vector(w)};")
+            lines.append(f"    {m} <= {a} when unsigned({a}) > unsigned({b}) else {b};")
+        lines.append(f"    {target} <= {result};")
+    head = comment(
+        f"Pool module of node '{block.node}': each output code is the largest of the codes its window covers "
+        "(codes ascend with values)."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), declarations, lines)
+
+
+def _unsigned(width: int, value: int) -> str:
+    """An unsigned literal of ``width`` bits."""
+    return f"unsigned'({constant(width, value)})"
+
+
+def _operand(operand: emit.Operand, width: int) -> str:
+    """A leaf's value or an adder's signal, as an unsigned of ``width`` bits."""
+    if isinstance(operand, str):
+        return f"resize({operand}, {width})"
+    field = f"unsigned({slice('x', operand.high, operand.low)})"
+    value = f"(not {field})" if operand.inverted else field
+    shift = operand.shift
+    if shift is None:
+        return f"resize({value} * {_unsigned(operand.weight.bit_length(), operand.weight)}, {width})"
+    if shift == 0:
+        return f"resize({value}, {width})"
+    return f"shift_left(resize({value}, {width}), {shift})"
+
+
+def adder(block: Adder) -> str:
+    declarations, lines = [], []
+    for k in range(len(block.terms)):  # an adder tree per output element
+        tree = emit.adder_tree(block, k)
+        for s, a, b, w in tree.adders:
+            declarations.append(f"    signal {s} : unsigned({w - 1} downto 0);")
+            lines.append(f"    {s} <= {_operand(a, w)} + {_operand(b, w)};")
+        target = slice("y", *tree.target)
+        if tree.root is None:
+            lines.append(f"    {target} <= {constant(tree.width, tree.constant)};")
+            continue
+        root = _operand(tree.root, tree.width)
+        if tree.constant:
+            root += f" + {_unsigned(tree.width, tree.constant)}"
+        lines.append(f"    {target} <= std_logic_vector({root});")
+    what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
+    head = comment(
+        f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
+        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), declarations, lines)
+
+
+def _argmax_operand(operand: tuple[Any, Any], vw: int, iw: int) -> tuple[str, str]:
+    """A comparator's operand: a leaf (the code's bits, its index) or an earlier comparator's value and index."""
+    first, second = operand
+    if isinstance(first, tuple):
+        return f"resize(unsigned({slice('x', *first)}), {vw})", _unsigned(iw, second)
+    return str(first), str(second)
+
+
+def argmax(block: Argmax) -> str:
+    declarations, lines = [], []
+    for k in range(len(block.groups)):  # a comparator tree per output element
+        tree = emit.argmax_tree(block, k)
+        vw, iw = tree.value_bits, tree.index_bits
+        for value, index, a, b in tree.comparators:
+            (av, ai), (bv, bi) = _argmax_operand(a, vw, iw), _argmax_operand(b, vw, iw)
+            declarations.append(f"    signal {value} : unsigned({vw - 1} downto 0);")
+            declarations.append(f"    signal {index} : unsigned({iw - 1} downto 0);")
+            lines.append(f"    {value} <= {bv} when {bv} > {av} else {av};")
+            lines.append(f"    {index} <= {bi} when {bv} > {av} else {ai};")
+        lines.append(f"    {slice('y', *tree.target)} <= std_logic_vector({_argmax_operand(tree.root, vw, iw)[1]});")
+    head = comment(
+        f"Argmax module of node '{block.node}': each output is the index of the largest code of its group, the "
+        "first of equal ones."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), declarations, lines)
+
+
+def threshold(block: Thresholds) -> str:
+    lines = []
+    for k in range(len(block.rows)):  # a chain of comparisons per output element
+        (high, low), bits, pairs, base, target = emit.threshold_chain(block, k)
+        width = target[0] - target[1] + 1
+        field = f"unsigned({slice('x', high, low)})"
+        chain = "".join(f"{constant(width, c)} when {field} >= {_unsigned(bits, t)} else " for t, c in pairs)
+        lines.append(f"    {slice('y', *target)} <= {chain}{constant(width, base)};")
+    head = comment(
+        f"Threshold module of node '{block.node}': each output code is the code after the last threshold its "
+        "input code reaches (thresholds ascend)."
+    )
+    return head + "\n" + module_text(block.name, *_widths(block), [], lines)
