@@ -233,6 +233,22 @@ class PolyAddLayer(nn.Module):
         return [tuple(sorted(set(a) | set(b))) for a, b in zip(self.first.true_fan_ins(), self.second.true_fan_ins())]
 
 
+class QuantPolyAddLayer(nn.Module):
+    """PolyLUT-Add as upstream writes it: each sub-neuron layer quantized, their codes handed to the adder stacked
+    along the batch axis (``torch.cat(..., 0)``); batch norm and a quantizer follow the layer."""
+
+    def __init__(self, inputs: int, outputs: int, fan_in: int, bits: int = 2, seed: int = 0) -> None:
+        from iotable.nn import Quantize
+
+        super().__init__()
+        self.first = nn.Sequential(PolyNeurons(inputs, outputs, fan_in, seed), Quantize(bits, scale=0.25))
+        self.second = nn.Sequential(PolyNeurons(inputs, outputs, fan_in, seed + 1), Quantize(bits, scale=0.25))
+        self.adder = Adder2()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.adder(torch.cat((self.first(x), self.second(x)), 0))
+
+
 class MaskedNeurons(nn.Module):
     """LogicNets: a dense weight times a fixed sparse mask, batch-norm-like scale and shift, ReLU."""
 

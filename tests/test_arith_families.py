@@ -28,6 +28,15 @@ def difflogic() -> nn.Sequential:
     return _hand_decorated(model, {0: BITS, 1: BITS})
 
 
+def polylut_add_upstream() -> nn.Sequential:
+    from iotable.nn import Quantize
+
+    torch.manual_seed(0)
+    return nn.Sequential(
+        Quantize(2, scale=1 / 3), zoo.QuantPolyAddLayer(8, 6, 2), nn.BatchNorm1d(6), Quantize(2, scale=0.5)
+    ).eval()
+
+
 # name, model, input domain, features
 FAMILIES: list[tuple[str, Callable[[], nn.Module], Domain, int]] = [
     ("dwn", lambda: dwn(), U3, 4),
@@ -37,6 +46,7 @@ FAMILIES: list[tuple[str, Callable[[], nn.Module], Domain, int]] = [
     ("kanele", lambda: kanele().eval(), U2, 6),
     ("kanele-wine", kanele_wine, U6, 13),
     ("polylut-add", lambda: polylut_add().eval(), U2, 8),
+    ("polylut-add-upstream", polylut_add_upstream, Domain.uniform(2, scale=1 / 3), 8),
     ("logicnets", lambda: logicnets().eval(), U2, 10),
     ("quant-linear-64", dyadic_linear, Domain.uniform(2, scale=0.5), 64),
 ]

@@ -160,3 +160,18 @@ def test_a_network_with_arithmetic_saves_and_loads(tmp_path: Path) -> None:
     x = samples(U3, 5)
     assert torch.equal(loaded.run(x), net.run(x))
     assert loaded.graph.nodes_of(NodeKind.SUM)[0].meta == net.graph.nodes_of(NodeKind.SUM)[0].meta
+
+
+def test_polylut_adds_adder_on_the_batch_axis_is_an_add_of_codes() -> None:
+    """Upstream hands the quantized sub-neurons to ``Adder2`` stacked along the batch axis and chunks them back:
+    two sub-neuron table layers and an add of their codes (a join and a table of fan-in 2 per neuron, with the
+    batch norm and quantizer after it)."""
+    from tests.test_arith_families import polylut_add_upstream
+
+    model = polylut_add_upstream()
+    domain = Domain.uniform(2, scale=1 / 3)
+    net = iotable.precompute(model, input_domain=domain, example_input=torch.zeros(1, 8))
+    names = [n.name for n in net.graph.nodes_of(NodeKind.TABLE)]
+    assert {"1.first.0", "1.second.0", "add"} <= set(names)
+    assert net.graph["add"].meta.fan_ins == (2,) * 6
+    assert iotable.verify(model, net, samples(domain, 8)).agreement == 1.0

@@ -117,6 +117,7 @@ class _Segmenter:
         self.steps: dict[str, Step] = {}
         self.value: dict[str, str] = {}  # fx node name -> step name producing it
         self.order: list[str] = []
+        self.stacks: dict[str, list[str]] = {}  # fx node of a cat along the batch axis -> the steps it stacks
 
     def run(self) -> list[Step]:
         """Every node in turn, then each step's ``meta["fx_node"]``: the last node it produced."""
@@ -312,6 +313,8 @@ class _Segmenter:
             self.add_join(node)
         elif target is torch.cat:
             self.concat(node)
+        elif target is operator.getitem and self.unstack(node):
+            return
         elif target in _SUM_CALLS or (node.op == "call_method" and target == "sum"):
             self.reduce_sum(node)
         elif target in _ARGMAX_CALLS or (node.op == "call_method" and target == "argmax"):
@@ -336,11 +339,30 @@ class _Segmenter:
         self.produce(node, step)
         self.check_users(step, node)
 
+    def unstack(self, node: fx.Node) -> bool:
+        """``x.chunk(n)[k]`` (along the batch axis) of ``torch.cat(parts, 0)``: the step of ``parts[k]``."""
+        chunk = node.args[0]
+        if not isinstance(chunk, fx.Node) or not (chunk.target == "chunk" or chunk.target is torch.chunk):
+            return False
+        stacked = chunk.args[0]
+        count = chunk.args[1] if len(chunk.args) > 1 else chunk.kwargs.get("chunks")
+        dim = chunk.args[2] if len(chunk.args) > 2 else chunk.kwargs.get("dim", 0)
+        parts = self.stacks.get(stacked.name) if isinstance(stacked, fx.Node) else None
+        if parts is None or dim != 0 or count != len(parts) or not isinstance(node.args[1], int):
+            return False
+        self.produce(node, self.steps[parts[node.args[1]]])
+        return True
+
     def concat(self, node: fx.Node) -> None:
         """``torch.cat`` of quantized tensors along the channel axis."""
         parts = node.args[0]
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
         srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
+        if dim == 0 and all(s.closed and s.kind != "host" and s.shape == srcs[0].shape for s in srcs):
+            # PolyLUT-Add's sub-neurons handed to their adder stacked along the batch axis: kept as the operands,
+            # which a chunk along the same axis gives back (see unstack)
+            self.stacks[node.name] = [s.name for s in srcs]
+            return
         if dim != 1 or not all(s.closed and s.kind != "host" for s in srcs):
             msg = f"{self.where(node)}: only a concat of quantized tensors along the channel axis (dim=1) is supported"
             raise ModelError(msg)
