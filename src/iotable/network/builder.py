@@ -323,11 +323,10 @@ class GraphBuilder:
             return None
         try:
             form = self._arithmetic(step, src)
-        except Inexact as exc:
+        except Inexact:
             if plan is None:
                 raise
-            warnings.warn(f"{exc}; so its tables stay", IOTableWarning, stacklevel=3)
-            return None
+            return None  # tables that fit stay tables
         if plan is None:
             return form
         out_bits = bits_of(plan.output_domain) if isinstance(plan.output_domain, Domain) else 32  # raw: no codes
