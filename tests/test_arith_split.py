@@ -77,8 +77,14 @@ def test_brevitas_fixed_point_quant_linear_is_split_exactly() -> None:
     ).eval()
     domain = Domain.uniform(6, scale=1 / 32)
     net = iotable.precompute(model, input_domain=domain, example_input=torch.zeros(1, 64))
-    assert net.graph.nodes_of(NodeKind.SUM) and not net.graph.nodes_of(NodeKind.HOST)
+    kinds = [n.kind for n in net.graph.nodes]
+    assert NodeKind.SUM in kinds and NodeKind.THRESHOLD in kinds and NodeKind.HOST not in kinds
     assert iotable.verify(model, net, samples(domain, 64)).agreement == 1.0
+    # the same layer with brevitas' default float-scaled weights: its sums round, refused by name
+    model[1] = qnn.QuantLinear(64, 8, bias=False, weight_bit_width=3)
+    model.eval()
+    with pytest.raises(TableTooLargeError, match=r"1 \(QuantLinear\): its float32 sums may round"):
+        iotable.precompute(model, input_domain=domain, example_input=torch.zeros(1, 64))
 
 
 def test_weights_off_a_power_of_two_grid_are_refused_by_name() -> None:
