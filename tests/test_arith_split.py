@@ -145,3 +145,15 @@ def test_unquantized_edges_are_refused_with_the_reason() -> None:
     u6 = Domain.uniform(6, scale=1 / 64)
     with pytest.raises(TableTooLargeError, match=r"KANLayer.*power-of-two grid.*fixed point"):
         iotable.precompute(model, input_domain=u6, example_input=torch.zeros(1, 13))
+
+
+def test_trained_weights_are_followed() -> None:
+    """The sum's weights come from the layer's: new weights (same structure) re-plan; never a stale adder."""
+    model = dyadic_linear(inputs=64, outputs=4, seed=5)
+    first = iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 64))
+    with torch.no_grad():
+        model[0].weight.mul_(-1)
+    second = iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 64))
+    x = samples(D2, 64)
+    assert iotable.verify(model, second, x).agreement == 1.0
+    assert not torch.equal(first.run(x), second.run(x))

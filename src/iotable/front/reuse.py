@@ -31,7 +31,7 @@ from ..nn import domain_of
 from .infer import arithmetic_only, inferred_leaf
 from .metadata import SPEC_ATTRIBUTE
 
-__all__ = ["plan_tensors", "remember", "remembered", "settings", "stable_bytes", "structure_key"]
+__all__ = ["plan_tensors", "remember", "remembered", "settings", "stable_bytes", "structure_key", "tensor_digest"]
 
 _SIMPLE = (bool, int, float, str, type(None), Domain, torch.dtype, torch.device)
 _SKELETONS: weakref.WeakKeyDictionary[nn.Module, tuple[Hashable, Any]] = weakref.WeakKeyDictionary()
@@ -87,8 +87,12 @@ def settings(m: nn.Module) -> tuple[Hashable, ...]:
     )
 
 
-def _digest(t: torch.Tensor) -> bytes:
+def tensor_digest(t: torch.Tensor) -> bytes:
+    """A digest of a tensor's values (what a plan or a graph read from it)."""
     return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).digest()
+
+
+_digest = tensor_digest
 
 
 def plan_tensors(m: nn.Module) -> tuple[torch.Tensor, ...]:

@@ -132,6 +132,7 @@ class GraphBuilder:
         self.input_domain = input_domain
         self.input_layout = input_layout
         self.options = options
+        self.arithmetic_tensors: list[torch.Tensor] = []  # the values sum nodes were made from
 
     def _unique(self, name: str) -> str:
         if name not in self.nodes:
@@ -235,6 +236,7 @@ class GraphBuilder:
         """A ``sum`` node where the integer sum is the model's; else a table of the sum's inputs (with a warning
         that says why), exact by enumeration where it fits."""
         src = self.source(step)
+        self.arithmetic_tensors += [t for m in step.modules for t in getattr(m, "tensors", tuple)()]
         try:
             return self._add(sum_node(self._unique(step.name), step, src), src)
         except Inexact as exc:
@@ -290,6 +292,7 @@ class GraphBuilder:
         (:mod:`.edges`); :class:`Inexact` where its sums may round."""
         module = step.modules[0]
         where = f"{step.mixing} ({type(module).__name__})"
+        self.arithmetic_tensors += [*module.parameters(), *module.buffers()]  # weights baked into the sums
         if inferable(module):
             edges = edge_split(step.name, module, src, where)
             return ArithmeticForm(edges.edges, f"{step.name}_edges", len(edges.live), edges.sum_node, edges.estimate)

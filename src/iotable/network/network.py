@@ -21,7 +21,7 @@ from ..errors import InputError, LayerNotFoundError, ModelError
 from ..front.modelcheck import check_float32
 from ..front.plan import LayerPlan
 from ..front.registry import Role, kind_of, role_of
-from ..front.reuse import remember, remembered, structure_key
+from ..front.reuse import remember, remembered, structure_key, tensor_digest
 from ..front.spec import Layout
 from ..front.trace import segment, trace
 from ..graph.graph import (
@@ -348,6 +348,8 @@ def model_skeleton(
         max_rows=options["max_rows"],
     )
     skeleton = remembered(model, key) if reuse else None
+    if skeleton is not None and not skeleton.current():
+        skeleton = None  # an arithmetic node was made from values that changed since (a trained linear layer)
     if skeleton is None:
         dtype, device = module_dtype(model)
         example = example_input[:1].to(dtype=dtype, device=device)
@@ -356,7 +358,8 @@ def model_skeleton(
         builder = GraphBuilder(input_domain=input_domain, input_layout=layout, options=options)
         for step in steps:  # plans every layer (all sizes checked) before any table is built
             builder.add(step)
-        skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]))
+        read = tuple((t, tensor_digest(t)) for t in builder.arithmetic_tensors)
+        skeleton = _Skeleton(builder.finish(), dict(builder.planned), tuple(example.shape[1:]), read)
         remember(model, key, skeleton)
     return skeleton
 
@@ -368,3 +371,8 @@ class _Skeleton:
     graph: Graph
     planned: dict[str, tuple[nn.Module, LayerPlan]]
     input_shape: tuple[int, ...]
+    read: tuple[tuple[torch.Tensor, bytes], ...] = ()  # the tensors arithmetic nodes were made from, and digests
+
+    def current(self) -> bool:
+        """Whether every tensor an arithmetic node was made from still holds the values it was made from."""
+        return all(tensor_digest(t) == digest for t, digest in self.read)
