@@ -241,7 +241,7 @@ MAY_IMPORT = {
     "nodekinds": SHARED | {"front", "graph", "runtime"},
     "network": SHARED | {"front", "tabulate", "graph", "nodekinds", "runtime"},
     "bundle": SHARED | {"front", "tabulate", "graph", "runtime", "network"},
-    "synth": SHARED | {"front", "graph", "network"},
+    "synth": SHARED | {"front", "graph", "nodekinds", "network"},
     "hdl": SHARED | {"graph", "network", "synth"},
     "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
     "__main__": {"cli"},

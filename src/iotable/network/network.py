@@ -34,6 +34,7 @@ from ..graph.graph import (
 )
 from ..graph.liveness import Liveness, liveness
 from ..lutnet import LutResults
+from ..nodekinds.functions import ARITHMETIC_KINDS, estimated_luts, live_outputs, node_functions
 from ..runtime.runtime import Runtime
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
@@ -146,11 +147,19 @@ class TableNetwork:
         total = sum(t.rows for t in self.tables)
         host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
         lines = [f"{len(self.tables)} tables, {total} rows"]
-        rows = [r for r in self.rows() if r["kind"] == "table"]
+        every = self.rows()
+        rows = [r for r in every if r["kind"] == "table"]
         if rows and all(r["estimate"] is not None for r in rows):
             lines.append(
                 f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each live table once; "
                 f"iotable.synth.cost maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
+            )
+        arithmetic = [r for r in every if r["kind"] in ARITHMETIC_KINDS]
+        if arithmetic:
+            kinds = ", ".join(sorted({r["kind"] for r in arithmetic}))
+            lines.append(
+                f"arithmetic ({kinds}): {sum(r['estimate'] for r in arithmetic)} LUT6 estimated (adder trees, "
+                "comparators: iotable.lutcount)"
             )
         lines.append(f"dead: {self.liveness.dead()} tables (their outputs reach no network output; not counted)")
         if not all(t.is_dense for t in self.tables):
@@ -182,6 +191,10 @@ class TableNetwork:
         result = self.graph.rows()
         for row, node in zip(result, self.graph.nodes):
             layer = self.layers.get(node.meta.layer) if isinstance(node.meta, TableMeta) else None
+            if node.kind.value in ARITHMETIC_KINDS:
+                outputs, dead = live_outputs(node, self.liveness, keep_dead=False)
+                luts = estimated_luts(node_functions(self.graph, node, outputs))
+                row.update(dead=dead, estimate=luts, registers=pipeline_registers(node, outputs))
             if layer is not None:
                 live = self.liveness.units[node.name]
                 estimates = layer.plan.lut_estimates()

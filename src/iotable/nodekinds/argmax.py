@@ -69,7 +69,7 @@ class Argmax(NodeKindDef):
 
     name = "argmax"
     meta = ArgmaxMeta
-    dot_shape = "triangle"
+    dot_shape = "diamond"
 
     def check(self, node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
         _check_argmax(node, producers, incoming, outgoing)

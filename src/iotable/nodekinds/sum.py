@@ -104,7 +104,7 @@ class Sum(NodeKindDef):
 
     name = "sum"
     meta = SumMeta
-    dot_shape = "invhouse"
+    dot_shape = "octagon"
 
     def check(self, node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
         _check_sum(node, producers, incoming, outgoing)

@@ -25,7 +25,7 @@ from ..lutcount import check_k
 from ..lutnet import RECORD_FORMAT, LutNetlist, LutResult, pack_rows, result_name
 from ..network.network import TableNetwork
 from .abcrun import abc_version, find_abc, resolve_script, run_abc
-from .arith import ArithFunction, arithmetic_nodes, cost_record, live_outputs, node_functions
+from .arith import ArithFunction, arithmetic_nodes, cost_record, function_blif, live_outputs, node_functions
 from .cache import Cache, _unused
 from .inputs import DEFAULT_TIMEOUT, check_timeout
 from .records import ArithmeticCost
@@ -123,7 +123,7 @@ def map_function(
     version = abc_version(program)
     script = resolve_script(ARITH_SCRIPT, k, what=what)
     name = f"the {fn.kind} of {len(fn.radices)} input(s)"
-    ((text, seconds),) = run_abc(program, [fn.blif().encode()], script, timeout=timeout, names=[name])
+    ((text, seconds),) = run_abc(program, [function_blif(fn).encode()], script, timeout=timeout, names=[name])
     netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
     check_arithmetic(netlist, fn, name=name, k=k)
     return LutResult.from_record(_record(fn, k, script, version, text, seconds), netlist)
@@ -224,7 +224,11 @@ def map_arithmetic(
     for start in range(0, len(pending), _BATCH):
         batch = pending[start : start + _BATCH]
         texts = run_abc(
-            program, [fn.blif().encode() for _, fn, _ in batch], script, timeout=timeout, names=[n for *_, n in batch]
+            program,
+            [function_blif(fn).encode() for _, fn, _ in batch],
+            script,
+            timeout=timeout,
+            names=[n for *_, n in batch],
         )
         for (key, fn, name), (text, seconds) in zip(batch, texts):
             netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
