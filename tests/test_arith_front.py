@@ -139,8 +139,20 @@ def test_a_wrong_constant_is_caught_by_verify() -> None:
 def test_an_argmax_of_raw_values_is_refused() -> None:
     """A float score (no quantizer, no exact sum) has no codes to compare: refused by name."""
     model = nn.Sequential(nn.Linear(4, 3), Decide()).eval()
-    with pytest.raises(ModelError, match=r"argmax reads the unquantized output"):
+    with pytest.raises(ModelError, match=r"argmax .*compares codes of one domain; '0' gives raw values"):
         iotable.precompute(model, input_domain=U3, example_input=torch.zeros(1, 4))
+
+
+def test_an_argmax_after_an_exact_linear_head_decides_in_hardware() -> None:
+    """A head with power-of-two weights and no quantizer: its sums are the model's values exactly (codes), so the
+    argmax reads them; too wide for a table, it is partial sums, an adder and the decision."""
+    from tests.test_arith_split import D2, dyadic_linear
+
+    model = nn.Sequential(dyadic_linear()[0], Decide()).eval()
+    net = iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 64))
+    assert [n.kind.value for n in net.graph.nodes][-3:] == ["sum", "argmax", "output"]
+    x = samples(D2, 64)
+    assert torch.equal(net.run(x).long(), model(x))
 
 
 def test_a_sum_over_the_batch_axis_is_refused() -> None:

@@ -372,8 +372,9 @@ class _Segmenter:
         """The step producing the codes ``node`` (a sum or an argmax) reads: a closed step, or an open sum, which it
         closes."""
         src = self.source(node.args[0], node)
-        if src.kind == "sum":
-            src.closed = True
+        if src.kind == "sum" or (src.kind == "table" and src.mixing not in (None, "add") and src.modules[-1:] and
+                                 src.module_names[-1] == src.mixing):  # fmt: skip
+            src.closed = True  # a sum's codes; a layer's outputs, codes where it becomes exact arithmetic
         if not src.closed or src.kind == "host":
             layer = src.mixing or src.name
             msg = f"{self.where(node)}: {what} reads the unquantized output of {layer}; put a Quantize before it"

@@ -226,7 +226,11 @@ class StreamingBuilder(Builder):
         if self.frame(node) != stream.frame:
             what = f"its outputs gather a frame of {stream.frame} positions into {self.frame(node)} (a frame buffer)"
             raise self.refuse(node, what)
-        inside = beats_of(np.arange(int(np.prod(producer.shape))).reshape(1, *producer.shape), producer)
+        size = int(np.prod(producer.shape))
+        if stream.beats == 1 and len(stream.ids) == size:  # one word holds the whole tensor, whatever its view
+            inside = np.arange(size).reshape(1, size)
+        else:
+            inside = beats_of(np.arange(size).reshape(1, *producer.shape), producer)
         outside = beats_of(np.arange(int(np.prod(node.shape))).reshape(1, *node.shape), node)
         position = np.empty(inside.size, np.int64)
         channel = np.empty(inside.size, np.int64)
