@@ -1,11 +1,15 @@
-"""Shared by the digits examples: the scikit-learn digits data, quantized, and a short training loop.
+"""Shared by the digits examples: the scikit-learn digits data, quantized, a short training loop, and the check
+that a design's class out of the simulator is the model's.
 
-Not an example itself (the leading underscore says so); ``digits_mlp.py`` and ``digits_cnn.py`` import it.
+Not an example itself (the leading underscore says so); the ``digits_*.py`` examples import it.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
+from pathlib import Path
 
 import torch
 from sklearn.datasets import load_digits
@@ -65,8 +69,25 @@ def train(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, epochs: int, lr
 
 
 def accuracy(outputs: torch.Tensor, y: torch.Tensor) -> float:
-    """Fraction of samples whose largest output is the label (ties go to the first, as ``argmax`` does)."""
-    return float((outputs.argmax(dim=1) == y).float().mean())
+    """Fraction of samples whose largest output is the label (ties go to the first, as ``argmax`` does); a model
+    that outputs the class (one value per sample) is compared as it is."""
+    classes = outputs if outputs.ndim == 1 else outputs.argmax(dim=1)
+    return float((classes.long() == y).float().mean())
+
+
+class Classify(nn.Module):
+    """A trained model with the class decision at the end of its forward: ``argmax(-1)`` of its class scores.
+
+    Training needs the scores (cross-entropy reads them), so the decision is a wrapper used after training: it
+    shares the trained layers, and its table network ends in an ``argmax`` node whose output is the class.
+    """
+
+    def __init__(self, scores: nn.Module) -> None:
+        super().__init__()
+        self.scores = scores
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.scores(x).argmax(-1)
 
 
 def sparsify(linear: nn.Linear, fan_in: int, generator: torch.Generator) -> nn.Linear:
@@ -112,3 +133,37 @@ def evaluate(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     model.eval()
     with torch.no_grad():
         return model(x)
+
+
+def class_in_hardware(net: iotable.TableNetwork, classes: torch.Tensor, x: torch.Tensor, *, vhdl: bool = False) -> None:
+    """Export ``net`` (whose output is the class) as Verilog, simulate it under iverilog on every sample of ``x``,
+    and check that the class out of the hardware is ``classes``, the model's; with ``vhdl``, the VHDL under GHDL
+    too. A simulator that is not installed is skipped with a line saying so.
+
+    Prints the design's summary and one line per simulator; exits with an error on any difference.
+    """
+    from iotable.hdl import export, simulate  # the hardware layer, only where an example uses it
+
+    runs = [("verilog", "iverilog"), *([("vhdl", "ghdl")] if vhdl else [])]
+    with tempfile.TemporaryDirectory() as folder:
+        for language, simulator in runs:
+            if shutil.which(simulator) is None:
+                print(f"{simulator} is not installed: the {language} design is not simulated (apt-get install it)")
+                continue
+            start = time.perf_counter()
+            design = export(net, Path(folder) / language, language=language, inputs=x[:32])
+            if design.host:
+                raise SystemExit(f"the design leaves {design.host} to software; expected the class out of hardware")
+            if language == "verilog":
+                print()
+                print(design.summary())
+            codes = simulate(design, x, simulator=simulator)
+            seconds = time.perf_counter() - start
+            hardware = torch.as_tensor(net.graph[design.output_node].domain.decode(codes.numpy()))
+            same = int((hardware == classes.double()).sum())
+            if same != len(x):
+                raise SystemExit(f"{simulator}: the hardware's class is not the model's on {len(x) - same} digits")
+            print(
+                f"class in hardware ({language}, {simulator}) equals the model's class on all {len(x)} test digits"
+                f" (export and simulation {seconds:.1f} s)"
+            )

@@ -8,6 +8,11 @@ The sparsity is real, not just declared: a fixed mask (``torch.nn.utils.prune.cu
 every weight outside a neuron's fan-in, during training and after. ``iotable.decompose(fan_in=...)`` tells
 iotable the same fan-in, and iotable's probe checks that the layer reads nothing else.
 
+The class decision goes into hardware too: ``_digits.Classify`` wraps the trained model with ``argmax(-1)`` of
+its quantized class scores at the end of ``forward``; its table network ends in an ``argmax`` node (a
+comparator tree over the ten 4-bit score codes, ties to the first as ``torch.argmax``), so the exported
+design outputs the class. It is simulated under iverilog on every test digit and compared with the model.
+
 Run it with ``python examples/digits_mlp.py`` (needs scikit-learn: ``pip install -e ".[examples]"``).
 """
 
@@ -57,6 +62,7 @@ def main() -> None:
     _digits.train(model, x_train, y_train, epochs=EPOCHS)
     net = _digits.precompute_and_verify(model, x_train, x_test, y_test, input_domain=_digits.INPUT_DOMAIN)
     restricted_tables(model, net, x_train, x_test, y_test)
+    class_decision(model, x_train, x_test, y_test)
 
 
 def restricted_tables(model: nn.Module, net, x_train, x_test, y_test) -> None:
@@ -78,6 +84,15 @@ def restricted_tables(model: nn.Module, net, x_train, x_test, y_test) -> None:
     print(f"restricted network accuracy on the {len(x_test)} held-out test digits: {held_out:.1%}")
     if not on_train.ok:
         raise SystemExit("the restricted network differs from the model on the data it observed")
+
+
+def class_decision(model: nn.Module, x_train, x_test, y_test) -> None:
+    """The trained model with ``argmax`` at the end, as a table network whose output is the class, in hardware."""
+    print()
+    print("== The class decision in hardware: argmax of the quantized class scores")
+    classifier = _digits.Classify(model)
+    net = _digits.precompute_and_verify(classifier, x_train, x_test, y_test, input_domain=_digits.INPUT_DOMAIN)
+    _digits.class_in_hardware(net, _digits.evaluate(classifier, x_test), x_test)
 
 
 if __name__ == "__main__":

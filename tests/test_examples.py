@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from .optional import require_program
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = sorted(p for p in EXAMPLES.glob("*.py") if not p.name.startswith("_"))  # _name.py: helpers
 # The longest examples run in the slow tier; the quick one runs the others (brevitas is also in test_brevitas.py).
-SLOW_EXAMPLES = {"digits_brevitas", "digits_cnn"}
+SLOW_EXAMPLES = {"digits_brevitas", "digits_cnn", "digits_difflogic"}
 
 
 def example(name: str) -> object:
@@ -70,7 +72,9 @@ def test_depthwise_prints_fused_block() -> None:
     assert "checked against the block: 4 tables x 8 positions agree" in out
 
 
-@pytest.mark.parametrize("name", [example(n) for n in ("digits_mlp", "digits_cnn", "logicnets_style")])
+@pytest.mark.parametrize(
+    "name", [example(n) for n in ("digits_mlp", "digits_cnn", "logicnets_style", "digits_difflogic")]
+)
 def test_digits_examples_agree_bit_for_bit(name: str) -> None:
     """The digits examples print both accuracies and 100% agreement between model and table network."""
     result = run_example(EXAMPLES / f"{name}.py")
@@ -86,3 +90,42 @@ def test_digits_mlp_restricts_to_observed_rows() -> None:
     assert "rows kept / total = " in result.stdout
     assert "restricted network vs model on the observed training digits: 100.0% agree" in result.stdout
     assert "restricted network accuracy on the 360 held-out test digits" in result.stdout
+
+
+@pytest.mark.parametrize("name", [example(n) for n in ("digits_mlp", "digits_cnn", "digits_difflogic")])
+def test_digits_examples_put_the_class_in_hardware(name: str) -> None:
+    """The digits examples export a design whose output is the argmax, and iverilog's class equals the model's on
+    every test digit."""
+    require_program("iverilog", package="iverilog")
+    result = run_example(EXAMPLES / f"{name}.py")
+    assert result.returncode == 0, result.stderr
+    decision = result.stdout.split("out_data: ")[-1]
+    assert decision.startswith("4 bits, 1 codes of node 'argmax' ()")
+    assert "class in hardware (verilog, iverilog) equals the model's class on all 360 test digits" in decision
+    assert "host nodes left to software" not in decision
+
+
+@pytest.mark.slow
+def test_difflogic_example_is_gates_and_a_popcount() -> None:
+    """The DiffLogic example is tables, a popcount of 100 bits per class and an argmax, with no host node; GHDL's
+    class equals the model's too."""
+    require_program("ghdl", package="ghdl")
+    result = run_example(EXAMPLES / "digits_difflogic.py")
+    assert result.returncode == 0, result.stderr
+    rows = [line.split() for line in result.stdout.splitlines()]
+    kinds = {row[0] for row in rows if len(row) > 2 and row[2].startswith("(")}
+    assert kinds == {"input", "table", "reshape", "sum", "argmax", "output"}
+    assert ["sum", "sum_1", "(10,)", "100"] in rows
+    assert "class in hardware (vhdl, ghdl) equals the model's class on all 360 test digits" in result.stdout
+
+
+@pytest.mark.slow
+def test_cnn_example_head_is_partial_sums_and_a_threshold() -> None:
+    """The CNN's quantized head becomes partial-sum tables, an adder tree, a threshold and an argmax: no host node."""
+    result = run_example(EXAMPLES / "digits_cnn.py")
+    assert result.returncode == 0, result.stderr
+    decision = result.stdout.split("== The class decision in hardware")[1]
+    kinds = [line.split()[0] for line in decision.splitlines() if line.startswith(("table ", "sum ", "threshold "))]
+    assert kinds[-3:] == ["table", "sum", "threshold"]
+    assert "host nodes" not in decision
+    assert "quantized-head accuracy on the 360 test digits" in decision
