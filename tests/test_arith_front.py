@@ -187,3 +187,13 @@ def test_polylut_adds_adder_on_the_batch_axis_is_an_add_of_codes() -> None:
     assert {"1.first.0", "1.second.0", "add"} <= set(names)
     assert net.graph["add"].meta.fan_ins == (2,) * 6
     assert iotable.verify(model, net, samples(domain, 8)).agreement == 1.0
+
+
+def test_a_sum_of_raw_values_says_what_to_quantize() -> None:
+    class Total(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.sum(-1)
+
+    model = nn.Sequential(nn.Linear(4, 6), Total()).eval()
+    with pytest.raises(ModelError, match=r"sums the raw \(unquantized\) outputs of '0'; put a Quantize before the sum"):
+        iotable.precompute(model, input_domain=U3, example_input=torch.zeros(1, 4))

@@ -189,8 +189,14 @@ def sum_node(name: str, step: Step, src: Node) -> Node:
     step and the reason where the integer sum would not be the model's."""
     where = step.meta.get("where") or step.name
     in_shape, dims = tuple(step.meta["in_shape"]), tuple(step.meta["dims"])
-    if src.domain is None or in_shape != src.shape:
-        msg = f"{where}: a sum reads codes of shape {in_shape}; {src.name!r} gives {src.shape} ({src.domain!r})"
+    if src.domain is None:
+        msg = (
+            f"{where}: sums the raw (unquantized) outputs of {src.name!r}; put a Quantize before the sum, or declare "
+            f"the layer's output domain (iotable.decompose(..., output_domain=...))"
+        )
+        raise ModelError(msg)
+    if in_shape != src.shape:
+        msg = f"{where}: a sum reads codes of shape {in_shape}; {src.name!r} gives {src.shape}"
         raise ModelError(msg)
     v0, d, radix = _affine_codes(src, where)
     index = sum_groups(step)
