@@ -140,20 +140,22 @@ class KANLayer(nn.Module):
         edges[:, 0] = True
         self.coefficients = nn.Parameter(coefficients * edges.unsqueeze(-1))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def edges(self, x: torch.Tensor) -> torch.Tensor:
+        """Every edge's value, ``(batch, outputs, inputs)``."""
         step = self.grid[1] - self.grid[0]
         basis = torch.relu(1 - (x.unsqueeze(-1) - self.grid).abs() / step)  # (batch, inputs, grid)
-        edges = torch.einsum("big,oig->boi", basis, self.coefficients)
-        return edges.sum(-1)
+        return torch.einsum("big,oig->boi", basis, self.coefficients)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.edges(x).sum(-1)
 
     def true_fan_ins(self) -> list[tuple[int, ...]]:
         return [tuple(torch.nonzero(row.abs().sum(-1)).flatten().tolist()) for row in self.coefficients]
 
 
-class QuantKANLayer(nn.Module):
-    """KANELÉ: per edge a 1-D function of one quantized input (hat functions on a grid, learned coefficients)
-    whose output is quantized to fixed point (``edge_bits`` bits, ``frac`` of them after the point), per neuron
-    the sum of its edges; pruned edges have all-zero coefficients."""
+class QuantKANLayer(KANLayer):
+    """KANELÉ: a KAN layer whose every edge output is quantized to fixed point (``edge_bits`` bits, ``frac`` of
+    them after the point) before the neuron sums its edges."""
 
     def __init__(
         self,
@@ -165,25 +167,13 @@ class QuantKANLayer(nn.Module):
         keep: float = 0.8,
         seed: int = 0,
     ) -> None:
-        super().__init__()
-        generator = _generator(seed)
+        super().__init__(inputs, outputs, grid=grid, keep=keep, seed=seed)
         self.edge_bits, self.frac = edge_bits, frac
-        self.register_buffer("grid", torch.linspace(0, 1, grid))
-        coefficients = torch.randn(outputs, inputs, grid, generator=generator)
-        edges = torch.rand(outputs, inputs, generator=generator) < keep
-        edges[:, 0] = True
-        self.coefficients = nn.Parameter(coefficients * edges.unsqueeze(-1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        step = self.grid[1] - self.grid[0]
-        basis = torch.relu(1 - (x.unsqueeze(-1) - self.grid).abs() / step)  # (batch, inputs, grid)
-        edges = torch.einsum("big,oig->boi", basis, self.coefficients)
         top = 2 ** (self.edge_bits - 1)
-        edges = torch.clamp(torch.round(edges * 2**self.frac), -top, top - 1) / 2**self.frac  # fixed point
+        edges = torch.clamp(torch.round(self.edges(x) * 2**self.frac), -top, top - 1) / 2**self.frac
         return edges.sum(-1)
-
-    def true_fan_ins(self) -> list[tuple[int, ...]]:
-        return [tuple(torch.nonzero(row.abs().sum(-1)).flatten().tolist()) for row in self.coefficients]
 
 
 class PolyNeurons(nn.Module):
