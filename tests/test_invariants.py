@@ -20,8 +20,23 @@ from .test_bundle import build
 
 @pytest.fixture(scope="module")
 def graphs() -> dict[str, Graph]:
-    """A CNN graph (pad, windows, pool, duplicate, concat and add joins) and one with a flatten and host nodes."""
-    return {kind: build(kind)[1].graph for kind in ("cnn", "host")}
+    """A CNN graph (pad, windows, pool, duplicate, concat and add joins), one with a flatten and host nodes, and one
+    with arithmetic (partial sums, a sum, a threshold and an argmax)."""
+    graphs = {kind: build(kind)[1].graph for kind in ("cnn", "host")}
+    graphs["arith"] = _arithmetic_graph()
+    return graphs
+
+
+def _arithmetic_graph() -> Graph:
+    import torch
+    from torch import nn
+
+    import iotable
+    from tests.test_arith_front import Decide
+    from tests.test_arith_split import D2, dyadic_linear
+
+    model = nn.Sequential(*dyadic_linear(), Decide()).eval()
+    return iotable.precompute(model, input_domain=D2, example_input=torch.zeros(1, 64)).graph
 
 
 def with_node(graph: Graph, name: str, **changes: Any) -> Graph:

@@ -224,6 +224,9 @@ def cost(
 
     Example:
         >>> model = torch.nn.Sequential(torch.nn.Linear(2, 2), iotable.nn.Quantize(2))
+        >>> with torch.no_grad():  # two different tables
+        ...     _ = model[0].weight.copy_(torch.tensor([[1.0, 2.0], [-1.0, 1.0]]))
+        ...     _ = model[0].bias.fill_(0.5)
         >>> net = iotable.precompute(model, input_domain=Domain.uniform(1))
         >>> report = cost(net, workers=1, progress=False)
         >>> report.distinct, len(report.network.luts), cost(report.network, workers=1).mapped
