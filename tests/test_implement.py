@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
@@ -17,7 +18,7 @@ import torch
 import iotable
 from iotable import Domain
 from iotable.cli import main
-from iotable.errors import CacheError, HDLError, IOTableWarning, OptionError, SimulatorNotInstalledError
+from iotable.errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionError, SimulatorNotInstalledError
 from iotable.hdl import Implementation, check, check_files, export, implement
 from iotable.hdl.implement import parse_target
 from iotable.nn import Quantize
@@ -188,6 +189,46 @@ def test_check_counts_the_whole_design(tiny) -> None:
     tables = sum(layer.instances for layer in tiny.layers)
     assert split.cells is not None and whole.cells is not None and split.cells > tables
     assert abs(split.cells - whole.cells) <= 0.05 * whole.cells  # the same modules, synthesized apart
+
+
+def _drop_rows(text: str) -> str:
+    """The table without its default and the rows of addresses ending in 01: a case that leaves a latch."""
+    return re.sub(r"\n\s*(?:default|\d+'b[01_]*01):[^\n]*", "", text)
+
+
+# Each tampered table module must fail the check it gets on its own (gates, then check -assert and no latch).
+TAMPERED = {
+    "latch": (_drop_rows, r"(?s)DLATCH.*A latch"),
+    "undriven": (
+        lambda t: t.replace("    always", "    wire [1:0] w;\n    always", 1).replace(
+            "codes = 2'b", "codes = w; // ", 1
+        ),
+        r"is used but has no driver",
+    ),
+    "two drivers": (lambda t: t.replace("    always", "    assign codes = address[1:0];\n    always", 1), r"problems"),
+    "loop": (
+        lambda t: t.replace("    always", "    wire [7:0] a = address ^ {4{codes}};\n    always", 1).replace(
+            "case (address)", "case (a)", 1
+        ),
+        r"logic loop",
+    ),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERED))
+def test_check_refuses_a_tampered_table_checked_on_its_own(tiny, tamper: str) -> None:
+    """A table module checked on its own (without a generic synth) still fails for a latch, an undriven wire, two
+    drivers or a combinational loop, with yosys's own words."""
+    _require("yosys")
+    files = {name: (Path(tiny.directory) / name).read_text() for name in tiny.sources}
+    tables = [name for name in tiny.sources if name != "tiny.v"]
+    # a first-layer table (8 address bits, 2 code bits) whose codes vary: a loop through it is no constant
+    name = next(n for n in tables if "[7:0] address" in files[n] and len(set(re.findall(r"= 2'b\d\d;", files[n]))) > 1)
+    change, words = TAMPERED[tamper]
+    files[name] = change(files[name])
+    assert files[name] != (Path(tiny.directory) / name).read_text()
+    with pytest.raises(HDLToolError, match=words):
+        check_files(files, "tiny", timeout=300, separate=tables)
 
 
 def test_check_files_refuses_a_bad_separate_file() -> None:
