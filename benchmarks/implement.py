@@ -10,7 +10,7 @@ sets the clock), the ladder of LUT counts a user can ask iotable for, each with 
 - **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the exported design (LUT6, MUXF, flip-flops);
 - **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr): LUT4,
   flip-flops, Fmax after routing;
-- and ``iotable.hdl.check`` of the design (each distinct table checked once as generic gates, the wiring
+- and ``iotable.hdl.check`` of the design (each distinct table elaborated and checked once, the wiring
   through yosys's generic synthesis with the tables as black boxes), with its time.
 
 A target a design does not fit (more LUTs or I/O than the device has) is reported as such. Timings are
@@ -94,7 +94,7 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) 
     print(f"  ABC: {report.luts} LUT6 over the network's tables in {seconds:.1f} s ({report.abc_version})")
     seconds, result = _timed(lambda: check(design, timeout=3600))
     row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
-    print(f"  check: {row['check']['cells']} generic cells in {seconds:.1f} s")
+    print(f"  check: {row['check']['cells']} cells (the wiring's, a table's ROM 2) in {seconds:.1f} s")
     for target in targets:
         seconds, result = _timed(lambda target=target: implement(design, target=target, timeout=3600))
         if isinstance(result, Exception):

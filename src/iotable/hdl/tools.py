@@ -363,7 +363,7 @@ _BATCH = 8  # modules per yosys run when they are checked on their own: few star
 #: A module checked on its own (a table: combinational) is elaborated (``proc``: a ``case`` table becomes a
 #: ROM) and asserted clean as written, before any optimization could hide a latch or a second driver. ``check``
 #: sees no path through a ROM read, so ``scc`` looks for loops among all cells but flip-flops. No generic
-#: ``synth``: mapping a 4,096-row table to gates takes two thirds of the time and decides nothing.
+#: ``synth``: mapping a 4,096-row table to gates takes most of the time and decides nothing.
 _LOOPS = "scc -all_cell_types -expect 0 * t:$*dff* %d t:$_*DFF* %d t:$ff %d t:$_FF_ %d"
 
 
