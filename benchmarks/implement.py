@@ -1,7 +1,8 @@
 """From estimate to device: ``python -m benchmarks.implement`` (``--only jsc-s``, ``--targets ...``, ``--json FILE``).
 
-For jsc-s, jsc-m and the digits MLP (examples/digits_mlp.py, trained as the example trains it), the ladder of
-LUT counts a user can ask iotable for, each with its time:
+For jsc-s, jsc-m and the digits MLP (examples/digits_mlp.py, trained as the example trains it), unrolled, and
+for ``chain-8`` (eight layers of four 1-bit units of fan-in 4, streaming: tables so small that the handshake
+sets the clock), the ladder of LUT counts a user can ask iotable for, each with its time:
 
 - **estimate**: LogicNets' formula on the design's tables (no tool);
 - **ABC**: every distinct table mapped onto LUT6 by ABC and checked row by row (``iotable.synth.cost``), the
@@ -9,8 +10,8 @@ LUT counts a user can ask iotable for, each with its time:
 - **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the exported design (LUT6, MUXF, flip-flops);
 - **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr): LUT4,
   flip-flops, Fmax after routing;
-- and ``iotable.hdl.check`` of the design (yosys's generic synthesis: each table once, the wiring with
-  tables as black boxes).
+- and ``iotable.hdl.check`` of the design (each distinct table elaborated and checked once, the wiring
+  through yosys's generic synthesis with the tables as black boxes), with its time.
 
 A target a design does not fit (more LUTs or I/O than the device has) is reported as such. Timings are
 wall-clock seconds of one run on the machine that runs it.
@@ -32,11 +33,14 @@ import torch
 import iotable
 from iotable.errors import HDLToolError
 from iotable.hdl import check, export, implement
+from iotable.nn import Quantize
 
 from . import workloads
 
 #: The workloads of the ladder, and the targets each is implemented for.
-WORKLOADS = ("jsc-s", "jsc-m", "digits-mlp")
+WORKLOADS = ("jsc-s", "jsc-m", "digits-mlp", "chain-8")
+#: The workloads exported streaming (the others are unrolled).
+STREAMING = ("chain-8",)
 TARGETS = ("xilinx", "ecp5-85k", "ice40-hx8k")
 
 
@@ -55,7 +59,18 @@ def digits_mlp() -> iotable.TableNetwork:
     return iotable.precompute(model.eval(), input_domain=digits.INPUT_DOMAIN, progress=False)
 
 
+def chain(depth: int) -> iotable.TableNetwork:
+    """``depth`` layers of four 1-bit units of fan-in 4 (seeded): tiny tables, so that the control path shows."""
+    torch.manual_seed(0)
+    layers: list[torch.nn.Module] = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(4, 4), Quantize(1)]
+    return iotable.precompute(torch.nn.Sequential(*layers).eval(), input_domain=iotable.Domain.uniform(1))
+
+
 def _network(name: str) -> iotable.TableNetwork:
+    if name.startswith("chain-"):
+        return chain(int(name.removeprefix("chain-")))
     return digits_mlp() if name == "digits-mlp" else workloads.build(name).precompute()
 
 
@@ -70,15 +85,16 @@ def _timed(fn: Any) -> tuple[float, Any]:
 
 def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) -> dict[str, Any]:
     net = _network(name)
-    design = export(net, work / name, top="net", vectors=16, table_benches=False, overwrite=True)
-    row: dict[str, Any] = {"workload": name, "estimate": sum(layer.estimate for layer in design.layers)}
-    print(f"{name}: estimate {row['estimate']} LUT6 (LogicNets)")
+    style = "streaming" if name in STREAMING else "unrolled"
+    design = export(net, work / name, style=style, top="net", vectors=16, table_benches=False, overwrite=True)
+    row: dict[str, Any] = {"workload": name, "style": style, "estimate": sum(layer.estimate for layer in design.layers)}
+    print(f"{name} ({style}): estimate {row['estimate']} LUT6 (LogicNets)")
     seconds, report = _timed(lambda: iotable.synth.cost(net, progress=False, cache_dir=cache))
     row["abc"] = {"luts": report.luts, "seconds": seconds, "abc_version": report.abc_version}
     print(f"  ABC: {report.luts} LUT6 over the network's tables in {seconds:.1f} s ({report.abc_version})")
     seconds, result = _timed(lambda: check(design, timeout=3600))
     row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
-    print(f"  check: {row['check']['cells']} cells (yosys generic synthesis) in {seconds:.1f} s")
+    print(f"  check: {row['check']['cells']} cells (the wiring's, a table's ROM 2) in {seconds:.1f} s")
     for target in targets:
         seconds, result = _timed(lambda target=target: implement(design, target=target, timeout=3600))
         if isinstance(result, Exception):

@@ -7,7 +7,9 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import shutil
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import torch
 import iotable
 from iotable import Domain
 from iotable.cli import main
-from iotable.errors import CacheError, HDLError, IOTableWarning, OptionError, SimulatorNotInstalledError
+from iotable.errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionError, SimulatorNotInstalledError
 from iotable.hdl import Implementation, check, check_files, export, implement
 from iotable.hdl.implement import parse_target
 from iotable.nn import Quantize
@@ -179,15 +181,58 @@ def test_a_vhdl_design_is_refused(tmp_path: Path) -> None:
 
 
 def test_check_counts_the_whole_design(tiny) -> None:
-    """check synthesizes each table module once and the wiring with tables as black boxes, and its cell count is
-    the whole hierarchy's, as one synthesis of all the files counts it."""
+    """check counts the whole hierarchy: the wiring's cells after a generic synth, as yosys counts them with the
+    tables as black boxes (one cell each), and each table instance as the ROM it elaborates to (2 cells)."""
+    _require("yosys")
+    tables = [name for name in tiny.sources if name != "tiny.v"]
+    modules = " ".join(name.removesuffix(".v") for name in tables)
+    reads = "; ".join(f"read_verilog {Path(tiny.directory) / name}" for name in tiny.sources)
+    script = f"{reads}; hierarchy -top tiny; blackbox {modules}; synth -top tiny; flatten; stat -top tiny"
+    done = subprocess.run(["yosys", "-q", "-p", f"{script}; tee -o /dev/stdout stat"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    flat = int(re.findall(r"=== tiny ===.*?Number of cells:\s+(\d+)", done.stdout, re.DOTALL)[-1])
+    instances = sum(layer.instances for layer in tiny.layers)
+    assert check(tiny, timeout=300).cells == flat + instances  # a black box counts 1, a table's ROM 2
+
+
+def _drop_rows(text: str) -> str:
+    """The table without its default and the rows of addresses ending in 01: a case that leaves a latch."""
+    return re.sub(r"\n\s*(?:default|\d+'b[01_]*01):[^\n]*", "", text)
+
+
+# Each tampered table module must fail the check it gets on its own (elaborated: check -assert, no latch, scc).
+TAMPERED = {
+    "latch": (_drop_rows, r"(?s)DLATCH.*A latch"),
+    "undriven": (
+        lambda t: t.replace("    always", "    wire [1:0] w;\n    always", 1).replace(
+            "codes = 2'b", "codes = w; // ", 1
+        ),
+        r"is used but has no driver",
+    ),
+    "two drivers": (lambda t: t.replace("    always", "    assign codes = address[1:0];\n    always", 1), r"problems"),
+    "loop": (
+        lambda t: t.replace("    always", "    wire [7:0] a = address ^ {4{codes}};\n    always", 1).replace(
+            "case (address)", "case (a)", 1
+        ),
+        r"(?s)SCCs but expected 0.*A combinational loop",
+    ),
+}
+
+
+@pytest.mark.parametrize("tamper", sorted(TAMPERED))
+def test_check_refuses_a_tampered_table_checked_on_its_own(tiny, tamper: str) -> None:
+    """A table module checked on its own (elaborated, without a generic synth) still fails for a latch, an undriven
+    wire, two drivers or a combinational loop, with yosys's own words."""
     _require("yosys")
     files = {name: (Path(tiny.directory) / name).read_text() for name in tiny.sources}
-    whole = check_files(files, "tiny", timeout=300)
-    split = check(tiny, timeout=300)
-    tables = sum(layer.instances for layer in tiny.layers)
-    assert split.cells is not None and whole.cells is not None and split.cells > tables
-    assert abs(split.cells - whole.cells) <= 0.05 * whole.cells  # the same modules, synthesized apart
+    tables = [name for name in tiny.sources if name != "tiny.v"]
+    # a first-layer table (8 address bits, 2 code bits) whose codes vary: a loop through it is no constant
+    name = next(n for n in tables if "[7:0] address" in files[n] and len(set(re.findall(r"= 2'b\d\d;", files[n]))) > 1)
+    change, words = TAMPERED[tamper]
+    files[name] = change(files[name])
+    assert files[name] != (Path(tiny.directory) / name).read_text()
+    with pytest.raises(HDLToolError, match=words):
+        check_files(files, "tiny", timeout=300, separate=tables)
 
 
 def test_check_files_refuses_a_bad_separate_file() -> None:
