@@ -115,7 +115,7 @@ def test_difflogic_example_is_gates_and_a_popcount() -> None:
     rows = [line.split() for line in result.stdout.splitlines()]
     kinds = {row[0] for row in rows if len(row) > 2 and row[2].startswith("(")}
     assert kinds == {"input", "table", "reshape", "sum", "argmax", "output"}
-    assert ["sum", "sum_1", "(10,)", "100"] in rows
+    assert any(row[:4] == ["sum", "sum_1", "(10,)", "100"] for row in rows)  # then dead, estimate, registers
     assert "class in hardware (vhdl, ghdl) equals the model's class on all 360 test digits" in result.stdout
 
 
