@@ -33,7 +33,9 @@ from ..graph.nodes import ArgmaxMeta, Node, SumMeta
 from ..nodekinds.argmax import argmax_shape
 from ..nodekinds.sum import MAX_CODES, MAX_WEIGHT, code_layout, sum_range
 
-__all__ = ["Inexact", "IntegerSum", "SumHead", "argmax_node", "dyadic_grid", "integer_sum", "sum_node"]
+__all__ = [
+    "Inexact", "IntegerSum", "SumHead", "affine_codes", "argmax_node", "dyadic_grid", "integer_sum", "sum_node",
+]  # fmt: skip
 
 #: float32 adds integers exactly below this many grid steps.
 _EXACT = 2**24
@@ -69,7 +71,7 @@ def sum_groups(step: Step) -> np.ndarray:
     return elements.reshape(math.prod([in_shape[a] for a in kept]), -1)
 
 
-def _affine_codes(src: Node, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def affine_codes(src: Node, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(v0, d, radix)`` of every element of ``src``: its value is ``v0 + d * code``, ``radix`` codes."""
     domains = element_domains(src)
     size = math.prod(src.shape)
@@ -198,7 +200,7 @@ def sum_node(name: str, step: Step, src: Node) -> Node:
     if in_shape != src.shape:
         msg = f"{where}: a sum reads codes of shape {in_shape}; {src.name!r} gives {src.shape}"
         raise ModelError(msg)
-    v0, d, radix = _affine_codes(src, where)
+    v0, d, radix = affine_codes(src, where)
     index = sum_groups(step)
     outputs = len(index)
     # The arithmetic after the sum: out = a * s + b per output (checked affine on two more sums).

@@ -30,7 +30,7 @@ from ..graph.fields import element_domains
 from ..graph.nodes import Node, SumMeta
 from ..lutcount import adder_tree_luts, lut_estimate
 from ..nodekinds.sum import code_layout, sum_range
-from .arithmetic import Inexact, dyadic_grid, integer_sum
+from .arithmetic import Inexact, affine_codes, dyadic_grid, integer_sum
 
 __all__ = ["PartialSums", "Split", "linear_split"]
 
@@ -102,7 +102,7 @@ def linear_split(step_name: str, module: nn.Module, src: Node, where: str, *, k:
         msg = f"{where}: splits a layer of flat quantized features; {src.name!r} gives {src.shape} ({src.domain!r})"
         raise Inexact(msg)
     w, b = affine_weights(module, where)
-    v0, d, radix = _input_codes(src, where)
+    v0, d, radix = affine_codes(src, where)
     _check_exact(w, b, v0, d, radix, where)
     _check_weights(module, w, b, src, where)
     index = _rows(w != 0)
@@ -129,18 +129,6 @@ def linear_split(step_name: str, module: nn.Module, src: Node, where: str, *, k:
     shape = (w.shape[0],)
     best.sum_node = Node(f"{step_name}_sum", meta.kind, shape, code_layout(shape), Domain(values), meta)
     return best
-
-
-def _input_codes(src: Node, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(v0, d, radix)`` of every input element: its value is ``v0 + d * code``; refused where not equally spaced."""
-    domains = element_domains(src)
-    domains = domains * src.shape[0] if len(domains) == 1 else domains
-    if any(len(dom) > 2 and not np.all(np.diff(dom.values) == dom.values[1] - dom.values[0]) for dom in set(domains)):
-        msg = f"{where}: its inputs' values are not equally spaced, so no integer sum of codes gives its sums"
-        raise Inexact(msg)
-    v0 = np.array([dom.values[0] for dom in domains])
-    d = np.array([dom.values[1] - dom.values[0] if len(dom) > 1 else 0.0 for dom in domains])
-    return v0, d, np.array([len(dom) for dom in domains], np.int64)
 
 
 def _rows(live: np.ndarray) -> np.ndarray:
