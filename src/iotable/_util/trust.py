@@ -15,10 +15,13 @@ The callers turn :class:`Untrusted` into their own error class with the cache or
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 __all__ = ["Untrusted", "check_owned", "digest_file", "read_bounded"]
 
@@ -37,6 +40,34 @@ def _check_stat(info: os.stat_result, path: Path) -> None:
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         msg = f"{path} is writable by other users (mode {stat.filemode(info.st_mode)})"
         raise Untrusted(msg)
+
+
+@contextlib.contextmanager
+def _open(path: Path, *, owned: bool) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+    """A regular file opened for reading through a descriptor that follows no link, with its status."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if os.path.islink(path):  # O_NOFOLLOW says so too, where the system has it
+        msg = f"{path} is a symbolic link"
+        raise Untrusted(msg)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        msg = f"{path} cannot be opened ({exc.strerror or exc})"
+        raise Untrusted(msg) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            msg = f"{path} is not a regular file"
+            raise Untrusted(msg)
+        if owned:
+            _check_stat(info, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as file:
+        yield file, info
 
 
 def check_owned(path: Path, *, directory: bool | None = None) -> None:
@@ -75,24 +106,7 @@ def read_bounded(path: Path, *, limit: int, owned: bool = True) -> bytes:
         Untrusted: a link, not a regular file, too large, or (``owned``) not ours.
         FileNotFoundError: no such file.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    if os.path.islink(path):  # O_NOFOLLOW says so too, where the system has it
-        msg = f"{path} is a symbolic link"
-        raise Untrusted(msg)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError):
-            raise
-        msg = f"{path} cannot be opened ({exc.strerror or exc})"
-        raise Untrusted(msg) from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            msg = f"{path} is not a regular file"
-            raise Untrusted(msg)
-        if owned:
-            _check_stat(info, path)
+    with _open(path, owned=owned) as (file, info):
         if info.st_size > limit:
             msg = f"{path} holds {info.st_size:,} bytes, more than the {limit:,} accepted"
             raise Untrusted(msg)
@@ -110,19 +124,8 @@ def digest_file(path: Path, *, owned: bool = True) -> str:
         Untrusted: a link, not a regular file or (``owned``) not ours.
         FileNotFoundError: no such file.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-    if os.path.islink(path):
-        msg = f"{path} is a symbolic link"
-        raise Untrusted(msg)
-    fd = os.open(path, flags)
     digest = hashlib.sha256()
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            msg = f"{path} is not a regular file"
-            raise Untrusted(msg)
-        if owned:
-            _check_stat(info, path)
+    with _open(path, owned=owned) as (file, _info):
         while chunk := file.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
