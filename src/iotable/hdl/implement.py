@@ -22,28 +22,25 @@ import math
 import os
 import re
 import shutil
-import stat
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .._util.files import atomic_write
 from .._util.process import run_in_group
-from ..errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionError, SimulatorNotInstalledError
+from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .design import Design
 from .directory import read_verified
+from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
-from .tools import stat_modules
+from .names import check_file_name, check_name
+from .reports import read_report, stat_modules, timing
 
 __all__ = ["Implementation", "implement", "parse_target"]
 
 #: Bumped when the flow (scripts, options, what is read from the reports) changes: older cache files miss.
-FLOW = "implement-1"
-#: The largest cache file read, in bytes.
-MAX_CACHE_BYTES = 1 << 20
+FLOW = "implement-2"
 
 # iCE40 devices nextpnr-ice40 knows, and the package each is placed in unless another is given.
 _ICE40 = {
@@ -198,23 +195,17 @@ def _program(tool: str, target: Target, *, what: str) -> str:
     raise SimulatorNotInstalledError(msg)
 
 
-_VERSIONS: dict[tuple[str, str], str] = {}
-
-
 def _version(program: str, deadline: float, *, what: str) -> str:
-    """The version line a program prints (held per program and path for this process)."""
-    path = shutil.which(program) or program
-    key = (program, path)
-    if key not in _VERSIONS:
-        flag = "-V" if "yosys" in program else "--version"
-        done = _run([program, flag], Path(tempfile.gettempdir()), deadline, what=what)
-        text = done.stdout + done.stderr
-        found = re.search(r"(Yosys \S+)|\(Version ([^)]+)\)", text)
-        if done.returncode != 0 or found is None:
-            msg = f"{what}: {program} {flag} printed no version (exit status {done.returncode}):\n{text[-2000:]}"
-            raise HDLToolError(msg)
-        _VERSIONS[key] = (found.group(1) or found.group(2)).removeprefix("Yosys ").removeprefix("nextpnr-")
-    return _VERSIONS[key]
+    """The version a program prints, asked at every call: the program on ``PATH`` may change between calls."""
+    flag = "-V" if "yosys" in program else "--version"
+    with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
+        done = _run([program, flag], Path(tmp), deadline, what=what)
+    text = done.stdout + done.stderr
+    found = re.search(r"(Yosys [!-~]{1,100})|\(Version ([ -(*-~]{1,100})\)", text)
+    if done.returncode != 0 or found is None:
+        msg = f"{what}: {program} {flag} printed no version (exit status {done.returncode}):\n{text[-2000:]}"
+        raise HDLToolError(msg)
+    return (found.group(1) or found.group(2)).removeprefix("Yosys ").removeprefix("nextpnr-")
 
 
 def _run(command: list[str], cwd: Path, deadline: float, *, what: str) -> Any:
@@ -241,54 +232,76 @@ def _step(command: list[str], cwd: Path, deadline: float, *, what: str, fix: str
 # -- the flows ------------------------------------------------------------------------------------------------------
 
 
-def _synthesis_command(target: Target, top: str) -> str:
+def _script(target: Target, sources: tuple[str, ...], top: str) -> str:
+    """The yosys script: every name in it passes the checks :func:`~iotable.hdl.check` uses (a plain file
+    name, a Verilog identifier), so that no name can end a command and start another."""
+    what = "implement"
+    top = check_name(top, language=Language.VERILOG, what=what)
+    names = " ".join(check_file_name(name, what=what) for name in sources)
     if target.family == "ice40":
         device = {"l": "lp", "h": "hx", "u": "u"}[target.device[0]]
-        return f"synth_ice40 -top {top} -device {device} -nobram -json iotable_impl.json"
-    if target.family == "ecp5":
-        return f"synth_ecp5 -top {top} -nobram -nolutram -json iotable_impl.json"
-    return f"synth_xilinx -top {top} -family {target.device} -flatten -nobram -nolutram"
+        synthesis = f"synth_ice40 -top {top} -device {device} -nobram -json {_NETLIST}"
+    elif target.family == "ecp5":
+        synthesis = f"synth_ecp5 -top {top} -nobram -nolutram -json {_NETLIST}"
+    else:
+        synthesis = f"synth_xilinx -top {top} -family {target.device} -flatten -nobram -nolutram"
+    return "\n".join([f"read_verilog {names}", synthesis, f"tee -q -o {_STAT} stat -json"]) + "\n"
 
 
-def _place_command(program: str, target: Target, frequency: float | None, seed: int) -> list[str]:
-    command = [program, f"--{target.device}", "--package", str(target.package), "--json", "iotable_impl.json"]
-    command += ["--report", "iotable_report.json", "--seed", str(seed), "--timing-allow-fail"]
+_NETLIST, _STAT, _REPORT = "iotable_impl.json", "iotable_stat.json", "iotable_report.json"
+
+
+def _place_command(target: Target, frequency: float | None, seed: int) -> list[str]:
+    """nextpnr's arguments (after the program): the device and package are among the ones it knows."""
+    command = [f"--{target.device}", "--package", str(target.package), "--json", _NETLIST]
+    command += ["--report", _REPORT, "--seed", str(seed), "--timing-allow-fail"]
     return [*command, "--freq", f"{frequency:g}"] if frequency is not None else command
 
 
-def _flow(target: Target, files: dict[str, str], top: str, options: dict[str, Any], *, what: str) -> dict[str, Any]:
+def _flow(
+    target: Target, files: dict[str, str], run: dict[str, Any], identity: dict[str, Any], *, what: str
+) -> dict[str, Any]:
     """Run synthesis (and place and route) in a fresh directory; the measured fields of a result."""
-    deadline = options["deadline"]
+    deadline = run["deadline"]
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
         work = Path(tmp)
         for name, text in files.items():
             (work / name).write_text(text, encoding="utf-8")
-        script = [
-            f"read_verilog {' '.join(files)}",
-            _synthesis_command(target, top),
-            "tee -q -o iotable_stat.json stat -json",
-        ]
-        (work / "iotable_impl.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
-        _step([options["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
-        cells = _cells((work / "iotable_stat.json").read_text(encoding="utf-8"), top, what=what)
-        report: dict[str, Any] = {}
+        (work / "iotable_impl.ys").write_text(identity["script"], encoding="utf-8")
+        _step([run["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
+        stat = read_report(work / _STAT, tool="yosys", expected="the statistics of stat -json", what=what)
+        cells = _cells(stat.decode("utf-8", errors="replace"), identity["top"], what=what)
+        measured = timing({}, what=what, file=_REPORT)
         if target.placed:
             fix = (
                 f"; a design with more I/O bits than the package {target.package} has pins needs a larger package "
                 "(package=) or device"
             )
-            command = _place_command(options["nextpnr"], target, options["frequency"], options["seed"])
-            _step(command, work, deadline, what=f"{what} (place and route)", fix=fix)
-            report = _json((work / "iotable_report.json").read_bytes(), what=f"{what}: nextpnr's report")
-    return {**_counts(target, cells), **_timing(report), "seconds": time.perf_counter() - start}
+            _step([run["nextpnr"], *identity["place"]], work, deadline, what=f"{what} (place and route)", fix=fix)
+            data = read_report(work / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
+            measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
+    return {**_counts(target, cells), **measured, "seconds": time.perf_counter() - start}
+
+
+def _report_json(data: bytes, *, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        msg = f"{what}: nextpnr's {_REPORT} is malformed: expected a JSON object, received invalid JSON"
+        msg += f" ({str(exc)[:200]})"
+        raise HDLToolError(msg) from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON holds")
 
 
 def _cells(text: str, top: str, *, what: str) -> dict[str, int]:
     """The cells of the (flattened) top module by type, from yosys's ``stat -json``."""
-    modules = stat_modules(text)
-    if modules is None or top not in modules:
-        msg = f"{what}: yosys's statistics name no module {top!r}:\n{text[:2000]}"
+    modules = stat_modules(text, what=what, file=_STAT)
+    if top not in modules:
+        msg = f"{what}: yosys's {_STAT} names no module {top!r} (expected the synthesized top):\n{text[:2000]}"
         raise HDLToolError(msg)
     return modules[top]
 
@@ -311,45 +324,7 @@ def _counts(target: Target, cells: dict[str, int]) -> dict[str, Any]:
     return {**counts, "lut_inputs": 6 if target.family == "xilinx" else 4, "cells": sorted(cells.items())}
 
 
-def _edge(end: Any, clock: str) -> bool:
-    return isinstance(end, str) and end.split(" ")[-1] == clock
-
-
-def _timing(report: dict[str, Any]) -> dict[str, Any]:
-    """Fmax, the critical path and the utilization from nextpnr's ``--report`` JSON (empty: synthesis only)."""
-    fmax = {str(c): float(v.get("achieved", 0.0)) for c, v in report.get("fmax", {}).items()}
-    clock = min(fmax, key=lambda c: fmax[c]) if fmax else None
-    paths = report.get("critical_paths", [])
-    # a path's ends are clock edges ("posedge clk") or "<async>" (an I/O pin): the clock's own path first
-    own = [p for p in paths if clock is not None and _edge(p.get("from"), clock) and _edge(p.get("to"), clock)]
-    path = (own or sorted(paths, key=lambda p: -sum(float(s.get("delay", 0.0)) for s in p.get("path", []))) or [{}])[0]
-    steps = []
-    for step in path.get("path", []):
-        ends = [f"{step.get(end, {}).get('cell', '?')}.{step.get(end, {}).get('port', '?')}" for end in ("from", "to")]
-        steps.append(f"{step.get('type', '?')}  {float(step.get('delay', 0.0)):.3f} ns  {ends[0]} -> {ends[1]}")
-    delay = sum(float(s.get("delay", 0.0)) for s in path.get("path", []))
-    utilization = [
-        [str(name), int(v.get("used", 0)), int(v.get("available", 0))]
-        for name, v in report.get("utilization", {}).items()
-    ]
-    return {
-        "fmax_mhz": fmax[clock] if clock is not None else None,
-        "clock": clock,
-        "critical_path_ns": delay if steps else None,
-        "critical_path": steps[:200],
-        "utilization": utilization,
-    }
-
-
-# -- the cache ------------------------------------------------------------------------------------------------------
-
-_INTS = ("format", "luts", "lut_inputs", "flip_flops", "carry", "block_ram", "lut_ram", "muxes")
-_STRS = ("key", "design", "target", "flow", "top")
-_FIELDS = frozenset(
-    (*_INTS, *_STRS, "package", "tools", "options", "cells", "fmax_mhz", "clock", "critical_path_ns",
-     "critical_path", "utilization", "seconds")
-)  # fmt: skip
-_FORMAT = 1
+_FORMAT = 2
 
 
 def design_key(design: Design) -> str:
@@ -357,124 +332,6 @@ def design_key(design: Design) -> str:
     sums = dict(design.checksums)
     listed = [[design.top], *([name, sums.get(name, "")] for name in design.sources)]
     return hashlib.sha256(json.dumps(listed).encode()).hexdigest()
-
-
-def _json(data: bytes, *, what: str) -> dict[str, Any]:
-    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        if len({k for k, _ in pairs}) != len(pairs):
-            raise ValueError("a key appears twice in one object")
-        return dict(pairs)
-
-    try:
-        value = json.loads(data.decode("utf-8"), object_pairs_hook=unique, parse_constant=_no_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        msg = f"{what}: not valid JSON ({str(exc)[:200]})"
-        raise CacheError(msg) from None
-    if not isinstance(value, dict):
-        msg = f"{what}: expected a JSON object, received {type(value).__name__}"
-        raise CacheError(msg)
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON holds")
-
-
-def _read_entry(path: Path, where: str) -> bytes:
-    """A regular file of at most :data:`MAX_CACHE_BYTES`, opened without following a link or blocking."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        msg = f"{where}: cannot be opened ({exc.strerror or exc}); a cache entry is a readable regular file"
-        raise CacheError(msg) from None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            msg = f"{where}: is not a regular file (a folder, FIFO or device); a cache entry is a JSON file"
-            raise CacheError(msg)
-        data = file.read(MAX_CACHE_BYTES + 1)
-    if len(data) > MAX_CACHE_BYTES:
-        msg = f"{where}: holds more than the {MAX_CACHE_BYTES} bytes a cache entry may hold"
-        raise CacheError(msg)
-    return data
-
-
-def _number(value: Any, *, optional: bool = False) -> bool:
-    if value is None:
-        return optional
-    return type(value) in (int, float) and 0 <= value < math.inf
-
-
-def _checked(record: dict[str, Any], expected: dict[str, Any], where: str) -> dict[str, Any]:
-    """``record`` if it has exactly a result's fields, each of its type, and the identity ``expected``."""
-    if set(record) != _FIELDS:
-        missing, extra = sorted(_FIELDS - set(record)), sorted(str(f)[:40] for f in set(record) - _FIELDS)
-        msg = f"{where}: not an implementation result: fields missing {missing}, unknown {extra[:10]}"
-        raise CacheError(msg)
-    bad = [f for f in _INTS if type(record[f]) is not int or record[f] < 0]
-    bad += [f for f in _STRS if not isinstance(record[f], str)]
-    checks = {
-        "fmax_mhz": _number(record["fmax_mhz"], optional=True),
-        "critical_path_ns": _number(record["critical_path_ns"], optional=True),
-        "seconds": _number(record["seconds"]),
-        "clock": record["clock"] is None or isinstance(record["clock"], str),
-        "cells": _pairs(record["cells"], (str, int)),
-        "utilization": _pairs(record["utilization"], (str, int, int)),
-        "critical_path": isinstance(record["critical_path"], list)
-        and all(isinstance(step, str) for step in record["critical_path"]),
-    }
-    bad += [name for name, good in checks.items() if not good]
-    if bad:
-        msg = f"{where}: field(s) {bad} do not hold what a result holds (counts are non-negative integers)"
-        raise CacheError(msg)
-    for field, value in expected.items():
-        if record[field] != value:
-            msg = f"{where}: {field} is {str(record[field])[:80]!r}, expected {str(value)[:80]!r} for this run"
-            raise CacheError(msg)
-    return record
-
-
-def _pairs(value: Any, types: tuple[type, ...]) -> bool:
-    return isinstance(value, list) and all(
-        isinstance(item, list)
-        and len(item) == len(types)
-        and all(type(x) is t and (not isinstance(x, int) or x >= 0) for x, t in zip(item, types))
-        for item in value
-    )
-
-
-def _cached(folder: Path | None, file: str, expected: dict[str, Any], *, what: str) -> dict[str, Any] | None:
-    """The checked record in ``folder/file``; ``None`` without one, or (with a warning) when it fails a check."""
-    if folder is None or not os.path.lexists(folder / file):
-        return None
-    where = f"{what}: the cache file {str(folder / file)!r}"
-    try:
-        if (folder / file).is_symlink():
-            msg = f"{where}: is a symbolic link; a cache entry must be a regular file"
-            raise CacheError(msg)
-        return _checked(_json(_read_entry(folder / file, where), what=where), expected, where)
-    except CacheError as exc:
-        warnings.warn(f"{exc}; implementing again, the fresh result replaces the file", IOTableWarning, stacklevel=3)
-        return None
-
-
-def _cache_folder(cache_dir: Any, *, what: str) -> Path | None:
-    if cache_dir is None:
-        return None
-    if not isinstance(cache_dir, (str, os.PathLike)) or "\0" in os.fspath(cache_dir) or not os.fspath(cache_dir):
-        msg = f"{what}: cache_dir must be a folder path (str or os.PathLike), received {cache_dir!r}"
-        raise OptionError(msg)
-    path = Path(cache_dir)
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        msg = f"{what}: cannot use cache_dir {str(path)!r} ({exc.strerror or exc}); pass a writable folder"
-        raise CacheError(msg) from None
-    if not path.is_dir():
-        msg = f"{what}: cache_dir {str(path)!r} is not a folder; pass a folder for the cache"
-        raise CacheError(msg)
-    return path
 
 
 # -- implement ------------------------------------------------------------------------------------------------------
@@ -542,6 +399,35 @@ def implement(
         implement(design, target="ice40-hx8k", cache_dir="impl-cache").summary()
     """
     what = "implement"
+    _check_design(design, what=what)
+    chosen = parse_target(target, package=package, what=what)
+    options = _options(frequency, seed, timeout, what=what)
+    folder = cache_folder(cache_dir, what=what)
+    deadline = time.monotonic() + float(timeout)
+    # the directory is verified on a cache hit too: a result is only the design's if its files are there
+    files = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
+    programs = {"yosys": _program("yosys", chosen, what=what)}
+    if chosen.placed:
+        programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
+    identity: dict[str, Any] = {
+        "format": _FORMAT, "design": design_key(design), "top": design.top, "target": chosen.name,
+        "package": chosen.package, "tools": [[p, _version(p, deadline, what=what)] for p in programs.values()],
+        "options": [options["frequency"], options["seed"]], "flow": FLOW,
+        "script": _script(chosen, design.sources, design.top),
+        "place": _place_command(chosen, options["frequency"], options["seed"]) if chosen.placed else [],
+    }  # fmt: skip
+    record = lookup(folder, identity, lambda cells: _counts(chosen, dict(cells)), what=what)
+    cached = record is not None
+    if record is None:
+        run = {"deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
+        measured = _flow(chosen, files, run, identity, what=f"{what} ({chosen.name})")
+        record = store(folder, {**identity, "key": key_of(identity), **measured}, what=what)
+    return _implementation(record, design, chosen, cached=cached)
+
+
+def _check_design(design: Any, *, what: str) -> None:
+    """A Verilog :class:`Design` whose top and source names pass :func:`~iotable.hdl.check`'s checks, before
+    any of them reaches a tool's script or command line."""
     if not isinstance(design, Design):
         msg = f"{what}: expected a Design (what iotable.hdl.export returns), received {type(design).__name__}"
         raise HDLError(msg)
@@ -550,33 +436,15 @@ def implement(
             f"{what}: {design.top!r} is a {design.language} design; yosys reads Verilog: export with language='verilog'"
         )
         raise HDLError(msg)
-    chosen = parse_target(target, package=package, what=what)
-    options = _options(frequency, seed, timeout, what=what)
-    folder = _cache_folder(cache_dir, what=what)
-    deadline = time.monotonic() + float(timeout)
-    programs = {"yosys": _program("yosys", chosen, what=what)}
-    if chosen.placed:
-        programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
-    tools = [[program, _version(program, deadline, what=what)] for program in programs.values()]
-    identity: dict[str, Any] = {
-        "format": _FORMAT, "design": design_key(design), "target": chosen.name, "package": chosen.package,
-        "tools": tools, "options": [options["frequency"], options["seed"]], "flow": FLOW, "top": design.top,
-    }  # fmt: skip
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
-    file = f"{key}.json"
-    record = _cached(folder, file, {**identity, "key": key}, what=what)
-    cached = record is not None
-    if record is None:
-        files = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
-        run = {**options, "deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
-        record = {**identity, "key": key, **_flow(chosen, files, design.top, run, what=f"{what} ({chosen.name})")}
-        if folder is not None:
-            try:
-                atomic_write(folder / file, (json.dumps(record, indent=1) + "\n").encode())
-            except OSError as exc:
-                msg = f"{what}: cannot write the cache file {str(folder / file)!r} ({exc.strerror or exc})"
-                raise CacheError(msg) from None
-    return _implementation(record, design, chosen, cached=cached)
+    check_name(design.top, language=Language.VERILOG, what=f"{what}: the design's top")
+    if not isinstance(design.sources, tuple) or not design.sources:
+        msg = f"{what}: the design's sources must be a non-empty tuple of file names, received {design.sources!r}"
+        raise HDLError(msg)
+    for name in design.sources:
+        check_file_name(name, what=f"{what}: the design's sources")
+        if not name.endswith(Language.VERILOG.suffixes):
+            msg = f"{what}: the design's source {name!r} is not a Verilog file (.v or .sv); export the design again"
+            raise HDLError(msg)
 
 
 def _implementation(record: dict[str, Any], design: Design, target: Target, *, cached: bool) -> Implementation:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import enum
-import json
 import os
 import re
 import shutil
@@ -28,6 +27,7 @@ from .._util.process import run_in_group
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
 from .names import check_file_name
+from .reports import read_report, stat_modules, whole_cells
 from .results import Record, read_record, results_file
 from .table import Text
 
@@ -110,21 +110,11 @@ class SimulationResult:
     def passed(self) -> bool:
         """Whether the bench passed: exit status 0 and its results file's verdict ``pass E/E``.
 
-        A bench that writes no results file (a hand-written one) passes when it exits with status 0, prints
-        no mismatch line and its last ``G/E vectors match`` line on standard output has ``G == E``.
+        What a simulator prints proves nothing (any program on ``PATH`` named ``vvp`` can print ``4/4 vectors
+        match``): a bench that writes no results file does not pass, whatever it prints. A hand-written bench
+        writes its verdict as :mod:`iotable.hdl.results` describes.
         """
-        if self.returncode != 0:
-            return False
-        if self.verdict is not None:
-            return self.verdict
-        return _summary_passes(self.stdout)
-
-
-def _summary_passes(stdout: str) -> bool:
-    if re.search(r"^\s*mismatch\b", stdout, re.MULTILINE | re.IGNORECASE):
-        return False
-    summaries = re.findall(r"^\s*(\d+)/(\d+) vectors match\s*$", stdout, re.MULTILINE)
-    return bool(summaries) and int(summaries[-1][0]) == int(summaries[-1][1])
+        return self.returncode == 0 and self.verdict is True
 
 
 @dataclass(frozen=True)
@@ -436,8 +426,8 @@ def check_files(
             "tee -q -o iotable_stat.json stat -json",
         ]
         log = _yosys(script, work, deadline, "iotable_check", what=what)
-        stat = (work / "iotable_stat.json").read_text(encoding="utf-8")
-    cells = _whole_cells(stat, top, counts)
+        modules = _stat(work / "iotable_stat.json", what=what)
+    cells = whole_cells(modules, top, counts)
     return CheckResult(top, language.value, cells, log, time.perf_counter() - start)
 
 
@@ -496,6 +486,12 @@ def _yosys(script: list[str], work: Path, deadline: float, name: str, *, what: s
     return done.stdout + done.stderr
 
 
+def _stat(path: Path, *, what: str) -> dict[str, dict[str, int]]:
+    """The cell counts of yosys's ``stat -json`` file ``path``, read bounded and checked."""
+    data = read_report(path, tool="yosys", expected="the design's statistics (stat -json)", what=what)
+    return stat_modules(data.decode("utf-8", errors="replace"), what=what, file=path.name)
+
+
 def _check_leaves(leaves: dict[str, str], work: Path, deadline: float, *, what: str) -> dict[str, int]:
     """Each module of ``leaves`` elaborated to generic gates (:data:`_GATES`) and checked on its own (batches
     of yosys runs in parallel); its gate count."""
@@ -522,45 +518,9 @@ def _check_leaves(leaves: dict[str, str], work: Path, deadline: float, *, what: 
             raise
     counts = {}
     for module in modules:
-        cells = _whole_cells((work / f"iotable_stat_{module}.json").read_text(encoding="utf-8"), module, {})
+        cells = whole_cells(_stat(work / f"iotable_stat_{module}.json", what=what), module, {})
         counts[module] = cells if cells is not None else 1  # no count: one cell, the black box it stood for
     return counts
-
-
-def stat_modules(stat: str) -> dict[str, dict[str, int]] | None:
-    """Each module's cell counts by type from yosys's ``stat -json`` output (``None`` if it holds none): only
-    its ``modules`` object is read, as yosys 0.23 may follow it with text that is not JSON."""
-    found = re.search(r'"modules"\s*:\s*', stat)
-    if found is None:
-        return None
-    try:
-        modules, _ = json.JSONDecoder().raw_decode(stat, found.end())
-        return {
-            str(name).lstrip("\\"): {str(k).lstrip("\\"): int(n) for k, n in m.get("num_cells_by_type", {}).items()}
-            for name, m in modules.items()
-        }
-    except (ValueError, TypeError, AttributeError):
-        return None
-
-
-def _whole_cells(stat: str, top: str, leaves: Mapping[str, int]) -> int | None:
-    """The cells of module ``top`` and every module below it, from a ``stat -json`` report: an instance of a
-    module counts that module's cells (a black box of ``leaves``, the count given), any other cell one.
-    (``stat -json -top`` would count the hierarchy itself, but yosys 0.23 prints its tree into the JSON.)"""
-    modules = stat_modules(stat)
-    if modules is None:
-        return None
-    totals: dict[str, int] = dict(leaves)
-
-    def total(module: str, depth: int) -> int:
-        if module not in totals:
-            if module not in modules or depth > 200:  # a primitive cell
-                return 1
-            cells = modules[module].items()
-            totals[module] = sum(n * total(kind, depth + 1) for kind, n in cells)
-        return totals[module]
-
-    return total(top, 0) if top in modules else None
 
 
 def _stream(path: Path, chunks: Iterator[bytes]) -> None:
