@@ -259,3 +259,47 @@ def test_polylut_add_as_written() -> None:
     assert dependence(zoo.Adder2(), torch.rand(2, 4)).crosses_samples
     layer = zoo.PolyAddLayer(8, 4, 2)
     assert _fan_ins(layer, torch.rand(2, 8)) == layer.true_fan_ins()
+
+
+class _ShiftedGather(nn.Module):
+    """Six positions gathered from eight, all shifted by one when the first four inputs all equal 1.5."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("positions", torch.arange(6))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.gather(x, 1, self.positions + (x[:, :4] == 1.5).all(1, keepdim=True))
+
+
+def test_input_dependent_gather_reads_the_whole_indexed_row() -> None:
+    """A gather whose positions depend on the input reads every element of its sample's row, not the example's."""
+    fan_ins = _fan_ins(_ShiftedGather(), torch.zeros(2, 8))
+    assert all(set(f) == set(range(8)) for f in fan_ins), fan_ins
+
+
+def test_input_dependent_index_along_the_batch_axis_crosses_samples() -> None:
+    """Indices computed from the input that pick rows of the batch make every output read every sample."""
+
+    class PickRow(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x[(x[:, 0] > 0).long()]
+
+    assert dependence(PickRow(), torch.tensor([[1.0, 2.0], [0.0, 3.0]])).crosses_samples
+
+
+def test_input_dependent_gather_gives_exact_tables() -> None:
+    """The tables of a data-dependent gather between quantizers equal the model on all 65,536 inputs."""
+    import itertools
+
+    import iotable
+    from iotable import Domain
+    from iotable.nn import Quantize
+
+    domain = Domain.uniform(2, scale=0.5)
+    model = nn.Sequential(Quantize(2, scale=0.5), _ShiftedGather(), Quantize(2, scale=0.5)).eval()
+    net = iotable.precompute(model, input_domain=domain, example_input=torch.zeros(1, 8))
+    codes = torch.tensor(list(itertools.product(range(4), repeat=8)))
+    x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+    with torch.no_grad():
+        assert torch.equal(net.run(x), model(x))

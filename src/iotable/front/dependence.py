@@ -277,6 +277,7 @@ def _move(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, o
     offset = 1
     names = [a.name for a in func._schema.arguments]
     index_deps: list[torch.Tensor] = []
+    indexed: list[torch.Tensor] = []  # the dependence of each moved operand that depends on the input
 
     def numbered(value: Any, name: str | None) -> Any:
         nonlocal offset
@@ -296,6 +297,7 @@ def _move(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, o
             count = value.numel()
             ids = torch.arange(offset, offset + count, dtype=torch.int64).reshape(value.shape)
             table.append(d.reshape(count, follow.width))
+            indexed.append(d)
             offset += count
         return ids
 
@@ -310,9 +312,38 @@ def _move(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict, o
         return _everything(follow, before, out)
     ids = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)][index].long()
     rows = torch.cat(table)[ids.reshape(-1)].reshape(*out.shape, follow.width)
-    if index_deps:
-        rows = rows | _index_dependence(index_deps, tuple(out.shape), follow.width)
+    if index_deps:  # the positions read depend on the input: the example's choice says nothing of another's
+        shape = tuple(out.shape)
+        whole = _whole_indexed(indexed, shape, follow.width, _keeps_batch_axis(func, args, kwargs))
+        rows = rows | whole | _index_dependence(index_deps, shape, follow.width)
     return rows
+
+
+def _keeps_batch_axis(func: Any, args: tuple, kwargs: dict) -> bool:
+    """Whether a move with input-dependent indices leaves the first (batch) axis alone: a ``gather`` or an
+    ``index_select`` along another axis, or indexing whose first index is ``:``."""
+    bound = _bound(func, args, kwargs)
+    if func in (_aten.gather.default, _aten.index_select.default):
+        source = bound.get("self")
+        rank = source.dim() if isinstance(source, torch.Tensor) else 0
+        return rank > 1 and isinstance(bound.get("dim"), int) and bound["dim"] % rank != 0
+    if func is _aten.index.Tensor:
+        indices = bound.get("indices")
+        return isinstance(indices, (list, tuple)) and len(indices) > 0 and indices[0] is None
+    return False
+
+
+def _whole_indexed(deps: list[torch.Tensor], shape: tuple[int, ...], width: int, per_sample: bool) -> torch.Tensor:
+    """Everything the indexed operands depend on, for every output element: per sample (the union along all
+    but the first axis) when the batch axis is kept, else the union of all."""
+    total = torch.zeros((*shape, width), dtype=torch.bool)
+    for d in deps:
+        if per_sample and shape and d.dim() > 2 and d.shape[0] == shape[0]:
+            per = d.reshape(d.shape[0], -1, width).any(1)
+            total |= per.reshape(shape[0], *(1,) * (len(shape) - 1), width)
+        else:
+            total |= d.reshape(-1, width).any(0)
+    return total
 
 
 def _index_dependence(deps: list[torch.Tensor], shape: tuple[int, ...], width: int) -> torch.Tensor:

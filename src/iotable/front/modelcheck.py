@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import inspect
 import warnings
+from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from .._util.modules import eval_mode
 from ..brevitas import is_brevitas
-from ..errors import IOTableWarning
+from ..errors import IOTableWarning, ModelError
 
-__all__ = ["check_float32", "warn_training"]
+__all__ = ["check_float32", "check_function_of_inputs", "warn_training"]
 
 
 def check_float32(model: nn.Module, what: str, error: type[Exception]) -> None:
@@ -76,3 +79,83 @@ def warn_training(model: nn.Module, what: str) -> None:
             f"these modules behave differently: {shown}. Call model.eval() before {what} to silence this warning"
         )
         warnings.warn(msg, IOTableWarning, stacklevel=3)
+
+
+class _Watch(TorchDispatchMode):
+    """Records, with the module running it, each random operation and each write into a parameter or buffer."""
+
+    def __init__(self, stack: list[str], owned: dict[int, str]) -> None:
+        super().__init__()
+        self.stack, self.owned = stack, owned
+        self.found: list[str] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        where = self.stack[-1] if self.stack else ""
+        name = func.overloadpacket.__name__
+        if torch.Tag.nondeterministic_seeded in func.tags and where is not None:
+            self.found.append(f"module {where!r} calls {name}, which draws random numbers")
+        for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):
+            written = argument.alias_info is not None and argument.alias_info.is_write
+            if written and isinstance(value, torch.Tensor) and value.data_ptr() in self.owned and where is not None:
+                held = self.owned[value.data_ptr()]
+                self.found.append(f"module {where!r} updates {held} in place ({name})")
+        return func(*args, **kwargs)
+
+
+def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
+    """Raise :class:`ModelError` when ``model`` (in eval mode, as iotable evaluates it) is not a function of its
+    input: a module outside ``host`` draws random numbers or updates a parameter or buffer in its forward, or
+    one sample's output depends on the rest of the batch. ``samples``: two or more different inputs."""
+    stack: list[str | None] = []
+    names = {m: n for n, m in model.named_modules()}
+    holds_host = {n for n in names.values() if any(h.startswith(f"{n}.") or not n for h in host)}
+    saved = [(t, t.detach().clone()) for t in (*model.parameters(), *model.buffers())]  # put back after the runs
+
+    def enter(m: nn.Module, _: Any) -> None:
+        name = names.get(m, "")
+        inside_host = any(name == h or name.startswith(f"{h}.") for h in host) or None in stack
+        stack.append(None if inside_host else name)
+
+    def leave(m: nn.Module, _: Any, out: Any) -> None:
+        me = stack.pop()
+        if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in holds_host:
+            outputs.setdefault(names[m], []).append(out[:1].detach().clone())
+
+    owned = {t.data_ptr(): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
+             ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
+    outputs: dict[str, list[torch.Tensor]] = {}
+    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter),
+               m.register_forward_hook(leave))]  # fmt: skip
+    try:
+        with eval_mode(model), torch.no_grad():
+            watch = _Watch(stack, owned)  # type: ignore[arg-type]  # None marks a host module
+            with watch:
+                model(samples)
+            if not watch.found:
+                model(samples[:1])
+    finally:
+        for handle in handles:
+            handle.remove()
+        with torch.no_grad():
+            for tensor, value in saved:
+                tensor.copy_(value)
+    found = watch.found or [f"module {n or type(model).__name__!r} gives the first sample another output alone "
+                            f"than in a batch of {len(samples)}, so it depends on the batch"
+                            for n, v in outputs.items() if _differs(v)][:1]  # fmt: skip
+    if found:
+        msg = (
+            f"{what}: the model is not a function of its input: {found[0]}; a table computes one fixed output per "
+            "input, so its tables would differ from the model. Call model.eval() (dropout, batch statistics), "
+            "move the random or stateful operation out of the forward, or list the module in host= to run it "
+            "with torch"
+        )
+        raise ModelError(msg)
+
+
+def _differs(outputs: list[torch.Tensor]) -> bool:
+    """Whether a module's first-sample outputs in the batch run (first half) and the lone run (second half) differ
+    by more than the rounding a kernel chosen for another batch size may bring."""
+    half = len(outputs) // 2
+    pairs = zip(outputs[:half], outputs[half : 2 * half])
+    return any(a.shape != b.shape or not torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5) for a, b in pairs)

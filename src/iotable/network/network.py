@@ -18,7 +18,7 @@ from .._util.modules import module_dtype
 from .._util.progress import progress_bar
 from ..domain import Domain
 from ..errors import InputError, LayerNotFoundError, ModelError
-from ..front.modelcheck import check_float32
+from ..front.modelcheck import check_float32, check_function_of_inputs
 from ..front.plan import LayerPlan
 from ..front.registry import Role, kind_of, role_of
 from ..front.reuse import remember, remembered, structure_key, tensor_digest
@@ -350,6 +350,7 @@ def model_skeleton(
         raise ModelError(msg)
     check_float32(model, "precompute", ModelError)
     hosts = _host_names(model, host)
+    check_function_of_inputs(model, _samples(example_input, input_domain), host=hosts, what="precompute")
     layout = None if input_layout is None else Layout.parse(input_layout, what="input_layout")
     domain_key = input_domain if isinstance(input_domain, Domain) else tuple(input_domain)
     key = structure_key(
@@ -389,3 +390,12 @@ class _Skeleton:
     def current(self) -> bool:
         """Whether every tensor an arithmetic node was made from still holds the values it was made from."""
         return all(tensor_digest(t) == digest for t, digest in self.read)
+
+
+def _samples(example_input: torch.Tensor, input_domain: Domain | Sequence[Domain]) -> torch.Tensor:
+    """Four different inputs shaped as ``example_input``'s samples, values of the input domain (seeded)."""
+    domains = [input_domain] if isinstance(input_domain, Domain) else list(input_domain)
+    values = torch.tensor(sorted({v for d in domains for v in d.values}), dtype=example_input.dtype)
+    generator = torch.Generator().manual_seed(0)
+    picks = torch.randint(0, len(values), (4, *example_input.shape[1:]), generator=generator)
+    return values[picks].to(example_input.device)
