@@ -324,8 +324,8 @@ class VerilatorModel:
         alarms = [line for line in text.splitlines() if line.lstrip().startswith(_ALARMS) or "$readmem" in line]
         if alarms:
             msg = (
-                f"{what}: the program of {str(self.folder)!r} warned ({len(alarms)} lines), so its rows cannot be "
-                f"believed; {self._fix}:\n{_tail(chr(10).join(alarms))}"
+                f"{what}: the program of {str(self.folder)!r} printed {len(alarms)} warning or error line(s), so its "
+                f"rows cannot be believed; {self._fix}:\n{_tail(chr(10).join(alarms))}"
             )
             raise HDLToolError(msg)
         size = 4 * chunks

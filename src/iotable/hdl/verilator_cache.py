@@ -185,6 +185,9 @@ def store(staged: Path, entry: Path, key: str, *, required: str | None, what: st
     files = {p.name: digest_file(p) for p in sorted(staged.iterdir())}
     record = {"format": _FORMAT, "key": key, "files": files, "seal": _seal(secret, key, files)}
     (staged / ENTRY).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    for path in staged.iterdir():  # writable by us alone, whatever the umask (else the entry would be refused)
+        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) & 0o755)
+    os.chmod(staged, 0o700)
     for _attempt in range(4):
         try:
             staged.rename(entry)  # fails where an entry (or anything else) is: it is never replaced here
