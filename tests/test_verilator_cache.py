@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,14 @@ def test_swapped_program_is_an_error(built: tuple[Design, Path], cache: Path, x:
     (model.folder / PROGRAM).write_text(ZEROS)
     with pytest.raises(HDLToolError, match="changed since the model was loaded"):
         model(x)
+
+
+def test_readmem_warning_is_an_error(built: tuple[Design, Path], cache: Path, x: torch.Tensor) -> None:
+    """A run without its hex files (a model that lists none) gets Verilator's own warning, and that is an error."""
+    model = loaded(built, cache, x)
+    bare = replace(model, digests=tuple(d for d in model.digests if not d[0].endswith(".hex")))
+    with pytest.raises(HDLToolError, match=r"(?s)warning or error line.*\$readmem file not found"):
+        bare(x)
 
 
 @pytest.mark.parametrize("where", ["entry", "program"])
