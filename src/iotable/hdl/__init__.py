@@ -30,7 +30,8 @@ one choice of a printer by :class:`~.language.Language`), every identifier and c
 :mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
 :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
 it returns. :mod:`.verilog_simtables` writes a table as a memory read from a hex file, for simulation only
-(what :func:`simulate` runs instead of a ``case``); :mod:`.verilator` builds and caches Verilator's program.
+(what :func:`simulate` runs instead of a ``case``); :mod:`.verilator` builds and caches Verilator's program,
+:mod:`.verilator_cache` checks its cache entries before every run.
 
 The contract and the tools are described in docs/hardware.md. The tools are programs, not Python packages:
 ``apt-get install iverilog ghdl verilator yosys`` on Debian; a missing one raises

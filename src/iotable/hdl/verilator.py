@@ -11,9 +11,15 @@ Building takes seconds to minutes, so the program is cached: in ``cache_dir`` (d
 ``$XDG_CACHE_HOME/iotable/verilator``, else ``~/.cache/iotable/verilator``), under a key computed from the
 sha256 of each source file of the design (its manifest, :attr:`Design.checksums
 <iotable.hdl.Design.checksums>`), the table model, the Verilator version, the driver and the flags. An
-entry holds the program, the memory models' hex files and ``entry.json``, which records the key and every
-file's sha256; an entry whose files differ from it is built again. Entries are written beside their place
-and renamed into it, so a reader sees a whole entry or none.
+entry holds the program, the memory models' hex files and ``entry.json``, a record of the key and every
+file's sha256 sealed with a secret key of the cache; entries are named by the key under that secret, and
+stored whole by a rename that never replaces a valid entry. A damaged entry is built again; one that is a
+link, not ours, writable by others or whose record was rewritten is refused. Before every run the program
+and hex files are checked again against the digests the model verified at load, copied into a private
+folder and run from there. :mod:`iotable.hdl.verilator_cache` gives the design and the reasons.
+
+A run is an error, never wrong rows, when the program exits non-zero, prints a warning or error (Verilator's
+``%Warning`` / ``%Error``, such as ``$readmem`` file not found) or leaves a missing or short output file.
 
 Verilator is a 2-state simulator: where the design drives ``x`` (a don't-care row of a table exported with
 ``dont_cares="x"``), it drives 0 (``--x-assign 0``; registers start at 0, ``--x-initial 0``), every run the
@@ -28,7 +34,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,12 +44,14 @@ import numpy as np
 import torch
 
 from .._util.process import run_in_group
-from ..errors import HDLError, HDLToolError, OptionError
+from .._util.trust import Untrusted, read_bounded
+from ..errors import CacheError, HDLError, HDLToolError, OptionError
 from .design import Design
-from .directory import file_sha256, path_error, read_verified
+from .directory import path_error, read_verified
 from .netlist import Style
 from .streaming import beats_of, from_beats
 from .tools import _require, _step, _tail
+from .verilator_cache import entry_name, load, open_root, refusal, run_folder, store, verified_copy
 from .verilog_simtables import simulation_sources
 
 __all__ = [
@@ -151,8 +158,9 @@ int main(int argc, char** argv) {{
 # generated design is checked by yosys and the benches; Verilator's lint is stricter about widths).
 _FLAGS = ("--x-assign", "0", "--x-initial", "0", "-Wno-fatal", "-Wno-lint", "-Wno-style", "--prefix", "Vdut")
 _PROGRAM = "iotable_sim"
-_ENTRY = "entry.json"
-_FORMAT = 1
+_FORMAT = 2
+# What a Verilator program prints only when something is wrong (a $readmem file not found, an assertion).
+_ALARMS = ("%Warning", "%Error", "%Fatal")
 
 
 def default_cache_dir() -> Path:
@@ -208,6 +216,8 @@ class VerilatorModel:
         tables: the table model, ``"memory"`` or ``"sources"``.
         built: whether :func:`verilator_model` built it (``False``: it came from the cache).
         seconds: the time building took (0 when it came from the cache).
+        digests: the sha256 of each file of the entry the program needs (the program, the hex files), as
+            verified when the model was loaded; checked again before every run.
     """
 
     design: Design = field(repr=False)
@@ -216,14 +226,16 @@ class VerilatorModel:
     tables: str
     built: bool
     seconds: float
+    digests: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __call__(self, x: Any, *, codes: bool = False, timeout: float = 600.0) -> torch.Tensor:
         """The codes of ``out_data`` for a batch ``x`` of the input domain's values (``codes=True``: of input
         codes), shaped ``(N, *design.outputs.shape)``.
 
         Raises:
-            HDLToolError: the program failed or ran past ``timeout`` seconds (a design that stops taking or
-                giving words is ended after a cycle limit and named).
+            HDLToolError: the program failed, warned, left a missing or short output file, or ran past
+                ``timeout`` seconds (a design that stops taking or giving words is ended after a cycle limit
+                and named); its cache entry changed since the model was loaded.
         """
         what = "VerilatorModel"
         design = self.design
@@ -243,29 +255,92 @@ class VerilatorModel:
 
     def run_words(self, words: np.ndarray, count: int, *, timeout: float = 600.0) -> np.ndarray:
         """Run the program on input words ``(M, input elements)`` (codes) until it gives ``count`` output words;
-        return them as codes ``(count, output elements)``."""
+        return them as codes ``(count, output elements)``.
+
+        The program and its hex files are checked against :attr:`digests` and copied into a private folder
+        first; the program runs from there (see :mod:`iotable.hdl.verilator_cache`).
+        """
         what = f"VerilatorModel ({self.design.top!r})"
         design = self.design
         in_widths, out_widths = design.inputs.widths, design.outputs.widths
         limit = 4 * (len(words) + count) * max(design.interval, 1) + 64 * design.latency + 100_000
-        with tempfile.TemporaryDirectory(prefix="iotable-verilator-") as tmp:
-            inputs, outputs = Path(tmp) / "inputs.bin", Path(tmp) / "outputs.bin"
+        seconds = _timeout(timeout, what=what)
+        run = self._stage(what)
+        try:
+            inputs, outputs = run / "inputs.bin", run / "outputs.bin"
             pack_words(words, in_widths).tofile(inputs)
-            command = [str(self.folder / _PROGRAM), str(inputs), str(outputs), str(len(words)), str(count), str(limit)]
+            command = [str(run / _PROGRAM), str(inputs), str(outputs), str(len(words)), str(count), str(limit)]
             try:
-                done, late = run_in_group(command, self.folder, _timeout(timeout, what=what))
+                done, late = run_in_group(command, run, seconds)
             except OSError as exc:
-                msg = (
-                    f"{what}: cannot run the program in {str(self.folder)!r} ({exc.strerror or exc}); its cache "
-                    "entry was removed or damaged: call verilator_model(design) again to rebuild it"
-                )
+                msg = f"{what}: cannot run the program of {str(self.folder)!r} ({exc.strerror or exc}); {self._fix}"
                 raise HDLToolError(msg) from None
-            if late or done.returncode != 0:
-                reason = "did not finish within the timeout; raise timeout=" if late else "failed"
-                msg = f"{what}: {reason} (exit status {done.returncode}):\n{_tail(done.stdout + done.stderr)}"
-                raise HDLToolError(msg)
-            raw = np.fromfile(outputs, dtype="<u4")
-        return unpack_words(raw.reshape(count, _chunks(sum(out_widths))), out_widths)
+            chunks = _chunks(sum(out_widths))
+            raw = self._output(done, late, outputs, count * chunks, what=what)
+        finally:
+            shutil.rmtree(run, ignore_errors=True)
+        return unpack_words(raw.reshape(count, chunks), out_widths)
+
+    @property
+    def _fix(self) -> str:
+        return (
+            f"call verilator_model(design) again to rebuild it, or delete {str(self.folder)!r} or pass another "
+            "cache_dir"
+        )
+
+    def _stage(self, what: str) -> Path:
+        """A private run folder holding the program and hex files, each checked against :attr:`digests`."""
+        files = dict(self.digests)
+        if _PROGRAM not in files:
+            msg = f"{what}: the model records no verified program; get it from verilator_model(design)"
+            raise HDLToolError(msg)
+        try:
+            run = run_folder(self.folder.parent)
+        except (Untrusted, OSError) as exc:
+            msg = f"{what}: cannot use the cache folder {str(self.folder.parent)!r} ({exc}); {self._fix}"
+            raise HDLToolError(msg) from None
+        try:
+            verified_copy(self.folder, files, run, program=_PROGRAM)
+        except FileNotFoundError as exc:
+            shutil.rmtree(run, ignore_errors=True)
+            msg = (
+                f"{what}: {str(exc.filename)!r} is gone: the cache entry was removed or damaged since the model "
+                f"was loaded; {self._fix}"
+            )
+            raise HDLToolError(msg) from None
+        except (Untrusted, OSError) as exc:
+            shutil.rmtree(run, ignore_errors=True)
+            msg = f"{what}: the cache entry changed since the model was loaded ({exc}); {self._fix}"
+            raise HDLToolError(msg) from None
+        return run
+
+    def _output(self, done: Any, late: bool, path: Path, chunks: int, *, what: str) -> np.ndarray:
+        """The output file's integers, after the run is checked: finished, exit 0, no warning, whole output."""
+        text = done.stdout + done.stderr
+        if late or done.returncode != 0:
+            reason = "did not finish within the timeout; raise timeout=" if late else "failed"
+            msg = f"{what}: {reason} (exit status {done.returncode}):\n{_tail(text)}"
+            raise HDLToolError(msg)
+        alarms = [line for line in text.splitlines() if line.lstrip().startswith(_ALARMS) or "$readmem" in line]
+        if alarms:
+            msg = (
+                f"{what}: the program of {str(self.folder)!r} printed {len(alarms)} warning or error line(s), so its "
+                f"rows cannot be believed; {self._fix}:\n{_tail(chr(10).join(alarms))}"
+            )
+            raise HDLToolError(msg)
+        size = 4 * chunks
+        try:
+            data = read_bounded(path, limit=size)
+        except FileNotFoundError:
+            data = None
+        except Untrusted as exc:
+            msg = f"{what}: the output file is not the {size:,} bytes expected ({exc}); {self._fix}"
+            raise HDLToolError(msg) from None
+        if data is None or len(data) != size:
+            got = "no output file" if data is None else f"{len(data):,} bytes"
+            msg = f"{what}: the program exited 0 but wrote {got}, not the {size:,} bytes expected; {self._fix}"
+            raise HDLToolError(msg)
+        return np.frombuffer(data, dtype="<u4")
 
 
 def _timeout(value: Any, *, what: str) -> float:
@@ -316,35 +391,6 @@ def _key(design: Design, tables: str, driver: str, version: str) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
-def _valid(entry: Path, key: str, required: str | None = _PROGRAM) -> bool:
-    """Whether ``entry`` is a whole cache entry for ``key``: its record names the key and every file it lists
-    (``required`` among them) has the recorded sha256."""
-    try:
-        record = json.loads((entry / _ENTRY).read_text(encoding="utf-8"))
-        if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("files"), dict):
-            return False
-        files = record["files"]
-        if required is not None and required not in files:
-            return False
-        return all(isinstance(s, str) and file_sha256(entry / name) == s for name, s in files.items())
-    except (OSError, ValueError):
-        return False
-
-
-def _store(staged: Path, entry: Path, key: str) -> None:
-    """Record ``staged``'s files under ``key`` and rename it into ``entry`` (replacing a damaged entry; an entry
-    another process stored meanwhile is kept)."""
-    record = {"key": key, "files": {p.name: file_sha256(p) for p in sorted(staged.iterdir())}}
-    (staged / _ENTRY).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
-    if entry.exists():
-        shutil.rmtree(entry, ignore_errors=True)
-    try:
-        staged.rename(entry)
-    except OSError:
-        if not _valid(entry, key, None):
-            raise
-
-
 def verilator_model(
     design: Design, *, tables: str = "memory", cache_dir: str | os.PathLike[str] | None = None, timeout: float = 1800.0
 ) -> VerilatorModel:
@@ -389,23 +435,35 @@ def verilator_model(
     in_words, out_words = _chunks(design.inputs.width), _chunks(design.outputs.width)
     driver = DRIVER.format(in_words=in_words, out_words=out_words)
     key = _key(design, tables, driver, _version(deadline, what=what))
-    entry = folder / key[:32]
-    if _valid(entry, key):
-        return VerilatorModel(design, entry, key, tables, built=False, seconds=0.0)
+    root, secret = open_root(folder, what=what)
+    entry = root / entry_name(secret, key)
+    found = load(entry, key, secret, required=_PROGRAM, what=what)
+    if found is not None:
+        return VerilatorModel(design, entry, key, tables, built=False, seconds=0.0, digests=_digests(found))
     start = time.perf_counter()
     sources = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
     files = simulation_sources(design, sources, two_state=True) if tables == "memory" else dict(sources)
-    _build(files, design.top, driver, entry, key, deadline, what=what)
-    return VerilatorModel(design, entry, key, tables, built=True, seconds=time.perf_counter() - start)
+    stored = _build(files, design.top, driver, (entry, key, secret), deadline, what=what)
+    seconds = time.perf_counter() - start
+    return VerilatorModel(design, entry, key, tables, built=True, seconds=seconds, digests=_digests(stored))
 
 
-def _build(files: dict[str, str], top: str, driver: str, entry: Path, key: str, deadline: float, *, what: str) -> None:
-    """Build the program in a fresh folder beside ``entry`` and rename its entry into place.
+def _digests(files: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """The files of an entry the program needs (all but the record) and their sha256, sorted by name."""
+    return tuple(sorted(files.items()))
+
+
+def _build(
+    files: dict[str, str], top: str, driver: str, target: tuple[Path, str, bytes], deadline: float, *, what: str
+) -> dict[str, str]:
+    """Build the program in a fresh folder beside the entry and store its entry (``target``: the entry, its key
+    and the cache's secret); return the files of the entry in place (another process's, stored first).
 
     Verilator's runtime library (``verilated.o`` and kin: the same for every design) is compiled once and kept
     in a ``runtime-*`` entry of the cache; a build copies it in after Verilator wrote its makefiles, so that
     ``make`` finds it up to date.
     """
+    entry, key, secret = target
     what = f"{what} (building {entry.name})"
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
@@ -420,7 +478,7 @@ def _build(files: dict[str, str], top: str, driver: str, entry: Path, key: str, 
         sources = [name for name in files if name.endswith(".v")]
         command = ["verilator", "--cc", "--exe", *_FLAGS, "--top-module", top, "-Mdir", "obj", "-o", _PROGRAM]
         _step([*command, "driver.cpp", *sources], work, deadline, what=what)
-        runtime = _runtime(entry.parent, deadline, what=what)
+        runtime = _runtime(entry.parent, secret, deadline, what=what)
         _make(work / "obj", runtime, deadline, what=what)
         staged = work / "entry"
         staged.mkdir()
@@ -428,40 +486,45 @@ def _build(files: dict[str, str], top: str, driver: str, entry: Path, key: str, 
         for name in files:
             if not name.endswith(".v"):
                 shutil.copy2(work / name, staged / name)
-        _store(staged, entry, key)
+        return store(staged, entry, key, required=_PROGRAM, what=what)
+    except CacheError:  # an OSError too, but already says what is wrong and the fix
+        raise
     except OSError as exc:
         raise path_error(what, "write the cache entry", entry, exc) from None
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _runtime(folder: Path, deadline: float, *, what: str) -> tuple[Path, str]:
-    """The cache entry of Verilator's compiled runtime library (it may not exist yet) and its key."""
+def _runtime(folder: Path, secret: bytes, deadline: float, *, what: str) -> tuple[Path, str, bytes]:
+    """The cache entry of Verilator's compiled runtime library (it may not exist yet), its key and the secret."""
     compiler = _step(["g++", "--version"], folder, deadline, what=what).stdout.strip()
     record = {"format": _FORMAT, "verilator": _version(deadline, what=what), "g++": compiler, "flags": list(_FLAGS)}
     key = hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
-    return folder / f"runtime-{key[:16]}", key
+    return folder / f"runtime-{entry_name(secret, key)[:16]}", key, secret
 
 
-def _make(obj: Path, runtime: tuple[Path, str], deadline: float, *, what: str) -> None:
+def _make(obj: Path, runtime: tuple[Path, str, bytes], deadline: float, *, what: str) -> None:
     """``make`` the program in ``obj``, with the cached runtime library when there is one (and without it, should
     the build with it fail); store the runtime library when it was compiled here."""
     jobs = str(min(os.cpu_count() or 1, 8))
     command = ["make", "-j", jobs, "-f", "Vdut.mk", _PROGRAM]
-    folder, key = runtime
-    if _valid(folder, key, None):
-        for cached in folder.glob("*.o"):
-            shutil.copy(cached, obj / cached.name)  # a fresh time stamp: newer than the makefiles
+    folder, key, secret = runtime
+    cached = load(folder, key, secret, required=None, what=what)
+    if cached is not None:
+        try:  # checked as it is copied: a fresh time stamp, newer than the makefiles
+            verified_copy(folder, cached, obj)
+        except Untrusted as exc:
+            raise refusal(what, folder, str(exc)) from None
         try:
             _step(command, obj, deadline, what=what)
             return
         except HDLToolError:
-            for cached in folder.glob("*.o"):
-                (obj / cached.name).unlink(missing_ok=True)
+            for name in cached:
+                (obj / name).unlink(missing_ok=True)
     _step(command, obj, deadline, what=what)
     staged = obj / f"runtime-{uuid.uuid4().hex}"
     staged.mkdir()
     for built in obj.glob("verilated*.o"):
         shutil.copy2(built, staged / built.name)
     if any(staged.iterdir()):
-        _store(staged, folder, key)
+        store(staged, folder, key, required=None, what=what)
