@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -565,6 +566,20 @@ def test_save_replaces_an_existing_bundle(mlp_bundle, tmp_path: Path) -> None:
     save(cnn, target)
     assert torch.equal(load(target).run(x), cnn.run(x))
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_a_saved_bundle_gets_the_mode_of_a_plain_folder(mlp_bundle, tmp_path: Path) -> None:
+    """A saved bundle's folder has the mode a plain mkdir gives (readable by others under the usual umask),
+    not the 0700 of a temporary folder, whether it is new or replaces an old bundle."""
+    net, _ = mlp_bundle
+    old = os.umask(0o022)
+    try:
+        save(net, tmp_path / "new")
+        save(net, tmp_path / "new")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o755
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
 
 
 def test_save_over_the_bundle_a_network_was_loaded_from(mlp_bundle, tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._util.files import fsync_directory, path_text
+from .._util.files import fsync_directory, path_text, plain_mode
 from .._util.strictjson import finite, no_constant, unique_keys
 from ..errors import BundleError
 from .jsonfields import _field, _int, _ints, _obj, _str
@@ -110,6 +110,7 @@ def _write(target: Path, manifest: dict[str, Any], arrays: dict[str, np.ndarray]
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".saving", dir=parent))
     try:
+        os.chmod(staging, plain_mode(directory=True))  # mkdtemp's 0o700 would outlive the rename
         folders = {staging}
         for rel, array in arrays.items():
             file = staging / rel
