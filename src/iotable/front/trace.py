@@ -139,6 +139,27 @@ def _holds_tensor(value: Any) -> bool:
     return found or isinstance(value, torch.Tensor)
 
 
+def _holds_proxy(value: Any) -> bool:
+    found = False
+
+    def visit(v: Any) -> Any:
+        nonlocal found
+        found = found or isinstance(v, fx.Proxy)
+        return v
+
+    fx.node.map_aggregate(value, visit)
+    return found
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two results of one call are equal (tensors element for element, NaNs in the same places)."""
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or a.equal(b))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return bool(a == b) if not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) else False
+
+
 class _ShapeProxy(fx.Proxy):
     """A proxy whose static value (a shape, a size, ...) the tracer knows: ``len``, ``int`` and ``range`` of it
     follow the example, as :meth:`ShapeTracer.to_bool` does for ``bool``."""
@@ -189,10 +210,24 @@ class ShapeTracer(LeafTracer):
     def proxy(self, node: fx.Node) -> fx.Proxy:
         return _ShapeProxy(node, self)
 
+    def is_leaf_module(self, m: nn.Module, module_qualified_name: str) -> bool:
+        """As the leaf tracer's; a quantizer's domain read on the way (brevitas runs its proxies to give its
+        scale) is a real call, not part of the traced graph."""
+        evaluating, self.evaluating = self.evaluating, True
+        try:
+            return super().is_leaf_module(m, module_qualified_name)
+        finally:
+            self.evaluating = evaluating
+
     def call_module(self, m: nn.Module, forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """As torch.fx's, after refusing odd names and unsupported layers; remembers where an exception began."""
+        """As torch.fx's, after refusing odd names and unsupported layers; remembers where an exception began.
+
+        A module called on no traced value (LogicNets' ``self.mask()``, NeuraLUT's ``self.imask()``) computes a
+        constant of the model: it runs once, here, and its result enters the graph as a tensor of the model."""
         if self.evaluating:  # a module called inside a leaf that runs on the example: no node, its own call
             return forward(*args, **kwargs)
+        if not _holds_proxy((args, kwargs)):
+            return self._constant(m, forward, args, kwargs)
         path = self.path_of_module(m)
         try:
             _check_name(path, self.root)
@@ -205,6 +240,27 @@ class ShapeTracer(LeafTracer):
             if self.failed_in is None:
                 self.failed_in = (path, type(m).__name__)
             raise
+
+    def _constant(self, m: nn.Module, forward: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """The value of a module called on constants only; refused by name when two calls disagree (a forward
+        that draws random numbers or updates its own state is no constant of the model)."""
+        path = self.path_of_module(m)
+        self.evaluating = True
+        try:
+            with torch.no_grad(), eval_mode(m):
+                first = forward(*args, **kwargs)
+                second = forward(*args, **kwargs)
+        finally:
+            self.evaluating = False
+        if not _same(first, second):
+            msg = (
+                f"module {path!r} ({type(m).__name__}): called without a traced input, it returned different "
+                "values on two calls, so it is no fixed part of the model (it draws random numbers or updates "
+                "its own state); make its forward return a fixed tensor (a buffer), or list the module that "
+                "calls it in host= to run it with torch"
+            )
+            raise ModelError(msg)
+        return first
 
     def getattr(self, attr: str, attr_val: Any, parameter_proxy_cache: dict[str, Any]) -> Any:
         """As torch.fx's (parameters read by traced code become nodes), save inside a leaf running on the example."""
