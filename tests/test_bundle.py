@@ -22,6 +22,7 @@ from torch import nn
 import iotable
 import iotable.bundle.bundle
 from iotable import Domain, IOTable, NodeKind, TableNetwork, load, precompute, save
+from iotable.bundle.files import MANIFEST as MANIFEST_NAME
 from iotable.errors import BundleError
 from iotable.network.precompute import LayerTables
 from iotable.nn import Quantize
@@ -566,6 +567,33 @@ def test_save_replaces_an_existing_bundle(mlp_bundle, tmp_path: Path) -> None:
     save(cnn, target)
     assert torch.equal(load(target).run(x), cnn.run(x))
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_save_replaces_only_a_bundle(mlp_bundle, tmp_path: Path) -> None:
+    """save refuses to replace a folder whose manifest.json is another program's (or not JSON), or a bundle
+    beside files of the user's (.git): each is left untouched and the message names the folder and the fix."""
+    net, path = mlp_bundle
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / MANIFEST_NAME).write_text('{"name": "app", "files": {}}')
+    (web / "index.html").write_text("<html></html>")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / MANIFEST_NAME).write_text("{not json")
+    mixed = Path(shutil.copytree(path, tmp_path / "mixed"))
+    (mixed / ".git").mkdir()
+    (mixed / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    cases = [
+        (web, r"web is a non-empty directory without an iotable bundle's manifest.json .*'index.html'.*new path"),
+        (broken, r"broken is a non-empty directory without an iotable bundle's manifest.json"),
+        (mixed, r"mixed is an iotable bundle but also holds files a bundle does not \(\['.git'\]\).*move them out"),
+    ]
+    for folder, words in cases:
+        before = snapshot(folder)
+        with pytest.raises(BundleError, match=f"save: .*{words}"):
+            save(net, folder)
+        assert snapshot(folder) == before
+    save(net, Path(shutil.copytree(path, tmp_path / "plain")))  # a bundle alone is replaced
 
 
 def test_a_saved_bundle_gets_the_mode_of_a_plain_folder(mlp_bundle, tmp_path: Path) -> None:
