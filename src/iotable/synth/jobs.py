@@ -17,6 +17,7 @@ from concurrent.futures.process import BrokenProcessPool  # a submodule: ``impor
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.mainguard import unguarded_script
 from ..errors import IOTableError, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, check_netlist
 from .abcrun import run_abc
@@ -131,6 +132,15 @@ def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[An
         count = min(workers if workers is not None else _available_cores(), jobs)
         if count <= 1:
             return None, False
+        script = unguarded_script()
+        if script is not None:
+            msg = (
+                f"{what}: the script {script!r} calls {what} from its top level, outside "
+                "`if __name__ == '__main__':`; the process pool starts fresh Python processes (spawn) that each "
+                "run the script again from the top before mapping anything. Put the script's main code under "
+                "`if __name__ == '__main__':`, or pass workers=1 to map in this process"
+            )
+            raise SynthError(msg)
         # spawn, not fork: the parent holds torch's threads, and a forked copy of them can deadlock.
         context = multiprocessing.get_context("spawn")
         return concurrent.futures.ProcessPoolExecutor(max_workers=count, mp_context=context), True
