@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from torch import nn
 import iotable
 import iotable.bundle.bundle
 from iotable import Domain, IOTable, NodeKind, TableNetwork, load, precompute, save
+from iotable.bundle.files import MANIFEST as MANIFEST_NAME
 from iotable.errors import BundleError
 from iotable.network.precompute import LayerTables
 from iotable.nn import Quantize
@@ -565,6 +567,47 @@ def test_save_replaces_an_existing_bundle(mlp_bundle, tmp_path: Path) -> None:
     save(cnn, target)
     assert torch.equal(load(target).run(x), cnn.run(x))
     assert [p.name for p in tmp_path.iterdir()] == ["bundle"]
+
+
+def test_save_replaces_only_a_bundle(mlp_bundle, tmp_path: Path) -> None:
+    """save refuses to replace a folder whose manifest.json is another program's (or not JSON), or a bundle
+    beside files of the user's (.git): each is left untouched and the message names the folder and the fix."""
+    net, path = mlp_bundle
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / MANIFEST_NAME).write_text('{"name": "app", "files": {}}')
+    (web / "index.html").write_text("<html></html>")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / MANIFEST_NAME).write_text("{not json")
+    mixed = Path(shutil.copytree(path, tmp_path / "mixed"))
+    (mixed / ".git").mkdir()
+    (mixed / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    cases = [
+        (web, r"web is a non-empty directory without an iotable bundle's manifest.json .*'index.html'.*new path"),
+        (broken, r"broken is a non-empty directory without an iotable bundle's manifest.json"),
+        (mixed, r"mixed is an iotable bundle but also holds files a bundle does not \(\['.git'\]\).*move them out"),
+    ]
+    for folder, words in cases:
+        before = snapshot(folder)
+        with pytest.raises(BundleError, match=f"save: .*{words}"):
+            save(net, folder)
+        assert snapshot(folder) == before
+    save(net, Path(shutil.copytree(path, tmp_path / "plain")))  # a bundle alone is replaced
+
+
+def test_a_saved_bundle_gets_the_mode_of_a_plain_folder(mlp_bundle, tmp_path: Path) -> None:
+    """A saved bundle's folder has the mode a plain mkdir gives (readable by others under the usual umask),
+    not the 0700 of a temporary folder, whether it is new or replaces an old bundle."""
+    net, _ = mlp_bundle
+    old = os.umask(0o022)
+    try:
+        save(net, tmp_path / "new")
+        save(net, tmp_path / "new")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "new").stat().st_mode) == 0o755
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new"]
 
 
 def test_save_over_the_bundle_a_network_was_loaded_from(mlp_bundle, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from iotable import Domain, OptionError
 from iotable.cli import main
 from iotable.errors import HDLError
 from iotable.hdl import check, export, simulate
+from iotable.hdl import directory as directory_module
 from iotable.hdl import writer as hdl_writer
 from iotable.hdl.directory import file_sha256, read_verified
 from iotable.nn import Quantize
@@ -148,15 +149,14 @@ def test_a_design_without_checksums_is_refused(nets, tmp_path: Path) -> None:
 
 
 def test_a_non_empty_directory_needs_overwrite(nets, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A non-empty directory is refused (its files untouched); overwrite=True replaces it whole, no stale file,
-    but not the working directory."""
+    """A non-empty directory is refused (its files untouched); overwrite=True replaces an earlier design whole,
+    no stale file, but not the working directory."""
     hw = tmp_path / "hw"
-    hw.mkdir()
-    (hw / "notes.txt").write_text("mine")
+    old = export(nets[1], hw, top="tiny", vectors=4)
     with pytest.raises(HDLError, match=r"export: '.*hw' is a directory that is not empty; .*overwrite=True"):
         export(nets[0], hw, top="tiny", vectors=4)
-    assert [p.name for p in hw.iterdir()] == ["notes.txt"]
-    design = export(nets[0], hw, top="tiny", vectors=4, overwrite=True)
+    assert sorted(p.name for p in hw.iterdir()) == sorted(old.files)
+    design = export(nets[0], hw, top="other", vectors=4, overwrite=True)
     assert sorted(p.name for p in hw.iterdir()) == sorted(design.files)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["hw"]
     verified(design)
@@ -166,6 +166,51 @@ def test_a_non_empty_directory_needs_overwrite(nets, tmp_path: Path, monkeypatch
     empty = tmp_path / "empty"
     empty.mkdir()
     verified(export(nets[0], empty, top="tiny", vectors=4))  # an empty directory needs no overwrite
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() if p.is_file() else None for p in folder.rglob("*")}
+
+
+def test_overwrite_replaces_only_an_earlier_design(nets, tmp_path: Path) -> None:
+    """overwrite=True refuses a folder that holds no design of iotable (a repository with .git, a forged or
+    damaged <top>_design.json) or a design beside other files, naming the folder and the fix; all untouched."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "HEAD").write_text("ref: refs/heads/main\n")
+    (repo / "notes.txt").write_text("mine")
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / "x_design.json").write_text('{"top": "x", "files": ["x_design.json"]}')  # no sha256: not ours
+    (forged / "keep.v").write_text("module keep; endmodule\n")
+    damaged = tmp_path / "damaged"
+    export(nets[0], damaged, top="tiny", vectors=4)
+    (damaged / "tiny_design.json").write_text("{not json")
+    mixed = tmp_path / "mixed"
+    export(nets[0], mixed, top="tiny", vectors=4)
+    (mixed / ".git").mkdir()
+    cases = [
+        (repo, r"'.*repo' is a directory that holds no design of iotable .*\['.git', 'notes.txt'\].*new or empty"),
+        (forged, r"'.*forged' is a directory that holds no design of iotable"),
+        (damaged, r"'.*damaged' is a directory that holds no design of iotable"),
+        (mixed, r"'.*mixed' holds an earlier design but also files the export did not write \(\['.git'\]\).*move"),
+    ]
+    for folder, words in cases:
+        before = _tree(folder)
+        with pytest.raises(HDLError, match=f"export: {words}"):
+            export(nets[1], folder, top="tiny", vectors=4, overwrite=True)
+        assert _tree(folder) == before
+    hw = tmp_path / "hw"
+    (hw / "sub").mkdir(parents=True)  # a folder of this user's, no design in it
+    assert main(["export", "verilog", str(_bundle(nets[0], tmp_path)), str(hw), "--overwrite"]) != 0
+    assert (hw / "sub").is_dir()
+
+
+def _bundle(net: Any, tmp_path: Path) -> Path:
+    path = tmp_path / "net.bundle"
+    if not path.exists():
+        iotable.save(net, path)
+    return path
 
 
 def test_export_never_writes_into_a_bundle(nets, tmp_path: Path) -> None:
@@ -224,17 +269,17 @@ def test_path_errors_are_hdl_errors_naming_the_path(nets, tmp_path: Path) -> Non
         export(nets[0], 3, top="tiny")  # type: ignore[arg-type]
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root writes into read-only folders")
-def test_a_read_only_folder_is_an_hdl_error(nets, tmp_path: Path) -> None:
-    """Exporting into a read-only folder is an HDLError naming the path and the fix."""
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    folder.chmod(0o555)
-    try:
-        with pytest.raises(HDLError, match=r"export: cannot .*ro/hw'.*choose a folder you may write to"):
-            export(nets[0], folder / "hw", top="tiny", vectors=4)
-    finally:
-        folder.chmod(0o755)
+def test_a_read_only_folder_is_an_hdl_error(nets, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder the system refuses to write into (EACCES: read-only for this user) is an HDLError naming the
+    path and the fix, for every user (root included: the refusal is the system's answer, given here)."""
+
+    def refuse(target: Path) -> Path:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(target.parent))
+
+    monkeypatch.setattr(directory_module, "staging_directory", refuse)
+    with pytest.raises(HDLError, match=r"export: cannot .*ro/hw'.*choose a folder you may write to"):
+        export(nets[0], tmp_path / "ro" / "hw", top="tiny", vectors=4)
+    assert not (tmp_path / "ro" / "hw").exists()
 
 
 def test_a_full_disk_is_an_hdl_error_and_keeps_the_old_design(

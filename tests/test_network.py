@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
@@ -245,6 +246,16 @@ def test_unmarked_layer_too_large_names_host_option():
     model = nn.Sequential(Quantize(1), nn.Linear(40, 2), Quantize(1))
     with pytest.raises(TableTooLargeError, match=r"unit 0 reads 40 inputs.*pass host=\['1'\]"):
         precompute(model, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 40))
+
+
+def test_a_huge_table_size_is_printed_short():
+    """A table of 2**8192 rows is named as 2**8192 with its order of magnitude, not as its 2,467 digits."""
+    model = nn.Sequential(Quantize(2), nn.Linear(4096, 1), Quantize(1))
+    with pytest.raises(TableTooLargeError, match=r"unit 0 reads 4096 inputs") as caught:
+        precompute(model, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 4096))
+    message = str(caught.value)
+    assert "a table of 2**8192 (≈1.1e2466) rows" in message
+    assert len(message) < 1000 and re.search(r"[0-9]{16}", message) is None
 
 
 def test_runtime_never_calls_a_layer_forward():

@@ -339,6 +339,17 @@ def test_a_tampered_cache_file_is_caught(tmp_path):
     assert map_luts([table], abc=_abc(), cache_dir=tmp_path, workers=1).cached == 1
 
 
+def test_a_stored_netlist_carries_no_timestamp(tmp_path):
+    """The netlist a mapping stores holds no date or time (ABC's header line is dropped), so that mapping the
+    same table twice stores the same text."""
+    table = _random_table(9, 1, seed=9)
+    netlist = map_luts([table], abc=_abc(), cache_dir=tmp_path, workers=1).tables[0].netlist
+    (file,) = tmp_path.glob("*.json")
+    stored = json.loads(file.read_text())["blif"]
+    assert stored.startswith(".model") and "written by ABC" not in stored
+    assert netlist.luts == LutNetlist.from_blif(stored, what="stored").luts
+
+
 def test_network_layers_and_process_pool():
     """A network's tables map on a pool of 2 processes, with per-layer totals that add up."""
     torch.manual_seed(0)

@@ -275,7 +275,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         "netlist (needs berkeley-abc) (default: %(default)s)",
     )
     export.add_argument(
-        "--overwrite", action="store_true", help="replace a non-empty DIRECTORY whole (default: refuse it)"
+        "--overwrite",
+        action="store_true",
+        help="replace the design an earlier export wrote in DIRECTORY (default: refuse a non-empty DIRECTORY)",
     )
     export.set_defaults(run=_export)
 

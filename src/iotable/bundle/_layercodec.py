@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from .._util.text import count_text
 from ..domain import Domain, code_dtype
 from ..errors import BundleError
 from ..front.plan import Geometry, LayerPlan, Unit
@@ -308,12 +309,12 @@ class _LayerDecoding(_GraphDecoding):
         space = math.prod(radices)
         if unit.fan_in != len(domains) or unit.rows != space:
             msg = (
-                f"{where}: unit {unit.index} of the plan has fan-in {unit.fan_in} and {unit.rows} rows; its "
-                f"domains give {len(domains)} and {space}"
+                f"{where}: unit {unit.index} of the plan has fan-in {unit.fan_in} and {count_text(unit.rows)} rows; "
+                f"its domains give {len(domains)} and {count_text(space)}"
             )
             raise BundleError(msg)
         if space >= 2**62:
-            msg = f"{where}: {space} addresses do not fit a 64-bit integer"
+            msg = f"{where}: {count_text(space)} addresses do not fit a 64-bit integer"
             raise BundleError(msg)
         rows = _int(record["rows"], f"{where}.rows", minimum=0)
         dense = _bool(record["dense"], f"{where}.dense")

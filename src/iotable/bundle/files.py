@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .._util.files import fsync_directory, path_text
+from .._util.files import fsync_directory, path_text, plain_mode
 from .._util.strictjson import finite, no_constant, unique_keys
+from .._util.trust import Untrusted, read_bounded
 from ..errors import BundleError
 from .jsonfields import _field, _int, _ints, _obj, _str
 from .manifest import CHECKSUMMED, FORMAT, FORMAT_VERSION
@@ -66,12 +67,8 @@ def _target(path: Any) -> Path:
             if not target.is_dir():
                 msg = f"save: {target} exists and is not a directory; a bundle is a directory, choose another path"
                 raise BundleError(msg)
-            if not (target / MANIFEST).is_file() and any(target.iterdir()):
-                msg = (
-                    f"save: {target} is a non-empty directory without {MANIFEST}, not an iotable bundle; refusing "
-                    "to replace it: choose a new path or an existing bundle"
-                )
-                raise BundleError(msg)
+            if any(target.iterdir()):
+                _check_previous_bundle(target)
         for parent in target.absolute().parents:
             if parent.exists():
                 if not parent.is_dir():
@@ -81,6 +78,39 @@ def _target(path: Any) -> Path:
     except OSError as exc:
         raise _disk_error(f"save: cannot use the path {str(target)[:200]!r}", exc) from None
     return target
+
+
+def _check_previous_bundle(target: Path) -> None:
+    """Refuse to replace the non-empty directory ``target`` unless it is a bundle iotable wrote (its manifest a
+    regular file that parses, of the bundle format) holding nothing else (but empty folders): what save deletes
+    must be ours."""
+    try:
+        manifest = _parse(target / MANIFEST, read_bounded(target / MANIFEST, limit=MAX_MANIFEST_BYTES, owned=False))
+    except (Untrusted, FileNotFoundError, BundleError):
+        manifest = None
+    files = manifest.get("files") if manifest is not None and manifest.get("format") == FORMAT else None
+    present = sorted(entry.name for entry in target.iterdir())
+    if not isinstance(files, dict):
+        msg = (
+            f"save: {target} is a non-empty directory without an iotable bundle's {MANIFEST} (it holds "
+            f"{present[:5]}{' ...' if len(present) > 5 else ''}), not an iotable bundle; refusing to replace it, "
+            "which would delete all of it: choose a new path or an existing bundle"
+        )
+        raise BundleError(msg)
+    ours = {MANIFEST, CHECKSUM} | {str(rel).split("/")[0] for rel in files}
+    extra = [name for name in present if name not in ours and not _empty_folder(target / name)]
+    if extra:
+        msg = (
+            f"save: {target} is an iotable bundle but also holds files a bundle does not ({extra[:5]}"
+            f"{' ...' if len(extra) > 5 else ''}); refusing to replace it, which would delete them: move them out "
+            "of the bundle, or choose a new path"
+        )
+        raise BundleError(msg)
+
+
+def _empty_folder(path: Path) -> bool:
+    """``path`` is a folder (not a link) with nothing in it: replacing it loses nothing."""
+    return path.is_dir() and not path.is_symlink() and not any(path.iterdir())
 
 
 class _HashingWriter:
@@ -110,6 +140,7 @@ def _write(target: Path, manifest: dict[str, Any], arrays: dict[str, np.ndarray]
     parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".saving", dir=parent))
     try:
+        os.chmod(staging, plain_mode(directory=True))  # mkdtemp's 0o700 would outlive the rename
         folders = {staging}
         for rel, array in arrays.items():
             file = staging / rel

@@ -2,7 +2,9 @@
 :func:`~iotable.hdl.simulate` and :func:`~iotable.hdl.check` verify what they read.
 
 :func:`target_directory` checks the path before any work (a path, not empty, no NUL; not a file, a bundle,
-a path inside a bundle or below a file; no dangling or looping link; empty unless ``overwrite``).
+a path inside a bundle or below a file; no dangling or looping link; empty, or with ``overwrite`` a
+directory that holds an earlier design and nothing else: its ``<top>_design.json``, read back, lists every
+entry).
 :func:`write_design` writes every file into a hidden staging directory beside the target, hashes each file
 back from there, adds the design description with the checksums, and renames the directory into place: a
 reader (or a killed export) sees the old design or the whole new one. :func:`read_verified` refuses a
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import shutil
 import stat
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .._util.files import path_text, remove_leftovers, replace_directory, staging_directory
+from .._util.trust import Untrusted, read_bounded
 from ..errors import HDLError
 from .table import Text
 from .tools import write_files
@@ -32,6 +36,8 @@ __all__ = ["file_sha256", "read_verified", "target_directory", "write_design"]
 _BUNDLE_MANIFEST = "manifest.json"
 _BUNDLE_FORMAT = b'"iotable-bundle"'
 _CHUNK = 1 << 20
+_RECORD_SUFFIX = "_design.json"  # the design record export writes: <top>_design.json
+_MAX_RECORD = 64 << 20  # bytes of a design record read to decide whether a directory holds a design
 
 _FIXES = {
     errno.ENOSPC: "free space on that disk or export elsewhere",
@@ -127,12 +133,56 @@ def target_directory(directory: Any, *, overwrite: bool, what: str) -> Path:
         if not overwrite and not _empty(target):
             msg = (
                 f"{what}: {text!r} is a directory that is not empty; choose a new or empty directory, or pass "
-                "overwrite=True to replace it whole"
+                "overwrite=True to replace the design an earlier export wrote there"
             )
             raise HDLError(msg)
+        if overwrite and not _empty(target):
+            _check_previous_design(target, text, what)
     except OSError as exc:
         raise path_error(what, "use the directory", text, exc) from None
     return target
+
+
+def _design_record(folder: Path, name: str) -> list[str] | None:
+    """The files the design record ``name`` in ``folder`` lists, if it is one :func:`write_design` wrote (a
+    regular file of JSON with the design's ``top``, ``files`` and ``sha256``, naming itself); else None."""
+    try:
+        data = read_bounded(folder / name, limit=_MAX_RECORD, owned=False)
+        record = json.loads(data.decode("utf-8"))
+    except (Untrusted, OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    top, files = record.get("top"), record.get("files")
+    if not isinstance(top, str) or not isinstance(files, list) or not isinstance(record.get("sha256"), dict):
+        return None
+    if name != f"{top}_design.json" or name not in files or not all(isinstance(f, str) for f in files):
+        return None
+    return files
+
+
+def _check_previous_design(target: Path, text: str, what: str) -> None:
+    """Refuse to replace ``target`` unless it holds a design an earlier export wrote, and nothing else: what
+    overwrite=True deletes must be iotable's own files."""
+    with os.scandir(target) as entries:
+        present = sorted(entry.name for entry in entries)
+    records = (_design_record(target, name) for name in present if name.endswith(_RECORD_SUFFIX))
+    listed = next((files for files in records if files is not None), None)
+    if listed is None:
+        msg = (
+            f"{what}: {text!r} is a directory that holds no design of iotable (no <top>_design.json that export "
+            f"wrote; it holds {present[:5]}{' ...' if len(present) > 5 else ''}), and overwrite=True would delete "
+            "all of it; overwrite=True replaces only an earlier export: choose a new or empty directory"
+        )
+        raise HDLError(msg)
+    extra = sorted(set(present) - set(listed))
+    if extra:
+        msg = (
+            f"{what}: {text!r} holds an earlier design but also files the export did not write "
+            f"({extra[:5]}{' ...' if len(extra) > 5 else ''}), which overwrite=True would delete; move them out "
+            "of the directory, or choose a new or empty directory"
+        )
+        raise HDLError(msg)
 
 
 def _empty(folder: Path) -> bool:

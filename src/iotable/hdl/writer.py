@@ -227,7 +227,9 @@ def export(
         k: LUT inputs, with ``tables="mapped"``.
         executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
         cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
-        overwrite: replace a non-empty ``directory`` whole (without it, a non-empty directory is refused).
+        overwrite: replace the design an earlier export wrote into ``directory`` (a non-empty directory is
+            refused without it; with it, one that holds anything but an earlier design and its files, as its
+            ``<top>_design.json`` lists them, is refused too: nothing else is ever deleted).
         keep_dead: instantiate the units whose outputs reach no network output too (by default they are left
             out, their outputs constant 0, and each layer's ``dead`` in ``Design.layers`` counts them).
         backpressure: a seed: the network bench drives ``in_valid`` and ``out_ready`` at random every cycle
@@ -243,7 +245,8 @@ def export(
     Raises:
         HDLError: a graph or option the generator cannot build (the message names the node and the fix); a
             directory that cannot hold the design (empty path, a file, a bundle or inside one, not empty
-            without ``overwrite``, a dangling or looping link, a disk error: the message names the path).
+            without ``overwrite``, not an earlier design with it, a dangling or looping link, a disk error: the
+            message names the path).
         OptionError: an unknown language, style, pipeline, dont_cares or tables; an empty ``inputs`` batch.
 
     Example:

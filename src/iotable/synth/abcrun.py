@@ -32,6 +32,9 @@ DEFAULT_SCRIPT = "collapse; muxes; strash; if -K {k}"
 
 _OUTPUT_TAIL = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# ABC's first line of a written BLIF names the date and time: dropped, so that a netlist is a function of its
+# table and script alone (the same mapping stores the same text).
+_STAMP = re.compile(r"\A# Benchmark .* written by ABC on .*\n?")
 
 
 def find_abc(abc: Any = None, *, what: str) -> str:
@@ -180,5 +183,6 @@ def run_abc(
                 shown = f"{program} -c {commands[i]!r}" + (f" (and {len(names) - 1} more)" if len(names) > 1 else "")
                 msg = f"{name}: {shown} failed (exit status {done.returncode}, no netlist written):\n{_tail(output)}"
                 raise ABCError(msg)
-            results.append((mapped.read_text(), times[i] if i < len(times) else 0.0))
+            text = _STAMP.sub("", mapped.read_text(), count=1)
+            results.append((text, times[i] if i < len(times) else 0.0))
         return results

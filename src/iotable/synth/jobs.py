@@ -12,11 +12,14 @@ import concurrent.futures
 import itertools
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from concurrent.futures.process import BrokenProcessPool  # a submodule: ``import concurrent.futures`` lacks it
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.mainguard import unguarded_script
 from ..errors import IOTableError, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, check_netlist
 from .abcrun import run_abc
@@ -125,15 +128,80 @@ def check_workers(workers: Any, *, what: str) -> None:
         raise SynthError(msg)
 
 
+class _QuietProcess(multiprocessing.context.SpawnProcess):
+    """A spawned worker that never sees Ctrl-C: SIGINT is blocked while it starts, and a new interpreter
+    keeps the signal mask it inherits, so the terminal's SIGINT reaches the parent alone (one
+    KeyboardInterrupt there, not a traceback per worker); the parent ends the workers (:meth:`_Pool.stop`)."""
+
+    def start(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            super().start()
+            return
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:  # a Ctrl-C meanwhile stays pending, and is raised here once unblocked
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+class _QuietSpawn(multiprocessing.context.SpawnContext):
+    """The spawn context whose processes are :class:`_QuietProcess`, each remembered to be ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[_QuietProcess] = []
+
+    def Process(self, *args: Any, **kwargs: Any) -> _QuietProcess:  # type: ignore[override]  # its name, a method
+        process = _QuietProcess(*args, **kwargs)
+        self.started.append(process)
+        return process
+
+
+def _end_worker(signum: int, frame: Any) -> None:
+    """SIGTERM in a worker: raise, so that a running ABC is ended with its process group; a second one kills."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise SystemExit(1)
+
+
+def _worker_start() -> None:
+    signal.signal(signal.SIGTERM, _end_worker)
+
+
+class _Pool(concurrent.futures.ProcessPoolExecutor):
+    """The default pool: spawned workers that ignore Ctrl-C, and :meth:`stop` to end them at once."""
+
+    def __init__(self, count: int) -> None:
+        self.context = _QuietSpawn()
+        super().__init__(max_workers=count, mp_context=self.context, initializer=_worker_start)
+
+    def stop(self) -> None:
+        """End every worker now (the parent was interrupted): SIGTERM, then SIGKILL for any still running."""
+        self.shutdown(wait=False, cancel_futures=True)
+        for attempt in range(3):
+            alive = [p for p in self.context.started if p.pid is not None and p.exitcode is None]
+            for process in alive:
+                process.kill() if attempt == 2 else process.terminate()
+            for process in alive:
+                process.join(timeout=2.0)
+
+
 def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[Any, bool]:
     """``(executor or None for in-process, whether we own it)`` from the user's ``executor``/``workers``."""
     if executor is None:
         count = min(workers if workers is not None else _available_cores(), jobs)
         if count <= 1:
             return None, False
+        script = unguarded_script()
+        if script is not None:
+            msg = (
+                f"{what}: the script {script!r} calls {what} from its top level, outside "
+                "`if __name__ == '__main__':`; the process pool starts fresh Python processes (spawn) that each "
+                "run the script again from the top before mapping anything. Put the script's main code under "
+                "`if __name__ == '__main__':`, or pass workers=1 to map in this process"
+            )
+            raise SynthError(msg)
         # spawn, not fork: the parent holds torch's threads, and a forked copy of them can deadlock.
-        context = multiprocessing.get_context("spawn")
-        return concurrent.futures.ProcessPoolExecutor(max_workers=count, mp_context=context), True
+        return _Pool(count), True
     if workers is not None:
         msg = f"{what}: give workers= or executor=, not both (the executor decides its own workers)"
         raise SynthError(msg)
@@ -176,6 +244,11 @@ def mapped_records(
             yield from records
             bar.update(job.rows)
     except IOTableError:
+        raise
+    except (KeyboardInterrupt, GeneratorExit):
+        if owned and isinstance(pool, _Pool):
+            pool.stop()  # Ctrl-C, or the caller gave up: the workers end now, not after their jobs
+            owned = False
         raise
     except Exception as exc:  # a worker or the cluster failed outside iotable: say where
         msg = f"{what}: mapping failed in the executor ({type(exc).__name__}: {exc}); results so far are cached"
