@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from .._util.modules import eval_mode, module_dtype, run_module
+from .._util.text import count_text
 from ..domain import Domain
 from ..errors import EnumerationError, NotDecomposedError, SpecError, SpecOptionError, TableTooLargeError
 from ..nn import domain_of
@@ -287,8 +288,8 @@ def _rows(
             msg = (
                 f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "
                 f"position(s)) of {'/'.join(map(str, bits))} bit(s) = {sum(d.bits for d in unit_domains)} bits, "
-                f"a table of {rows} rows; the limit is {max_rows} (max_rows=). Decompose finer: groups=, a sparse "
-                "fan_in=, or fewer input bits"
+                f"a table of {count_text(rows)} rows; the limit is {count_text(max_rows)} (max_rows=). Decompose "
+                "finer: groups=, a sparse fan_in=, or fewer input bits"
             )
             raise TableTooLargeError(msg)
     return rows_of
