@@ -19,7 +19,7 @@ import iotable
 from iotable import Domain
 from iotable.errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionError
 from iotable.hdl import export, implement, simulate_files
-from iotable.hdl.implcache import MAX_CACHE_BYTES, secret_path
+from iotable.hdl.implcache import MAX_CACHE_BYTES
 from iotable.nn import Quantize
 
 STAT = {"modules": {"\\tiny": {"num_cells_by_type": {"SB_LUT4": 42, "SB_DFF": 7, "SB_CARRY": 2}}}}
@@ -44,12 +44,6 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> iotable.hdl.Design:
     model = torch.nn.Sequential(torch.nn.Linear(4, 3), Quantize(2), torch.nn.Linear(3, 2), Quantize(2)).eval()
     net = iotable.precompute(model, input_domain=Domain.uniform(2))
     return export(net, tmp_path_factory.mktemp("trust") / "tiny", top="tiny", vectors=8, table_benches=False)
-
-
-@pytest.fixture(autouse=True)
-def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cache's secret key lives in a folder of the test's own, not in the user's configuration."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
 
 
 def _script(path: Path, text: str) -> None:
@@ -125,7 +119,7 @@ def test_the_fake_tools_implement_a_design(tiny, fakes: Path, tmp_path: Path) ->
 
 def _entry(tiny, tmp_path: Path) -> Path:
     implement(tiny, target="ice40-hx1k", cache_dir=tmp_path / "cache")
-    (entry,) = (tmp_path / "cache").iterdir()
+    (entry,) = (tmp_path / "cache").glob("*.json")  # beside the cache's secret key
     return entry
 
 
@@ -170,7 +164,7 @@ def test_a_forged_record_under_its_recomputed_key_is_refused(tiny, fakes: Path, 
 def test_the_secret_key_is_refused_when_others_may_read_it(tiny, fakes: Path, tmp_path: Path) -> None:
     """The key file is made with mode 0600; one that other users may read is an error naming it and the fix."""
     _entry(tiny, tmp_path)
-    key = secret_path()
+    key = tmp_path / "cache" / "key"
     assert stat.S_IMODE(key.stat().st_mode) == 0o600 and len(key.read_bytes()) == 32
     key.chmod(0o644)
     with pytest.raises(CacheError, match=r"may be read by other users.*remove"):

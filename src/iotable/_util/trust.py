@@ -8,7 +8,8 @@ writes is checked here before a byte of it is believed:
 - :func:`read_bounded` reads a regular file through one descriptor (no link followed, so what is checked is
   what is read), after the same checks, and refuses a file larger than the limit the caller names before
   reading it;
-- :func:`digest_file` hashes a file in chunks (for entries that hold programs or large outputs).
+- :func:`digest_file` hashes a file in chunks (for entries that hold programs or large outputs);
+- :func:`secret_key` is a cache folder's own secret, which signs its records and names its entries.
 
 The callers turn :class:`Untrusted` into their own error class with the cache or tool named and the fix.
 """
@@ -18,12 +19,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import secrets
 import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["Untrusted", "check_owned", "digest_file", "read_bounded"]
+__all__ = ["SECRET_BYTES", "SECRET_FILE", "Untrusted", "check_owned", "digest_file", "read_bounded", "secret_key"]
 
 _CHUNK = 1 << 20
 
@@ -129,3 +132,44 @@ def digest_file(path: Path, *, owned: bool = True) -> str:
         while chunk := file.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+#: The bytes of a cache folder's secret key (:func:`secret_key`).
+SECRET_BYTES = 32
+#: The name of that key's file in the cache folder.
+SECRET_FILE = "key"
+
+
+def secret_key(folder: Path) -> bytes:
+    """The secret key of the cache folder ``folder`` (already checked as ours): :data:`SECRET_BYTES` random bytes
+    in its file ``key``, mode ``0o600``, created on first use.
+
+    The key signs what the cache stores (HMAC-SHA256) and names its entries, so that a record rewritten by
+    anyone who cannot read the key fails, and entries cannot be planted in advance. A new key is written aside
+    and linked into place: two processes starting at once end with the one linked first.
+
+    Raises:
+        Untrusted: the key file is a link, not ours, readable or writable by others, or not of its size.
+        OSError: it cannot be created or read.
+    """
+    path = folder / SECRET_FILE
+    if not os.path.lexists(path):
+        fd, name = tempfile.mkstemp(prefix=".key-", dir=folder)  # mode 0o600
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(secrets.token_bytes(SECRET_BYTES))
+                file.flush()
+                os.fsync(file.fileno())
+            with contextlib.suppress(FileExistsError):  # another process made it first: theirs is the key
+                os.link(name, path)
+        finally:
+            os.unlink(name)
+    with _open(path, owned=True) as (file, info):
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            msg = f"{path} may be read by other users (mode {stat.filemode(info.st_mode)})"
+            raise Untrusted(msg)
+        data = file.read(SECRET_BYTES + 1)
+    if len(data) != SECRET_BYTES:
+        msg = f"{path} holds a key of {len(data)} bytes, not {SECRET_BYTES}"
+        raise Untrusted(msg)
+    return data

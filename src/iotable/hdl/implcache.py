@@ -14,9 +14,9 @@ the yosys script's text and the place-and-route command. A record is believed on
 - its ``mac``, an HMAC-SHA256 of the record under a secret key of the user's (:func:`secret`), is right.
 
 The HMAC is what makes a forged record fail: anyone who may write the cache folder can write a record of
-consistent numbers under the right name, but not sign it without the key file, which lives outside the cache
-(``$XDG_CONFIG_HOME/iotable/cache.key``, default ``~/.config/iotable/cache.key``), is created with mode 0600
-and refused when another user owns it or may read or write it. A record that fails a check (other than a
+consistent numbers under the right name, but not sign it without the key file (``key`` in the cache folder,
+shared with the other caches' scheme, :func:`iotable._util.trust.secret_key`), created with mode 0600 and
+refused when another user owns it or may read or write it. A record that fails a check (other than a
 folder or a link at its name) is implemented again with a warning and replaced.
 """
 
@@ -28,20 +28,18 @@ import json
 import math
 import os
 import re
-import secrets
 import stat
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from .._util.files import atomic_write
-from .._util.trust import Untrusted, check_owned, read_bounded
+from .._util.trust import SECRET_FILE, Untrusted, check_owned, read_bounded, secret_key
 from ..errors import CacheError, IOTableWarning, OptionError
 from .reports import MAX_CELLS, MAX_DELAY_NS, MAX_FMAX_MHZ
 
-__all__ = ["MAX_CACHE_BYTES", "cache_folder", "key_of", "lookup", "secret", "secret_path", "store"]
+__all__ = ["MAX_CACHE_BYTES", "cache_folder", "key_of", "lookup", "secret", "store"]
 
 #: The largest cache file read, in bytes.
 MAX_CACHE_BYTES = 1 << 20
@@ -52,7 +50,6 @@ _FIELDS = frozenset(
     (*IDENTITY, *_COUNTS, "key", "cells", "fmax_mhz", "clock", "critical_path_ns", "critical_path", "utilization",
      "seconds", "mac")
 )  # fmt: skip
-_SECRET_BYTES = 32
 _STEP = re.compile(r"\S+  (\d+\.\d{3}) ns  ")
 
 
@@ -68,55 +65,19 @@ def _canonical(value: Any) -> bytes:
 # -- the secret key -------------------------------------------------------------------------------------------------
 
 
-def secret_path() -> Path:
-    """Where the user's secret key for the cache's HMAC lives."""
-    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return Path(config) / "iotable" / "cache.key"
-
-
-def secret(*, what: str) -> bytes:
-    """The user's secret key (created on first use, mode 0600); :class:`CacheError` naming the file and the
-    fix when it cannot be made, is not ours, or other users may read or write it."""
-    path = secret_path()
+def secret(folder: Path, *, what: str) -> bytes:
+    """The cache folder's secret key (:func:`iotable._util.trust.secret_key`); :class:`CacheError` naming the
+    file and the fix when it cannot be made, is not ours, or other users may read or write it."""
+    path = folder / SECRET_FILE
     fix = f"remove {str(path)!r} (iotable writes a new key; cached results made with the old one are redone)"
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        check_owned(path.parent, directory=True)
-        if not os.path.lexists(path):
-            _create_secret(path)
-        check_owned(path, directory=False)
-        data = read_bounded(path, limit=1024, owned=True)
-        mode = os.lstat(path).st_mode
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            msg = f"{path} may be read by other users (mode {stat.filemode(mode)})"
-            raise Untrusted(msg)
+        return secret_key(folder)
     except Untrusted as exc:
         msg = f"{what}: the cache's secret key cannot be trusted: {exc}; {fix}, or fix its owner and mode 0600"
         raise CacheError(msg) from None
     except OSError as exc:
         msg = f"{what}: cannot use the cache's secret key {str(path)!r} ({exc.strerror or exc}); {fix}"
         raise CacheError(msg) from None
-    if len(data) != _SECRET_BYTES:
-        msg = f"{what}: the cache's secret key {str(path)!r} holds {len(data)} bytes, not {_SECRET_BYTES}; {fix}"
-        raise CacheError(msg)
-    return data
-
-
-def _create_secret(path: Path) -> None:
-    """Write a fresh key beside ``path`` (mode 0600) and link it into place: another process's key, linked
-    first, wins, and no reader sees a part-written one."""
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=".cache.key.")
-    try:
-        with os.fdopen(fd, "wb") as file:
-            file.write(secrets.token_bytes(_SECRET_BYTES))
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(name, path)
-        except FileExistsError:
-            pass
-    finally:
-        os.unlink(name)
 
 
 def _mac(key: bytes, record: dict[str, Any]) -> str:
@@ -176,7 +137,7 @@ def lookup(
     if not os.path.lexists(path):
         return None
     where = f"{what}: the cache file {str(path)!r}"
-    key = secret(what=what)  # a key that cannot be trusted is an error, not a reason to run again
+    key = secret(folder, what=what)  # a key that cannot be trusted is an error, not a reason to run again
     try:
         try:
             data = read_bounded(path, limit=MAX_CACHE_BYTES, owned=True)
@@ -193,7 +154,7 @@ def store(folder: Path | None, record: dict[str, Any], *, what: str) -> dict[str
     record = json.loads(_canonical(record))
     if folder is None:
         return record
-    record["mac"] = _mac(secret(what=what), record)
+    record["mac"] = _mac(secret(folder, what=what), record)
     path = folder / f"{record['key']}.json"
     _check_name(path, what=what)
     try:
@@ -320,8 +281,8 @@ def _verified(
         raise CacheError(msg)
     if not hmac.compare_digest(record["mac"], _mac(key, record)):
         msg = (
-            f"{where}: its signature (mac) is not the one the secret key {str(secret_path())!r} gives: not a record "
-            "this user's iotable wrote (or written with another key)"
+            f"{where}: its signature (mac) is not the one the cache's secret key ({SECRET_FILE!r} beside it) "
+            "gives: not a record this user's iotable wrote (or written with another key)"
         )
         raise CacheError(msg)
     return record

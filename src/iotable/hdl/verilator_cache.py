@@ -31,7 +31,6 @@ import hashlib
 import hmac
 import json
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -39,15 +38,13 @@ import uuid
 from pathlib import Path
 
 from .._util.strictjson import no_constant, unique_keys
-from .._util.trust import Untrusted, check_owned, digest_file, read_bounded
+from .._util.trust import SECRET_FILE, Untrusted, check_owned, digest_file, read_bounded, secret_key
 from ..errors import CacheError
 
 __all__ = ["ENTRY", "entry_name", "load", "open_root", "refusal", "run_folder", "store", "verified_copy"]
 
 #: The record of an entry.
 ENTRY = "entry.json"
-_KEY_FILE = "key"
-_KEY_BYTES = 32
 _FORMAT = 2
 _RECORD_LIMIT = 1 << 20
 _FILE_LIMIT = 1 << 30  # a program or hex file read into memory for a run
@@ -76,34 +73,14 @@ def open_root(folder: Path, *, what: str) -> tuple[Path, bytes]:
 
 
 def _secret(root: Path, *, what: str) -> bytes:
-    """The cache root's secret key: created once (written aside, linked into place: the first one stays)."""
-    path = root / _KEY_FILE
+    """The cache root's secret key (:func:`iotable._util.trust.secret_key`)."""
+    path = root / SECRET_FILE
     try:
-        if not os.path.lexists(path):
-            fd, name = tempfile.mkstemp(prefix=".key-", dir=root)  # mode 0o600
-            try:
-                with os.fdopen(fd, "wb") as file:
-                    file.write(secrets.token_bytes(_KEY_BYTES))
-                    file.flush()
-                    os.fsync(file.fileno())
-                try:
-                    os.link(name, path)
-                except FileExistsError:  # another process made it first: theirs is the key
-                    pass
-            finally:
-                os.unlink(name)
-        check_owned(path, directory=False)
-        if os.lstat(path).st_mode & 0o077:
-            msg = f"{path} may be read by other users (mode {stat.filemode(os.lstat(path).st_mode)})"
-            raise Untrusted(msg)
-        data = read_bounded(path, limit=_KEY_BYTES)
+        return secret_key(root)
     except Untrusted as exc:
         raise refusal(what, path, str(exc)) from None
     except OSError as exc:
         raise refusal(what, path, f"cannot be read or created: {exc.strerror or exc}") from None
-    if len(data) != _KEY_BYTES:
-        raise refusal(what, path, f"a key of {len(data)} bytes, not {_KEY_BYTES}")
-    return data
 
 
 def entry_name(secret: bytes, key: str) -> str:
