@@ -20,6 +20,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .._util.modules import eval_mode
 from ..brevitas import is_brevitas
 from ..errors import IOTableWarning, ModelError
+from ..torchao import fake_quantize_domain, is_fake_quantize
 
 __all__ = ["check_float32", "check_function_of_inputs", "warn_training"]
 
@@ -81,6 +82,12 @@ def warn_training(model: nn.Module, what: str) -> None:
         warnings.warn(msg, IOTableWarning, stacklevel=3)
 
 
+def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors hold the same shape and bytes (a NaN written over a NaN is no change)."""
+    flat = [t.detach().reshape(-1).view(torch.uint8) for t in (a, b)]
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(*flat)
+
+
 class _Watch(TorchDispatchMode):
     """Records, with the module running it, each random operation and each write into a parameter or buffer."""
 
@@ -95,12 +102,16 @@ class _Watch(TorchDispatchMode):
         name = func.overloadpacket.__name__
         if torch.Tag.nondeterministic_seeded in func.tags and where is not None:
             self.found.append(f"module {where!r} calls {name}, which draws random numbers")
-        for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):
-            written = argument.alias_info is not None and argument.alias_info.is_write
+        before = []  # what an operation may write (by its schema) of the model's tensors, compared after it ran:
+        for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):  # fused ops declare writes
+            written = argument.alias_info is not None and argument.alias_info.is_write  # they skip when disabled
             if written and isinstance(value, torch.Tensor) and value.data_ptr() in self.owned and where is not None:
-                held = self.owned[value.data_ptr()]
-                self.found.append(f"module {where!r} updates {held} in place ({name})")
-        return func(*args, **kwargs)
+                before.append((value, value.detach().clone()))
+        result = func(*args, **kwargs)
+        for value, old in before:
+            if not _same_bytes(value, old):
+                self.found.append(f"module {where!r} updates {self.owned[value.data_ptr()]} in place ({name})")
+        return result
 
 
 def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
@@ -109,6 +120,9 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
     one sample's output depends on the rest of the batch. ``samples``: two or more different inputs."""
     stack: list[str | None] = []
     names = {m: n for n, m in model.named_modules()}
+    for m, name in names.items():  # a quantizer's own refusal (an observer still enabled) says more than ours
+        if is_fake_quantize(m) and not any(name == h or name.startswith(f"{h}.") for h in host):
+            fake_quantize_domain(m, name)
     holds_host = {n for n in names.values() if any(h.startswith(f"{n}.") or not n for h in host)}
     saved = [(t, t.detach().clone()) for t in (*model.parameters(), *model.buffers())]  # put back after the runs
 
@@ -134,6 +148,8 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
                 model(samples)
             if not watch.found:
                 model(samples[:1])
+    except Exception:  # a forward that fails here is reported, with its context, by the trace
+        return
     finally:
         for handle in handles:
             handle.remove()
