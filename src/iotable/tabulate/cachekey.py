@@ -40,14 +40,15 @@ from torch import nn
 from ..domain import Domain
 from ..errors import CacheError
 
-__all__ = ["MAX_DEPTH", "MAX_ITEMS", "module_key", "value_bytes"]
+__all__ = ["MAX_DEPTH", "MAX_ITEMS", "module_key", "value_bytes", "value_digest"]
 
 #: The deepest nesting of containers and objects keyed (an attribute at depth 1).
 MAX_DEPTH = 64
 #: The most values keyed for one layer (elements of containers, fields of objects): more is refused.
 MAX_ITEMS = 1_000_000
 
-_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class written in Python (its state lives in __dict__ or slots)
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (by a class statement, or by an extension)
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: set on extensions' heap types, never by a class statement
 _MODULE_INTERNALS = frozenset(nn.Module().__dict__) | {"_compiled_call_impl"}
 _HOOKS = (
     "_forward_hooks",
@@ -71,8 +72,9 @@ class _Refused(Exception):
 class _Encoder:
     """Encodes values to bytes, refusing what cannot be encoded by value (see the module docstring)."""
 
-    def __init__(self, modules: dict[int, str]) -> None:
+    def __init__(self, modules: dict[int, str], *, module_identity: bool = False) -> None:
         self.modules = modules  # id of each of the layer's modules -> its name in the layer
+        self.module_identity = module_identity  # other modules by identity (within one process) or by state
         self.items = 0
         self.open: set[int] = set()  # ids of the containers on the current path (a cycle returns to one)
 
@@ -98,6 +100,8 @@ class _Encoder:
             name = self.modules.get(id(v))
             if name is not None:
                 return f"module-ref:{name!r};".encode()
+            if self.module_identity:
+                return f"module-id:{id(v)};".encode()
             return b"module(" + self.module_state(v, path, depth) + b")"
         if isinstance(v, torch.Tensor):
             return _tensor_bytes(v, path)
@@ -203,6 +207,15 @@ def value_bytes(value: Any, *, layer: str, what: str) -> bytes:
         raise _error(layer, exc) from None
 
 
+def value_digest(value: Any) -> bytes | None:
+    """A digest of ``value`` by its contents, as keys encode attributes, for comparisons within one process
+    (modules by identity); ``None`` for a value that cannot be read by value."""
+    try:
+        return _sha(_Encoder({}, module_identity=True).value(value, "value"))
+    except (_Refused, RecursionError):
+        return None
+
+
 def _error(layer: str, exc: _Refused) -> CacheError:
     return CacheError(
         f"precompute(cache_dir=...): the table cache cannot key layer {layer!r}: {exc.path} holds {exc.reason}, "
@@ -250,7 +263,7 @@ def _qualified(cls: type) -> str:
 
 def _written_in_python(cls: type) -> bool:
     """True for classes whose instances keep all their state in ``__dict__`` and slots."""
-    return all(c.__flags__ & _HEAP_TYPE for c in cls.__mro__[:-1])
+    return all(c.__flags__ & (_HEAP_TYPE | _IMMUTABLE_TYPE) == _HEAP_TYPE for c in cls.__mro__[:-1])
 
 
 def _state(v: Any) -> list[tuple[str, Any]]:
@@ -300,7 +313,7 @@ def class_key(cls: type) -> bytes:
 def _class_digest(cls: type) -> bytes:
     digest = hashlib.sha256(_qualified(cls).encode())
     for c in cls.__mro__:
-        if not c.__flags__ & _HEAP_TYPE:
+        if c.__flags__ & (_HEAP_TYPE | _IMMUTABLE_TYPE) != _HEAP_TYPE:  # an extension's: keyed by name
             digest.update(f"|{_qualified(c)}".encode())
             continue
         digest.update(f"|{_qualified(c)}:".encode())
