@@ -409,3 +409,24 @@ def test_every_allowed_command_is_one_abc_knows():
     for command in sorted(SCRIPT_COMMANDS):
         done = subprocess.run([program, "-c", f"{command} -h"], capture_output=True, text=True, timeout=30)
         assert "unknown command" not in done.stdout + done.stderr, command
+
+
+# -- entries another user could have written ---------------------------------------------------------------------
+
+
+def test_an_entry_others_may_write_is_mapped_again(cached):
+    """A valid entry with mode 0o666 (anyone could have written it) is refused, mapped again and replaced."""
+    table, path, _ = cached
+    os.chmod(path, 0o666)
+    _remapped(table, path.parent, "writable by other users")
+    assert not os.lstat(path).st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def test_an_entry_of_another_user_is_mapped_again(cached, monkeypatch):
+    """A valid entry owned by another user (as the reader sees it) is refused, mapped again and replaced."""
+    table, path, _ = cached
+    uid = os.lstat(path).st_uid
+    monkeypatch.setattr(os, "geteuid", lambda: uid + 1)
+    with pytest.warns(IOTableWarning, match="owned by user"):
+        report = map_luts([table], abc=_abc(), cache_dir=path.parent, workers=1)
+    assert report.mapped == 1 and not report.tables[0].cached

@@ -5,12 +5,12 @@ model's structure, not on its weights. ``precompute`` keeps that work per model 
 model) under a *structure key*; a later call whose key is equal reuses it and only reads the weights again
 (tables, the probe of black-box layers, the fast path's checks). The key holds, for every submodule, its
 identity and its :func:`settings` (class, ``forward`` override, decomposition metadata, output domain, plain
-hyper-parameters such as kernel sizes, strides, channel counts, a leaky ReLU's slope, quantizer domains, and
-forward hooks), its parameter and buffer shapes, dtypes and devices, the values of the masks its plan reads
-(pruning masks, ``decompose(fan_in="mask")``), plus the call's own arguments that shape the plan. The table
-cache keys its entries by the same :func:`settings` (and the tensors' values), so the two never disagree.
-Anything else that changes what a model computes between quantizers (editing a method in place) is not
-seen: pass a new model, or call ``precompute(..., reuse=False)``.
+hyper-parameters such as kernel sizes, strides, channel counts, a leaky ReLU's slope, quantizer domains, other
+attributes by a digest of their contents, and forward hooks), its parameter and buffer shapes, dtypes and
+devices, the values of the masks its plan reads (pruning masks, ``decompose(fan_in="mask")``), plus the call's
+own arguments that shape the plan. The table cache keys its entries by every attribute's value too
+(:mod:`iotable.tabulate.cachekey`). Anything else that changes what a model computes between quantizers
+(editing a method in place) is not seen: pass a new model, or call ``precompute(..., reuse=False)``.
 """
 
 from __future__ import annotations
@@ -43,12 +43,17 @@ def _hashable(cls: type) -> Hashable:
 
 
 def _plain(value: Any) -> Hashable:
-    """``value`` when it is a plain hyper-parameter (or a tuple of them), else its type (present, not compared)."""
+    """``value`` when it is a plain hyper-parameter (or a tuple of them), else a digest of its contents (dicts,
+    long lists, tensors, nested objects: a traced forward may have read any of them as a constant); a value
+    whose contents cannot be read is equal to nothing, so that a plan built with it is never reused."""
     if isinstance(value, _SIMPLE):
         return value
     if isinstance(value, (tuple, list)) and len(value) <= 16 and all(isinstance(v, _SIMPLE) for v in value):
         return tuple(value)
-    return _hashable(type(value))
+    from ..tabulate.cachekey import value_digest  # here: the tabulate package imports this module
+
+    digest = value_digest(value)
+    return (_hashable(type(value)), digest) if digest is not None else object()
 
 
 def _tensors(table: dict[str, torch.Tensor | None]) -> tuple[Hashable, ...]:

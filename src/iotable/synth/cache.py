@@ -6,7 +6,8 @@ A cache folder is trusted no more than a bundle: a file is read only if it is a 
 FIFO, a device or a folder; it is opened without blocking and without following links) of at most
 :data:`MAX_RECORD_BYTES`; its JSON must be one flat object of exactly the fields a mapping record has, each of
 its type; its flow (k, script, ABC version), key and bit counts must be the ones of the function asked for and
-the file name must be the one those fields give; its netlist must compute the function on every care row, with
+the file name must be the one those fields give; the file must be owned by the user running iotable and
+writable by no one else (entries are written so); its netlist must compute the function on every care row, with
 LUTs of at most k inputs, no node that feeds no output, and the LUTs and depth the record says. An entry that
 fails any of this is mapped again, with an :class:`~iotable.errors.IOTableWarning` naming the file and the
 reason, and the fresh result replaces the file (the file is replaced, never written through: a link is
@@ -24,8 +25,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._util.files import atomic_write
+from .._util.files import commit, discard, plain_mode, temporary_beside
 from .._util.strictjson import no_constant, unique_keys
+from .._util.trust import Untrusted, check_owned
 from ..errors import CacheError, IOTableError, IOTableWarning, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, LutResult, check_netlist, result_name
 from .records import MappedTable, from_record
@@ -100,7 +102,7 @@ class Cache:
             return
         path = self.folder / file
         try:
-            atomic_write(path, json.dumps(record, indent=1).encode())
+            _write_private(path, json.dumps(record, indent=1).encode())
         except OSError as exc:
             reason = exc.strerror or exc
             msg = (
@@ -246,6 +248,7 @@ def _read(path: Path, where: str) -> bytes:
         if info.st_size > MAX_RECORD_BYTES:
             msg = f"{where}: holds {info.st_size} bytes, more than the {MAX_RECORD_BYTES} a cache entry may hold"
             raise CacheError(msg)
+        _check_ours(path, info, where)
         chunks, left = [], MAX_RECORD_BYTES + 1
         while left > 0:
             chunk = os.read(fd, min(left, 2**20))
@@ -262,6 +265,33 @@ def _read(path: Path, where: str) -> bytes:
         msg = f"{where}: grew past the {MAX_RECORD_BYTES} bytes a cache entry may hold while it was read"
         raise CacheError(msg)
     return b"".join(chunks)
+
+
+def _check_ours(path: Path, info: os.stat_result, where: str) -> None:
+    """Refuse the open entry ``path`` (its status ``info``) unless the user running iotable owns it and no one
+    else may write it (:func:`iotable._util.trust.check_owned`, on the very file opened)."""
+    try:
+        check_owned(path, directory=False)
+        named = os.lstat(path)
+    except (Untrusted, OSError) as exc:
+        msg = f"{where}: cannot be trusted: {exc}; a cache entry must be a file of yours that no one else may write"
+        raise CacheError(msg) from None
+    if (named.st_dev, named.st_ino) != (info.st_dev, info.st_ino):
+        msg = f"{where}: was replaced while it was opened"
+        raise CacheError(msg)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically, writable by its owner only (a reader refuses anything else)."""
+    file, name = temporary_beside(path)
+    try:
+        with file:
+            os.fchmod(file.fileno(), plain_mode() & ~(stat.S_IWGRP | stat.S_IWOTH))
+            file.write(data)
+            commit(file, name, path)
+    except BaseException:
+        discard(name)
+        raise
 
 
 def _parse(data: bytes, where: str) -> dict[str, Any]:

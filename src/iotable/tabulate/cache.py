@@ -6,29 +6,34 @@ file, locked while it is written, and renamed into place atomically; a table lar
 goes to a file in the system's temporary directory that has no name from the start, so that nothing is
 left behind even by ``kill -9``. Finished tables are memory-mapped read-only.
 
-Every cache entry carries its own checksum: a sha256 of its key and its ``.npy`` bytes, appended after the
-array (``.npy`` readers ignore it). Loading an entry checks its header, size, checksum and codes (below the
-output domain's size); an entry that fails is recomputed and replaced, never trusted. Opening a cache
-removes ``.part`` files that no live process holds (left by an interrupted run), and a failed write removes
-its own. Disk errors (a full disk, no permission, a name too long) are :class:`CacheError` errors that
-name the path and the fix.
+Every cache entry carries its key and a checksum: the key and a sha256 of the key and the ``.npy`` bytes,
+appended after the array (``.npy`` readers ignore them). An entry is untrusted input: loading it refuses a
+link, another user's file or one that others may write (:mod:`iotable._util.trust`), then checks its header,
+size, stored key (the one asked for), checksum and codes (below the output domain's size), reading no more
+than the table asked for, and maps the very file it checked. An entry that fails is not served: a warning
+names it and why, and it is recomputed and replaced (renamed over, never written through). Entries are written
+writable by their owner only. Opening a cache removes ``.part`` files that no live process holds (left by an
+interrupted run); a writer holds its lock until its file is renamed into place, so no cleanup removes a live
+one, and two processes storing the same key each end with a whole, valid entry. Disk errors (a full disk, no
+permission, a name too long) are :class:`CacheError` errors that name the path and the fix.
 
 The cache (``precompute(..., cache_dir=...)``) keys each unit's table by a sha256 of everything its rows
-depend on: every module's settings as the plan-reuse key sees them (class, metadata, quantizer domain,
-hyper-parameters such as a leaky ReLU's slope, hooks), every parameter and buffer, the unit's channels and
-geometry, its input domains and the output domain. A rerun after an interruption (even
-``kill -9``) loads finished tables and computes only the missing ones; changing one layer's weights changes
-only that layer's keys. Code changes inside a custom ``forward`` are not seen by the key: clear the cache.
+depend on (:mod:`iotable.tabulate.cachekey`): every module's class and the code of its methods, every
+attribute by value at any depth (dicts, lists, sets, unregistered tensors, nested objects, dataclasses,
+enums), every parameter, buffer and hook, the unit's channels and geometry, its input domains and the output
+domain. An attribute that cannot be keyed by value is refused with a :class:`CacheError` naming it. A rerun
+after an interruption (even ``kill -9``) loads finished tables and computes only the missing ones; changing
+one layer's weights changes only that layer's keys.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import hashlib
 import os
 import stat
 import tempfile
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -36,14 +41,15 @@ from typing import Any, BinaryIO
 import numpy as np
 from torch import nn
 
-from .._util.files import commit, temporary_beside
-from ..errors import CacheError
+from .._util.files import plain_mode, temporary_beside
+from .._util.trust import Untrusted, check_owned
+from ..errors import CacheError, IOTableWarning
 from ..front.glue import Arithmetic
-from ..front.reuse import settings, stable_bytes
+from .cachekey import module_key, value_bytes
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
 
-_CACHE_FORMAT = b"iotable-table-cache-2"
+_CACHE_FORMAT = b"iotable-table-cache-3"
 
 
 try:  # POSIX: a writer locks its .part file, so that a cleanup never removes a live one
@@ -55,27 +61,22 @@ except ImportError:  # pragma: no cover - other systems refuse to delete open fi
 def layer_fingerprint(module: nn.Module, plan: Any) -> hashlib._Hash:
     """A running sha256 of what every table of a layer depends on, before the unit's own part.
 
-    Every submodule's :func:`iotable.front.reuse.settings` (class, metadata, quantizer domain, hyper-parameters
-    such as a leaky ReLU's slope, hooks: the description the plan-reuse key compares), every parameter and
-    buffer (dtype, shape and bytes), the tensors traced arithmetic reads, and the plan's geometry and domains.
+    The layer's content key (:func:`iotable.tabulate.cachekey.module_key`: every submodule's class and code,
+    attributes by value at any depth, parameters, buffers and hooks), the tensors traced arithmetic reads,
+    and the plan's geometry, metadata and output domain.
+
+    Raises:
+        CacheError: an attribute that cannot be keyed by value (named, with the fix).
     """
     digest = hashlib.sha256(_CACHE_FORMAT)
-    for name, m in module.named_modules():
-        digest.update(f"module {name!r}:".encode())
-        digest.update(stable_bytes(settings(m)))
-        own = [*m._parameters.items(), *m._buffers.items()]
+    digest.update(module_key(module, layer=plan.name))
+    for m in module.modules():
         if isinstance(m, Arithmetic):
-            own += [(f"operand{k}", t) for k, t in enumerate(m.tensors())]
-        for key, tensor in own:
-            if tensor is None:
-                digest.update(f"{key}:None;".encode())
-                continue
-            array = tensor.detach().cpu().contiguous().numpy()
-            digest.update(f"{key}:{array.dtype}:{array.shape};".encode())
-            digest.update(array.tobytes())
+            operands = tuple(m.tensors())
+            digest.update(value_bytes(operands, layer=plan.name, what="the tensors its arithmetic reads"))
     g = plan.geometry
-    digest.update(repr((plan.layout, g.kernel, g.stride, g.dilation, g.padding)).encode())
-    digest.update(stable_bytes(plan.spec))
+    parts = (plan.layout, g.kernel, g.stride, g.dilation, g.padding, plan.spec)
+    digest.update(value_bytes(parts, layer=plan.name, what="its plan"))
     if plan.output_domain is not None:
         digest.update(plan.output_domain.values.tobytes())
     return digest
@@ -90,9 +91,16 @@ def unit_key(layer_digest: hashlib._Hash, plan: Any, unit: Any) -> str:
     return digest.hexdigest()
 
 
-#: Ends every cache entry: this marker, then the sha256 of the entry's key and of the ``.npy`` bytes before it.
+#: Ends every cache entry: this marker, the entry's key and a newline, then the sha256 of the marker, the key,
+#: the newline and the ``.npy`` bytes before it.
 _TRAILER = b"iotable-cache-sha256:"
-_TRAILER_SIZE = len(_TRAILER) + 32
+#: Group and other write bits: a cache entry has neither (a reader refuses one that has).
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def _trailer(key: str, digest: bytes) -> bytes:
+    return _TRAILER + key.encode() + b"\n" + digest
+
 
 _FIXES = {
     errno.ENOSPC: "free space on that disk",
@@ -152,15 +160,23 @@ def _unlink(path: str) -> None:
         pass
 
 
-def _lock(file: BinaryIO) -> None:
-    """Mark an open ``.part`` file as being written (released when the process ends, however it ends).
+def _claim(file: BinaryIO, name: str) -> bool:
+    """Lock a new ``.part`` file as being written (released when the process ends, however it ends); False
+    when a cleanup in another process got to it first (it holds the lock, or has removed the name).
 
     Where the file system has no locks (some network file systems), the file goes unmarked; a cleanup
     there cannot tell a live file from a stale one either, and leaves both.
     """
-    if fcntl is not None:
-        with contextlib.suppress(OSError):
-            fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        return exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN)  # held: a cleanup is removing it
+    try:  # locked now, so no cleanup removes it from here on; one may have done so just before
+        return os.stat(name).st_ino == os.fstat(file.fileno()).st_ino
+    except OSError:
+        return False
 
 
 class FileSink:
@@ -180,13 +196,13 @@ class FileSink:
         self.digest = hashlib.sha256(f"{_TRAILER.decode()}{key}\n".encode()) if key is not None else None
         self.tmp: str | None = None
         try:
-            self.file, self.tmp = temporary_beside(path, hidden=key is not None)  # closed in finish or abandon
+            self.file, self.tmp = self._create(path, key)  # closed in finish or abandon
         except OSError as exc:
             raise disk_error("cannot create a table file in", path.parent, exc, fix=fix) from None
         self._cleanup = weakref.finalize(self, _discard, self.file, self.tmp)
         try:
             if key is not None:
-                _lock(self.file)
+                os.fchmod(self.file.fileno(), plain_mode() & ~_OTHERS_WRITE)  # readers refuse shared entries
             else:
                 self._forget_name()
             header = {
@@ -200,6 +216,17 @@ class FileSink:
             raise disk_error("cannot write", self.tmp, exc, fix=fix) from None
         self.header_end = self.file.tell()
         self.dtype, self.shape = np.dtype(dtype), (rows, width)
+
+    @staticmethod
+    def _create(path: Path, key: str | None) -> tuple[BinaryIO, str]:
+        """A new partial file beside ``path``: a cache entry's is locked (claimed again if a cleanup in
+        another process removed it between its creation and its lock)."""
+        for _ in range(8):
+            file, name = temporary_beside(path, hidden=key is not None)
+            if key is None or _claim(file, name):
+                return file, name
+            file.close()
+        raise OSError(errno.EBUSY, "every new partial file was removed by a cleanup while it was created")
 
     def _forget_name(self) -> None:
         """Unlink a temporary file at once (POSIX keeps it until closed and unmapped)."""
@@ -237,23 +264,23 @@ class FileSink:
             raise AssertionError(f"{self.path.name}: {self.written} of {self.expected} rows written")
         try:
             if self.digest is not None:
-                self.file.write(_TRAILER + self.digest.digest())
+                self.file.write(_trailer(self.key or "", self.digest.digest()))
+            self.file.flush()
+            os.fsync(self.file.fileno())
             if self.key is None or self.tmp is None:  # a temporary table: mapped, never renamed
-                self.file.flush()
-                os.fsync(self.file.fileno())
                 return self._mapped_temporary()
-            commit(self.file, self.tmp, self.path)
+            # Renamed while open and locked: a cleanup never sees a finished .part file unlocked. The map is of
+            # the file written, whatever another process renames over the entry's name afterwards.
+            os.replace(self.tmp, self.path)
         except OSError as exc:
             self.abandon()
             raise disk_error("cannot write", self.tmp or self.path.parent, exc, fix=self.fix) from None
         self._cleanup.detach()
-        return _map(self.path, self.dtype, self.shape, self.header_end)
+        with self.file:
+            return _map(self.file, self.dtype, self.shape, self.header_end)
 
     def _mapped_temporary(self) -> np.ndarray:
-        if not self.expected * self.shape[1]:
-            array = np.zeros(self.shape, dtype=self.dtype)
-        else:
-            array = np.memmap(self.file, dtype=self.dtype, mode="r", offset=self.header_end, shape=self.shape)
+        array = _map(self.file, self.dtype, self.shape, self.header_end)
         self.file.close()  # the mapping keeps the data
         self._cleanup()
         return array
@@ -269,11 +296,12 @@ def _discard(file: BinaryIO, tmp: str | None) -> None:
         _unlink(tmp)
 
 
-def _map(path: Path, dtype: np.dtype, shape: tuple[int, int], offset: int) -> np.ndarray:
-    """A read-only memory map of a table file's array (an empty array where there is nothing to map)."""
+def _map(file: BinaryIO, dtype: np.dtype, shape: tuple[int, int], offset: int) -> np.ndarray:
+    """A read-only memory map of an open table file's array (it outlives the file object; an empty array
+    where there is nothing to map)."""
     if not shape[0] * shape[1]:
         return np.zeros(shape, dtype=dtype)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+    return np.memmap(file, dtype=dtype, mode="r", offset=offset, shape=shape)
 
 
 class TableCache:
@@ -298,56 +326,97 @@ class TableCache:
         self.removed = sweep_parts(path)
 
     def load(self, key: str, rows: int, width: int, dtype: np.dtype, *, codes: int | None = None) -> np.ndarray | None:
-        """The cached table of ``key`` if its file is whole, checksummed and within ``codes``; else ``None``.
+        """The cached table of ``key`` if its entry can be believed; else ``None`` (recompute it: the fresh table
+        then replaces the entry).
 
-        ``None`` means: recompute it (its file is then replaced). ``codes``: the output domain's size, every
-        stored code must be below it.
+        Believed: a regular file (not a link), owned by the user running iotable and writable by no one else,
+        whose header and size are those of the table asked for, whose stored key is ``key`` and whose checksum
+        holds; every code below ``codes`` (the output domain's size). An entry that fails is not served: an
+        :class:`~iotable.errors.IOTableWarning` names it and why.
         """
         file = self.path / f"{key}.npy"
+        if not os.path.lexists(file):
+            return None
+        shape, dtype = (rows, width), np.dtype(dtype)
         try:
-            info = os.lstat(file)
-        except OSError:
-            return None
-        if not stat.S_ISREG(info.st_mode):  # a symlink or anything but a plain file is not an entry
-            return None
-        try:
-            offset = _verified_entry(file, key, (rows, width), np.dtype(dtype), info.st_size)
-        except (OSError, ValueError):
-            return None
-        if offset is None:
-            return None
-        array = _map(file, np.dtype(dtype), (rows, width), offset)
-        if codes is not None and array.size and int(array.max()) >= codes:
-            return None  # codes outside the output domain: not what this layer makes
-        return array
+            array = _read_entry(file, key, shape, dtype)
+            if codes is not None and array.size and int(array.max()) >= codes:
+                raise _BadEntry(f"holds code {int(array.max())}, outside the output domain's {codes} codes")
+        except Untrusted as exc:
+            reason = f"cannot be trusted: {exc}"
+        except _BadEntry as exc:
+            reason = str(exc)
+        except OSError as exc:
+            reason = f"cannot be read ({exc.strerror or exc})"
+        else:
+            return array
+        message = (
+            f"precompute(cache_dir=...): the table cache entry {str(file)!r} {reason}; not used: the table is "
+            "computed again and replaces it"
+        )
+        warnings.warn(message, IOTableWarning, stacklevel=2)
+        return None
 
     def sink(self, key: str, rows: int, width: int, dtype: np.dtype) -> FileSink:
         return FileSink(self.path / f"{key}.npy", rows, width, dtype, key=key, fix="pass another cache_dir")
 
 
-def _verified_entry(file: Path, key: str, shape: tuple[int, int], dtype: np.dtype, size: int) -> int | None:
-    """The data offset of a cache entry whose header, size and checksum are right, else ``None``."""
-    with open(file, "rb") as f:
-        if np.lib.format.read_magic(f) != (1, 0):
-            return None
-        file_shape, fortran, file_dtype = np.lib.format.read_array_header_1_0(f)
-        offset = f.tell()
-        if tuple(file_shape) != shape or fortran or file_dtype != dtype:
-            return None
-        data = dtype.itemsize * shape[0] * shape[1]
-        if size != offset + data + _TRAILER_SIZE:
-            return None
-        digest = hashlib.sha256(f"{_TRAILER.decode()}{key}\n".encode())
-        f.seek(0)
-        left = offset + data
-        while left:
-            block = f.read(min(left, 1 << 22))
-            if not block:
-                return None
-            digest.update(block)
-            left -= len(block)
-        if f.read() != _TRAILER + digest.digest():
-            return None
+class _BadEntry(Exception):
+    """A cache entry that is not the table asked for: the message says how."""
+
+
+def _read_entry(file: Path, key: str, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+    """The checked table of the entry ``file``, memory-mapped from the descriptor its checks read.
+
+    Raises:
+        Untrusted: a link, not a regular file, another user's, or writable by others.
+        _BadEntry: a header, size, key or checksum that is not the table's.
+    """
+    check_owned(file, directory=False)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(file, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Untrusted(f"{file} is a symbolic link") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        info, named = os.fstat(fd), os.lstat(file)
+        if (info.st_dev, info.st_ino) != (named.st_dev, named.st_ino):
+            raise _BadEntry("was replaced while it was opened")
+        offset = _verified_entry(f, key, shape, dtype, info.st_size)
+        return _map(f, dtype, shape, offset)
+
+
+def _verified_entry(f: BinaryIO, key: str, shape: tuple[int, int], dtype: np.dtype, size: int) -> int:
+    """The data offset of the open cache entry ``f`` once its header, size, key and checksum are checked (the
+    file is read no further than the size of the table asked for)."""
+    expected = f"a {shape[0]}x{shape[1]} table of {dtype}"
+    if np.lib.format.read_magic(f) != (1, 0):
+        raise _BadEntry(f"is not a version 1.0 .npy file ({expected} expected)")
+    file_shape, fortran, file_dtype = np.lib.format.read_array_header_1_0(f)
+    offset = f.tell()
+    if tuple(file_shape) != shape or fortran or file_dtype != dtype:
+        raise _BadEntry(f"holds a {'x'.join(map(str, file_shape))} table of {file_dtype}, expected {expected}")
+    data = dtype.itemsize * shape[0] * shape[1]
+    trailer = len(_trailer(key, bytes(32)))
+    if size != offset + data + trailer:
+        raise _BadEntry(f"holds {size} bytes, expected {offset + data + trailer} for {expected} and its key")
+    digest = hashlib.sha256(_TRAILER + key.encode() + b"\n")
+    f.seek(0)
+    left = offset + data
+    while left:
+        block = f.read(min(left, 1 << 22))
+        if not block:
+            raise _BadEntry("ended before its table did")
+        digest.update(block)
+        left -= len(block)
+    stored = f.read(trailer)
+    if not stored.startswith(_TRAILER) or stored[len(_TRAILER) : -33] != key.encode():
+        found = stored[len(_TRAILER) : -33].decode("ascii", "replace")[:80]
+        raise _BadEntry(f"was stored for the key {found!r}, not for its own name's key")
+    if stored != _trailer(key, digest.digest()):
+        raise _BadEntry("fails its checksum (its bytes changed after it was written)")
     return offset
 
 
@@ -366,6 +435,8 @@ def sweep_parts(directory: Path) -> int:
                         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except OSError:
                         continue  # a live writer holds it (or the file system cannot say: keep it)
+                if os.stat(part).st_ino != os.fstat(f.fileno()).st_ino:
+                    continue  # the name went to another file since it was opened
                 os.unlink(part)
                 removed += 1
         except OSError:

@@ -1,0 +1,366 @@
+"""The content key of the table cache: every value a layer's tables depend on, encoded the same in every process.
+
+A layer's key (:func:`module_key`) holds, for the layer and each of its submodules, its class (qualified name
+and the code of every method of every class it derives from that is written in Python), every attribute in
+its ``__dict__`` (the ones ``torch.nn.Module`` keeps for itself aside), its parameters and buffers, its
+forward hooks, and torch's global forward hooks. Attribute values are encoded *by value*, to any depth:
+
+- numbers, strings, bytes, ``None``, enums, domains, dtypes and devices;
+- dicts, lists, tuples, sets and frozensets of any length (dicts and sets in an order of their encoded
+  items, not of insertion or hashing); dataclasses field by field; plain objects (instances of classes
+  written in Python) by their class and their ``__dict__`` and slots;
+- tensors and arrays by their dtype, shape and bytes (a digest of them);
+- functions by their code (bytecode, constants, names), defaults and closure; library functions without
+  Python code (``torch.relu``) by the name they are importable under;
+- a reference to one of the layer's own modules by its name in the layer (its state is keyed there).
+
+Anything else — an object whose state Python cannot read (a lock, a file, an extension type), a callable
+whose code cannot be read, a container that holds itself, a value nested more than :data:`MAX_DEPTH` deep or
+with more than :data:`MAX_ITEMS` items — is refused with a :class:`~iotable.errors.CacheError` naming the
+layer, the attribute path and the fix, never keyed by its type alone. What a key cannot see: module-level
+globals a method reads (their names are keyed, not their values) and code outside the classes and functions
+reached from the layer; after changing those, clear the cache.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import importlib
+import types
+import weakref
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..domain import Domain
+from ..errors import CacheError
+
+__all__ = ["MAX_DEPTH", "MAX_ITEMS", "module_key", "value_bytes", "value_digest"]
+
+#: The deepest nesting of containers and objects keyed (an attribute at depth 1).
+MAX_DEPTH = 64
+#: The most values keyed for one layer (elements of containers, fields of objects): more is refused.
+MAX_ITEMS = 1_000_000
+
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (by a class statement, or by an extension)
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: set on extensions' heap types, never by a class statement
+_MODULE_INTERNALS = frozenset(nn.Module().__dict__) | {"_compiled_call_impl"}
+_HOOKS = (
+    "_forward_hooks",
+    "_forward_hooks_with_kwargs",
+    "_forward_hooks_always_called",
+    "_forward_pre_hooks",
+    "_forward_pre_hooks_with_kwargs",
+)
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_forward_hooks_always_called")
+_CODE_FIELDS = ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_flags", "co_names", "co_varnames")
+
+
+class _Refused(Exception):
+    """A value the key cannot hold: ``path`` is where it sits, ``reason`` what it is."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path, self.reason = path, reason
+
+
+class _Encoder:
+    """Encodes values to bytes, refusing what cannot be encoded by value (see the module docstring)."""
+
+    def __init__(self, modules: dict[int, str], *, module_identity: bool = False) -> None:
+        self.modules = modules  # id of each of the layer's modules -> its name in the layer
+        self.module_identity = module_identity  # other modules by identity (within one process) or by state
+        self.items = 0
+        self.open: set[int] = set()  # ids of the containers on the current path (a cycle returns to one)
+
+    def value(self, v: Any, path: str, depth: int = 1) -> bytes:
+        self.items += 1
+        if self.items > MAX_ITEMS:
+            raise _Refused(path, f"more than {MAX_ITEMS:,} values to key (too large to key by value)")
+        if depth > MAX_DEPTH:
+            raise _Refused(path, f"values nested more than {MAX_DEPTH} deep")
+        simple = _simple(v)
+        if simple is not None:
+            return simple
+        if id(v) in self.open:
+            raise _Refused(path, f"a {type(v).__qualname__} that holds itself (a cycle)")
+        self.open.add(id(v))
+        try:
+            return self._compound(v, path, depth + 1)
+        finally:
+            self.open.discard(id(v))
+
+    def _compound(self, v: Any, path: str, depth: int) -> bytes:
+        if isinstance(v, nn.Module):
+            name = self.modules.get(id(v))
+            if name is not None:
+                return f"module-ref:{name!r};".encode()
+            if self.module_identity:
+                return f"module-id:{id(v)};".encode()
+            return b"module(" + self.module_state(v, path, depth) + b")"
+        if isinstance(v, torch.Tensor):
+            return _tensor_bytes(v, path)
+        if isinstance(v, np.ndarray):
+            if v.dtype.hasobject:
+                return b"ndarray-object(" + self.value(v.tolist(), path, depth) + b")"
+            return b"ndarray:" + f"{v.dtype.str}{v.shape}:".encode() + _sha(np.ascontiguousarray(v).tobytes())
+        if isinstance(v, Domain):
+            params = sorted(v.params.items())
+            return b"Domain:" + _sha(v.values.tobytes()) + self.value(params, f"{path}.params", depth)
+        if isinstance(v, weakref.ReferenceType):
+            return b"weakref(" + self.value(v(), f"{path}()", depth) + b")"
+        container = self._container(v, path, depth)
+        if container is not None:
+            return container
+        if isinstance(v, type):
+            return b"class:" + class_key(v)
+        if isinstance(v, (types.FunctionType, types.MethodType, functools.partial)):
+            return self.function(v, path, depth)
+        if isinstance(v, (slice, range)):
+            return f"{type(v).__name__}:".encode() + self.value((v.start, v.stop, v.step), path, depth)
+        if dataclasses.is_dataclass(v):
+            fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
+            return b"dataclass:" + class_key(type(v)) + self.value(fields, path, depth)
+        if _written_in_python(type(v)):
+            return b"object:" + class_key(type(v)) + self.value(_state(v), path, depth)
+        if callable(v):
+            return _named_callable(v, path)
+        raise _Refused(path, f"a {_qualified(type(v))}, whose state cannot be read as plain data")
+
+    def _container(self, v: Any, path: str, depth: int) -> bytes | None:
+        """Dicts, lists, tuples and sets, element by element (dicts and sets in the order of their encodings)."""
+        if isinstance(v, dict):
+            entries = sorted(
+                self.value(k, f"{path} key", depth) + self.value(x, f"{path}[{k!r}]", depth) for k, x in v.items()
+            )
+            return f"{_qualified(type(v))}{{".encode() + b"".join(entries) + b"}"
+        if isinstance(v, (list, tuple)):
+            inner = b"".join(self.value(x, f"{path}[{i}]", depth) for i, x in enumerate(v))
+            return f"{_qualified(type(v))}[{len(v)}](".encode() + inner + b")"
+        if isinstance(v, (set, frozenset)):
+            inner = b"".join(sorted(self.value(x, f"{path} element", depth) for x in v))
+            return f"{_qualified(type(v))}[{len(v)}]{{".encode() + inner + b"}"
+        return None
+
+    def function(self, v: Any, path: str, depth: int) -> bytes:
+        if isinstance(v, functools.partial):
+            parts = (v.func, v.args, sorted(v.keywords.items()))
+            return b"partial(" + self.value(parts, path, depth) + b")"
+        if isinstance(v, types.MethodType):
+            return b"method(" + self.value((v.__func__, v.__self__), path, depth) + b")"
+        cells = tuple(c.cell_contents if _filled(c) else "<empty cell>" for c in v.__closure__ or ())
+        state = (v.__defaults__, sorted((v.__kwdefaults__ or {}).items()), cells)
+        head = f"function:{v.__module__}.{v.__qualname__}:".encode() + _code_bytes(v.__code__)
+        return head + self.value(state, f"{path} (defaults and closure of {v.__qualname__})", depth)
+
+    def module_state(self, m: nn.Module, path: str, depth: int = 1) -> bytes:
+        """A module's class, own attributes, tensors and hooks (not its submodules')."""
+        parts = [b"class:" + class_key(type(m))]
+        for name in sorted(m.__dict__):
+            if name not in _MODULE_INTERNALS:
+                parts.append(f"attr {name}=".encode() + self.value(m.__dict__[name], f"{path}.{name}", depth))
+        for table in ("_parameters", "_buffers"):
+            for name, tensor in getattr(m, table).items():
+                encoded = b"None" if tensor is None else _tensor_bytes(tensor, f"{path}.{name}")
+                parts.append(f"{table} {name}=".encode() + encoded)
+        for table in _HOOKS:
+            hooks = getattr(m, table, None)
+            if hooks:
+                parts.append(f"{table}=".encode() + self.value(list(hooks.values()), f"{path} ({table})", depth))
+        return b"".join(parts)
+
+
+def module_key(module: nn.Module, *, layer: str) -> bytes:
+    """The digest of everything ``module`` (the layer ``layer``) and its submodules compute with.
+
+    Raises:
+        CacheError: a value that cannot be keyed by value, named by its attribute path, with the fix.
+    """
+    modules = {id(m): name for name, m in module.named_modules()}
+    encoder = _Encoder(modules)
+    digest = hashlib.sha256(f"torch {torch.__version__}; numpy {np.__version__};".encode())
+    try:
+        from torch.nn.modules import module as torch_module
+
+        for table in _GLOBAL_HOOKS:
+            hooks = getattr(torch_module, table, None)
+            if hooks:
+                digest.update(encoder.value(list(hooks.values()), f"torch's {table}"))
+        for name, m in module.named_modules():
+            digest.update(f"module {name!r}:".encode())
+            digest.update(encoder.module_state(m, _path(layer, name)))
+    except _Refused as exc:
+        raise _error(layer, exc) from None
+    return digest.digest()
+
+
+def value_bytes(value: Any, *, layer: str, what: str) -> bytes:
+    """``value`` (a plan's spec, geometry, ...) encoded for a key; :class:`CacheError` as :func:`module_key`."""
+    try:
+        return _Encoder({}).value(value, what)
+    except _Refused as exc:
+        raise _error(layer, exc) from None
+
+
+def value_digest(value: Any) -> bytes | None:
+    """A digest of ``value`` by its contents, as keys encode attributes, for comparisons within one process
+    (modules by identity); ``None`` for a value that cannot be read by value."""
+    try:
+        return _sha(_Encoder({}, module_identity=True).value(value, "value"))
+    except (_Refused, RecursionError):
+        return None
+
+
+def _error(layer: str, exc: _Refused) -> CacheError:
+    return CacheError(
+        f"precompute(cache_dir=...): the table cache cannot key layer {layer!r}: {exc.path} holds {exc.reason}, "
+        "and a key that skipped it would serve stale tables after it changes; pass no cache_dir, or make that "
+        "attribute plain data (numbers, strings, containers of them, tensors, arrays, dataclasses)"
+    )
+
+
+def _path(layer: str, name: str) -> str:
+    return f"{layer or 'the model'}.{name}" if name else (layer or "the model")
+
+
+def _simple(v: Any) -> bytes | None:
+    """The encoding of a scalar (no recursion needed), or ``None`` for anything else."""
+    if isinstance(v, enum.Enum):
+        return f"enum:{_qualified(type(v))}.{v.name}={v.value!r};".encode()
+    if v is None or v is Ellipsis or type(v) in (bool, int, float, complex, str):
+        return f"{type(v).__name__}:{v!r};".encode()
+    if isinstance(v, (bytes, bytearray)):
+        return f"bytes[{len(v)}]:".encode() + bytes(v)
+    if isinstance(v, (torch.dtype, torch.device, np.dtype)):
+        return f"{type(v).__name__}:{v};".encode()
+    if isinstance(v, np.generic):
+        return f"scalar:{v.dtype.str}:".encode() + v.tobytes()
+    return None
+
+
+def _tensor_bytes(t: torch.Tensor, path: str) -> bytes:
+    """A tensor by dtype, shape and a digest of its bytes (whatever its dtype, on the CPU)."""
+    try:
+        flat = t.detach().to("cpu").contiguous().reshape(-1)
+        raw = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+    except (RuntimeError, TypeError) as exc:
+        raise _Refused(path, f"a tensor whose bytes cannot be read ({str(exc)[:80]})") from None
+    return f"tensor:{t.dtype}{tuple(t.shape)}:".encode() + _sha(raw)
+
+
+def _sha(data: bytes) -> bytes:
+    return hashlib.sha256(data).digest()
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _written_in_python(cls: type) -> bool:
+    """True for classes whose instances keep all their state in ``__dict__`` and slots."""
+    return all(c.__flags__ & (_HEAP_TYPE | _IMMUTABLE_TYPE) == _HEAP_TYPE for c in cls.__mro__[:-1])
+
+
+def _state(v: Any) -> list[tuple[str, Any]]:
+    """An instance's ``__dict__`` and slot values, by name."""
+    state = dict(getattr(v, "__dict__", {}))
+    for cls in type(v).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if slot not in ("__dict__", "__weakref__"):
+                state.setdefault(slot, getattr(v, slot, "<unset>"))
+    return sorted(state.items())
+
+
+def _filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _named_callable(v: Any, path: str) -> bytes:
+    """A callable without Python code (a builtin, a ufunc), by the name it can be imported under."""
+    module, name = getattr(v, "__module__", None), getattr(v, "__name__", None)
+    if isinstance(module, str) and isinstance(name, str):
+        try:
+            found = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            found = None
+        if found is v:
+            return f"callable:{module}.{name};".encode()
+    raise _Refused(path, f"a callable {type(v).__qualname__} whose code cannot be read and that no name imports")
+
+
+_CLASS_KEYS: weakref.WeakKeyDictionary[type, bytes] = weakref.WeakKeyDictionary()
+
+
+def class_key(cls: type) -> bytes:
+    """A class by qualified name and the code of the classes it derives from that are written in Python
+    (computed once per class and process)."""
+    known = _CLASS_KEYS.get(cls)
+    if known is None:
+        known = _CLASS_KEYS[cls] = _class_digest(cls)
+    return known
+
+
+def _class_digest(cls: type) -> bytes:
+    digest = hashlib.sha256(_qualified(cls).encode())
+    for c in cls.__mro__:
+        if c.__flags__ & (_HEAP_TYPE | _IMMUTABLE_TYPE) != _HEAP_TYPE:  # an extension's: keyed by name
+            digest.update(f"|{_qualified(c)}".encode())
+            continue
+        digest.update(f"|{_qualified(c)}:".encode())
+        for name, member in sorted(c.__dict__.items()):
+            if name in ("__dict__", "__weakref__", "__doc__", "__module__", "__qualname__"):
+                continue
+            digest.update(f"{name}=".encode() + _member_bytes(member))
+    return digest.digest()
+
+
+def _member_bytes(member: Any, depth: int = 0) -> bytes:
+    """A class member: methods and properties by their code, plain data (scalars and containers of them) by
+    value, classes by name, anything else by its type (class-level state is part of the class's code, not of
+    one instance: keying it deeper would reach into whatever a class happens to refer to)."""
+    if isinstance(member, (staticmethod, classmethod)):
+        member = member.__func__
+    if isinstance(member, property):
+        return b"property(" + b"".join(_member_bytes(f) for f in (member.fget, member.fset, member.fdel)) + b")"
+    if isinstance(member, types.FunctionType):
+        return _code_bytes(member.__code__)
+    if isinstance(member, type):
+        return f"class {_qualified(member)};".encode()
+    simple = _simple(member)
+    if simple is not None:
+        return simple
+    if depth < 8 and isinstance(member, (list, tuple)):
+        return b"(" + b"".join(_member_bytes(x, depth + 1) for x in member) + b")"
+    if depth < 8 and isinstance(member, (set, frozenset)):
+        return b"{" + b"".join(sorted(_member_bytes(x, depth + 1) for x in member)) + b"}"
+    if depth < 8 and isinstance(member, dict):
+        items = (_member_bytes(k, depth + 1) + b":" + _member_bytes(v, depth + 1) for k, v in member.items())
+        return b"{" + b"".join(sorted(items)) + b"}"
+    return f"<{_qualified(type(member))}>;".encode()
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    """A code object by what it does: bytecode, constants (nested code too), names and signature."""
+    head = repr(tuple(getattr(code, f, None) for f in _CODE_FIELDS)).encode()
+    consts = b"".join(_const_bytes(c) for c in code.co_consts)
+    return b"code(" + head + _sha(code.co_code) + b"[" + consts + b"])"
+
+
+def _const_bytes(c: Any) -> bytes:
+    if isinstance(c, types.CodeType):
+        return _code_bytes(c)
+    if isinstance(c, tuple):
+        return b"(" + b"".join(_const_bytes(x) for x in c) + b")"
+    if isinstance(c, frozenset):  # a set's iteration order follows string hashing, which differs per process
+        return b"{" + b"".join(sorted(_const_bytes(x) for x in c)) + b"}"
+    return f"{type(c).__name__}:{c!r};".encode()
