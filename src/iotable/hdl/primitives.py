@@ -16,8 +16,10 @@ xilinx   ``LUT1..6``  ``INIT``  ``I0 .. I5``                    ``O``
 In every family bit ``i`` of the INIT parameter is the output where the inputs, the first one least
 significant, read ``i`` (yosys's ``share/<family>/cells_sim.v``): the convention of
 :func:`~iotable.hdl.mapped.lut_init`, so a netlist node's first input goes to the cell's first input. A node of
-fewer inputs than a Lattice LUT4 has its INIT repeated over the unused inputs, which are tied to 0 (its output
-then does not depend on them); Xilinx has a cell per size.
+fewer inputs than a Lattice LUT4 has its INIT repeated over the unused inputs (its output does not depend on
+them). On ECP5 they are tied to 0 (``synth_ecp5``'s ``opt_lut_ins`` rewrites a cell whose inputs repeat); on
+iCE40 they read the LUT's first input again (``synth_ice40``'s ``ice40_opt`` turns a cell with a constant input
+back into generic logic and maps it again). Xilinx has a cell per size.
 
 Synthesis never sees a definition of these cells (they are the device library's), so simulation needs one:
 :func:`cell_models` writes a small behavioural model of each cell (``<top>_primitives.v``, beside the bench).
@@ -55,7 +57,8 @@ __all__ = [
 @dataclass(frozen=True)
 class Family:
     """The LUT cell of a device family: its name (``{n}``: the LUT's inputs, for families with a cell per size),
-    INIT parameter, inputs (least significant first), output, and the most inputs it has."""
+    INIT parameter, inputs (least significant first), output, the most inputs it has, and whether a smaller
+    LUT's unused inputs read its first input (else they are tied to 0)."""
 
     cell: str
     init: str
@@ -63,6 +66,7 @@ class Family:
     output: str
     k: int
     sized: bool = False
+    tie_first: bool = False
 
     def name(self, inputs: int) -> str:
         """The cell that holds a LUT of ``inputs`` inputs."""
@@ -98,7 +102,7 @@ class Primitives(str, enum.Enum):
 
 _FAMILIES = {
     Primitives.ECP5: Family("LUT4", "INIT", ("A", "B", "C", "D"), "Z", 4),
-    Primitives.ICE40: Family("SB_LUT4", "LUT_INIT", ("I0", "I1", "I2", "I3"), "O", 4),
+    Primitives.ICE40: Family("SB_LUT4", "LUT_INIT", ("I0", "I1", "I2", "I3"), "O", 4, tie_first=True),
     Primitives.XILINX: Family("LUT{n}", "INIT", ("I0", "I1", "I2", "I3", "I4", "I5"), "O", 6, sized=True),
 }
 
@@ -161,8 +165,8 @@ def primitive_verilog(table: Any, mapped: Any, name: str, *, primitives: str) ->
         ...                   output_domain=Domain.uniform(1))
         >>> xor = LutNetlist.from_blif(".model m\\n.inputs x0_0 x1_0\\n.outputs y0_0\\n.names x0_0 x1_0 y0_0\\n"
         ...                            "01 1\\n10 1\\n.end\\n")
-        >>> print(primitive_verilog(t, xor, "xor2", primitives="ice40").splitlines()[-3])
-            SB_LUT4 #(.LUT_INIT(16'h6666)) lut_n0 (.I0(address[1]), .I1(address[0]), .I2(1'b0), .I3(1'b0), .O(n0));
+        >>> print(primitive_verilog(t, xor, "xor2", primitives="ecp5").splitlines()[-3])
+            LUT4 #(.INIT(16'h6666)) lut_n0 (.A(address[1]), .B(address[0]), .C(1'b0), .D(1'b0), .Z(n0));
     """
     from .names import check_name
     from .table import layout_of
@@ -217,7 +221,7 @@ def _instance(family: Family, cell: Any, out: str, module: str, *, what: str) ->
         raise HDLError(msg)
     width = family.width(inputs)
     first = [_source(s) for s in reversed(cell.inputs)]  # the netlist's first input first: bit 0 of the index
-    wired = [*first, *["1'b0"] * (width - inputs)]
+    wired = [*first, *[first[0] if family.tie_first else "1'b0"] * (width - inputs)]
     ports = ", ".join(f".{pin}({signal})" for pin, signal in zip(family.inputs, wired))
     init = padded_init(cell.init, inputs, width)
     digits = max((1 << width) // 4, 1)
