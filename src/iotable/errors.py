@@ -267,4 +267,6 @@ class ABCNotInstalledError(ABCError):
 
 class NetlistMismatchError(MismatchError, RuntimeError):
     """A mapped LUT netlist does not compute its table: evaluated on every row of the table (its care rows
-    for a partial table), some output differs. The message names the table, the row and both outputs."""
+    for a partial table), some output differs. The message names the table, the row and both outputs. Also
+    raised by ``implement(..., verify=N)`` when a synthesized or routed netlist differs from the design's
+    reference vectors (the message names the netlist and the first mismatch)."""

@@ -13,7 +13,8 @@
   ``codes`` (first output most significant); don't-cares as ``x`` / ``'-'`` or code 0.
 - :func:`mapped_verilog` / :func:`mapped_vhdl` — the same table, same ports, as its LUT netlist from
   :func:`iotable.synth.map_table` (each LUT an INIT mask selected by its inputs); ``export(..., tables="mapped")``
-  writes every table so.
+  writes every table so. :func:`primitive_verilog` — the same netlist as device LUT cells (ECP5 ``LUT4``, iCE40
+  ``SB_LUT4``, Xilinx ``LUT1``-``LUT6``) that synthesis keeps as they are (``export(..., primitives=...)``).
 - :func:`table_bench` — an exhaustive, self-checking testbench of such a module and its vectors file.
 - :func:`simulate_files` — run a bench with iverilog, ghdl or verilator; :func:`check_files` — synthesize
   with yosys and assert no latch, nothing undriven, no combinational loop; :func:`write_files` — write
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 from .design import Design, Port
 from .implement import Implementation, implement
+from .primitives import primitive_verilog
 from .sources import mapped_verilog, mapped_vhdl, table_bench, table_verilog, table_vhdl
 from .table import TableLayout, layout_of
 from .tools import CheckResult, SimulationResult, check_files, simulate_files, write_files
@@ -63,6 +65,7 @@ __all__ = [
     "layout_of",
     "mapped_verilog",
     "mapped_vhdl",
+    "primitive_verilog",
     "simulate",
     "simulate_files",
     "table_bench",

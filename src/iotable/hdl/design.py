@@ -89,6 +89,8 @@ class Design:
             "The design manifest").
         keep_dead: the units whose outputs reach no network output were instantiated too (``export``'s
             ``keep_dead``).
+        primitives: the device family whose LUT cells the mapped tables instantiate (``"ecp5"``, ``"ice40"``,
+            ``"xilinx"``; ``export``'s ``primitives``), ``None`` for generic LUTs or ``case`` tables.
     """
 
     top: str
@@ -113,6 +115,7 @@ class Design:
     tables: str = "case"
     checksums: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     keep_dead: bool = False
+    primitives: str | None = None
 
     @property
     def files(self) -> tuple[str, ...]:

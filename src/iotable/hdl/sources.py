@@ -26,6 +26,7 @@ from .mapped import lut_body
 from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
 from .netlist import Adder, Argmax, Netlist, Thresholds
+from .primitives import primitive_text
 from .table import DontCares, Text, layout_of
 
 __all__ = [
@@ -107,11 +108,13 @@ def design_files(
     dont_cares: DontCares,
     header: list[str],
     mapped: Mapping[str, Any] | None = None,
+    primitives: Any = None,
 ) -> dict[str, str | Text]:
     """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
     (layer and pool modules, stage modules, then the top, under the ``header`` comment). A table's text is a
-    :class:`~.table.Text`, made as it is written."""
+    :class:`~.table.Text`, made as it is written. With ``primitives`` (a :class:`~.primitives.Primitives`), a
+    mapped table's LUTs are that family's device cells (:func:`~.primitives.primitive_text`)."""
     p = PRINTERS[language]
     # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
     named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
@@ -120,6 +123,9 @@ def design_files(
     for module in netlist.modules.values():
         if mapped is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
+        elif primitives is not None:
+            body = lut_body(module.table, mapped[module.name], module.name, what="export")
+            text = primitive_text(body, module.name, primitives)
         else:
             text = p.mapped(lut_body(module.table, mapped[module.name], module.name, what="export"), module.name)
         files[f"{module.name}{p.suffix()}"] = text

