@@ -5,7 +5,8 @@ first table layer of that quantizer alone. When the quantizer maps the input dom
 those tables are the identity on codes: LUTs, registers and a cycle of latency for nothing. After the tables
 are built, :func:`input_format` reads them (the enumerator's exact rows, every code of every element) and, where
 every one is the identity, drops the layer: its readers read the network's input, whose domain is the
-quantizer's. A quantizer that changes any code (fewer bits, another scale) stays a table layer.
+quantizer's. A quantizer that changes any code (fewer bits, another scale) stays a table layer, and so does a
+layer with a mixing module (a linear layer, a module declared with ``decompose``), whatever its tables.
 """
 
 from __future__ import annotations
@@ -94,10 +95,12 @@ def without_input_layer(graph: Graph, table: Node) -> Graph:
 
 
 def _is_identity(node: Node, start: Node, layer: LayerTables) -> bool:
-    """Whether every unit of ``node`` reads one element and writes it back, code for code, in the domain the
-    input gives that element (so its value too)."""
+    """Whether ``node`` holds quantizers and elementwise modules only (no mixing layer) and every unit reads one
+    element and writes it back, code for code, in the domain the input gives that element (so its value too)."""
     meta = node.meta
     assert isinstance(meta, TableMeta)  # a checked graph
+    if not layer.plan.spec.elementwise:
+        return False  # a layer of the user's own (a mixing layer, even one that computes the identity) stays
     ins, outs = start.channel_domains(), node.channel_domains()
     if ins is None or outs is None or len(ins) != len(outs) or len(layer.tables) != len(meta.units):
         return False
