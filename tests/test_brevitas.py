@@ -454,8 +454,8 @@ def test_host_brevitas_module_is_not_checked():
         qnn.QuantIdentity(bit_width=2), sparse(qnn.QuantLinear(4, 3), [[0, 1], [1, 2], [2, 3]]), per_channel_identity(3)
     )
     calibrate_(model, (4,))
-    net = precompute(model, input_domain=INPUT, example_input=torch.zeros(1, 4), host=["2"])
-    assert [n.name for n in net.graph.nodes_of(NodeKind.HOST)] == ["2"]
+    net = precompute(model, input_domain=INPUT, example_input=torch.zeros(1, 4), host=["1", "2"])
+    assert [n.name for n in net.graph.nodes_of(NodeKind.HOST)] == ["1", "2"]
     x = random_inputs(INPUT, (4,))
     with torch.no_grad():
         assert torch.equal(net.run(x), model(x))

@@ -138,7 +138,7 @@ def test_reprs_name_the_thing_its_size_and_kind(jsc_l: TableNetwork) -> None:
 def test_reprs_of_windows_and_hosts_say_so(cnn_net: tuple[nn.Module, TableNetwork, torch.Tensor]) -> None:
     """A window's repr gives its buffer depth and stride, a convolution plan its kernel, a network its host nodes."""
     _, net, _ = cnn_net
-    assert repr(net).startswith("TableNetwork(3 table layers, ") and "1 host node;" in repr(net)
+    assert repr(net).startswith("TableNetwork(2 table layers, ") and "1 host node;" in repr(net)  # q_in: the input
     assert repr(net.graph["conv1:window"]).endswith("shape (4, 4, 9), buffer 23, stride (2, 2))")
     assert repr(net["dw"].plan).endswith("layout NCHW, kernel (3, 3))")
 

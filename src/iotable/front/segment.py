@@ -265,15 +265,12 @@ class _Segmenter:
         return False
 
     def host_module(self, node: fx.Node, target: str, m: nn.Module, src: Step) -> None:
-        """A module run with torch: listed in ``host=``, or after one. An open table layer before it becomes
-        part of the host step, which then runs from that layer's quantized input."""
-        shape = node.meta["shape"]
+        """A module run with torch: listed in ``host=``, or after one. It reads codes (or a host's values): a
+        table layer still open before it would have to run on the host too, which is refused, never done
+        silently (:func:`_moves_to_host`)."""
         if not src.closed and src.kind == "table":
-            self.remove(src)
-            merged = [*src.modules, m], [*src.module_names, target]
-            self.produce(node, self.add(Step(target, "host", list(src.sources), shape, *merged, closed=True)))
-        else:
-            self.produce(node, self.add(Step(target, "host", [src.name], shape, [m], [target], closed=True)))
+            raise ModelError(_moves_to_host(target, src, self.root))
+        self.produce(node, self.add(Step(target, "host", [src.name], node.meta["shape"], [m], [target], closed=True)))
 
     def table_module(self, node: fx.Node, target: str, m: nn.Module, src: Step, *, quantizer: bool) -> None:
         """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
@@ -434,7 +431,23 @@ def _two_mixing_layers(target: str, m: nn.Module, previous: str) -> str:
         f"{target}: {previous} and {target} sit between the same pair of quantizers, so "
         "their composition has no small table; put a quantizer (iotable.nn.Quantize, or brevitas' "
         f"QuantIdentity) after {previous}, decorate a block holding both as one unit, or list "
-        f"{target} in host="
+        f"both in host= ({previous} and {target})"
+    )
+
+
+def _moves_to_host(target: str, src: Step, root: nn.Module | None) -> str:
+    """The message for a module listed in ``host=`` that reads the unquantized output of the open table layer
+    ``src``: running it with torch would take that layer's modules onto the host, which ``host=`` did not ask."""
+    layer = src.mixing or src.name
+    submodules = {n for n, _ in root.named_modules()} if root is not None else set(src.module_names)
+    listed = [n for n in src.module_names if n in submodules]
+    fixes = [f"put a quantizer before {target!r} so that {layer!r} ends in codes", f"drop {target!r} from host="]
+    if listed:  # what follows a host module runs on the host too, so listing the first one would do
+        fixes.insert(0, f"list them in host= too (host={[*listed, target]!r})")
+    return (
+        f"host=: {target!r} is listed to run with torch, but it reads the unquantized output of the table layer "
+        f"{layer!r} (modules {src.module_names!r}), which would move onto the host with it; host= never moves a "
+        f"table layer's modules silently: {', or '.join(fixes)}"
     )
 
 

@@ -39,6 +39,7 @@ from ..runtime.runtime import Runtime
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
 from .builder import GraphBuilder, refit_tables
+from .inputformat import input_format
 from .observe import restrict
 from .thresholds import thresholds
 
@@ -307,6 +308,7 @@ def build_network(
     with progress_bar(total=total, desc=type(model).__name__, enabled=options["progress"]) as bar:  # one bar
         layers = tabulate_layers(skeleton.planned, bar=bar, **options)
     graph = refit_tables(skeleton.graph, layers)  # units inferred from a structure may have lost inputs
+    graph, layers = input_format(graph, layers)  # an input quantizer that is the identity on codes: no layer
     graph, layers = thresholds(graph, layers)  # quantizers after sums, as comparisons where those cost less
     return TableNetwork(graph=graph, layers=layers, input_shape=skeleton.input_shape)
 

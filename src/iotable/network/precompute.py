@@ -180,7 +180,8 @@ def precompute(
             in a terminal or a Jupyter notebook.
         name: the layer's name in tables and messages (default: its class name).
         host: whole models only: submodules (names or modules) to run with torch instead of tables, such
-            as a float classifier head; what follows a host node runs on the host too.
+            as a float classifier head; what follows a host node runs on the host too. A host module reads
+            codes: one that reads a table layer's unquantized output is refused (name that layer's modules too).
         input_layout: whole models only: the input's layout when it is not the first layer's.
         cache_dir: a directory where each finished table is written as soon as it is done, keyed by a hash
             of its layer's parameters, metadata and domains; a rerun (also after an interruption) loads

@@ -24,6 +24,7 @@ from ..graph.graph import TableMeta, text_table
 from ..graph.liveness import check_keep_dead, liveness
 from ..lutcount import check_k, lut_estimate
 from ..lutnet import table_bits
+from ..network.inputformat import planned_input_format
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import PrecomputeOptions
 from ..table import IOTable
@@ -136,7 +137,9 @@ def estimate(
     keep_dead: bool = False,
 ) -> CostEstimate:
     """The LUT estimate and pipeline registers of a whole model's tables, from its plans alone: no row is
-    computed, so it takes the time of tracing and planning (milliseconds) however large the tables.
+    computed (but the input quantizer's few, which tell whether it is the identity on the input's codes, and so no
+    table layer, as :func:`iotable.precompute` finds), so it takes the time of tracing and planning
+    (milliseconds) however large the tables.
 
     The arguments are :func:`iotable.precompute`'s for a whole model; ``k`` is the LUT size. Refusals are the
     same as :func:`iotable.precompute` would make, before any work.
@@ -167,9 +170,10 @@ def estimate(
         reuse=True,
         options=options,
     )
-    live = liveness(skeleton.graph)
+    graph = planned_input_format(skeleton.graph, skeleton.planned)  # an identity input quantizer: no layer
+    live = liveness(graph)
     layers = []
-    for node in skeleton.graph.nodes:
+    for node in graph.nodes:
         if not isinstance(node.meta, TableMeta):
             continue
         _, plan = skeleton.planned[node.meta.layer]
@@ -193,5 +197,5 @@ def estimate(
                 dead=int((~units).sum()),
             )
         )
-    arithmetic = arithmetic_estimate(skeleton.graph, k=k, keep_dead=keep_dead)
+    arithmetic = arithmetic_estimate(graph, k=k, keep_dead=keep_dead)
     return CostEstimate(tuple(layers), k, keep_dead, arithmetic)
