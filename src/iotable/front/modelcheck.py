@@ -84,7 +84,7 @@ def warn_training(model: nn.Module, what: str) -> None:
 class _Watch(TorchDispatchMode):
     """Records, with the module running it, each random operation and each write into a parameter or buffer."""
 
-    def __init__(self, stack: list[str], owned: dict[int, str]) -> None:
+    def __init__(self, stack: list[str], owned: dict[int | None, str]) -> None:
         super().__init__()
         self.stack, self.owned = stack, owned
         self.found: list[str] = []
@@ -97,10 +97,22 @@ class _Watch(TorchDispatchMode):
             self.found.append(f"module {where!r} calls {name}, which draws random numbers")
         for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):
             written = argument.alias_info is not None and argument.alias_info.is_write
-            if written and isinstance(value, torch.Tensor) and value.data_ptr() in self.owned and where is not None:
-                held = self.owned[value.data_ptr()]
+            held = self.owned.get(_address(value)) if written and isinstance(value, torch.Tensor) else None
+            if held is not None and where is not None:
                 self.found.append(f"module {where!r} updates {held} in place ({name})")
         return func(*args, **kwargs)
+
+
+def _address(tensor: torch.Tensor) -> int | None:
+    """Where a tensor's values live: its data pointer, or its values' for a sparse tensor (which has no storage
+    of its own, and whose in-place updates write its values); ``None`` for layouts with neither."""
+    if tensor.layout == torch.strided:
+        return tensor.data_ptr()
+    if tensor.layout == torch.sparse_coo:
+        return tensor._values().data_ptr()
+    if tensor.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        return tensor.values().data_ptr()
+    return None
 
 
 def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
@@ -122,8 +134,9 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
         if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in holds_host:
             outputs.setdefault(names[m], []).append(out[:1].detach().clone())
 
-    owned = {t.data_ptr(): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
+    owned = {_address(t): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
              ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
+    owned.pop(None, None)  # a layout with no values to point at is not watched
     outputs: dict[str, list[torch.Tensor]] = {}
     handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter),
                m.register_forward_hook(leave))]  # fmt: skip
