@@ -3,6 +3,8 @@ read from the results file it writes (never from its exit status alone), and a V
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import sys
 import textwrap
@@ -16,7 +18,7 @@ import torch
 import iotable
 from iotable import Domain
 from iotable._util.process import run_in_group
-from iotable.errors import HDLError, SimulatorNotInstalledError
+from iotable.errors import HDLError, HDLToolError, SimulatorNotInstalledError
 from iotable.hdl import check_files, export, simulate, simulate_files, table_vhdl
 from iotable.hdl.results import read_record, results_file
 from iotable.nn import Quantize
@@ -152,23 +154,25 @@ def test_a_record_is_read_with_bounded_memory(tmp_path: Path) -> None:
 
 
 def _bench(body: str) -> dict[str, str]:
-    """A Verilog bench ``t_tb`` whose initial block is ``body`` (``f``, ``i``: integers it may use)."""
+    """A Verilog bench ``t_tb`` whose initial block is ``body`` (``f``, ``i``: integers it may use; ``nonce``:
+    the run's nonce, after :data:`RESULTS`)."""
     return {
-        "t_tb.v": f"module t_tb;\n    integer f, i;\n    initial begin\n{textwrap.indent(body, ' ' * 8)}\n    end\nendmodule\n"
+        "t_tb.v": "module t_tb;\n    integer f, i;\n    reg [8*64-1:0] nonce = 0;\n    initial begin\n"
+        f"{textwrap.indent(body, ' ' * 8)}\n    end\nendmodule\n"
     }
 
 
-RESULTS = f'f = $fopen("{results_file("t_tb")}", "w");\n'
+RESULTS = f'f = $fopen("{results_file("t_tb")}", "w");\nif (!$value$plusargs("iotable_nonce=%s", nonce)) nonce = 0;\n'
 
 
 @pytest.mark.parametrize(
     ("body", "passed"),
     [
-        (RESULTS + '$fdisplay(f, "expect 0");\n$fdisplay(f, "pass 4/4");\n$fclose(f);\n$finish;', True),
+        (RESULTS + '$fdisplay(f, "expect 0");\n$fdisplay(f, "pass 4/4 %0s", nonce);\n$fclose(f);\n$finish;', True),
         (RESULTS + '$fdisplay(f, "expect 0");\n$fdisplay(f, "mismatch at vector 2");\n$fdisplay(f, "fail 2/4");\n'
          '$fclose(f);\n$display("4/4 vectors match");\n$finish;', False),
-        (RESULTS + '$fdisplay(f, "expect 0");\n$fdisplay(f, "pass 3/4");\n$fclose(f);\n$finish;', False),
-        (RESULTS + '$fdisplay(f, "expect 2");\n$fdisplay(f, "%h", 8\'h3c);\n$fdisplay(f, "pass 1/1");\n$fclose(f);\n'
+        (RESULTS + '$fdisplay(f, "expect 0");\n$fdisplay(f, "pass 3/4 %0s", nonce);\n$fclose(f);\n$finish;', False),
+        (RESULTS + '$fdisplay(f, "expect 2");\n$fdisplay(f, "%h", 8\'h3c);\n$fdisplay(f, "pass 1/1 %0s", nonce);\n$fclose(f);\n'
          "$finish;", False),
         ('$display("mismatch at vector 2: address 1 expected 0 got 1");\n$finish;', False),
         ('$display("3/4 vectors match");\n$finish;', False),
@@ -195,7 +199,7 @@ def test_words_come_from_the_results_file_whatever_is_printed() -> None:
         '    $display("noise noise noise noise noise noise noise noise noise noise noise noise %0d", i);\n'
         '    $fdisplay(f, "%h", i[15:0]);\n'
         "end\n"
-        '$fdisplay(f, "pass 20000/20000");\n$fclose(f);\n$finish;'
+        '$fdisplay(f, "pass 20000/20000 %0s", nonce);\n$fclose(f);\n$finish;'
     )
     result = simulate_files(_bench(body), "t_tb", timeout=120)
     assert result.passed
@@ -208,6 +212,51 @@ def test_a_results_file_among_the_inputs_is_refused() -> None:
     files = {**_bench("$finish;"), results_file("t_tb"): "expect 0\npass 1/1\n"}
     with pytest.raises(HDLError, match=r"'t_tb_results\.txt' is the results file the bench 't_tb' writes"):
         simulate_files(files, "t_tb")
+
+
+def test_a_record_passes_only_with_the_runs_nonce(tmp_path: Path) -> None:
+    """Given a nonce, a verdict passes only when it carries that nonce: none, another or a longer one fails."""
+    path = tmp_path / results_file("t_tb")
+    for text, passed in [
+        ("expect 0\npass 5/5 0123456789abcdef\n", True),
+        ("expect 0\npass 5/5\n", False),
+        ("expect 0\npass 5/5 fedcba9876543210\n", False),
+        ("expect 0\npass 5/5 0123456789abcdef00\n", False),
+        ("expect 0\nfail 4/5 0123456789abcdef\n", False),
+    ]:
+        path.write_text(text)
+        assert read_record(path, nonce="0123456789abcdef").passed is passed, text
+
+
+@pytest.mark.parametrize("verdict", ["pass 4/4", "pass 4/4 0123456789abcdef"], ids=["no-nonce", "old-nonce"])
+def test_a_fake_simulator_that_writes_a_pass_does_not_pass(
+    verdict: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A program named vvp on PATH that writes a well-formed results file itself (no nonce, or an old one) fails."""
+    require_program("iverilog", package="iverilog")
+    fake = tmp_path / "bin" / "vvp"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\nprintf 'expect 0\\n{verdict}\\n' > {results_file('t_tb')}\necho '4/4 vectors match'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    result = simulate_files(_bench("$finish;"), "t_tb", timeout=60)
+    assert result.returncode == 0 and result.messages == f"{verdict}\n"
+    assert not result.passed and result.verdict is False
+
+
+@pytest.mark.parametrize("task", ["$readmemh", "$readmemb"])
+def test_a_missing_memory_file_is_an_error_not_a_result(task: str) -> None:
+    """iverilog exits 0 after a $readmemh/$readmemb of a missing file: simulate_files raises, naming the line."""
+    require_program("iverilog", package="iverilog")
+    body = (
+        f'begin : load reg [7:0] m [0:3]; {task}("gone.hex", m); end\n'
+        + RESULTS
+        + '$fdisplay(f, "expect 0");\n$fdisplay(f, "pass 4/4 %0s", nonce);\n$fclose(f);\n$finish;'
+    )
+    with pytest.raises(HDLToolError, match=rf"exited 0 but reported 'ERROR: .*\{task}: Unable to open gone.hex"):
+        simulate_files(_bench(body), "t_tb", timeout=60)
+    good = _bench(body.replace('"gone.hex"', '"here.hex"'))
+    assert simulate_files({**good, "here.hex": "00\n01\n10\n11\n"}, "t_tb", timeout=60).passed
 
 
 def tiny_net() -> iotable.TableNetwork:
@@ -225,7 +274,7 @@ def test_the_network_bench_records_its_verdict(language: str, simulator: str, tm
     design = export(net, tmp_path / "d", top="tiny", vectors=12, language=language)
     files = {name: (design.directory / name).read_text() for name in design.sources + design.bench}
     result = simulate_files(files, "tiny_tb", simulator=simulator, timeout=120)
-    assert result.passed and result.verdict is True and result.messages == "pass 12/12\n"
+    assert result.passed and result.verdict is True and re.fullmatch(r"pass 12/12 [0-9a-f]{16}\n", result.messages)
     expected = files["tiny_expected.hex"].splitlines()
     expected[4] = "f" * len(expected[4])
     files["tiny_expected.hex"] = "\n".join(expected) + "\n"

@@ -15,6 +15,7 @@ import iotable
 from iotable import Domain
 from iotable.errors import NotDecomposedError, SpecError, SpecMismatchError
 from iotable.network.precompute import precompute_layer
+from iotable.nn import Quantize
 from tests import fieldzoo as zoo
 
 BITS = Domain([0.0, 1.0])
@@ -143,3 +144,61 @@ def test_a_bound_that_misses_an_input_is_caught_by_the_probe(monkeypatch: pytest
     layer = zoo.MaskedNeurons(10, 6, 3)
     with pytest.raises(SpecMismatchError, match="inferred from the module's structure"):
         precompute_layer(layer, input_domain=U2, example_input=torch.zeros(1, 10), check=False)
+
+
+class SparseLinear(nn.Module):
+    """A linear map through ``torch.sparse.mm`` with a constant sparse weight buffer (COO or CSR)."""
+
+    def __init__(self, layout: torch.layout) -> None:
+        super().__init__()
+        weight = torch.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 0.0, -1.0]])
+        self.register_buffer("w_sparse", weight.to_sparse() if layout == torch.sparse_coo else weight.to_sparse_csr())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(self.w_sparse, x.t()).t()
+
+
+class Between(nn.Module):
+    """``layer`` between two 2-bit quantizers."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.q0, self.layer, self.q1 = Quantize(2), layer, Quantize(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.q1(self.layer(self.q0(x)))
+
+
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta")
+@pytest.mark.parametrize("declared", [False, True], ids=["inferred", "declared"])
+@pytest.mark.parametrize("layout", [torch.sparse_coo, torch.sparse_csr], ids=["coo", "csr"])
+def test_a_sparse_weight_in_the_forward_precomputes_exactly(layout: torch.layout, declared: bool) -> None:
+    """A layer whose forward is torch.sparse.mm with a sparse weight gets the weight's units and the model's values."""
+    layer = SparseLinear(layout)
+    if declared:
+        iotable.decompose(layer, fan_in=[[0, 2], [1, 3]])
+    model = Between(layer).eval()
+    net = iotable.precompute(model, input_domain=Domain.uniform(2), example_input=torch.zeros(1, 4))
+    assert [u.in_channels for u in net["layer"].plan.units] == [(0, 2), (1, 3)]
+    every = torch.cartesian_prod(*[torch.arange(4.0)] * 4)  # all 256 inputs
+    with torch.no_grad():
+        expected = model(every).numpy()
+    np.testing.assert_array_equal(net.run(every).numpy(), expected)
+
+
+class SparseFromInput(nn.Module):
+    """A forward that makes its input sparse: what each output reads cannot be followed through it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("weight", torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 0.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(x.to_sparse(), self.weight)
+
+
+def test_a_sparse_value_made_from_the_input_is_refused_by_name() -> None:
+    """Units cannot be inferred through a sparse tensor computed from the input: a SpecError names the op and fix."""
+    with pytest.raises(SpecError, match=r"net.sparse: its forward makes a sparse tensor from its input") as caught:
+        precompute_layer(SparseFromInput(), input_domain=U2, example_input=torch.zeros(1, 3), name="net.sparse")
+    assert "aten." in str(caught.value) and "iotable.decompose(net.sparse, fan_in=...)" in str(caught.value)

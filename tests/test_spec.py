@@ -266,3 +266,43 @@ def test_quantizer_at_the_end_sets_output_domain():
     result = precompute(block, input_domain=D2)
     assert result.tables[0].output_domain == Domain.uniform(3, signed=True, scale=0.5)
     assert "Sequential" in result.summary() and "rows" in result.summary()
+
+
+class RareRead(nn.Module):
+    """Output 0 is input 3 when inputs 0-2 all sit at their top code, else input 0; output k > 0 is input k."""
+
+    def forward(self, x):
+        top = (x[:, :3] == 3).all(dim=1, keepdim=True)
+        return torch.cat([torch.where(top, x[:, 3:4], x[:, :1]), x[:, 1:]], dim=1)
+
+
+def test_probe_catches_a_read_only_at_the_top_corner():
+    """A fan-in that omits an input read only when three others sit at their top code is refused before any table."""
+    module = decompose(RareRead(), fan_in=[[0, 1, 2], [3], [4], [5]], fan_out=[[0, 1, 2], [3], [4], [5]])
+    calls = []
+    module.register_forward_hook(lambda *args: calls.append(args[1][0].shape[0]))
+    with pytest.raises(SpecMismatchError, match=r"unit 0 \(output 0\) changed when input 3 changed"):
+        precompute(module, input_domain=D2, example_input=torch.zeros(1, 6))
+    assert 4**3 not in calls  # refused before the 64 rows of unit 0's table were enumerated
+
+
+def test_probe_passes_the_read_at_the_top_corner_when_declared():
+    """The same module with input 3 in unit 0's fan-in passes, and its table is the module's at every row."""
+    module = decompose(RareRead(), fan_in=[[0, 1, 2, 3], [4], [5]], fan_out=[[0, 1, 2, 3], [4], [5]])
+    result = precompute(module, input_domain=D2, example_input=torch.zeros(1, 6))
+    assert [t.fan_in for t in result.tables] == [4, 1, 1]
+
+
+def test_probe_catches_an_index_shift_at_one_value():
+    """The issue's gather, whose positions move only when four inputs sit at one value, is caught by the probe."""
+
+    class Shift(nn.Module):
+        def forward(self, x):
+            index = torch.arange(6).expand(x.shape[0], 6) + (x[:, :4] == 1.5).all(1, keepdim=True).long()
+            return torch.gather(torch.cat([x, x[:, :1]], dim=1), 1, index)
+
+    module = decompose(Shift(), fan_in=[[k] for k in range(6)])
+    with pytest.raises(SpecMismatchError, match=r"changed when input \d changed"):
+        check_decomposition(
+            module, plan(module, input_domain=Domain.uniform(2, scale=0.5), example_input=torch.zeros(1, 6))
+        )

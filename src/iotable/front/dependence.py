@@ -112,12 +112,14 @@ class Dependence:
             the batch axis).
         unknown: aten operations without a rule (their outputs were given all their operands' dependence).
         escapes: aten operations whose value Python read back (control flow on the input is not followed).
+        sparse: aten operations that made a sparse value from the input (its dependence is not followed).
     """
 
     matrix: np.ndarray
     crosses_samples: bool
     unknown: tuple[str, ...]
     escapes: tuple[str, ...]
+    sparse: tuple[str, ...] = ()
 
     def fan_in(self, output: int) -> tuple[int, ...]:
         """The input elements output element ``output`` may depend on."""
@@ -125,6 +127,8 @@ class Dependence:
 
 
 def _storage_key(t: torch.Tensor) -> tuple[int, int]:
+    if t.layout != torch.strided:  # a sparse tensor has no storage: keyed by itself, it carries no rows
+        return id(t), -1
     storage = t.untyped_storage()
     return storage.data_ptr(), storage.nbytes()
 
@@ -138,11 +142,12 @@ class _Follow(TorchDispatchMode):
         self.rows: dict[tuple[int, int], tuple[torch.Tensor, int, torch.Tensor]] = {}
         self.unknown: set[str] = set()
         self.escapes: set[str] = set()
+        self.sparse: set[str] = set()
 
     # -- the per-storage rows -------------------------------------------------------------------------------
     def deps(self, t: Any) -> torch.Tensor | None:
         """``t``'s dependence, shaped ``(*t.shape, width)``, or ``None`` when it depends on no input."""
-        if not isinstance(t, torch.Tensor) or t.is_sparse:
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
             return None
         entry = self.rows.get(_storage_key(t))
         if entry is None:
@@ -179,7 +184,11 @@ class _Follow(TorchDispatchMode):
             self.escapes.add(str(func))
         rule = _copy if func.overloadpacket is _aten.copy_ else _rule(func)
         for index, t in _made(func, args, kwargs, inputs, out):
-            self.set_deps(t, rule(self, func, args, kwargs, before, t, index))
+            value = rule(self, func, args, kwargs, before, t, index)
+            if t.layout != torch.strided and value is not None:
+                self.sparse.add(str(func))  # its elements carry no rows: what it depends on would be lost
+            elif t.layout == torch.strided:
+                self.set_deps(t, value)
         return out
 
 
@@ -387,9 +396,11 @@ def _matmul(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict,
     """``mm``, ``addmm``, ``bmm``, ``baddbmm``, ``mv``, ``addmv``, ``dot``: an output element depends on what
     the operand elements it sums depend on, where the other operand's coefficient is not a constant zero."""
     packet = func.overloadpacket
-    extra = args[0] if packet in (_aten.addmm, _aten.baddbmm, _aten.addmv) else None
+    extra = args[0] if packet in (_aten.addmm, _aten._sparse_addmm, _aten.baddbmm, _aten.addmv) else None
     a, b = (args[1], args[2]) if extra is not None else (args[0], args[1])
     da, db = before.get(id(a)), before.get(id(b))
+    # a sparse operand (``torch.sparse.mm``'s weight) is a constant here: its values as a dense matrix
+    a, b = (t.to_dense() if t.layout != torch.strided else t for t in (a, b))
     width = follow.width
     # as batched matrices (batch, i, k) @ (batch, k, j)
     a3 = a.reshape(1, 1, -1) if a.dim() == 1 else (a.unsqueeze(0) if a.dim() == 2 else a)
@@ -470,6 +481,7 @@ def _unknown(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict
 _RULES_BY_PACKET = {
     _aten.mm: _matmul,
     _aten.addmm: _matmul,
+    _aten._sparse_addmm: _matmul,
     _aten.bmm: _matmul,
     _aten.baddbmm: _matmul,
     _aten.mv: _matmul,
@@ -536,4 +548,5 @@ def dependence(module: torch.nn.Module, example: torch.Tensor) -> Dependence:
         crosses_samples=crosses,
         unknown=tuple(sorted(follow.unknown)),
         escapes=tuple(sorted(follow.escapes)),
+        sparse=tuple(sorted(follow.sparse)),
     )

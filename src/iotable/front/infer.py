@@ -146,6 +146,13 @@ def inferred_spec(module: nn.Module, example: torch.Tensor, name: str) -> Spec:
             f"the inputs each output depends on cannot be bounded from its structure; {declare}"
         )
         raise SpecError(msg)
+    if found.sparse:
+        msg = (
+            f"{name}: its forward makes a sparse tensor from its input ({', '.join(found.sparse)}), whose "
+            f"dependence on the inputs cannot be followed; keep values computed from the input dense (a sparse "
+            f"constant weight, as in torch.sparse.mm(weight, x), is fine), or {declare}"
+        )
+        raise SpecError(msg)
     fan_in, fan_out = units_of(found)
     source = INFERRED
     if found.unknown:

@@ -91,7 +91,7 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 class _Watch(TorchDispatchMode):
     """Records, with the module running it, each random operation and each write into a parameter or buffer."""
 
-    def __init__(self, stack: list[str], owned: dict[int, str]) -> None:
+    def __init__(self, stack: list[str], owned: dict[int | None, str]) -> None:
         super().__init__()
         self.stack, self.owned = stack, owned
         self.found: list[str] = []
@@ -105,13 +105,35 @@ class _Watch(TorchDispatchMode):
         before = []  # what an operation may write (by its schema) of the model's tensors, compared after it ran:
         for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):  # fused ops declare writes
             written = argument.alias_info is not None and argument.alias_info.is_write  # they skip when disabled
-            if written and isinstance(value, torch.Tensor) and value.data_ptr() in self.owned and where is not None:
-                before.append((value, value.detach().clone()))
+            held = self.owned.get(_address(value)) if written and isinstance(value, torch.Tensor) else None
+            if held is not None and where is not None:
+                before.append((held, value, _values(value).detach().clone()))
         result = func(*args, **kwargs)
-        for value, old in before:
-            if not _same_bytes(value, old):
-                self.found.append(f"module {where!r} updates {self.owned[value.data_ptr()]} in place ({name})")
+        for held, value, old in before:
+            if not _same_bytes(_values(value), old):
+                self.found.append(f"module {where!r} updates {held} in place ({name})")
         return result
+
+
+def _address(tensor: torch.Tensor) -> int | None:
+    """Where a tensor's values live: its data pointer, or its values' for a sparse tensor (which has no storage
+    of its own, and whose in-place updates write its values); ``None`` for layouts with neither."""
+    if tensor.layout == torch.strided:
+        return tensor.data_ptr()
+    if tensor.layout == torch.sparse_coo:
+        return tensor._values().data_ptr()
+    if tensor.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        return tensor.values().data_ptr()
+    return None
+
+
+def _values(tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor that holds a tensor's values: itself, or a sparse tensor's values."""
+    if tensor.layout == torch.sparse_coo:
+        return tensor._values()
+    if tensor.layout in (torch.sparse_csr, torch.sparse_csc, torch.sparse_bsr, torch.sparse_bsc):
+        return tensor.values()
+    return tensor
 
 
 def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
@@ -136,8 +158,9 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
         if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in holds_host:
             outputs.setdefault(names[m], []).append(out[:1].detach().clone())
 
-    owned = {t.data_ptr(): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
+    owned = {_address(t): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
              ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
+    owned.pop(None, None)  # a layout with no values to point at is not watched
     outputs: dict[str, list[torch.Tensor]] = {}
     handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter),
                m.register_forward_hook(leave))]  # fmt: skip

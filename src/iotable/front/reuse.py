@@ -93,8 +93,22 @@ def settings(m: nn.Module) -> tuple[Hashable, ...]:
 
 
 def tensor_digest(t: torch.Tensor) -> bytes:
-    """A digest of a tensor's values (what a plan or a graph read from it)."""
-    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).digest()
+    """A digest of a tensor's values (what a plan or a graph read from it); a sparse tensor's digest is that of
+    its layout, shape, indices and values (coalesced: equal tensors give equal digests), never densified."""
+    t = t.detach().cpu()
+    if t.layout == torch.strided:
+        return hashlib.sha256(t.contiguous().numpy().tobytes()).digest()
+    if t.layout == torch.sparse_coo:
+        t = t.coalesce()
+        parts: tuple[torch.Tensor, ...] = (t._indices(), t._values())
+    elif t.layout in (torch.sparse_csr, torch.sparse_bsr):
+        parts = (t.crow_indices(), t.col_indices(), t.values())
+    else:  # CSC, BSC
+        parts = (t.ccol_indices(), t.row_indices(), t.values())
+    h = hashlib.sha256(f"{t.layout} {tuple(t.shape)} {t.dtype}".encode())
+    for part in parts:
+        h.update(tensor_digest(part))
+    return h.digest()
 
 
 _digest = tensor_digest

@@ -11,8 +11,9 @@ first mismatch, ``mismatch at vector V: output element E (node 'NAME' unit U pos
 words and gives ``beats`` output words per vector (one per position): the bench counts vectors, and a mismatch
 names the vector and the position (``mismatch at vector V position P: ...``). A *printing* bench (what
 :func:`iotable.hdl.simulate` runs) writes every output word in hexadecimal instead of comparing. Either writes
-its words, its first mismatch or timeout and its verdict (``pass N/N`` or ``fail G/N``) to its results file
-``<top>_tb_results.txt`` (:mod:`.results`), which is what :func:`~iotable.hdl.simulate_files` judges by.
+its words, its first mismatch or timeout and its verdict (``pass N/N`` and the run's nonce, or ``fail G/N``)
+to its results file ``<top>_tb_results.txt`` (:mod:`.results`), which is what
+:func:`~iotable.hdl.simulate_files` judges by.
 
 With a ``backpressure`` seed, the bench is a *random backpressure* bench instead: every cycle a 32-bit
 xorshift generator (:func:`noise_state` from the seed, the same sequence in both languages) draws whether

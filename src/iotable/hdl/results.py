@@ -8,11 +8,18 @@ A bench whose top is ``T`` writes ``T_results.txt`` in the directory it runs in,
 - the output words, one a line, in hexadecimal (``x``, ``z``, ``u``, ``-`` for unknown bits);
 - any message lines (a checking bench's first mismatch, a timeout), which start with a letter that is not a
   hex digit;
-- ``pass G/E`` or ``fail G/E``, last: the vectors the bench took (``G``) of those it expected (``E``).
+- ``pass G/E N`` or ``fail G/E N``, last: the vectors the bench took (``G``) of those it expected (``E``),
+  and the run's nonce ``N``.
 
-The bench passed when the simulation exited with status 0 and the file ends with ``pass E/E`` after exactly
-the announced words. The file is read line by line: words past the announced count and messages past a few
-kilobytes are not kept.
+The nonce proves the verdict was written by this run of the bench, not left by an earlier one or written by
+a program that only poses as the simulator: :func:`~iotable.hdl.simulate_files` draws a fresh one for every
+run and hands it to the bench, a Verilog bench as the plusarg ``+iotable_nonce=N`` (read with
+``$value$plusargs``), a VHDL bench as the first line of the file ``iotable_nonce.txt`` in the directory it
+runs in (read with ``file_open``, so a bench run by hand without it writes its verdict with no nonce).
+
+The bench passed when the simulation exited with status 0 and the file ends with ``pass E/E N`` (``N`` the
+run's nonce) after exactly the announced words. The file is read line by line: words past the announced
+count and messages past a few kilobytes are not kept.
 """
 
 from __future__ import annotations
@@ -21,13 +28,51 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Record", "read_record", "results_file"]
+__all__ = ["NONCE_FILE", "NONCE_PLUSARG", "Record", "read_record", "results_file", "verilog_nonce", "vhdl_nonce"]
+
+NONCE_PLUSARG = "iotable_nonce"
+NONCE_FILE = "iotable_nonce.txt"
 
 _MESSAGE_BYTES = 64 * 1024
 _LINE_BYTES = 64 * 1024  # longer lines are cut (a word wider than this is not a bench's)
 _WORD = re.compile(rb"[0-9a-fA-FxXzZuU-]+")
 _EXPECT = re.compile(rb"expect (\d{1,18})")
-_VERDICT = re.compile(rb"(pass|fail) (\d{1,18})/(\d{1,18})")
+_VERDICT = re.compile(rb"(pass|fail) (\d{1,18})/(\d{1,18})(?: ([0-9a-f]{1,64}))?")
+
+
+def verilog_nonce(indent: str) -> tuple[str, str]:
+    """Verilog lines that give a bench the run's nonce: ``(declaration, statement for an initial block)``;
+    the verdict writes it with ``%0s`` from ``iotable_nonce`` (empty when the run gave none)."""
+    return (
+        f"{indent}reg [8*64-1:0] iotable_nonce = 0;",
+        f'{indent}    if (!$value$plusargs("{NONCE_PLUSARG}=%s", iotable_nonce)) iotable_nonce = 0;',
+    )
+
+
+def vhdl_nonce(indent: str) -> list[str]:
+    """A VHDL impure function ``run_nonce`` (for a process's or architecture's declarations): ``" " & N`` for
+    the run's nonce ``N`` (the first line of :data:`NONCE_FILE`), or ``""`` when the run gave none."""
+    body = [
+        "-- the run's nonce, for the verdict (see iotable.hdl.results)",
+        "impure function run_nonce return string is",
+        "    file source : text;",
+        "    variable status : file_open_status;",
+        "    variable l : line;",
+        "begin",
+        f'    file_open(status, source, "{NONCE_FILE}", read_mode);',
+        "    if status /= open_ok then",
+        '        return "";',
+        "    end if;",
+        "    if endfile(source) then",
+        "        file_close(source);",
+        '        return "";',
+        "    end if;",
+        "    readline(source, l);",
+        "    file_close(source);",
+        '    return " " & l.all;',
+        "end function run_nonce;",
+    ]
+    return [indent + line for line in body]
 
 
 def results_file(bench: str) -> str:
@@ -42,7 +87,8 @@ class Record:
     Attributes:
         words: the output words, one a line (at most the announced count).
         messages: the other lines (a mismatch, a timeout, a malformed record), the first few kilobytes.
-        passed: the file ends with ``pass E/E``, after exactly the words its ``expect`` line announced.
+        passed: the file ends with ``pass E/E`` (with the run's nonce, when one was given), after exactly the
+            words its ``expect`` line announced.
     """
 
     words: str
@@ -50,8 +96,9 @@ class Record:
     passed: bool
 
 
-def read_record(path: Path) -> Record:
-    """The record of a results file, read line by line (bounded memory whatever the bench wrote)."""
+def read_record(path: Path, *, nonce: str | None = None) -> Record:
+    """The record of a results file, read line by line (bounded memory whatever the bench wrote); with
+    ``nonce``, a verdict passes only when it carries that nonce."""
     words: list[bytes] = []
     messages = bytearray()
     expected = None
@@ -84,6 +131,7 @@ def read_record(path: Path) -> Record:
         and int(verdict.group(2)) == int(verdict.group(3))
         and expected == len(words)
         and extra == 0
+        and (nonce is None or verdict.group(4) == nonce.encode("ascii"))
     )
     text = b"\n".join(words).decode("ascii") + ("\n" if words else "")
     return Record(words=text, messages=messages.decode("utf-8", errors="replace"), passed=passed)

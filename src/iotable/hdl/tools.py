@@ -13,6 +13,7 @@ import concurrent.futures
 import enum
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -28,7 +29,7 @@ from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledE
 from .language import Language
 from .names import check_file_name
 from .reports import read_report, stat_modules, whole_cells
-from .results import Record, read_record, results_file
+from .results import NONCE_FILE, NONCE_PLUSARG, Record, read_record, results_file
 from .table import Text
 
 __all__ = ["CheckResult", "SimulationResult", "check_files", "simulate_files", "write_files"]
@@ -301,9 +302,12 @@ def simulate_files(
     with tempfile.TemporaryDirectory(prefix="iotable-sim-") as tmp:
         work = Path(tmp)
         _write_all(files, work)
+        nonce = secrets.token_hex(8)  # this run's: a verdict without it was not written by this run's bench
+        (work / NONCE_FILE).write_text(nonce + "\n", encoding="ascii")
+        plusarg = f"+{NONCE_PLUSARG}={nonce}"
         if sim is Simulator.IVERILOG:
             _step(["iverilog", "-o", "sim.vvp", "-s", top, *sources], work, deadline, what=what)
-            done = _run(["vvp", "-n", "sim.vvp"], work, deadline, what=what)
+            done = _run(["vvp", "-n", "sim.vvp", plusarg], work, deadline, what=what)
         elif sim is Simulator.GHDL:
             _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
             _step(["ghdl", "-m", "--std=08", top], work, deadline, what=what)
@@ -312,8 +316,9 @@ def simulate_files(
             jobs = str(min(os.cpu_count() or 1, 8))
             command = ["verilator", "--binary", "-j", jobs, "-Wno-fatal", "--top-module", top, "-Mdir", "obj"]
             _step([*command, *sources], work, deadline, what=what)
-            done = _run([str(work / "obj" / f"V{top}")], work, deadline, what=what)
-        record = _record(work, top)
+            done = _run([str(work / "obj" / f"V{top}"), plusarg], work, deadline, what=what)
+        _check_quiet(done, what=what)
+        record = _record(work, top, nonce)
     return SimulationResult(
         simulator=sim.value,
         top=top,
@@ -337,14 +342,41 @@ def _check_no_results(files: dict[str, str], top: str, *, what: str) -> None:
             "leave it out of the files"
         )
         raise HDLError(msg)
+    if NONCE_FILE in files:
+        msg = f"{what}: {NONCE_FILE!r} is the file that hands the run its nonce (written for each run); leave it out"
+        raise HDLError(msg)
 
 
-def _record(work: Path, top: str) -> Record | None:
+def _record(work: Path, top: str, nonce: str) -> Record | None:
     """The record of the bench's results file, if it wrote one (VHDL names are case-insensitive, so is the
-    file name it writes)."""
+    file name it writes); its verdict passes only with this run's ``nonce``."""
     name = results_file(top).lower()
     found = [p for p in work.iterdir() if p.name.lower() == name and p.is_file()]
-    return read_record(found[0]) if found else None
+    return read_record(found[0], nonce=nonce) if found else None
+
+
+# A simulator's own error lines (iverilog's ``ERROR: f.v:4: $readmemh: Unable to open ...``, verilator's
+# ``%Error:``, ghdl's ``ghdl:error:`` or an ``(assertion error)``), and iverilog's warnings that a memory file
+# is short or cannot be read: each printed while the run still exits 0.
+_TOOL_ERROR = re.compile(
+    r"^\s*ERROR\b.*$|^.*(?:\berror:|\((?:report|assertion) (?:error|failure)\)).*$|^\s*WARNING\b.*\$readmem.*$",
+    re.MULTILINE | re.IGNORECASE,
+)
+
+
+def _check_quiet(done: subprocess.CompletedProcess[str], *, what: str) -> None:
+    """Raise :class:`HDLToolError` when a run that exited 0 printed an error line or a memory-file warning:
+    a table read from a missing ``$readmemh`` file holds unknowns, and the run is no result."""
+    if done.returncode != 0:
+        return  # a failing bench: its result says so
+    found = _TOOL_ERROR.search(done.stdout) or _TOOL_ERROR.search(done.stderr)
+    if found:
+        msg = (
+            f"{what}: the simulator exited 0 but reported {found.group(0).strip()!r}; a run that reports an "
+            "error (a missing or short memory file, an unknown module) is not a result: give the simulation "
+            f"every file it reads and fix what it reports (output:\n{_tail(done.stdout + done.stderr)})"
+        )
+        raise HDLToolError(msg)
 
 
 _LATCHES = "t:$_DLATCH* t:$dlatch t:$adlatch t:$dlatchsr t:$_SR_* t:$sr"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from . import emit
 from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, RegisterStage, WindowStage
-from .results import results_file
+from .results import results_file, verilog_nonce
 from .verilog_blocks import adder, argmax, module_text, pool, threshold
 from .verilog_tables import comment, concat, constant, mapped, name, slice, string, suffix, table, table_bench
 
@@ -401,6 +401,7 @@ def bench(plan: BenchPlan) -> str:
         f"    reg  [{outw - 1}:0] want;",
         "    integer sent = 0, got = 0, cycle = 0, results;",
         "    reg stopped = 1'b0;",
+        verilog_nonce("    ")[0],
         *_noise_declarations(plan),
         "",
         f"    {top} dut (.clk(clk), .rst(rst), .in_valid(in_valid), .in_ready(in_ready), .in_data(in_data),",
@@ -409,6 +410,7 @@ def bench(plan: BenchPlan) -> str:
         "    always #5 clk = ~clk;",
         "    initial begin",
         f'        results = $fopen("{string(results_file(plan.top + "_tb"))}", "w");',
+        verilog_nonce("    ")[1],
         f'        $fdisplay(results, "expect %0d", {m if plan.printing else 0});',
         f'        $readmemh("{top}_inputs.hex", inputs);',
     ]
@@ -447,7 +449,7 @@ def bench(plan: BenchPlan) -> str:
     lines += [
         "                got = got + 1;",
         f"                if (got == {m} && !stopped) begin",
-        f'                    $fdisplay(results, "pass %0d/%0d", {taken});',
+        f'                    $fdisplay(results, "pass %0d/%0d %0s", {taken}, iotable_nonce);',
         "                    $fclose(results);",
         f'                    $display("%0d/%0d vectors match", {taken});' if not plan.printing else "",
         "                    $finish;",

@@ -20,7 +20,7 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import verilog_comment, verilog_name, verilog_string
-from .results import results_file
+from .results import results_file, verilog_nonce
 from .table import (
     Bits,
     DontCares,
@@ -199,11 +199,13 @@ def table_bench(module: str, layout: TableLayout) -> str:
         f"    reg  [{cw - 1}:0] expected;\n"
         f"    wire [{cw - 1}:0] codes;\n"
         "    integer row, results;\n"
+        f"{verilog_nonce('    ')[0]}\n"
         "\n"
         f"    {module} dut (.address(address), .codes(codes));\n"
         "\n"
         "    initial begin\n"
         f'        results = $fopen("{string(results_file(module + "_tb"))}", "w");\n'
+        f"{verilog_nonce('    ')[1]}\n"
         '        $fdisplay(results, "expect 0");\n'
         f'        $readmemh("{string(vectors)}", vectors);\n'
         f"        for (row = 0; row < {rows}; row = row + 1) begin\n"
@@ -218,7 +220,7 @@ def table_bench(module: str, layout: TableLayout) -> str:
         "            end\n"
         "        end\n"
         f'        $display("%0d/%0d vectors match", row, {rows});\n'
-        f'        $fdisplay(results, "pass %0d/%0d", row, {rows});\n'
+        f'        $fdisplay(results, "pass %0d/%0d %0s", row, {rows}, iotable_nonce);\n'
         "        $fclose(results);\n"
         "        $finish;\n"
         "    end\n"

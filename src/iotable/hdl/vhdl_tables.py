@@ -21,7 +21,7 @@ from .bench import vectors_file, word_bits
 from .language import Language
 from .mapped import CellKind, LutBody, Source
 from .names import vhdl_comment, vhdl_name, vhdl_string
-from .results import results_file
+from .results import results_file, vhdl_nonce
 from .table import (
     Bits,
     DontCares,
@@ -253,7 +253,8 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         "        variable l, text_line, record_line : line;\n"
         f"        variable word : std_logic_vector({word_bits(layout) - 1} downto 0);\n"
         f"        variable expected : std_logic_vector({cw - 1} downto 0);\n"
-        "    begin\n"
+        + "".join(line + "\n" for line in vhdl_nonce("        "))
+        + "    begin\n"
         '        write(record_line, string\'("expect 0"));\n'
         "        writeline(results, record_line);\n"
         f"        for row in 0 to {rows - 1} loop\n"
@@ -278,7 +279,7 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         f"        write(text_line, string'(integer'image({rows}) & \"/\" & integer'image({rows}) &\n"
         '            " vectors match"));\n'
         "        writeline(output, text_line);\n"
-        f'        write(record_line, string\'("pass {rows}/{rows}"));\n'
+        f'        write(record_line, string\'("pass {rows}/{rows}") & run_nonce);\n'
         "        writeline(results, record_line);\n"
         "        file_close(results);\n"
         "        wait;\n"

@@ -1,8 +1,15 @@
 """The metadata probe: perturb inputs outside each unit's declared fan-in and watch its outputs.
 
-For random base inputs, each probed input element is changed to another code; any output that changes must
+For each base input, each probed input element is changed to another code; any output that changes must
 belong to a unit whose declared fan-in (channels x window at that output's position) holds that element.
 An output that changes otherwise means the metadata omits an input the unit really reads.
+
+Random bases rarely show a dependence that exists only at a rare combination (an output that reads input 3
+only when inputs 0-2 all sit at their top code), so the bases also hold the extremes (every input at its
+lowest code, at its highest, and the two alternating low/high patterns) and seeded random corners (every
+input at its lowest or highest code, drawn independently: each unit's own inputs sit at a corner of their
+domain while the inputs outside its fan-in are moved). A frame with few enough input combinations is probed
+from every one of them instead.
 
 Dependence cannot tell what a padded position holds (with kernel 3 and padding 1, reflect, replicate and
 zeros read the same input elements), so a padded layer whose window is not a torch convolution's own is
@@ -104,20 +111,49 @@ def _changed(out: torch.Tensor, before: torch.Tensor, *, raw: bool, terms: int) 
     return differ & ~(torch.isnan(out) & torch.isnan(before))
 
 
+_EXHAUSTIVE = 64  # a frame with at most this many input combinations is probed from each of them
+
+
+def _bases(radices: np.ndarray, rng: np.random.Generator, *, samples: int, corners: int) -> np.ndarray:
+    """The probe's base inputs as codes ``(bases, inputs)``: all combinations of a tiny frame; else ``samples``
+    random ones, the four extremes and ``corners`` random corners (duplicates dropped, order kept)."""
+    n_in = len(radices)
+    if not n_in:
+        return np.zeros((1, 0), dtype=np.int64)
+    if math.prod(int(r) for r in radices) <= _EXHAUSTIVE:
+        grids = np.meshgrid(*[np.arange(int(r)) for r in radices], indexing="ij")
+        return np.stack([g.reshape(-1) for g in grids], axis=1).astype(np.int64).reshape(-1, n_in)
+    top = radices.astype(np.int64) - 1
+    odd = np.arange(n_in) % 2 == 1
+    extremes = np.stack([np.zeros_like(top), top, np.where(odd, top, 0), np.where(odd, 0, top)])
+    random = (rng.random((samples, n_in)) * radices).astype(np.int64)
+    corner = np.where(rng.random((corners, n_in)) < 0.5, 0, top[None, :])
+    rows = np.concatenate([random, extremes, corner])
+    _, first = np.unique(rows, axis=0, return_index=True)
+    return rows[np.sort(first)]
+
+
 def check_decomposition(
     module: nn.Module,
     layer: LayerPlan,
     *,
     samples: int = 3,
+    corners: int = 4,
     max_elements: int | None = None,
     seed: int = 0,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
 ) -> None:
     """Raise :class:`SpecMismatchError` when a unit's output depends on an input outside its fan-in.
 
-    Probes ``samples`` random inputs and up to ``max_elements`` input elements of the enumeration frame
-    (default: 2048 for non-spatial layers, every one of a small frame; 512 for spatial layers, whose
-    dependencies repeat at every window position, so a random sample of positions shows a leak as well).
+    Probes up to ``max_elements`` input elements of the enumeration frame (default: 2048 for non-spatial
+    layers, every one of a small frame; 512 for spatial layers, whose dependencies repeat at every window
+    position, so a random sample of positions shows a leak as well) from each of ``B`` base inputs:
+    ``samples`` random ones, the four extremes (all inputs at their lowest code, all at their highest, and
+    low/high alternating both ways) and ``corners`` seeded random corners (each input at its lowest or
+    highest code), duplicates dropped, so ``B <= samples + 4 + corners`` (11 by default); a frame with at
+    most 64 input combinations uses each of them as a base instead (``B <= 64``). The probe runs the module
+    on ``B * (elements + 1)`` inputs in all, in memory-bounded chunks. A padded layer whose window is not a
+    torch convolution's is then also checked by value on 3 to 64 random inputs.
     """
     rng = np.random.default_rng(seed)
     dtype, device = module_dtype(module)
@@ -131,7 +167,8 @@ def check_decomposition(
     if len(candidates) > max_elements:
         candidates = np.sort(rng.choice(candidates, max_elements, replace=False))
     elements = candidates
-    base = (rng.random((samples, n_in)) * radices).astype(np.int64)
+    base = _bases(radices, rng, samples=samples, corners=corners)
+    samples = len(base)
     # Each probed element moves to another code in each sample (drawn at once, so chunking does not matter).
     n = radices[elements][None, :]
     moved = (base[:, elements] + 1 + (rng.random((samples, len(elements))) * (n - 1)).astype(np.int64)) % n
