@@ -4,8 +4,11 @@ undecorated: ``verify`` 100%, and the exported Verilog simulates equal to ``net.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -45,3 +48,67 @@ def _check_family(model: nn.Module, tmp_path: Path) -> None:
 def test_logicnets_as_upstream_writes_it(tmp_path: Path) -> None:
     """LogicNets' SparseLinearNeq layers, whose SparseLinear calls its mask module with no arguments, tabulate."""
     _check_family(uz.LogicNetsModel(), tmp_path)
+
+
+def _imask_rows(layer: nn.Module) -> list[set[int]]:
+    """The inputs each neuron of an upstream PolyLUT or NeuraLUT layer reads, from its own index tensor."""
+    imask = layer.imask() if isinstance(layer.imask, nn.Module) else layer.imask
+    return [set(row) for row in imask.tolist()]
+
+
+def _check_tables_exhaustively(model: nn.Module, net: iotable.TableNetwork) -> None:
+    """Every row of every table of each neuron layer equals that layer's own forward on those input codes (the other
+    inputs at random codes), the layer run on its quantized inputs as the model runs it after the first."""
+    generator = torch.Generator().manual_seed(3)
+    for k, layer in enumerate(model.module_list):
+        tables = net[f"module_list.{k}"]
+        plan = tables.plan
+        neuron = copy.deepcopy(layer)
+        neuron.apply_input_quant = False  # fed codes of its input domain directly
+        domains = [plan.unit_domains(unit) for unit in plan.units]
+        for unit, table, unit_domains in zip(plan.units, tables, domains):
+            values = torch.tensor(unit_domains[0].values, dtype=torch.float32)
+            x = values[torch.randint(0, len(values), (table.rows, plan.in_channels), generator=generator)]
+            x[:, list(unit.in_channels)] = torch.tensor(
+                np.stack([d.decode(table.inputs[:, j]) for j, d in enumerate(unit_domains)], 1), dtype=torch.float32
+            )
+            with torch.no_grad():
+                expected = neuron(x)[:, list(unit.out_channels)].numpy()
+            assert np.array_equal(table.output_values(), expected), (k, unit.index)
+
+
+@pytest.mark.parametrize("family", [uz.PolyLUTModel, uz.NeuraLUTModel], ids=["polylut", "neuralut"])
+def test_polylut_and_neuralut_as_upstream_write_them(family: type[nn.Module], tmp_path: Path) -> None:
+    """PolyLUT's and NeuraLUT's neuron layers (gathers by an index tensor or a mask module, powers and products,
+    repeats and per-neuron linear maps between their quantizers) tabulate undecorated: one table layer per neuron
+    layer, each neuron a unit reading its own index row, every table row equal to the layer's forward."""
+    model = family().eval()
+    net = _precompute(model)
+    assert [name for name in net.layers if name.startswith("module_list.")][-2:] == ["module_list.0", "module_list.1"]
+    for k, layer in enumerate(model.module_list):
+        tables = net[f"module_list.{k}"]
+        unused = dict(tables.unused)  # inputs a neuron's table showed it never reads (a weight that cancels them)
+        assert [set(u.in_channels) | set(unused.get(u.index, ())) for u in tables.plan.units] == _imask_rows(layer)
+        assert all(u.fan_in <= 2 for u in tables.plan.units)
+    _check_tables_exhaustively(model, net)
+    _check_family(model, tmp_path)
+
+
+def test_a_changed_mask_or_table_of_a_region_fails_verify() -> None:
+    """Tamper: a PolyLUT neuron layer's index tensor changed after precompute, or one of its tables changed,
+    makes the tables differ from the model, and verify says so."""
+    model = uz.PolyLUTModel().eval()
+    net = _precompute(model)
+    x = _inputs(2000, 1)
+    assert iotable.verify(model, net, x).agreement == 1.0
+    layer = net["module_list.1"]  # the last layer: a changed row reaches the output
+    table = layer.tables[0]
+    outputs = (table.outputs + 1) % len(table.output_domain)  # every row's code moved by one
+    bad = iotable.IOTable.dense(outputs, input_domains=table.input_domains, output_domain=table.output_domain)
+    tampered = dataclasses.replace(net, layers={**net.layers, "module_list.1": dataclasses.replace(
+        layer, tables=(bad, *layer.tables[1:]))})  # fmt: skip
+    every = torch.cartesian_prod(*[torch.tensor(INPUTS.values, dtype=torch.float32)] * FEATURES)
+    assert iotable.verify(model, tampered, every).agreement < 1.0
+    with torch.no_grad():
+        model.module_list[0].imask[0] = torch.tensor([1, 4])  # neuron 0 now reads other inputs
+    assert iotable.verify(model, net, x).agreement < 1.0
