@@ -17,7 +17,9 @@ pytest.importorskip("brevitas", reason='brevitas is not installed (pip install "
 
 import iotable
 from iotable import Domain
+from iotable.errors import ModelError
 from iotable.hdl import export, simulate
+from iotable.nn import Quantize
 from tests import upstreamzoo as uz
 
 INPUTS = Domain([-1.0, -0.5, 0.0, 0.5])
@@ -112,3 +114,83 @@ def test_a_changed_mask_or_table_of_a_region_fails_verify() -> None:
     with torch.no_grad():
         model.module_list[0].imask[0] = torch.tensor([1, 4])  # neuron 0 now reads other inputs
     assert iotable.verify(model, net, x).agreement < 1.0
+
+
+def test_a_mask_changed_in_place_is_followed_by_the_next_precompute() -> None:
+    """The index tensor a region reads is part of the reused plan's check: changed in place after a precompute, the
+    next precompute's units follow it and verify 100%."""
+    model = uz.PolyLUTModel().eval()
+    _precompute(model)
+    with torch.no_grad():
+        model.module_list[0].imask[0] = torch.tensor([1, 4])
+    net = _precompute(model)
+    assert set(net["module_list.0"].plan.units[0].in_channels) <= {1, 4}
+    assert iotable.verify(model, net, _inputs(2000, 1)).agreement == 1.0
+
+
+class _Gathers(nn.Module):
+    """A neuron module of one's own with its quantizers: products of gathered pairs, and what else it reads."""
+
+    def __init__(self, tail: str) -> None:
+        super().__init__()
+        self.quant_a, self.quant_b, self.quant_out = (Quantize(2, scale=0.5) for _ in range(3))
+        self.pairs = torch.tensor([[0, 1], [2, 3], [1, 4]])  # a plain attribute, as PolyLUT keeps its imask
+        self.tail = tail
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.quant_a(x)
+        gathered = a[:, self.pairs]
+        if self.tail == "second input":  # the products plus values gathered from another quantized tensor
+            return self.quant_out(gathered.prod(-1) + self.quant_b(x)[:, self.pairs[:, 0]])
+        out = self.quant_out(gathered.prod(-1))
+        return out * 1.0 if self.tail == "none" else out + gathered.sum(-1)  # an inner value read after it
+
+
+def test_a_region_of_ones_own_neuron_module_is_exact() -> None:
+    """The same gathers and products in a neuron module of one's own (iotable's Quantize) are one table layer."""
+    model = nn.Sequential(_Gathers("none")).eval()
+    net = iotable.precompute(model, input_domain=Domain.uniform(2, scale=0.5), example_input=torch.zeros(1, 5))
+    assert [u.in_channels for u in net["0"].plan.units] == [(0, 1), (2, 3), (1, 4)]
+    codes = torch.cartesian_prod(*[torch.arange(4)] * 5)
+    assert iotable.verify(model, net, codes * 0.5).agreement == 1.0
+
+
+@pytest.mark.parametrize(
+    ("tail", "words"),
+    [
+        ("second input", ("reads '_0_quant_b' besides values computed from '_0_quant_a'", "torch.cat")),
+        ("inner value", ("reads 'getitem', a value '0' (_Gathers) computes before its quantizer", "host=")),
+    ],
+)
+def test_what_a_region_cannot_hold_is_refused_by_name(tail: str, words: tuple[str, ...]) -> None:
+    """A region reading two tensors, or a value inside a region read after its quantizer, is refused naming the
+    module, the node and the fix, never a wrong table."""
+    model = nn.Sequential(_Gathers(tail)).eval()
+    with pytest.raises(ModelError) as info:
+        iotable.precompute(model, input_domain=Domain.uniform(2, scale=0.5), example_input=torch.zeros(1, 5))
+    message = str(info.value)
+    assert all(w in message for w in words), message
+    assert "decompose" in message
+
+
+class _LinearThenGathers(nn.Module):
+    """A Linear on the quantized input, then products of gathered pairs of its unquantized outputs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.quant_in, self.quant_out = Quantize(2, scale=0.5), Quantize(2, scale=0.5)
+        self.fc = nn.Linear(5, 4)
+        self.pairs = torch.tensor([[0, 1], [2, 3]])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.quant_out(self.fc(self.quant_in(x))[:, self.pairs].prod(-1))
+
+
+def test_a_region_takes_in_the_open_layer_before_it() -> None:
+    """A region that begins on a layer's unquantized output runs that layer first, in one table per output."""
+    torch.manual_seed(0)
+    model = nn.Sequential(_LinearThenGathers()).eval()
+    net = iotable.precompute(model, input_domain=Domain.uniform(2, scale=0.5), example_input=torch.zeros(1, 5))
+    assert [u.in_channels for u in net["0"].plan.units] == [(0, 1, 2, 3, 4)] * 2
+    codes = torch.cartesian_prod(*[torch.arange(4)] * 5)
+    assert iotable.verify(model, net, codes * 0.5).agreement == 1.0

@@ -98,9 +98,9 @@ class OpenRegion:
         msg = (
             f"{where}: reads {other.name!r} besides values computed from {self.input.name!r} in {self.owner!r} "
             f"({self.cls}); the calls of a module of one's own between two quantizers become one table layer only "
-            f"when they read one quantized tensor: put a quantizer on {other.name!r} and compute it in "
-            f"{self.owner!r}'s forward from the same input, decorate {self.cls} with iotable.decompose(fan_in=..., "
-            f"output_domain=...), or list {self.owner!r} in host="
+            "when they read one quantized tensor: concatenate the quantized tensors they read "
+            f"(torch.cat(..., dim=1)) and compute from that, decorate {self.cls} with "
+            f"iotable.decompose(fan_in=..., output_domain=...), or list {self.owner!r} in host="
         )
         return ModelError(msg)
 
