@@ -194,3 +194,19 @@ def test_a_region_takes_in_the_open_layer_before_it() -> None:
     assert [u.in_channels for u in net["0"].plan.units] == [(0, 1, 2, 3, 4)] * 2
     codes = torch.cartesian_prod(*[torch.arange(4)] * 5)
     assert iotable.verify(model, net, codes * 0.5).agreement == 1.0
+
+
+def test_region_tables_are_cached_and_a_changed_mask_recomputes_them(tmp_path: Path) -> None:
+    """The table cache keys a region by the code its calls run and the tensors they read: a second model reads
+    every table from the cache, and a mask changed in place recomputes that layer's tables, which verify 100%."""
+    first = uz.PolyLUTModel().eval()
+    options = {"input_domain": INPUTS, "example_input": torch.zeros(1, FEATURES), "cache_dir": tmp_path}
+    iotable.precompute(first, **options)
+    second = uz.PolyLUTModel().eval()
+    net = iotable.precompute(second, **options)
+    assert {layer.method for layer in net.layers.values()} == {"cache"}
+    with torch.no_grad():
+        second.module_list[0].imask[0] = torch.tensor([1, 4])
+    net = iotable.precompute(second, **options)
+    assert net["module_list.0"].method != "cache" and net["module_list.1"].method == "cache"
+    assert iotable.verify(second, net, _inputs(2000, 1)).agreement == 1.0
