@@ -53,9 +53,13 @@ def relu(bits: int, features: int, max_val: float = 1.5) -> QuantActivation:
 
 
 def _settle_batch_norms(model: nn.Module, seed: int) -> None:
-    """Give every batch norm running statistics and an affine map away from their initial values."""
+    """Give every batch norm running statistics and an affine map away from their initial values, and every
+    linear map seeded weights (the same network on every run)."""
     generator = _generator(seed)
     for m in model.modules():
+        if isinstance(m, nn.Linear):
+            m.weight.data.copy_(torch.randn(m.weight.shape, generator=generator) * 0.7)
+            m.bias.data.copy_(torch.randn(m.bias.shape, generator=generator) * 0.2)
         if isinstance(m, nn.BatchNorm1d):
             n = m.num_features
             m.running_mean.copy_(torch.randn(n, generator=generator) * 0.3)

@@ -22,6 +22,7 @@ from .dependence import Dependence, dependence
 from .glue import _ARITHMETIC, _ARITHMETIC_METHODS
 from .layout import Layout
 from .metadata import Spec
+from .region import Region
 from .registry import kind_of
 
 __all__ = ["INFERRED", "arithmetic_only", "inferable", "inferred_leaf", "inferred_spec", "units_of"]
@@ -33,7 +34,10 @@ INFERRED = "inferred from the module's structure"
 def inferable(module: nn.Module) -> bool:
     """Whether iotable infers the units of ``module`` when it declares none: a module of the user's own (not a
     container, a quantizer or a registered layer kind, nor a class of torch, brevitas, torchao or iotable,
-    whose layers have built-in rules or are refused by name)."""
+    whose layers have built-in rules or are refused by name), or a region of such a module's calls between two
+    quantizers (:class:`~iotable.front.region.Region`)."""
+    if isinstance(module, Region):
+        return True
     if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
         return False
     if type(module).__module__.split(".")[0] in ("torch", "brevitas", "torchao", "iotable"):

@@ -21,6 +21,7 @@ from ..nn import domain_of
 from .glue import Arithmetic, _elementwise_call
 from .infer import inferred_leaf
 from .metadata import declared_spec
+from .region import OpenRegion, Region, step_inputs
 from .registry import Role, kind_of, role_of
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Step:
 
 
 def _is_mixing(m: nn.Module) -> bool:
-    return declared_spec(m) is not None or role_of(m) is Role.MIXING or inferred_leaf(m)
+    return isinstance(m, Region) or declared_spec(m) is not None or role_of(m) is Role.MIXING or inferred_leaf(m)
 
 
 def _averages(m: nn.Module) -> bool:
@@ -118,11 +119,15 @@ class _Segmenter:
         self.value: dict[str, str] = {}  # fx node name -> step name producing it
         self.order: list[str] = []
         self.stacks: dict[str, list[str]] = {}  # fx node of a cat along the batch axis -> the steps it stacks
+        self.regions: dict[str, OpenRegion] = {}  # step name -> the region it gathers (see region_call)
+        self.inside: dict[fx.Node, OpenRegion] = {}  # a node of a closed region that the region does not return
 
     def run(self) -> list[Step]:
         """Every node in turn, then each step's ``meta["fx_node"]``: the last node it produced."""
         for node in self.module.graph.nodes:
             self.visit(node)
+        for region in list(self.regions.values()):  # read by nothing: it returns its last value
+            self.close_region(region, region.members[-1])
         for fx_name, step_name in self.value.items():  # in model order: the last node a step produced is its output
             if step_name in self.steps:
                 self.steps[step_name].meta["fx_node"] = fx_name
@@ -132,7 +137,10 @@ class _Segmenter:
         """Dispatch one node by its kind: the input, the output, a module (or an elementwise call), a function."""
         if node.op == "placeholder":
             self.placeholder(node)
-        elif node.op == "output":
+            return
+        if node.op != "get_attr" and self.in_region(node):
+            return
+        if node.op == "output":
             self.output(node)
         elif node.meta.get("shape") is None:
             return  # parameters (read by the glue that uses them), sizes and other non-tensor values
@@ -317,7 +325,85 @@ class _Segmenter:
         elif target in _ARGMAX_CALLS or (node.op == "call_method" and target == "argmax"):
             self.argmax(node)
         else:
+            self.open_region(node)
+
+    # Regions: the calls a module of the user's own makes between two quantizers (see iotable.front.region).
+
+    def open_region(self, node: fx.Node) -> None:
+        """A call with no meaning between tables, traced inside a module of the user's own: it begins a region
+        that reads the one tensor it reads (a quantized one, or the open layer before it, which it takes in), and
+        gathers every later call on values it computed until a quantizer reads one."""
+        owner = _user_module(node)
+        inputs = list(dict.fromkeys(step_inputs(node)))
+        src = self.steps.get(self.value.get(inputs[0].name, "")) if len(inputs) == 1 else None
+        if owner is None or src is None or src.kind == "host" or (not src.closed and src.kind != "table"):
             raise ModelError(_unsupported_call(node, self.root))
+        if not src.closed and src.mixing == "add":
+            raise ModelError(_unsupported_call(node, self.root))
+        if src.closed:
+            step = self.add(Step(owner[0], "table", [src.name], node.meta["shape"]))
+        else:  # elementwise modules or a layer before it, unquantized: the region's table runs them first
+            step = src
+            self.remove(step)
+            step.name = owner[0]
+            self.add(step)
+        self.regions[step.name] = OpenRegion(step.name, inputs[0], owner[0], owner[1], [node])
+        self.produce(node, step)
+
+    def in_region(self, node: fx.Node) -> bool:
+        """Whether ``node`` joins an open region: it computes on the region's values and is no quantizer, host
+        module or the model's output. Such a node that does not join closes the region first: the region then
+        returns the value that node reads."""
+        if node.meta.get("shape") is None and node.op != "output":
+            return False  # sizes and other plain values: copied into a region with the calls that use them
+        inputs = step_inputs(node)
+        for n in inputs:
+            if n in self.inside:
+                raise ModelError(self.inside[n].refuse_inner_value(n, self.where(node)))
+        regions = list({id(r): r for r in self.regions.values() for n in inputs if r.holds(n)}.values())
+        if not regions:
+            return False
+        region = regions[0]
+        if len(regions) > 1:
+            raise region.refuse_other_input(node, regions[1].input, self.where(node))
+        if not self.joins(node):
+            read = list(dict.fromkeys(n for n in inputs if region.holds(n)))
+            if len(read) > 1:
+                raise region.refuse_other_input(node, read[1], self.where(node))
+            self.close_region(region, read[0])
+            return False
+        other = next((n for n in inputs if not region.holds(n) and n is not region.input), None)
+        if other is not None:
+            raise region.refuse_other_input(node, other, self.where(node))
+        region.members.append(node)
+        self.produce(node, self.steps[region.step])
+        return True
+
+    def joins(self, node: fx.Node) -> bool:
+        """Whether a node that reads a region's value is part of it: any call but a quantizer or a host module."""
+        if node.op == "output":
+            return False
+        if node.op == "call_module":
+            target = str(node.target)
+            return target not in self.host and not _closes(self.module.get_submodule(target))
+        return True
+
+    def close_region(self, region: OpenRegion, output: fx.Node) -> None:
+        """Make ``region`` the mixing layer of its step, returning ``output``; its other values stay inside."""
+        del self.regions[region.step]
+        if not isinstance(self.module, fx.GraphModule):  # a chain of modules calls no function
+            raise ModelError(_unsupported_call(region.members[0], self.root))
+        module = region.close(self.module, output)
+        step = self.steps[region.step]
+        step.modules.append(module)
+        step.module_names.append(step.name)
+        step.mixing = step.name
+        step.shape = output.meta["shape"]
+        for n in region.members:
+            if n is not output:
+                self.value.pop(n.name, None)
+                self.inside[n] = region
+        self.check_users(step, output)
 
     def add_join(self, node: fx.Node) -> None:
         """``a + b`` of two quantized tensors of one shape: a table layer that reads both."""

@@ -20,6 +20,7 @@ from ..domain import Domain
 from ..errors import IOTableWarning, ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
 from ..front.plan import LayerPlan, infer_spec, plan_layer
+from ..front.region import Region
 from ..front.spec import SPEC_ATTRIBUTE, Layout, PaddingMode, Spec, declared_spec, decompose, spec_of
 from ..front.trace import Arithmetic, Step
 from ..graph.graph import (
@@ -132,7 +133,7 @@ class GraphBuilder:
         self.input_domain = input_domain
         self.input_layout = input_layout
         self.options = options
-        self.arithmetic_tensors: list[torch.Tensor] = []  # the values sum nodes were made from
+        self.arithmetic_tensors: list[torch.Tensor] = []  # the values sum nodes and regions' units were made from
 
     def _unique(self, name: str) -> str:
         if name not in self.nodes:
@@ -259,6 +260,8 @@ class GraphBuilder:
         else:
             src = self.source(step)
             module = self._chain(step, src)
+            for region in (m for m in step.modules if isinstance(m, Region)):  # its units follow the tensors it reads
+                self.arithmetic_tensors += [*region.parameters(), *region.buffers()]
         try:
             layer_plan = plan_layer(
                 module,
@@ -370,7 +373,8 @@ class GraphBuilder:
         if mixing:
             # A declared output domain closes the layer (trace._closes), so it is the chain's only when the
             # mixing module comes last; the plan otherwise reads the chain's closing quantizer.
-            named = f"{step.name} ({type(mixing[0]).__name__})"  # refusals name the layer and its class
+            cls = mixing[0].cls if isinstance(mixing[0], Region) else type(mixing[0]).__name__
+            named = f"{step.name} ({cls})"  # refusals name the layer and its class (a region: its module's)
             if declared_spec(mixing[0]) is None and inferable(mixing[0]):
                 spec = infer_spec(module, named, _domain_for_layer(src), tuple(src.shape))
             else:

@@ -11,7 +11,8 @@ forward hooks, and torch's global forward hooks. Attribute values are encoded *b
   written in Python) by their class and their ``__dict__`` and slots;
 - tensors and arrays by their dtype, shape and bytes (a digest of them);
 - functions by their code (bytecode, constants, names), defaults and closure; library functions without
-  Python code (``torch.relu``) by the name they are importable under;
+  Python code (``torch.relu``) by the name they are importable under; a torch.fx graph (a region of traced
+  calls, :mod:`iotable.front.region`) by the Python code it generates;
 - a reference to one of the layer's own modules by its name in the layer (its state is keyed there).
 
 Anything else — an object whose state Python cannot read (a lock, a file, an extension type), a callable
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.fx as fx
 from torch import nn
 
 from ..domain import Domain
@@ -123,6 +125,8 @@ class _Encoder:
             return self.function(v, path, depth)
         if isinstance(v, (slice, range)):
             return f"{type(v).__name__}:".encode() + self.value((v.start, v.stop, v.step), path, depth)
+        if isinstance(v, fx.Graph):  # a region's traced calls: by the code they run (their modules keyed apart)
+            return b"fx-graph(" + self.value(v.python_code("self").src, path, depth) + b")"
         if dataclasses.is_dataclass(v):
             fields = [(f.name, getattr(v, f.name)) for f in dataclasses.fields(v)]
             return b"dataclass:" + class_key(type(v)) + self.value(fields, path, depth)
