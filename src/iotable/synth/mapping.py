@@ -27,6 +27,7 @@ from ..table import IOTable
 from .abcrun import abc_version, find_abc, resolve_script
 from .arithmap import map_arithmetic
 from .cache import Cache, cached_results
+from .floor import check_effort, effort_flow
 from .inputs import DEFAULT_TIMEOUT, check_dense, check_progress, check_timeout, table_items, table_name
 from .jobs import Job, batches, mapped_records, run_job
 from .records import LutReport, MappedTable, from_record, layer_costs, layer_registers, with_dense
@@ -42,6 +43,7 @@ def map_table(
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     dense: IOTable | None = None,
+    effort: str = "fast",
 ) -> MappedTable:
     """Map one table onto k-input LUTs with ABC and check the netlist against every row of the table.
 
@@ -82,14 +84,16 @@ def map_table(
     name = table_name(table, None)
     dense_fn = bit_function(check_dense(table, dense, name, what=what), what=what) if dense is not None else None
     script = resolve_script(script, k, what=what)
+    chosen = check_effort(effort, what=what)
+    script, attempts = effort_flow(chosen, script, k)
     timeout = check_timeout(timeout, what=what)
     program = find_abc(abc, what=what)
     version = abc_version(program)
-    (record,) = run_job(Job((fn,), (name,), program, script, k, timeout, version))
+    (record,) = run_job(Job((fn,), (name,), program, script, k, timeout, version, attempts))
     mapped = from_record(record, LutNetlist.from_blif(record["blif"]), cached=False, fn=fn)
     if dense_fn is not None:
         base_name = f"the dense counterpart of {name}"
-        (base,) = run_job(Job((dense_fn,), (base_name,), program, script, k, timeout, version))
+        (base,) = run_job(Job((dense_fn,), (base_name,), program, script, k, timeout, version, attempts))
         dense_mapped = from_record(base, LutNetlist.from_blif(base["blif"]), cached=False, fn=dense_fn)
         mapped = with_dense(mapped, dense_mapped, fn, name)
     return mapped
@@ -133,6 +137,7 @@ def map_luts(
     timeout: float = DEFAULT_TIMEOUT,
     dense: Any = None,
     keep_dead: bool = False,
+    effort: str = "fast",
 ) -> LutReport:
     """Map every table of a network (or a list of tables) onto k-input LUTs with ABC, each checked.
 
@@ -181,6 +186,7 @@ def map_luts(
         timeout=timeout,
         dense=dense,
         keep_dead=keep_dead,
+        effort=effort,
         what="map_luts",
     )
 
@@ -198,6 +204,7 @@ def cost(
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     keep_dead: bool = False,
+    effort: str = "fast",
 ) -> LutReport:
     """Map every table of ``net`` onto k-input LUTs with ABC, each netlist checked on every row of its table.
 
@@ -250,6 +257,7 @@ def cost(
         timeout=timeout,
         dense=dense,
         keep_dead=keep_dead,
+        effort=effort,
         what="cost",
     )
 
@@ -267,6 +275,7 @@ def _map_luts(
     timeout: float,
     dense: Any,
     keep_dead: bool,
+    effort: str,
     what: str,
 ) -> LutReport:
     """:func:`map_luts`; for a network, the results it holds (``net.luts``) are read before the cache folder,
@@ -280,6 +289,8 @@ def _map_luts(
     items, dense_functions = _live_items(tables, network, live, dense, keep_dead, what=what)
     functions = [bit_function(t, what=f"{what}: {table_name(t, i)}") for i, (t, _) in enumerate(items)]
     script = resolve_script(script, k, what=what)
+    chosen = check_effort(effort, what=what)
+    script, attempts = effort_flow(chosen, script, k)
     timeout = check_timeout(timeout, what=what)
     enabled = check_progress(progress, what=what)
     cache = Cache(cache_dir, what=what, held=network.luts if network is not None else None)
@@ -290,7 +301,8 @@ def _map_luts(
     small = [(fn, name) for fn, name in pending if fn.input_bits <= k]  # no ABC: done here, at once
     large = [p for p in pending if p[0].input_bits > k]
     jobs, local = (
-        batches(part, program=program, script=script, k=k, timeout=timeout, version=version) for part in (large, small)
+        batches(part, program=program, script=script, k=k, timeout=timeout, version=version, attempts=attempts)
+        for part in (large, small)
     )
     with progress_bar(total=sum(job.rows for job in jobs + local), desc=what, enabled=enabled) as bar:
         for record in mapped_records(jobs, local, executor, workers, what=what, bar=bar):
@@ -326,6 +338,7 @@ def _map_luts(
         network=None if network is None else dataclasses.replace(network, luts=LutResults(cache.memory.values())),
         keep_dead=keep_dead,
         arithmetic=arithmetic,
+        effort=chosen.value,
     )
 
 
