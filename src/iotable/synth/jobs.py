@@ -135,6 +135,8 @@ def _attempted(job: Job, large: list[int]) -> dict[tuple[int, int], tuple[LutNet
     raised as there. Any other attempt whose session fails or runs out of time, or whose netlist is wrong, is
     left out: a wrong netlist is never a floor."""
     blifs: dict[tuple[int, str], bytes] = {}
+    if not large:
+        return {}
     for i in large:
         values, care = job.functions[i].truth()
         for order in dict.fromkeys(order for order, _ in job.attempts):
