@@ -60,6 +60,10 @@ def map_table(
         timeout: seconds ABC may run (a 16-bit table takes about 3 s).
         dense: for a partial table, the dense table it was restricted from: its LUTs fill ``dense_luts``, and
             its netlist is kept instead when it has fewer LUTs (it computes the partial table too).
+        effort: ``"fast"``, one ABC run with ``script``; or ``"floor"``, the table mapped under every input
+            order of :data:`~iotable.synth.floor.ORDERS` and every script (``script``, then
+            :data:`~iotable.synth.floor.FLOOR_SCRIPTS`), each netlist checked, the smallest kept (its
+            ``strategy`` names the winner, ``attempts`` and ``spread`` the others' LUTs).
 
     Returns:
         A :class:`MappedTable`: LUTs, depth, the netlist, the estimate, ABC's version and the script.
@@ -162,6 +166,8 @@ def map_luts(
             from; each result's ``dense_luts`` and the report's ``reduction`` then say what don't-cares saved.
         keep_dead: for a network, map and count the tables whose outputs reach no network output too (by
             default they are left out, as synthesis deletes them, and counted in each layer's ``dead``).
+        effort: ``"fast"`` (one ABC run per table) or ``"floor"`` (many, the smallest checked netlist kept; see
+            :func:`map_table`). The cache keeps the two apart; a floor takes 50-100x longer.
 
     Returns:
         A :class:`LutReport`: a :class:`MappedTable` per table, in order, per-layer and total counts.
@@ -217,7 +223,8 @@ def cost(
 
     Tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`) are neither mapped
     nor counted, as synthesis deletes them: each layer's ``dead`` and the summary's "dead: N tables" say how
-    many; ``keep_dead=True`` maps and counts them too.
+    many; ``keep_dead=True`` maps and counts them too. ``effort="floor"`` maps each table several ways and
+    keeps the smallest checked netlist (see :func:`map_table`).
 
     Returns:
         A :class:`LutReport`: per table layer the tables, their input bits, LogicNets' estimate, ABC's LUTs,
