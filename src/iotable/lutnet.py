@@ -424,6 +424,8 @@ class LutResult:
         luts, depth: the netlist's LUTs and LUTs on its longest path.
         seconds: the mapper's wall time when it was mapped.
         netlist: the checked :class:`LutNetlist` (its BLIF text in ``netlist.blif``).
+        strategy, attempts: for a floor (``effort="floor"``), the attempt kept and the LUTs of every attempt
+            that passed; ``None`` and ``()`` otherwise (a bundle does not store them).
     """
 
     key: str
@@ -437,6 +439,8 @@ class LutResult:
     depth: int
     seconds: float
     netlist: LutNetlist
+    strategy: str | None = None
+    attempts: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -451,6 +455,7 @@ class LutResult:
             **{f: getattr(self, f) for f in fields},
             "seconds": self.seconds,
             "blif": self.netlist.blif,
+            **({} if self.strategy is None else {"strategy": self.strategy, "attempts": list(self.attempts)}),
         }
 
     @classmethod
@@ -468,6 +473,8 @@ class LutResult:
             depth=int(record["depth"]),
             seconds=float(record["seconds"]),
             netlist=netlist,
+            strategy=record.get("strategy"),
+            attempts=tuple(record.get("attempts", ())),
         )
 
 

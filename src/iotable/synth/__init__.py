@@ -9,6 +9,9 @@
   pool, an ``Executor`` or a ``dask.distributed.Client``), cached on disk as JSON: a :class:`LutReport`
   with per-layer totals (:class:`LayerCost`, the record :func:`iotable.estimate` gives too), and with
   ``dense=`` what the don't-cares of restricted tables saved.
+- ``effort="floor"`` (:mod:`.floor`) — each table mapped under several input orders and scripts, every
+  netlist checked, the smallest kept: a floor of ABC's count rather than one sample (``"fast"``, the default,
+  maps once).
 - :func:`cost` — :func:`map_luts` of a network, reusing the results it holds (``net.luts``); the report's
   ``network`` is the network holding every result, which :func:`iotable.save` stores.
 - Arithmetic nodes (``sum``, ``argmax``, ``threshold``): :func:`arithmetic_estimate` counts their adder

@@ -53,10 +53,11 @@ def fill_dont_cares(values: np.ndarray, care: np.ndarray) -> np.ndarray:
     return values
 
 
-def blif_text(fn: BitFunction, values: np.ndarray) -> bytes:
+def blif_text(fn: BitFunction, values: np.ndarray, *, inputs: list[str] | None = None) -> bytes:
     """A BLIF model of the completely specified ``values`` (output bits x bit addresses): one ``.names`` per
-    output bit over every address bit, listing the smaller of its on-set and off-set as minterms."""
-    names_in, names_out = fn.input_names(), fn.output_names()
+    output bit over every address bit, listing the smaller of its on-set and off-set as minterms. ``inputs``
+    names the address bits of ``values``, most significant first (default ``fn``'s, in its order)."""
+    names_in, names_out = inputs if inputs is not None else fn.input_names(), fn.output_names()
     n = fn.input_bits
     parts = [
         b"# iotable table function, address bits most significant first\n.model table\n",

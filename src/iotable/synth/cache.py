@@ -30,6 +30,7 @@ from .._util.strictjson import no_constant, unique_keys
 from .._util.trust import Untrusted, check_owned
 from ..errors import CacheError, IOTableError, IOTableWarning, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, LutResult, check_netlist, result_name
+from .floor import floor_strategies, is_floor
 from .records import MappedTable, from_record
 
 __all__ = ["MAX_RECORD_BYTES", "Cache", "cached_results", "checked_record", "from_cache"]
@@ -42,6 +43,8 @@ MAX_RECORD_BYTES = 256 * 2**20
 _INTS = ("format", "k", "input_bits", "output_bits", "luts", "depth")
 _STRS = ("key", "script", "abc_version", "method", "blif")
 _FIELDS = frozenset((*_INTS, *_STRS, "seconds"))
+# A floor's record (effort "floor") has these too: the attempt that won and the LUTs of every attempt that passed.
+_FLOOR_FIELDS = _FIELDS | {"strategy", "attempts"}
 
 
 class Cache:
@@ -209,7 +212,31 @@ def checked_record(
         if record[field] != found:
             msg = f"{where}: {field} is {record[field]}, but its netlist has {found}"
             raise CacheError(msg)
+    _check_floor(record, fn, k=k, script=script, where=where)
     return netlist
+
+
+def _check_floor(record: dict[str, Any], fn: BitFunction, *, k: int, script: str, where: str) -> None:
+    """A floor's record names one of its attempts as the winner and lists at most one LUT count per attempt,
+    the netlist's the smallest; a single mapping's record has neither."""
+    if not is_floor(script):
+        if "strategy" in record:
+            msg = f"{where}: holds a floor's strategy and attempts, but the script {script!r} maps once"
+            raise CacheError(msg)
+        return
+    if "strategy" not in record:
+        msg = f"{where}: lacks strategy and attempts, which every floor's record holds"
+        raise CacheError(msg)
+    names = floor_strategies(script, k, fn.input_bits)
+    if record["strategy"] not in names:
+        msg = f"{where}: strategy is {_shown(record['strategy'])}, not one of the {len(names)} attempt(s) of this floor"
+        raise CacheError(msg)
+    if len(record["attempts"]) > len(names) or min(record["attempts"]) != record["luts"]:
+        msg = (
+            f"{where}: attempts is {_shown(record['attempts'])}; expected at most {len(names)} LUT counts (one "
+            f"per attempt), the smallest the netlist's {record['luts']}"
+        )
+        raise CacheError(msg)
 
 
 def _unused(netlist: LutNetlist) -> list[str]:
@@ -312,8 +339,9 @@ def _parse(data: bytes, where: str) -> dict[str, Any]:
 
 def _record(value: dict[str, Any], where: str) -> dict[str, Any]:
     """``value`` if it has exactly a mapping record's fields, each of its type (ints are not booleans)."""
-    if set(value) != _FIELDS:
-        missing, extra = sorted(_FIELDS - set(value)), sorted(str(f)[:40] for f in set(value) - _FIELDS)
+    fields = _FLOOR_FIELDS if "strategy" in value else _FIELDS
+    if set(value) != fields:
+        missing, extra = sorted(fields - set(value)), sorted(str(f)[:40] for f in set(value) - fields)
         msg = f"{where}: not a mapping record: fields missing {missing}, unknown {extra[:10]}"
         raise CacheError(msg)
     for field in _INTS:
@@ -328,6 +356,17 @@ def _record(value: dict[str, Any], where: str) -> dict[str, Any]:
     if type(seconds) not in (int, float) or not 0 <= seconds < math.inf:
         msg = f"{where}: seconds is {_shown(seconds)}, expected a non-negative number of seconds"
         raise CacheError(msg)
+    if fields is _FLOOR_FIELDS:
+        attempts = value["attempts"]
+        if not isinstance(value["strategy"], str) or not isinstance(attempts, list) or not attempts:
+            msg = (
+                f"{where}: strategy and attempts are {_shown(value['strategy'])}, {_shown(attempts)}; expected a "
+                "string and a non-empty list of LUT counts"
+            )
+            raise CacheError(msg)
+        if any(type(n) is not int or n < 0 for n in attempts):
+            msg = f"{where}: attempts holds {_shown(attempts)}; expected non-negative LUT counts"
+            raise CacheError(msg)
     return value
 
 

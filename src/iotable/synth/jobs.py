@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._util.mainguard import unguarded_script
-from ..errors import IOTableError, SynthError
+from ..errors import ABCError, IOTableError, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, check_netlist
 from .abcrun import run_abc
 from .blif import blif_text, direct_blif, fill_dont_cares
+from .floor import attempt_name, canonical_inputs, order_of, permuted_blif
 
 __all__ = ["Job", "batches", "mapped_records", "run_job"]
 
@@ -42,6 +43,7 @@ class Job:
     k: int
     timeout: float
     version: str
+    attempts: tuple[tuple[str, str], ...] = ()  # (order, script) each, for effort "floor"; () maps once
 
     @property
     def rows(self) -> int:
@@ -49,7 +51,10 @@ class Job:
 
 
 def run_job(job: Job) -> list[dict[str, Any]]:
-    """Map ``job``'s functions with ABC, check each netlist on every care row, and return the cache records."""
+    """Map ``job``'s functions with ABC, check each netlist on every care row, and return the cache records
+    (for a floor, each function's smallest checked netlist over the job's attempts)."""
+    if job.attempts:
+        return _floor_records(job)
     texts: list[tuple[str, float, str] | None] = []
     blifs, names = [], []
     for fn, name in zip(job.functions, job.names):
@@ -68,23 +73,94 @@ def run_job(job: Job) -> list[dict[str, Any]]:
         text, seconds, method = direct if direct is not None else (*next(mapped), "abc")
         netlist = LutNetlist.from_blif(text, what=f"{name}: ABC's netlist")
         check_netlist(netlist, fn, name=name, k=job.k)
+        records.append(_record(job, fn, method, netlist, seconds))
+    return records
+
+
+def _record(job: Job, fn: BitFunction, method: str, netlist: LutNetlist, seconds: float) -> dict[str, Any]:
+    """The cache record of ``fn`` mapped to ``netlist`` (checked) by ``job``."""
+    return {
+        "format": RECORD_FORMAT,
+        "key": fn.key(),
+        "k": job.k,
+        "script": job.script,
+        "abc_version": job.version,
+        "input_bits": fn.input_bits,
+        "output_bits": fn.output_bits,
+        "method": method,
+        "luts": netlist.luts,
+        "depth": netlist.depth,
+        "seconds": round(seconds, 4),
+        "blif": netlist.blif,
+    }
+
+
+def _floor_records(job: Job) -> list[dict[str, Any]]:
+    """A floor: every function of ``job`` under every attempt, each netlist checked on every care row, the
+    smallest kept (fewest LUTs, then least depth, then the first tried); a record's ``attempts`` lists the
+    LUTs of the attempts that passed, ``strategy`` names the winner. Functions of at most k bits are written
+    directly (one attempt, ``"direct"``)."""
+    large = [i for i, fn in enumerate(job.functions) if fn.input_bits > job.k]
+    found = _attempted(job, large)
+    records = []
+    for i, fn in enumerate(job.functions):
+        if i not in large:
+            values, care = fn.truth()
+            text = direct_blif(fn, values if care.all() else fill_dont_cares(values, care))
+            netlist = LutNetlist.from_blif(text, what=f"{job.names[i]}: the direct netlist")
+            check_netlist(netlist, fn, name=job.names[i], k=job.k)
+            records.append(
+                {**_record(job, fn, "direct", netlist, 0.0), "strategy": "direct", "attempts": [netlist.luts]}
+            )
+            continue
+        passed = sorted(n for j, n in found if j == i)
+        best = min(passed, key=lambda n: (found[i, n][0].luts, found[i, n][0].depth, n))
+        netlist, seconds = found[i, best][0], sum(found[i, n][1] for n in passed)
         records.append(
             {
-                "format": RECORD_FORMAT,
-                "key": fn.key(),
-                "k": job.k,
-                "script": job.script,
-                "abc_version": job.version,
-                "input_bits": fn.input_bits,
-                "output_bits": fn.output_bits,
-                "method": method,
-                "luts": netlist.luts,
-                "depth": netlist.depth,
-                "seconds": round(seconds, 4),
-                "blif": text,
+                **_record(job, fn, "abc", netlist, seconds),
+                "strategy": attempt_name(*job.attempts[best]),
+                "attempts": [found[i, n][0].luts for n in passed],
             }
         )
     return records
+
+
+def _attempted(job: Job, large: list[int]) -> dict[tuple[int, int], tuple[LutNetlist, float]]:
+    """Each checked netlist of the functions ``large`` (indices into ``job.functions``) by ``(function,
+    attempt)``, with ABC's time: one ABC session per script over every function and input order, bounded by
+    the job's timeout.
+
+    The first attempt (the given order under the script asked for) is what effort "fast" maps: its failure is
+    raised as there. Any other attempt whose session fails or runs out of time, or whose netlist is wrong, is
+    left out: a wrong netlist is never a floor."""
+    blifs: dict[tuple[int, str], bytes] = {}
+    if not large:
+        return {}
+    for i in large:
+        values, care = job.functions[i].truth()
+        for order in dict.fromkeys(order for order, _ in job.attempts):
+            blifs[i, order] = permuted_blif(job.functions[i], values, care, order_of(order, values, care))
+    found: dict[tuple[int, int], tuple[LutNetlist, float]] = {}
+    for script in dict.fromkeys(s for _, s in job.attempts):
+        wanted = [(i, n, order) for i in large for n, (order, s) in enumerate(job.attempts) if s == script]
+        names = [f"{job.names[i]} ({attempt_name(order, script)})" for i, _, order in wanted]
+        try:
+            texts = run_abc(job.program, [blifs[i, o] for i, _, o in wanted], script, timeout=job.timeout, names=names)
+        except ABCError:
+            if script == job.attempts[0][1]:
+                raise
+            continue
+        for (i, n, _), name, (text, seconds) in zip(wanted, names, texts):
+            try:
+                netlist = LutNetlist.from_blif(canonical_inputs(text, job.functions[i]), what=f"{name}: ABC's netlist")
+                check_netlist(netlist, job.functions[i], name=name, k=job.k)
+            except IOTableError:
+                if n == 0:
+                    raise
+                continue
+            found[i, n] = (netlist, seconds)
+    return found
 
 
 # ABC runs share one session up to this many rows, or this many tables (the start-up is ~0.07 s).
@@ -93,9 +169,18 @@ _BATCH_TABLES = 64
 
 
 def batches(
-    pending: list[tuple[BitFunction, str]], *, program: str, script: str, k: int, timeout: float, version: str
+    pending: list[tuple[BitFunction, str]],
+    *,
+    program: str,
+    script: str,
+    k: int,
+    timeout: float,
+    version: str,
+    attempts: tuple[tuple[str, str], ...] = (),
 ) -> list[Job]:
-    """Jobs of one or more functions, the largest first (the pool's tail stays short)."""
+    """Jobs of one or more functions, the largest first (the pool's tail stays short); with ``attempts`` (a
+    floor), each function is mapped once per attempt, and a job holds that many times fewer rows."""
+    limit = _BATCH_ROWS // max(1, len(attempts))
     pending = sorted(pending, key=lambda item: -item[0].input_bits)
     jobs: list[Job] = []
     group: list[tuple[BitFunction, str]] = []
@@ -103,11 +188,11 @@ def batches(
     def flush() -> None:
         if group:
             functions, names = zip(*group)
-            jobs.append(Job(tuple(functions), tuple(names), program, script, k, timeout, version))
+            jobs.append(Job(tuple(functions), tuple(names), program, script, k, timeout, version, attempts))
             group.clear()
 
     for fn, name in pending:
-        if group and (sum(f.space for f, _ in group) + fn.space > _BATCH_ROWS or len(group) >= _BATCH_TABLES):
+        if group and (sum(f.space for f, _ in group) + fn.space > limit or len(group) >= _BATCH_TABLES):
             flush()
         group.append((fn, name))
     flush()

@@ -27,6 +27,7 @@ from ..table import IOTable
 from .abcrun import abc_version, find_abc, resolve_script
 from .arithmap import map_arithmetic
 from .cache import Cache, cached_results
+from .floor import check_effort, effort_flow
 from .inputs import DEFAULT_TIMEOUT, check_dense, check_progress, check_timeout, table_items, table_name
 from .jobs import Job, batches, mapped_records, run_job
 from .records import LutReport, MappedTable, from_record, layer_costs, layer_registers, with_dense
@@ -42,6 +43,7 @@ def map_table(
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     dense: IOTable | None = None,
+    effort: str = "fast",
 ) -> MappedTable:
     """Map one table onto k-input LUTs with ABC and check the netlist against every row of the table.
 
@@ -58,6 +60,10 @@ def map_table(
         timeout: seconds ABC may run (a 16-bit table takes about 3 s).
         dense: for a partial table, the dense table it was restricted from: its LUTs fill ``dense_luts``, and
             its netlist is kept instead when it has fewer LUTs (it computes the partial table too).
+        effort: ``"fast"``, one ABC run with ``script``; or ``"floor"``, the table mapped under every input
+            order of :data:`~iotable.synth.floor.ORDERS` and every script (``script``, then
+            :data:`~iotable.synth.floor.FLOOR_SCRIPTS`), each netlist checked, the smallest kept (its
+            ``strategy`` names the winner, ``attempts`` and ``spread`` the others' LUTs).
 
     Returns:
         A :class:`MappedTable`: LUTs, depth, the netlist, the estimate, ABC's version and the script.
@@ -82,14 +88,16 @@ def map_table(
     name = table_name(table, None)
     dense_fn = bit_function(check_dense(table, dense, name, what=what), what=what) if dense is not None else None
     script = resolve_script(script, k, what=what)
+    chosen = check_effort(effort, what=what)
+    script, attempts = effort_flow(chosen, script, k)
     timeout = check_timeout(timeout, what=what)
     program = find_abc(abc, what=what)
     version = abc_version(program)
-    (record,) = run_job(Job((fn,), (name,), program, script, k, timeout, version))
+    (record,) = run_job(Job((fn,), (name,), program, script, k, timeout, version, attempts))
     mapped = from_record(record, LutNetlist.from_blif(record["blif"]), cached=False, fn=fn)
     if dense_fn is not None:
         base_name = f"the dense counterpart of {name}"
-        (base,) = run_job(Job((dense_fn,), (base_name,), program, script, k, timeout, version))
+        (base,) = run_job(Job((dense_fn,), (base_name,), program, script, k, timeout, version, attempts))
         dense_mapped = from_record(base, LutNetlist.from_blif(base["blif"]), cached=False, fn=dense_fn)
         mapped = with_dense(mapped, dense_mapped, fn, name)
     return mapped
@@ -133,6 +141,7 @@ def map_luts(
     timeout: float = DEFAULT_TIMEOUT,
     dense: Any = None,
     keep_dead: bool = False,
+    effort: str = "fast",
 ) -> LutReport:
     """Map every table of a network (or a list of tables) onto k-input LUTs with ABC, each checked.
 
@@ -157,6 +166,8 @@ def map_luts(
             from; each result's ``dense_luts`` and the report's ``reduction`` then say what don't-cares saved.
         keep_dead: for a network, map and count the tables whose outputs reach no network output too (by
             default they are left out, as synthesis deletes them, and counted in each layer's ``dead``).
+        effort: ``"fast"`` (one ABC run per table) or ``"floor"`` (many, the smallest checked netlist kept; see
+            :func:`map_table`). The cache keeps the two apart; a floor takes 50-100x longer.
 
     Returns:
         A :class:`LutReport`: a :class:`MappedTable` per table, in order, per-layer and total counts.
@@ -181,6 +192,7 @@ def map_luts(
         timeout=timeout,
         dense=dense,
         keep_dead=keep_dead,
+        effort=effort,
         what="map_luts",
     )
 
@@ -198,6 +210,7 @@ def cost(
     abc: str | os.PathLike[str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     keep_dead: bool = False,
+    effort: str = "fast",
 ) -> LutReport:
     """Map every table of ``net`` onto k-input LUTs with ABC, each netlist checked on every row of its table.
 
@@ -210,7 +223,8 @@ def cost(
 
     Tables whose outputs reach no network output (:func:`iotable.graph.liveness.liveness`) are neither mapped
     nor counted, as synthesis deletes them: each layer's ``dead`` and the summary's "dead: N tables" say how
-    many; ``keep_dead=True`` maps and counts them too.
+    many; ``keep_dead=True`` maps and counts them too. ``effort="floor"`` maps each table several ways and
+    keeps the smallest checked netlist (see :func:`map_table`).
 
     Returns:
         A :class:`LutReport`: per table layer the tables, their input bits, LogicNets' estimate, ABC's LUTs,
@@ -250,6 +264,7 @@ def cost(
         timeout=timeout,
         dense=dense,
         keep_dead=keep_dead,
+        effort=effort,
         what="cost",
     )
 
@@ -267,6 +282,7 @@ def _map_luts(
     timeout: float,
     dense: Any,
     keep_dead: bool,
+    effort: str,
     what: str,
 ) -> LutReport:
     """:func:`map_luts`; for a network, the results it holds (``net.luts``) are read before the cache folder,
@@ -280,6 +296,8 @@ def _map_luts(
     items, dense_functions = _live_items(tables, network, live, dense, keep_dead, what=what)
     functions = [bit_function(t, what=f"{what}: {table_name(t, i)}") for i, (t, _) in enumerate(items)]
     script = resolve_script(script, k, what=what)
+    chosen = check_effort(effort, what=what)
+    script, attempts = effort_flow(chosen, script, k)
     timeout = check_timeout(timeout, what=what)
     enabled = check_progress(progress, what=what)
     cache = Cache(cache_dir, what=what, held=network.luts if network is not None else None)
@@ -290,7 +308,8 @@ def _map_luts(
     small = [(fn, name) for fn, name in pending if fn.input_bits <= k]  # no ABC: done here, at once
     large = [p for p in pending if p[0].input_bits > k]
     jobs, local = (
-        batches(part, program=program, script=script, k=k, timeout=timeout, version=version) for part in (large, small)
+        batches(part, program=program, script=script, k=k, timeout=timeout, version=version, attempts=attempts)
+        for part in (large, small)
     )
     with progress_bar(total=sum(job.rows for job in jobs + local), desc=what, enabled=enabled) as bar:
         for record in mapped_records(jobs, local, executor, workers, what=what, bar=bar):
@@ -326,6 +345,7 @@ def _map_luts(
         network=None if network is None else dataclasses.replace(network, luts=LutResults(cache.memory.values())),
         keep_dead=keep_dead,
         arithmetic=arithmetic,
+        effort=chosen.value,
     )
 
 

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,11 @@ class MappedTable:
             ``"filled"`` (iotable's fill, see docs/hardware.md), or ``"dense"`` (with ``dense=``: the dense
             table is a completion too, and its netlist had fewer LUTs, so it was kept, checked on this
             table's rows).
+        strategy: with ``effort="floor"``, the attempt whose netlist was kept (``"<order> order: <script>"``,
+            or ``"direct"``); ``None`` for a single mapping, and for a result loaded from a bundle (which stores
+            the netlist and its flow, not the attempts).
+        attempts: with ``effort="floor"``, the LUTs of every attempt whose netlist passed the check, in the
+            order tried; ``()`` otherwise. :attr:`spread` sums them up.
         netlist: the LUT netlist (:class:`LutNetlist`, with ABC's BLIF text in ``netlist.blif``).
     """
 
@@ -68,7 +74,17 @@ class MappedTable:
     cached: bool = False
     dense_luts: int | None = None
     completion: str = "none"
+    strategy: str | None = None
+    attempts: tuple[int, ...] = ()
     netlist: LutNetlist = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
+
+    @property
+    def spread(self) -> tuple[int, float, int] | None:
+        """The attempts' LUTs as ``(min, median, max)`` (``None`` without attempts): how much one mapping's
+        count depends on the attempt."""
+        if not self.attempts:
+            return None
+        return min(self.attempts), float(statistics.median(self.attempts)), max(self.attempts)
 
     @property
     def reduction(self) -> float | None:
@@ -208,6 +224,8 @@ class LutReport:
     them); ``None`` for tables given alone. ``arithmetic`` holds an :class:`ArithmeticCost` per arithmetic
     node of a network (``sum``, ``argmax``, ``threshold``), mapped with :data:`~iotable.synth.ARITH_SCRIPT`;
     :attr:`luts` counts the tables alone, :attr:`arithmetic_luts` the arithmetic, :attr:`total_luts` both.
+    ``effort`` is the mapping effort (``"fast"`` or ``"floor"``); with ``"floor"``, :attr:`spread` sums each
+    table's attempts.
     """
 
     tables: tuple[MappedTable, ...]
@@ -222,6 +240,17 @@ class LutReport:
     network: TableNetwork | None = field(default=None, repr=False, compare=False)
     keep_dead: bool = False
     arithmetic: tuple[ArithmeticCost, ...] = ()
+    effort: str = "fast"
+
+    @property
+    def spread(self) -> tuple[int, float, int] | None:
+        """Per table the min, median and max LUTs over its attempts, summed over the tables (``luts`` is the
+        first where every table is a floor's); ``None`` unless every table has attempts (``effort="floor"``)."""
+        spreads = [t.spread for t in self.tables]
+        if not spreads or any(s is None for s in spreads):
+            return None
+        low, mid, high = zip(*spreads)  # type: ignore[misc]  # every one is a tuple here
+        return sum(low), float(sum(mid)), sum(high)
 
     @property
     def arithmetic_luts(self) -> int:
@@ -337,6 +366,12 @@ class LutReport:
             "Open-tool counts are estimates tied to this pinned flow (the script and ABC version above), not a "
             "vendor tool's placement; each table is counted once (registers: every output code of a layer)."
         )
+        spread = self.spread
+        if spread is not None:
+            lines.append(
+                f"effort 'floor': each table mapped several ways (input orders x scripts), the smallest checked "
+                f"netlist kept; LUTs over the attempts: min {spread[0]}, median {spread[1]:g}, max {spread[2]}."
+            )
         if dead is not None:
             counted = "mapped and counted above (keep_dead=True)" if self.keep_dead else "not mapped nor counted"
             lines.append(f"dead: {dead} tables (their outputs reach no network output), {counted}.")
@@ -371,6 +406,8 @@ def from_record(record: dict[str, Any], netlist: LutNetlist, *, cached: bool, fn
         method=record["method"],
         cached=cached,
         completion="none" if fn.care is None or len(fn.care) == fn.space else "filled",
+        strategy=record.get("strategy"),
+        attempts=tuple(record.get("attempts", ())),
         netlist=netlist,
     )
 
@@ -382,7 +419,14 @@ def with_dense(mapped: MappedTable, dense: MappedTable, fn: BitFunction, name: s
         return dataclasses.replace(mapped, dense_luts=dense.luts)
     check_netlist(dense.netlist, fn, name=name, k=mapped.k)
     return dataclasses.replace(
-        mapped, luts=dense.luts, depth=dense.depth, netlist=dense.netlist, dense_luts=dense.luts, completion="dense"
+        mapped,
+        luts=dense.luts,
+        depth=dense.depth,
+        netlist=dense.netlist,
+        dense_luts=dense.luts,
+        completion="dense",
+        strategy=dense.strategy,
+        attempts=dense.attempts,
     )
 
 
