@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import warnings
 from pathlib import Path
 
@@ -126,8 +127,10 @@ def test_a_tampered_cache_entry_is_refused_and_recomputed(tiny, tmp_path: Path, 
 
 
 def test_a_missing_tool_names_what_to_install(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no yosys or nextpnr on PATH, the error names the program, its pip wheel and the extra to install."""
+    """With no yosys or nextpnr on PATH or beside Python, the error names the program, its pip wheel and the extra
+    to install."""
     monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # nothing installed beside this Python
     with pytest.raises(SimulatorNotInstalledError) as caught:
         implement(tiny, target="ecp5-45k")
     assert "yosys" in str(caught.value) and "iotable[fpga]" in str(caught.value)

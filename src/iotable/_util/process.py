@@ -17,6 +17,8 @@ import time
 import uuid
 from pathlib import Path
 
+from .programs import search_path
+
 __all__ = ["TAIL_BYTES", "run_in_group"]
 
 #: Bytes of standard output and of standard error kept by default: the last ones.
@@ -109,7 +111,9 @@ def run_in_group(
     ``stdout`` and ``stderr`` of the result hold the last ``tail`` bytes of each (decoded as UTF-8, an earlier
     part marked as not kept). Past the timeout, when the tool exits, or at any interruption (which
     propagates), the tool's group and all its descendants are killed; the pipes are then drained for at most
-    a short grace period, so a descendant that escaped and holds them open cannot stall the return.
+    a short grace period, so a descendant that escaped and holds them open cannot stall the return. The
+    program is looked up as :func:`~iotable._util.programs.find_program` finds it (``PATH``, then the folder
+    of the running Python), and the tool's own ``PATH`` is that too.
     """
     token = uuid.uuid4().hex
     process = subprocess.Popen(
@@ -119,7 +123,7 @@ def run_in_group(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        env={**os.environ, _TOKEN: token},
+        env={**os.environ, "PATH": search_path(), _TOKEN: token},
     )
     assert process.stdout is not None and process.stderr is not None
     pipes = [process.stdout, process.stderr]

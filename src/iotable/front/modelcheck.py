@@ -136,52 +136,46 @@ def _values(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
+def _inside(name: str, host: frozenset[str]) -> bool:
+    """Whether the module ``name`` is one of ``host`` or inside one."""
+    return any(name == h or name.startswith(f"{h}.") for h in host)
+
+
+class _Outputs:
+    """Forward hooks keeping, per module outside ``host``, its first sample's output of every call, and a stack
+    of the modules running (``None`` for a host module or one inside it)."""
+
+    def __init__(self, names: dict[nn.Module, str], host: frozenset[str]) -> None:
+        self.names, self.host = names, host
+        self.holds_host = {n for n in names.values() if any(h.startswith(f"{n}.") or not n for h in host)}
+        self.stack: list[str | None] = []
+        self.outputs: dict[str, list[torch.Tensor]] = {}
+
+    def enter(self, m: nn.Module, _: Any) -> None:
+        name = self.names.get(m, "")
+        self.stack.append(None if _inside(name, self.host) or None in self.stack else name)
+
+    def leave(self, m: nn.Module, _: Any, out: Any) -> None:
+        me = self.stack.pop()
+        if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in self.holds_host:
+            self.outputs.setdefault(self.names[m], []).append(out[:1].detach().clone())
+
+    def batch_dependent(self, batch: int, model: nn.Module) -> list[str]:
+        """The first module whose first sample's output alone differs from its output in the batch."""
+        return [f"module {n or type(model).__name__!r} gives the first sample another output alone than in a "
+                f"batch of {batch}, so it depends on the batch"
+                for n, v in self.outputs.items() if _differs(v)][:1]  # fmt: skip
+
+
 def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
     """Raise :class:`ModelError` when ``model`` (in eval mode, as iotable evaluates it) is not a function of its
     input: a module outside ``host`` draws random numbers or updates a parameter or buffer in its forward, or
     one sample's output depends on the rest of the batch. ``samples``: two or more different inputs."""
-    stack: list[str | None] = []
     names = {m: n for n, m in model.named_modules()}
     for m, name in names.items():  # a quantizer's own refusal (an observer still enabled) says more than ours
-        if is_fake_quantize(m) and not any(name == h or name.startswith(f"{h}.") for h in host):
+        if is_fake_quantize(m) and not _inside(name, host):
             fake_quantize_domain(m, name)
-    holds_host = {n for n in names.values() if any(h.startswith(f"{n}.") or not n for h in host)}
-    saved = [(t, t.detach().clone()) for t in (*model.parameters(), *model.buffers())]  # put back after the runs
-
-    def enter(m: nn.Module, _: Any) -> None:
-        name = names.get(m, "")
-        inside_host = any(name == h or name.startswith(f"{h}.") for h in host) or None in stack
-        stack.append(None if inside_host else name)
-
-    def leave(m: nn.Module, _: Any, out: Any) -> None:
-        me = stack.pop()
-        if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in holds_host:
-            outputs.setdefault(names[m], []).append(out[:1].detach().clone())
-
-    owned = {_address(t): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
-             ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
-    owned.pop(None, None)  # a layout with no values to point at is not watched
-    outputs: dict[str, list[torch.Tensor]] = {}
-    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(enter),
-               m.register_forward_hook(leave))]  # fmt: skip
-    try:
-        with eval_mode(model), torch.no_grad():
-            watch = _Watch(stack, owned)  # type: ignore[arg-type]  # None marks a host module
-            with watch:
-                model(samples)
-            if not watch.found:
-                model(samples[:1])
-    except Exception:  # a forward that fails here is reported, with its context, by the trace
-        return
-    finally:
-        for handle in handles:
-            handle.remove()
-        with torch.no_grad():
-            for tensor, value in saved:
-                tensor.copy_(value)
-    found = watch.found or [f"module {n or type(model).__name__!r} gives the first sample another output alone "
-                            f"than in a batch of {len(samples)}, so it depends on the batch"
-                            for n, v in outputs.items() if _differs(v)][:1]  # fmt: skip
+    found = _watched_runs(model, samples, _Outputs(names, host))
     if found:
         msg = (
             f"{what}: the model is not a function of its input: {found[0]}; a table computes one fixed output per "
@@ -190,6 +184,33 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
             "with torch"
         )
         raise ModelError(msg)
+
+
+def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> list[str]:
+    """Run ``samples`` through the model, then their first alone, watching every operation; what is wrong, if
+    anything. The model's parameters and buffers hold their values again afterwards."""
+    saved = [(t, t.detach().clone()) for t in (*model.parameters(), *model.buffers())]  # put back after the runs
+    owned = {_address(t): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
+             ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
+    owned.pop(None, None)  # a layout with no values to point at is not watched
+    handles = [h for m in model.modules() for h in (m.register_forward_pre_hook(hooks.enter),
+               m.register_forward_hook(hooks.leave))]  # fmt: skip
+    try:
+        with eval_mode(model), torch.no_grad():
+            watch = _Watch(hooks.stack, owned)  # type: ignore[arg-type]  # None marks a host module
+            with watch:
+                model(samples)
+            if not watch.found:
+                model(samples[:1])
+    except Exception:  # a forward that fails here is reported, with its context, by the trace
+        return []
+    finally:
+        for handle in handles:
+            handle.remove()
+        with torch.no_grad():
+            for tensor, value in saved:
+                tensor.copy_(value)
+    return watch.found or hooks.batch_dependent(len(samples), model)
 
 
 def _differs(outputs: list[torch.Tensor]) -> bool:

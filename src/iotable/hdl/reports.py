@@ -143,8 +143,23 @@ def _edge(end: Any, clock: str) -> bool:
     return isinstance(end, str) and end.split(" ")[-1] == clock
 
 
+def _utilization(report: dict[str, Any], bad: Any) -> list[list[Any]]:
+    """``[resource, used, available]`` of each resource nextpnr reports."""
+    used = report.get("utilization", {})
+    if not isinstance(used, dict):
+        raise bad('"utilization" an object', used)
+    utilization = []
+    for name, entry in used.items():
+        counts = [entry.get(k, 0) if isinstance(entry, dict) else None for k in ("used", "available")]
+        if not all(_count(n) for n in counts):
+            raise bad(f"resource {str(name)[:80]!r}: used and available counts from 0 to {MAX_CELLS:,}", entry)
+        utilization.append([str(name), *counts])
+    return utilization
+
+
 def timing(report: Any, *, what: str, file: str) -> dict[str, Any]:
-    """Fmax, the critical path and the utilization from nextpnr's ``--report`` JSON, each checked."""
+    """Fmax, the critical path, the utilization and the longest path from or to an I/O pin (``io_path_ns``:
+    nextpnr reports it as ``<async>``, in no clock's Fmax) from nextpnr's ``--report`` JSON, each checked."""
 
     def bad(expected: str, received: Any) -> HDLToolError:
         return _bad(what, "nextpnr", file, expected, received)
@@ -161,19 +176,13 @@ def timing(report: Any, *, what: str, file: str) -> dict[str, Any]:
     own = [x for x in parsed if clock is not None and _edge(x[0].get("from"), clock) and _edge(x[0].get("to"), clock)]
     chosen = (own or sorted(parsed, key=lambda x: -x[2]) or [({}, [], 0.0)])[0]
     steps, delay = chosen[1], chosen[2]
-    used = report.get("utilization", {})
-    if not isinstance(used, dict):
-        raise bad('"utilization" an object', used)
-    utilization = []
-    for name, entry in used.items():
-        counts = [entry.get(k, 0) if isinstance(entry, dict) else None for k in ("used", "available")]
-        if not all(_count(n) for n in counts):
-            raise bad(f"resource {str(name)[:80]!r}: used and available counts from 0 to {MAX_CELLS:,}", entry)
-        utilization.append([str(name), *counts])
+    # the paths from or to a pin, which nextpnr reports as "<async>" and leaves out of every clock's Fmax
+    io = [total for path, _, total in parsed if "<async>" in (path.get("from"), path.get("to"))]
     return {
         "fmax_mhz": fmax[clock] if clock is not None else None,
         "clock": clock,
         "critical_path_ns": delay if steps else None,
         "critical_path": steps[:_STEPS],
-        "utilization": utilization,
+        "utilization": _utilization(report, bad),
+        "io_path_ns": max(io) if io else None,
     }

@@ -14,7 +14,6 @@ import enum
 import os
 import re
 import secrets
-import shutil
 import subprocess
 import tempfile
 import time
@@ -25,6 +24,7 @@ from typing import Any
 
 from .._util.files import commit, discard, temporary_beside
 from .._util.process import run_in_group
+from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
 from .names import check_file_name
@@ -210,7 +210,7 @@ def _check_timeout(timeout: Any, *, what: str) -> float:
 
 def _require(programs: tuple[str, ...], *, what: str) -> None:
     for program in programs:
-        if shutil.which(program) is None:
+        if find_program(program) is None:
             package = _PACKAGES[program]
             msg = (
                 f"{what}: the program {program!r} is not installed (not on PATH); install the Debian package "

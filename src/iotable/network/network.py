@@ -151,10 +151,7 @@ class TableNetwork:
         every = self.rows()
         rows = [r for r in every if r["kind"] == "table"]
         if rows and all(r["estimate"] is not None for r in rows):
-            lines.append(
-                f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each live table once; "
-                f"iotable.synth.cost maps them); pipeline registers: {sum(r['registers'] for r in rows)} bits"
-            )
+            lines.append(self._estimate_line(rows))
         arithmetic = [r for r in every if r["kind"] in ARITHMETIC_KINDS]
         if arithmetic:
             kinds = ", ".join(sorted({r["kind"] for r in arithmetic}))
@@ -171,6 +168,18 @@ class TableNetwork:
         if host:
             lines.append(f"host nodes (run with torch, not tabulated): {', '.join(host)}")
         return lines
+
+    def _estimate_line(self, rows: list[dict[str, Any]]) -> str:
+        """LogicNets' estimate of the live tables, ABC's count when the network holds every live table's
+        mapping (:func:`iotable.synth.cost` returns such a network), and the pipeline registers."""
+        from ..synth.held import held_luts  # synth imports the network: imported when a summary asks
+
+        abc = held_luts(self)
+        mapped = "iotable.synth.cost maps them" if abc is None else f"ABC: {abc} LUT6, held from iotable.synth.cost"
+        return (
+            f"LogicNets estimate: {sum(r['estimate'] for r in rows)} LUT6 (each live table once; {mapped}); "
+            f"pipeline registers: {sum(r['registers'] for r in rows)} bits"
+        )
 
     def rows(self) -> list[dict[str, Any]]:
         """One dict per graph node: :meth:`Graph.rows` plus, for tables, ``method``, ``near_ties``, ``dead``,

@@ -9,13 +9,13 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from .._util.process import run_in_group
+from .._util.programs import find_program
 from ..errors import ABCError, ABCNotInstalledError, SynthError
 
 __all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "SCRIPT_COMMANDS", "abc_version", "find_abc", "resolve_script", "run_abc"]
@@ -43,7 +43,7 @@ def find_abc(abc: Any = None, *, what: str) -> str:
         if not isinstance(abc, (str, os.PathLike)) or not os.fspath(abc):
             msg = f"{what}: abc must be the name or path of an ABC program, received {abc!r}"
             raise SynthError(msg)
-        found = shutil.which(os.fspath(abc))
+        found = find_program(os.fspath(abc))
         if found is None:
             msg = (
                 f"{what}: the ABC program {os.fspath(abc)!r} is not found or not executable; install the Debian "
@@ -52,7 +52,7 @@ def find_abc(abc: Any = None, *, what: str) -> str:
             raise ABCNotInstalledError(msg)
         return found
     for program in PROGRAMS:
-        found = shutil.which(program)
+        found = find_program(program)
         if found is not None:
             return found
     msg = (
