@@ -17,9 +17,9 @@ from torch import nn
 
 from iotable import Domain, precompute
 from iotable.errors import CacheError, IOTableWarning
+from iotable.front import cachekey
 from iotable.nn import Quantize
 from iotable.tabulate import cache as store
-from iotable.tabulate import cachekey
 
 U2 = Domain.uniform(2)
 EXAMPLE = torch.zeros(1, 3)

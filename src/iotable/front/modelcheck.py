@@ -91,9 +91,9 @@ def _same_bytes(a: torch.Tensor, b: torch.Tensor) -> bool:
 class _Watch(TorchDispatchMode):
     """Records, with the module running it, each random operation and each write into a parameter or buffer."""
 
-    def __init__(self, stack: list[str], owned: dict[int | None, str]) -> None:
+    def __init__(self, stack: list[str], owned: dict[int | None, str], labels: dict[str, str]) -> None:
         super().__init__()
-        self.stack, self.owned = stack, owned
+        self.stack, self.owned, self.labels = stack, owned, labels
         self.found: list[str] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -101,7 +101,7 @@ class _Watch(TorchDispatchMode):
         where = self.stack[-1] if self.stack else ""
         name = func.overloadpacket.__name__
         if torch.Tag.nondeterministic_seeded in func.tags and where is not None:
-            self.found.append(f"module {where!r} calls {name}, which draws random numbers")
+            self.found.append(f"module {self.labels.get(where, where)} calls {name}, which draws random numbers")
         before = []  # what an operation may write (by its schema) of the model's tensors, compared after it ran:
         for argument, value in zip(func._schema.arguments, [*args, *kwargs.values()]):  # fused ops declare writes
             written = argument.alias_info is not None and argument.alias_info.is_write  # they skip when disabled
@@ -111,7 +111,7 @@ class _Watch(TorchDispatchMode):
         result = func(*args, **kwargs)
         for held, value, old in before:
             if not _same_bytes(_values(value), old):
-                self.found.append(f"module {where!r} updates {held} in place ({name})")
+                self.found.append(f"module {self.labels.get(where, where)} updates {held} in place ({name})")
         return result
 
 
@@ -150,6 +150,7 @@ class _Outputs:
         self.holds_host = {n for n in names.values() if any(h.startswith(f"{n}.") or not n for h in host)}
         self.stack: list[str | None] = []
         self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.labels = {n: f"{(n or type(m).__name__)!r} ({type(m).__name__})" for m, n in names.items()}
 
     def enter(self, m: nn.Module, _: Any) -> None:
         name = self.names.get(m, "")
@@ -160,9 +161,9 @@ class _Outputs:
         if isinstance(out, torch.Tensor) and out.dim() and me is not None and me not in self.holds_host:
             self.outputs.setdefault(self.names[m], []).append(out[:1].detach().clone())
 
-    def batch_dependent(self, batch: int, model: nn.Module) -> list[str]:
+    def batch_dependent(self, batch: int) -> list[str]:
         """The first module whose first sample's output alone differs from its output in the batch."""
-        return [f"module {n or type(model).__name__!r} gives the first sample another output alone than in a "
+        return [f"module {self.labels[n]} gives the first sample another output alone than in a "
                 f"batch of {batch}, so it depends on the batch"
                 for n, v in self.outputs.items() if _differs(v)][:1]  # fmt: skip
 
@@ -197,7 +198,7 @@ def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> l
                m.register_forward_hook(hooks.leave))]  # fmt: skip
     try:
         with eval_mode(model), torch.no_grad():
-            watch = _Watch(hooks.stack, owned)  # type: ignore[arg-type]  # None marks a host module
+            watch = _Watch(hooks.stack, owned, hooks.labels)  # type: ignore[arg-type]  # None: a host module
             with watch:
                 model(samples)
             if not watch.found:
@@ -210,7 +211,7 @@ def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> l
         with torch.no_grad():
             for tensor, value in saved:
                 tensor.copy_(value)
-    return watch.found or hooks.batch_dependent(len(samples), model)
+    return watch.found or hooks.batch_dependent(len(samples))
 
 
 def _differs(outputs: list[torch.Tensor]) -> bool:

@@ -9,7 +9,7 @@ hyper-parameters such as kernel sizes, strides, channel counts, a leaky ReLU's s
 attributes by a digest of their contents, and forward hooks), its parameter and buffer shapes, dtypes and
 devices, the values of the masks its plan reads (pruning masks, ``decompose(fan_in="mask")``), plus the call's
 own arguments that shape the plan. The table cache keys its entries by every attribute's value too
-(:mod:`iotable.tabulate.cachekey`). Anything else that changes what a model computes between quantizers
+(:mod:`iotable.front.cachekey`). Anything else that changes what a model computes between quantizers
 (editing a method in place) is not seen: pass a new model, or call ``precompute(..., reuse=False)``.
 """
 
@@ -28,6 +28,7 @@ from torch import nn
 from ..domain import Domain
 from ..errors import IOTableError
 from ..nn import domain_of
+from .cachekey import value_digest
 from .infer import arithmetic_only, inferred_leaf
 from .metadata import SPEC_ATTRIBUTE
 
@@ -50,8 +51,6 @@ def _plain(value: Any) -> Hashable:
         return value
     if isinstance(value, (tuple, list)) and len(value) <= 16 and all(isinstance(v, _SIMPLE) for v in value):
         return tuple(value)
-    from ..tabulate.cachekey import value_digest  # here: the tabulate package imports this module
-
     digest = value_digest(value)
     return (_hashable(type(value)), digest) if digest is not None else object()
 

@@ -31,7 +31,7 @@ from typing import Any
 from .._util.process import run_in_group
 from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
-from ..synth.held import held_luts
+from ..network.heldluts import held_luts
 from .design import Design
 from .devices import check_fits, clock_limit
 from .directory import read_verified
@@ -40,8 +40,8 @@ from .language import Language
 from .names import check_file_name, check_name
 from .ooc import WRAPPER, Context, choose, wrapper_text
 from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
-from .primitives import for_target
 from .reports import read_report, stat_modules, timing
+from .retarget import for_target
 from .seeds import check_seeds, median_record, run_seeds, spread
 from .target import Target, parse_target
 
@@ -137,11 +137,21 @@ class Implementation:
             lines += ["    ..."] if len(self.critical_path) > 4 else []
             lines += [f"    {self.critical_path[-1]}"] if len(self.critical_path) > 3 else []
         unmapped = "tables not mapped (export tables='mapped', or the network iotable.synth.cost returns)"
-        abc = f"{self.abc_luts} LUT6" if self.abc_luts is not None else unmapped
+        abc = f"{self.abc_luts} LUTs" if self.abc_luts is not None else unmapped
         lines.append(f"  beside: LogicNets estimate {self.estimate} LUT6, ABC {abc}")
         used = [f"{name} {u}/{a}" for name, u, a in self.utilization if u]
         if used:
             lines.append(f"  device use: {', '.join(used)}")
+        if self.verified:
+            checked = "; ".join(
+                f"{v.netlist} netlist equal on {v.vectors} vectors ({v.simulator})" for v in self.verified
+            )
+            routed = (
+                ""
+                if not self.placed or any(v.netlist == "routed" for v in self.verified)
+                else ("; routed netlist not simulated (no cell models of the placer's packed cells)")
+            )
+            lines.append(f"  verified: {checked}{routed}")
         lines.append(f"  tools: {', '.join(f'{name} {version}' for name, version in self.tools)}")
         return "\n".join(lines)
 
@@ -280,7 +290,7 @@ def _flow(
                 f"; a design with more I/O bits than the package {target.package} has pins needs a larger package "
                 "(package=), a larger device or out_of_context=True"
             )
-            verify = place_arguments(run["verify"]) if seed == home else []
+            verify = place_arguments(run["verify"], target.family) if seed == home else []
             command = [run["nextpnr"], *identities[seed]["place"], *verify]
             _step(command, folder, deadline, what=f"{what} (place and route, seed {seed})", fix=fix)
             data = read_report(folder / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
@@ -401,7 +411,8 @@ def implement(
         cache_dir: a folder for the JSON cache of results (``None``: no cache).
         timeout: seconds for the whole run.
         tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
-        verify: simulate the synthesized (and routed) netlist on this many bench vectors (:mod:`.postverify`).
+        verify: simulate the synthesized (and, on iCE40, the routed) netlist on this many bench vectors
+            (:mod:`.postverify`).
 
     Returns:
         An :class:`Implementation`; ``summary()`` prints it.

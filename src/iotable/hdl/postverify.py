@@ -79,9 +79,16 @@ def synthesis_lines(verify: int) -> list[str]:
     return [f"write_verilog -noattr {SYNTH}"] if verify else []
 
 
-def place_arguments(verify: int) -> list[str]:
+#: The families whose routed design iverilog can run: nextpnr-ice40 writes ``ICESTORM_LC`` cells, which yosys's
+#: iCE40 models hold; nextpnr-ecp5 writes its packed ``TRELLIS_COMB`` cells (and ``DCCA``), which yosys's ECP5
+#: share folder has no simulation model of, so an ECP5 routed design is not simulated (and ``verified`` says so
+#: by listing the synthesized netlist only).
+ROUTED_FAMILIES = ("ice40",)
+
+
+def place_arguments(verify: int, family: str) -> list[str]:
     """What nextpnr's command adds to write the routed design, when it is to be verified."""
-    return ["--write", ROUTED_JSON] if verify else []
+    return ["--write", ROUTED_JSON] if verify and family in ROUTED_FAMILIES else []
 
 
 def _share(yosys: str, *, what: str) -> Path:
@@ -156,7 +163,7 @@ def verify_netlists(
     models = cell_models(target.family, yosys, what=what)
     bench = _bench(design, vectors, what=what)
     netlists = {"synthesized": work / SYNTH}
-    if target.placed:
+    if target.placed and target.family in ROUTED_FAMILIES:
         script = f"read_json {ROUTED_JSON}; rename top {design.top}; write_verilog -noattr {ROUTED}"
         step([yosys, "-q", "-p", script], work, deadline, what=f"{what} (the routed design as Verilog)")
         netlists["routed"] = work / ROUTED

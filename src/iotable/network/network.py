@@ -39,6 +39,7 @@ from ..runtime.runtime import Runtime
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
 from .builder import GraphBuilder, refit_tables
+from .heldluts import held_luts
 from .inputformat import input_format
 from .observe import restrict
 from .thresholds import thresholds
@@ -172,7 +173,6 @@ class TableNetwork:
     def _estimate_line(self, rows: list[dict[str, Any]]) -> str:
         """LogicNets' estimate of the live tables, ABC's count when the network holds every live table's
         mapping (:func:`iotable.synth.cost` returns such a network), and the pipeline registers."""
-        from ..synth.held import held_luts  # synth imports the network: imported when a summary asks
 
         abc = held_luts(self)
         mapped = "iotable.synth.cost maps them" if abc is None else f"ABC: {abc} LUT6, held from iotable.synth.cost"

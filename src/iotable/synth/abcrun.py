@@ -17,18 +17,13 @@ from typing import Any
 from .._util.process import run_in_group
 from .._util.programs import find_program
 from ..errors import ABCError, ABCNotInstalledError, SynthError
+from ..lutnet import DEFAULT_SCRIPT  # the pinned script, beside the netlists it makes
 
 __all__ = ["DEFAULT_SCRIPT", "PROGRAMS", "SCRIPT_COMMANDS", "abc_version", "find_abc", "resolve_script", "run_abc"]
 
 #: The programs tried, in order: Debian's ``berkeley-abc``, the copy yosys ships, a plain ``abc``.
 PROGRAMS = ("berkeley-abc", "yosys-abc", "abc")
 
-#: A BDD of each output, its multiplexers as an AIG, LUT mapping: on random dense tables of 6 to 16 bits
-#: (1 and 2 outputs) it gives LogicNets' count exactly (12 inputs, 2 outputs: 170 LUT6, where the
-#: sum-of-products route gives 665). Structural choices (``dch`` before ``if``, the first pinned flow)
-#: cost about 10% more LUTs at odd widths from 9 bits, about 5% more on quantized-neuron tables, and 3x
-#: the time. ``{k}`` is replaced by the LUT size.
-DEFAULT_SCRIPT = "collapse; muxes; strash; if -K {k}"
 
 _OUTPUT_TAIL = 4000
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

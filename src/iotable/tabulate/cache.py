@@ -18,7 +18,7 @@ one, and two processes storing the same key each end with a whole, valid entry. 
 permission, a name too long) are :class:`CacheError` errors that name the path and the fix.
 
 The cache (``precompute(..., cache_dir=...)``) keys each unit's table by a sha256 of everything its rows
-depend on (:mod:`iotable.tabulate.cachekey`): every module's class and the code of its methods, every
+depend on (:mod:`iotable.front.cachekey`): every module's class and the code of its methods, every
 attribute by value at any depth (dicts, lists, sets, unregistered tensors, nested objects, dataclasses,
 enums), every parameter, buffer and hook, the unit's channels and geometry, its input domains and the output
 domain. An attribute that cannot be keyed by value is refused with a :class:`CacheError` naming it. A rerun
@@ -44,8 +44,8 @@ from torch import nn
 from .._util.files import plain_mode, temporary_beside
 from .._util.trust import Untrusted, check_owned
 from ..errors import CacheError, IOTableWarning
+from ..front.cachekey import module_key, value_bytes
 from ..front.glue import Arithmetic
-from .cachekey import module_key, value_bytes
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
 
@@ -61,7 +61,7 @@ except ImportError:  # pragma: no cover - other systems refuse to delete open fi
 def layer_fingerprint(module: nn.Module, plan: Any) -> hashlib._Hash:
     """A running sha256 of what every table of a layer depends on, before the unit's own part.
 
-    The layer's content key (:func:`iotable.tabulate.cachekey.module_key`: every submodule's class and code,
+    The layer's content key (:func:`iotable.front.cachekey.module_key`: every submodule's class and code,
     attributes by value at any depth, parameters, buffers and hooks), the tensors traced arithmetic reads,
     and the plan's geometry, metadata and output domain.
 
