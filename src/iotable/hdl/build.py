@@ -30,11 +30,19 @@ BUILDERS: Mapping[Style, type[Builder]] = {
 
 
 def build_netlist(
-    graph: Graph, layers: dict[str, Any], style: Style, *, top: str, pipeline: int, keep_dead: bool = False
+    graph: Graph,
+    layers: dict[str, Any],
+    style: Style,
+    *,
+    top: str,
+    pipeline: int,
+    keep_dead: bool = False,
+    table_latency: Mapping[str, int] | None = None,
 ) -> Netlist:
     """The hardware IR of ``graph``'s hardware part in ``style``: every node through its kind's hardware method;
-    units whose outputs reach no network output are left out unless ``keep_dead`` (their outputs constant 0)."""
-    builder = BUILDERS[style](graph, layers, top=top, pipeline=pipeline)
+    units whose outputs reach no network output are left out unless ``keep_dead`` (their outputs constant 0);
+    ``table_latency``: the registers inside each (pipelined) table module, by name."""
+    builder = BUILDERS[style](graph, layers, top=top, pipeline=pipeline, table_latency=table_latency)
     if keep_dead:
         builder.live = None  # every unit instantiated
     builder.run_graph()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -118,15 +118,25 @@ class Builder(GraphInterpreter[Any]):
         keep_dead: instantiate every unit; by default a unit is instantiated only where one of its outputs
             reaches the network's output (:func:`iotable.graph.liveness.liveness`), the outputs of the others
             are constant 0 elements, which nothing live reads.
+        table_latency: the registers inside each table module (by name; pipelined mapped tables, the same for
+            every module of a layer): a layer's output is that many stages after its input.
     """
 
     #: The style this builder builds (its subclasses set it).
     style: ClassVar[Style]
 
     def __init__(
-        self, graph: Graph, layers: dict[str, Any], *, top: str, pipeline: int, keep_dead: bool = False
+        self,
+        graph: Graph,
+        layers: dict[str, Any],
+        *,
+        top: str,
+        pipeline: int,
+        keep_dead: bool = False,
+        table_latency: Mapping[str, int] | None = None,
     ) -> None:
         super().__init__(graph)
+        self.table_latency = dict(table_latency or {})
         self.live: Liveness | None = None if keep_dead else liveness(graph)
         self.layers = layers
         self.pipeline = pipeline
@@ -399,12 +409,13 @@ class Builder(GraphInterpreter[Any]):
         # signal holds the instances' outputs in that order; the outputs of units left out are constant 0).
         places = [(c, p) for c, p, _ in channel_of] + [(c, p) for c, p, _ in dead]
         element = _channels(places) if streamed else _output_index(node, places)
+        latency = max((self.table_latency.get(m, 0) for _, m, _ in instances), default=0)
         written, unused = element[: len(channel_of)], element[len(channel_of) :]
         order = np.argsort(written, kind="stable")
         signal = netlist.signal(
             f"layer{index}_y",
             np.asarray(widths, np.int64)[order],
-            stage=stage,
+            stage=stage + latency,
             lsb=np.asarray([bit for _, _, bit in channel_of], np.int64)[order],
         )
         ids = np.empty(len(places), np.int64)
@@ -417,7 +428,7 @@ class Builder(GraphInterpreter[Any]):
         block = Layer(
             f"{netlist.top}_layer{index}", node.name, units.layer, x_ids, netlist.width[x_ids], instances, placed,
             np.asarray(lsbs, np.int64), offset, len(netlist.signals) - 1, units=len(units.tables),
-            kind=node.kind.value,
+            kind=node.kind.value, latency=latency,
         )  # fmt: skip
         netlist.blocks.append(block)
         return ids, block

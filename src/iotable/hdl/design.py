@@ -91,6 +91,8 @@ class Design:
             ``keep_dead``).
         primitives: the device family whose LUT cells the mapped tables instantiate (``"ecp5"``, ``"ice40"``,
             ``"xilinx"``; ``export``'s ``primitives``), ``None`` for generic LUTs or ``case`` tables.
+        pipeline_luts: a register after every ``pipeline_luts`` LUT levels inside each mapped table (0: none);
+            ``latency`` counts them (each layer's ``latency`` in the top file's header).
     """
 
     top: str
@@ -116,6 +118,7 @@ class Design:
     checksums: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     keep_dead: bool = False
     primitives: str | None = None
+    pipeline_luts: int = 0
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -136,7 +139,8 @@ class Design:
             + (every(self.pipeline) if self.pipeline else "no pipeline register" if self.latency else "combinational")
             + f", latency {self.latency} cycle(s)"
             + (f", {self.interval} cycles per vector" if self.interval > 1 else "")
-            + (", tables as LUT netlists" if self.tables == "mapped" else ""),
+            + (", tables as LUT netlists" if self.tables == "mapped" else "")
+            + (f", a register after every {self.pipeline_luts} LUT level(s) inside" if self.pipeline_luts else ""),
             _port_line(self.inputs),
             _port_line(self.outputs),
             f"{'node':<24} {'units':>6} {'instances':>9} {'tables':>6} {'rows':>9} {'table bits':>11} {'registers':>9}"

@@ -76,7 +76,7 @@ class Printer(Protocol):
         """A table module as its LUT netlist."""
         ...
 
-    def table_bench(self, name: str, layout: TableLayout) -> str:
+    def table_bench(self, name: str, layout: TableLayout, latency: int = 0) -> str:
         """The exhaustive bench of table module ``name``, reading its vectors file (:mod:`.bench`)."""
         ...
 

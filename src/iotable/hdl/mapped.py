@@ -47,6 +47,9 @@ __all__ = [
     "lut_body",
     "lut_init",
     "map_modules",
+    "staged",
+    "stages_of",
+    "table_latency",
 ]
 
 
@@ -68,7 +71,7 @@ class Tables(str, enum.Enum):
 
 
 # Names the generated body uses itself: a table module must not be called like one of them.
-_OWN_NAMES = re.compile(r"(n|init)\d+|luts?", re.IGNORECASE)
+_OWN_NAMES = re.compile(r"(n|init)\d+|(n|a)\d+_q\d+|luts?|clk|en", re.IGNORECASE)
 
 
 @functools.cache
@@ -195,14 +198,85 @@ class Cell:
 
 
 @dataclass(frozen=True)
+class Register:
+    """A pipeline register inside a table module: ``output`` loads ``source`` on a clock edge where ``en``."""
+
+    output: str
+    source: Source
+
+
+@dataclass(frozen=True)
 class LutBody:
     """A table module as its LUT netlist, in no language: the cells in topological order, the cells that drive
-    ``codes`` (most significant bit first), and the header comment's text (unescaped)."""
+    ``codes`` (most significant bit first), and the header comment's text (unescaped). With ``registers``
+    (:func:`staged`), the module has ports ``clk`` and ``en`` too and ``codes`` follow ``address`` by
+    ``latency`` clock edges where ``en`` is high."""
 
     layout: TableLayout
     cells: tuple[Cell, ...]
     outputs: tuple[str, ...]
     header: tuple[str, ...]
+    registers: tuple[Register, ...] = ()
+    latency: int = 0
+
+
+def _levels(cells: tuple[Cell, ...]) -> dict[str, int]:
+    """Each cell's LUT level: a LUT one more than its deepest input (``address`` bits are level 0), a buffer
+    its input's, a constant 0."""
+    level: dict[str, int] = {}
+    for cell in cells:
+        below = max((level.get(s.signal, 0) if s.bit is None else 0 for s in cell.inputs), default=0)
+        level[cell.output] = below + (cell.kind is CellKind.LUT)
+    return level
+
+
+def _stage(level: int, every: int) -> int:
+    """The stage of a cell at ``level`` with a register after every ``every`` LUT levels (levels 1 to
+    ``every`` are stage 0)."""
+    return max(level - 1, 0) // every
+
+
+def stages_of(body: LutBody, every: int) -> int:
+    """The registers a table module needs inside with one after every ``every`` LUT levels: one fewer than
+    its stages (a table of depth ``d`` has ``ceil(d / every)``)."""
+    level = _levels(body.cells)
+    return _stage(max((level[o] for o in body.outputs), default=0), every)
+
+
+def staged(body: LutBody, every: int, latency: int) -> LutBody:
+    """``body`` cut by LUT depth into stages with ``latency`` registers in all: a rank of registers after every
+    ``every`` LUT levels (at least :func:`stages_of` ranks; more pad the outputs, so that every table of a
+    layer has the same latency). Every signal that crosses a rank is registered there, the ``address`` bits
+    and cell outputs that a later stage reads included, so every path from ``address`` to ``codes`` passes
+    ``latency`` registers. Registers are named ``<signal>_q<rank>`` (``a<bit>`` for an address bit)."""
+    level = _levels(body.cells)
+    kinds = {cell.output: cell.kind for cell in body.cells}
+    stage = {cell.output: min(_stage(level[cell.output], every), latency) for cell in body.cells}
+    registers: list[Register] = []
+    made: dict[tuple[Source, int], Source] = {}
+
+    def at(source: Source, rank: int) -> Source:
+        """``source`` after ``rank`` registers (a constant needs none)."""
+        if source.bit is None and kinds[source.signal] is CellKind.CONSTANT:
+            return source
+        current, start = source, 0 if source.bit is not None else stage[source.signal]
+        base = source.signal if source.bit is None else f"a{source.bit}"
+        for k in range(start + 1, rank + 1):
+            if (source, k) not in made:
+                made[source, k] = Source(f"{base}_q{k}")
+                registers.append(Register(made[source, k].signal, current))
+            current = made[source, k]
+        return current
+
+    cells = tuple(
+        dataclasses.replace(cell, inputs=tuple(at(s, stage[cell.output]) for s in cell.inputs)) for cell in body.cells
+    )
+    outputs = tuple(at(Source(o), latency).signal for o in body.outputs)
+    header = (*body.header, f"Pipelined: a register after every {every} LUT level(s), {latency} clock edge(s) "
+              "from address to codes (clk, loaded where en is high).")  # fmt: skip
+    return dataclasses.replace(
+        body, cells=cells, outputs=outputs, header=header, registers=tuple(registers), latency=latency
+    )
 
 
 def _cells(netlist: Any, address: dict[str, int]) -> tuple[Cell, ...]:
@@ -299,3 +373,58 @@ def layer_luts(layers: tuple[Any, ...], netlist: Any, mapped: Mapping[str, Any])
         dataclasses.replace(layer, luts=sum(mapped[module].luts for _, module, _ in block.instances))
         for layer, block in zip(layers, blocks)
     )
+
+
+def table_latency(netlist: Any, mapped: Mapping[str, Any], every: int, *, what: str) -> dict[str, int]:
+    """The registers inside each table module of ``netlist`` (by name) with one after every ``every`` LUT
+    levels: its own :func:`stages_of`, raised to the most of any module it shares a layer with (through
+    every layer that shares modules), so that all tables of a layer have one latency and a module serves
+    every layer that instantiates it."""
+    from .netlist import Layer
+
+    need = {
+        name: stages_of(lut_body(module.table, mapped[name], name, what=what), every)
+        for name, module in netlist.modules.items()
+    }
+    parent = {name: name for name in need}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            name = parent[name]
+        return name
+
+    for block in netlist.blocks:
+        if isinstance(block, Layer):
+            names = [module for _, module, _ in block.instances]
+            for name in names[1:]:
+                parent[root(name)] = root(names[0])
+    most: dict[str, int] = {}
+    for name, registers in need.items():
+        most[root(name)] = max(most.get(root(name), 0), registers)
+    return {name: most[root(name)] for name in need}
+
+
+def check_pipeline_luts(value: Any, *, tables: Tables, style: str, what: str) -> int:
+    """``pipeline_luts`` checked: a number of LUT levels between registers inside mapped tables, 0 or ``None``
+    for none; it needs ``tables="mapped"`` and the unrolled style."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        msg = (
+            f"{what}: pipeline_luts must be a number of LUT levels between registers inside each mapped table "
+            f"(1: after every level, k: after every k-th) or 0 / None (none), received {value!r}"
+        )
+        raise OptionError(msg)
+    if value and tables is not Tables.MAPPED:
+        msg = (
+            f"{what}: pipeline_luts={value} cuts each table's LUT netlist by depth, but tables={tables.value!r} "
+            "writes no LUT netlist; use tables='mapped', or leave pipeline_luts out"
+        )
+        raise OptionError(msg)
+    if value and style != "unrolled":
+        msg = (
+            f"{what}: pipeline_luts={value} is built for style 'unrolled' only, received style {style!r}; export "
+            "with style='unrolled', or leave pipeline_luts out (pipeline= still registers between table layers)"
+        )
+        raise OptionError(msg)
+    return value

@@ -111,6 +111,7 @@ class Layer:
     register_bits: int = 0
     units: int = 0  # the layer's tables
     kind: str = "table"  # the kind of the node it builds
+    latency: int = 0  # registers inside its (pipelined, mapped) tables: y follows x by this many edges
 
 
 @dataclass

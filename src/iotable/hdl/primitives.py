@@ -35,7 +35,7 @@ from ..errors import HDLError, OptionError
 from .language import Language
 from .mapped import CellKind, LutBody, lut_body
 from .names import verilog_name
-from .verilog_tables import comment
+from .verilog_tables import comment, register_declarations, register_loads
 
 __all__ = [
     "Family",
@@ -185,9 +185,11 @@ def primitive_text(body: LutBody, module: str, primitives: Primitives, *, what: 
     lines.append(comment(f"Each LUT is a {family.name(family.k)} cell of {primitives.value} (device library)."))
     lines += [
         f"module {verilog_name(module)} (",
+        *(["    input  wire clk,", "    input  wire en,"] if body.latency else []),
         f"    input  wire [{layout.address_bits - 1}:0] address,",
         f"    output wire [{layout.code_bits - 1}:0] codes",
         ");",
+        *register_declarations(body),
     ]
     for cell in body.cells:  # a loop over netlist nodes, never over table rows
         out = verilog_name(cell.output)
@@ -197,6 +199,7 @@ def primitive_text(body: LutBody, module: str, primitives: Primitives, *, what: 
             lines.append(f"    wire {out} = 1'b{cell.init};")
         else:
             lines += [f"    wire {out};", f"    {_instance(family, cell, out, module, what=what)};"]
+    lines += register_loads(body)
     lines += [f"    assign codes = {{{', '.join(map(verilog_name, body.outputs))}}};", "endmodule", ""]
     return "\n".join(lines)
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import OptionError
 from ..table import IOTable
 from . import verilog, vhdl
 from .arithmetic import TREE_TERMS
@@ -22,10 +23,10 @@ from .bench import check_bench, vectors_file
 from .bench import vectors as table_vectors
 from .emit import Printer, part_text
 from .language import Language
-from .mapped import lut_body
+from .mapped import lut_body, staged
 from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
-from .netlist import Adder, Argmax, Netlist, Thresholds
+from .netlist import Adder, Argmax, Layer, Netlist, Thresholds
 from .primitives import primitive_text
 from .table import DontCares, Text, layout_of
 
@@ -63,7 +64,7 @@ def every(pipeline: int) -> str:
     return "a register after every table layer" if pipeline == 1 else f"a register after every {pipeline} table layers"
 
 
-def header_lines(netlist: Netlist, pipeline: int) -> list[str]:
+def header_lines(netlist: Netlist, pipeline: int, *, pipeline_luts: int = 0) -> list[str]:
     """The text of the top file's header comment: the ports, their packing, the timing, the host nodes."""
     inw, outw = netlist.in_width, int(netlist.width[netlist.output_ids].sum())
     top = netlist.top
@@ -96,6 +97,16 @@ def header_lines(netlist: Netlist, pipeline: int) -> list[str]:
             "Arithmetic counts as table layers for the registers: each argmax, threshold and level of adder trees "
             f"(a sum of more than {TREE_TERMS} terms is split into levels)."
         )
+    inner = [b for b in netlist.blocks if isinstance(b, Layer) and b.latency]
+    if pipeline_luts:
+        lines.append(
+            f"Tables pipelined inside: a register after every {pipeline_luts} LUT level(s); "
+            + (
+                ", ".join(f"layer '{b.layer}' +{b.latency}" for b in inner) + " cycle(s) (counted in the latency)."
+                if inner
+                else "no table is that deep."
+            )
+        )
     if netlist.hosts:
         lines.append(f"Host nodes left to software, reading out_data: {', '.join(netlist.hosts)}.")
     return lines
@@ -109,12 +120,15 @@ def design_files(
     header: list[str],
     mapped: Mapping[str, Any] | None = None,
     primitives: Any = None,
+    stages: tuple[int, Mapping[str, int]] = (0, {}),
 ) -> dict[str, str | Text]:
     """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
     (layer and pool modules, stage modules, then the top, under the ``header`` comment). A table's text is a
     :class:`~.table.Text`, made as it is written. With ``primitives`` (a :class:`~.primitives.Primitives`), a
-    mapped table's LUTs are that family's device cells (:func:`~.primitives.primitive_text`)."""
+    mapped table's LUTs are that family's device cells (:func:`~.primitives.primitive_text`). ``stages``: a
+    register after every ``stages[0]`` LUT levels, ``stages[1]`` registers in all inside each mapped table
+    module (by name; :func:`~.mapped.staged`)."""
     p = PRINTERS[language]
     # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
     named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
@@ -123,11 +137,11 @@ def design_files(
     for module in netlist.modules.values():
         if mapped is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
-        elif primitives is not None:
-            body = lut_body(module.table, mapped[module.name], module.name, what="export")
-            text = primitive_text(body, module.name, primitives)
         else:
-            text = p.mapped(lut_body(module.table, mapped[module.name], module.name, what="export"), module.name)
+            body = lut_body(module.table, mapped[module.name], module.name, what="export")
+            if stages[1].get(module.name):
+                body = staged(body, stages[0], stages[1][module.name])
+            text = p.mapped(body, module.name) if primitives is None else primitive_text(body, module.name, primitives)
         files[f"{module.name}{p.suffix()}"] = text
     parts = "".join(part_text(p, netlist, part) for part in [*netlist.blocks, *netlist.stages])
     files[f"{netlist.top}{p.suffix()}"] = parts + p.top(netlist, header)
@@ -289,7 +303,7 @@ def mapped_vhdl(table: IOTable, mapped: Any, name: str) -> str:
     return _mapped(Language.VHDL, table, mapped, name, what="mapped_vhdl")
 
 
-def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str | Text]:
+def table_bench(table: IOTable, name: str, *, language: str, latency: int = 0) -> dict[str, str | Text]:
     """An exhaustive, self-checking testbench for the table module ``name`` (from :func:`table_verilog` or
     :func:`table_vhdl`): every row the table holds, with its expected codes.
 
@@ -307,6 +321,9 @@ def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str | 
         table: the IOTable the module was generated from (outputs must be codes; at least one row).
         name: the table module's name; the bench is ``<name>_tb``.
         language: ``"verilog"`` or ``"vhdl"``.
+        latency: a pipelined table module's clock edges from ``address`` to ``codes`` (``export``'s
+            ``pipeline_luts``): the bench then drives ``clk`` and ``en`` too and holds each address that many
+            edges. 0: a combinational module.
 
     Returns:
         ``{"<name>_tb.v" or "<name>_tb.vhd": bench text, "<name>_vectors.hex": vectors}``.
@@ -325,4 +342,8 @@ def table_bench(table: IOTable, name: str, *, language: str) -> dict[str, str | 
     name = check_name(name, language=lang, what=what)
     check_bench(table, layout, what=what)
     p = PRINTERS[lang]
-    return {f"{name}_tb{p.suffix()}": p.table_bench(name, layout), vectors_file(name): table_vectors(table, layout)}
+    if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
+        msg = f"{what}: latency must be the clock edges of a pipelined table module (0: none), received {latency!r}"
+        raise OptionError(msg)
+    bench = p.table_bench(name, layout, latency)
+    return {f"{name}_tb{p.suffix()}": bench, vectors_file(name): table_vectors(table, layout)}

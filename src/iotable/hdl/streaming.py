@@ -113,8 +113,8 @@ class StreamingBuilder(Builder):
 
     style: ClassVar[Style] = Style.STREAMING
 
-    def __init__(self, graph: Any, layers: dict[str, Any], *, top: str, pipeline: int) -> None:
-        super().__init__(graph, layers, top=top, pipeline=pipeline)
+    def __init__(self, graph: Any, layers: dict[str, Any], *, top: str, pipeline: int, **options: Any) -> None:
+        super().__init__(graph, layers, top=top, pipeline=pipeline, **options)
         self.flattened: dict[str, str] = {}  # node -> the node whose frame it stands for as one vector
         self.window_count = 0
         self.pad_count = 0

@@ -69,7 +69,8 @@ def layer(netlist: Netlist, block: Layer) -> str:
         cw = netlist.modules[module].layout.code_bits
         address = emit.local_parts(p, block.x_widths, elements)
         codes = slice("y", lsb + cw - 1, lsb)
-        lines.append(f"    {name(module)} {name(instance)} (.address({address}), .codes({codes}));")
+        clock = ".clk(clk), .en(en), " if block.latency else ""
+        lines.append(f"    {name(module)} {name(instance)} ({clock}.address({address}), .codes({codes}));")
     head = [
         comment(
             f"Layer module of {block.kind} node '{block.node}' (layer '{block.layer}'): "
@@ -77,7 +78,10 @@ def layer(netlist: Netlist, block: Layer) -> str:
         ),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
-    return "\n".join(head) + "\n" + module_text(block.name, int(block.x_widths.sum()), block.y_width, lines)
+    if block.latency:
+        head.append(comment(f"Its tables are pipelined inside: y follows x by {block.latency} clock edge(s) where en."))
+    xw = int(block.x_widths.sum())
+    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, lines, clocked=bool(block.latency))
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:
@@ -290,7 +294,9 @@ def _instances(netlist: Netlist) -> list[str]:
         )
     for block in netlist.blocks:
         x, out = emit.top_parts(p, netlist, block.x_ids), name(netlist.signals[block.output].name)
-        lines.append(f"    {name(block.name)} {name(emit.instance_of(netlist, block.name))} (.x({x}), .y({out}));")
+        clock = ".clk(clk), .en(advance), " if isinstance(block, Layer) and block.latency else ""
+        instance = name(emit.instance_of(netlist, block.name))
+        lines.append(f"    {name(block.name)} {instance} ({clock}.x({x}), .y({out}));")
     return lines
 
 

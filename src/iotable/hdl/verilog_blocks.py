@@ -17,9 +17,17 @@ from .verilog_tables import comment, constant, name, slice
 __all__ = ["adder", "argmax", "module_text", "pool", "threshold"]
 
 
-def module_text(module: str, xw: int, yw: int, body: list[str]) -> str:
-    """A combinational module ``x -> y``."""
-    ports = [f"module {name(module)} (", f"    input  wire [{xw - 1}:0] x,", f"    output wire [{yw - 1}:0] y", ");"]
+def module_text(module: str, xw: int, yw: int, body: list[str], *, clocked: bool = False) -> str:
+    """A combinational module ``x -> y`` (``clocked``: with ports ``clk`` and ``en`` for the registers of the
+    pipelined tables it instantiates)."""
+    clock = ["    input  wire clk,", "    input  wire en,"] if clocked else []
+    ports = [
+        f"module {name(module)} (",
+        *clock,
+        f"    input  wire [{xw - 1}:0] x,",
+        f"    output wire [{yw - 1}:0] y",
+        ");",
+    ]
     return "\n".join([*ports, *body, "endmodule", "", ""])
 
 

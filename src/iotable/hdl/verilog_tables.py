@@ -133,9 +133,10 @@ def _blocks(table: IOTable, layout: TableLayout, fill: str) -> Iterator[str]:
     )
 
 
-def _ports(module: str, layout: TableLayout, codes: str) -> list[str]:
+def _ports(module: str, layout: TableLayout, codes: str, *, clocked: bool = False) -> list[str]:
     return [
         f"module {name(module)} (",
+        *(["    input  wire clk,", "    input  wire en,"] if clocked else []),
         f"    input  wire [{layout.address_bits - 1}:0] address,",
         f"    output {codes} [{layout.code_bits - 1}:0] codes",
         ");",
@@ -166,7 +167,8 @@ def _source(source: Source) -> str:
 
 
 def mapped(body: LutBody, module: str) -> str:
-    lines = [*map(comment, body.header), *_ports(module, body.layout, "wire")]
+    lines = [*map(comment, body.header), *_ports(module, body.layout, "wire", clocked=body.latency > 0)]
+    lines += register_declarations(body)
     for cell in body.cells:  # a loop over netlist nodes, never over table rows
         if cell.kind is CellKind.BUFFER:
             value = _source(cell.inputs[0])
@@ -177,11 +179,25 @@ def mapped(body: LutBody, module: str) -> str:
             lines.append(f"    localparam [{cell.size - 1}:0] {name(cell.mask)} = {cell.size}'{radix}{digits};")
             value = f"{name(cell.mask)}[{{{', '.join(map(_source, cell.inputs))}}}]"
         lines.append(f"    wire {name(cell.output)} = {value};")
+    lines += register_loads(body)
     lines += [f"    assign codes = {{{', '.join(map(name, body.outputs))}}};", "endmodule", ""]
     return "\n".join(lines)
 
 
-def table_bench(module: str, layout: TableLayout) -> str:
+def register_declarations(body: LutBody) -> list[str]:
+    """The registers of a pipelined LUT netlist, declared before the cells that read them."""
+    return [f"    reg {name(r.output)};" for r in body.registers]
+
+
+def register_loads(body: LutBody) -> list[str]:
+    """The registers of a pipelined LUT netlist loading on ``clk`` where ``en`` is high."""
+    if not body.registers:
+        return []
+    loads = [f"            {name(r.output)} <= {_source(r.source)};" for r in body.registers]
+    return ["    always @(posedge clk) begin", "        if (en) begin", *loads, "        end", "    end"]
+
+
+def table_bench(module: str, layout: TableLayout, latency: int = 0) -> str:
     aw, cw, rows, vectors = layout.address_bits, layout.code_bits, layout.rows, vectors_file(module)
     fields_a = [slice("address", *r) for r in layout.input_ranges]
     fields_e = [slice("expected", *r) for r in layout.output_ranges]
@@ -191,6 +207,12 @@ def table_bench(module: str, layout: TableLayout) -> str:
     )
     args = ", ".join(["row", *fields_a, *fields_e, *fields_c])
     module = name(module)
+    # a pipelined table: clocked, each address held for its latency's clock edges
+    dut = f"    {module} dut (.address(address), .codes(codes));\n"
+    hold = ""
+    if latency:
+        dut = f"    reg  clk = 1'b0;\n    {module} dut (.clk(clk), .en(1'b1), .address(address), .codes(codes));\n"
+        hold = f"            repeat ({latency}) begin #1 clk = 1'b1; #1 clk = 1'b0; end\n"
     return (
         f"{comment(f'Exhaustive testbench of table module {module}: every row it holds, from {vectors}.')}\n"
         f"module {name(module + '_tb')};\n"
@@ -201,7 +223,7 @@ def table_bench(module: str, layout: TableLayout) -> str:
         "    integer row, results;\n"
         f"{verilog_nonce('    ')[0]}\n"
         "\n"
-        f"    {module} dut (.address(address), .codes(codes));\n"
+        f"{dut}"
         "\n"
         "    initial begin\n"
         f'        results = $fopen("{string(results_file(module + "_tb"))}", "w");\n'
@@ -210,6 +232,7 @@ def table_bench(module: str, layout: TableLayout) -> str:
         f'        $readmemh("{string(vectors)}", vectors);\n'
         f"        for (row = 0; row < {rows}; row = row + 1) begin\n"
         f"            {{address, expected}} = vectors[row][{aw + cw - 1}:0];\n"
+        f"{hold}"
         "            #1;\n"
         "            if (codes !== expected) begin\n"
         f'                $display("{fmt}", {args});\n'

@@ -70,8 +70,9 @@ def layer(netlist: Netlist, block: Layer) -> str:
     for (instance, module, elements), lsb in zip(block.instances, block.y_lsb.tolist()):
         cw = netlist.modules[module].layout.code_bits
         address = emit.local_parts(p, block.x_widths, elements)
+        clock = "clk => clk, en => en, " if block.latency else ""
         lines.append(
-            f"    {name(instance)} : entity work.{name(module)} port map (address => {address}, "
+            f"    {name(instance)} : entity work.{name(module)} port map ({clock}address => {address}, "
             f"codes => {slice('y', lsb + cw - 1, lsb)});"
         )
     head = [
@@ -81,7 +82,10 @@ def layer(netlist: Netlist, block: Layer) -> str:
         ),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
-    return "\n".join(head) + "\n" + module_text(block.name, int(block.x_widths.sum()), block.y_width, [], lines)
+    if block.latency:
+        head.append(comment(f"Its tables are pipelined inside: y follows x by {block.latency} clock edge(s) where en."))
+    xw, clocked = int(block.x_widths.sum()), bool(block.latency)
+    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, [], lines, clocked=clocked)
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:
@@ -345,7 +349,8 @@ def _instances(netlist: Netlist) -> list[str]:
         x, out = emit.top_parts(p, netlist, block.x_ids), name(netlist.signals[block.output].name)
         lines.append(
             f"    {name(emit.instance_of(netlist, block.name))} : entity work.{name(block.name)} port map "
-            f"(x => {x}, y => {out});"
+            + ("(clk => clk, en => advance, " if isinstance(block, Layer) and block.latency else "(")
+            + f"x => {x}, y => {out});"
         )
     return lines
 

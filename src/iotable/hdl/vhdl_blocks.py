@@ -43,9 +43,13 @@ def entity_text(entity: str, ports: list[str], declarations: list[str], body: li
     ]
 
 
-def module_text(module: str, xw: int, yw: int, declarations: list[str], body: list[str]) -> str:
-    """A combinational entity ``x -> y``."""
-    ports = [f"        x : in  {vector(xw)};", f"        y : out {vector(yw)}"]
+def module_text(
+    module: str, xw: int, yw: int, declarations: list[str], body: list[str], *, clocked: bool = False
+) -> str:
+    """A combinational entity ``x -> y`` (``clocked``: with ports ``clk`` and ``en`` for the registers of the
+    pipelined tables it instantiates)."""
+    clock = ["        clk : in  std_logic;", "        en : in  std_logic;"] if clocked else []
+    ports = [*clock, f"        x : in  {vector(xw)};", f"        y : out {vector(yw)}"]
     return "\n".join([*entity_text(module, ports, declarations, body), "", ""])
 
 

@@ -127,7 +127,7 @@ _ROM_STYLE = [
 ]
 
 
-def _entity(entity: str, layout: TableLayout, *, numeric: bool, rom: bool = False) -> list[str]:
+def _entity(entity: str, layout: TableLayout, *, numeric: bool, rom: bool = False, clocked: bool = False) -> list[str]:
     return [
         "library ieee;",
         "use ieee.std_logic_1164.all;",
@@ -135,6 +135,7 @@ def _entity(entity: str, layout: TableLayout, *, numeric: bool, rom: bool = Fals
         "",
         f"entity {name(entity)} is",
         "    port (",
+        *(["        clk     : in  std_logic;", "        en      : in  std_logic;"] if clocked else []),
         f"        address : in  std_logic_vector({layout.address_bits - 1} downto 0);",
         f"        codes   : out std_logic_vector({layout.code_bits - 1} downto 0)",
         "    );",
@@ -199,9 +200,11 @@ def mapped(body: LutBody, entity: str) -> str:
             value = f"lut({name(cell.mask)}, {_select([_source(s) for s in cell.inputs])})"
         declarations.append(f"    signal {name(cell.output)} : std_logic;")
         statements.append(f"    {name(cell.output)} <= {value};")
+    declarations += [f"    signal {name(r.output)} : std_logic;" for r in body.registers]
+    statements += _register_process(body)
     lines = [
         *map(comment, body.header),
-        *_entity(entity, body.layout, numeric=True),
+        *_entity(entity, body.layout, numeric=True, clocked=body.latency > 0),
         f"architecture luts of {name(entity)} is",
         "    "
         + comment("A generic LUT: bit sel of its INIT mask; 'X' where sel is unknown (as a Verilog bit-select)."),
@@ -222,7 +225,16 @@ def mapped(body: LutBody, entity: str) -> str:
     return "\n".join(lines)
 
 
-def table_bench(entity: str, layout: TableLayout) -> str:
+def _register_process(body: LutBody) -> list[str]:
+    """The registers of a pipelined LUT netlist loading on ``clk`` where ``en`` is high."""
+    if not body.registers:
+        return []
+    loads = [f"                {name(r.output)} <= {_source(r.source)};" for r in body.registers]
+    head = ["    process (clk)", "    begin", "        if rising_edge(clk) then", "            if en = '1' then"]
+    return [*head, *loads, "            end if;", "        end if;", "    end process;"]
+
+
+def table_bench(entity: str, layout: TableLayout, latency: int = 0) -> str:
     aw, cw, rows, vectors = layout.address_bits, layout.code_bits, layout.rows, vectors_file(entity)
 
     def shown(slices: list[str]) -> str:
@@ -232,6 +244,17 @@ def table_bench(entity: str, layout: TableLayout) -> str:
     expected = shown([slice("expected", *r) for r in layout.output_ranges])
     codes = shown([slice("codes", *r) for r in layout.output_ranges])
     entity = name(entity)
+    # a pipelined table: clocked, each address held for its latency's clock edges
+    clock, hold = "", ""
+    dut = f"    dut : entity work.{entity} port map (address => address, codes => codes);\n"
+    if latency:
+        clock = "    signal clk : std_logic := '0';\n"
+        dut = f"    dut : entity work.{entity} port map (clk => clk, en => '1', address => address, codes => codes);\n"
+        hold = (
+            f"            for edge in 1 to {latency} loop\n"
+            "                wait for 1 ns;\n                clk <= '1';\n                wait for 1 ns;\n"
+            "                clk <= '0';\n            end loop;\n"
+        )
     return (
         f"{comment(f'Exhaustive testbench of table entity {entity}: every row it holds, from {vectors}.')}\n"
         "library ieee;\n"
@@ -244,8 +267,9 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         f"architecture bench of {entity}_tb is\n"
         f"    signal address : std_logic_vector({aw - 1} downto 0);\n"
         f"    signal codes : std_logic_vector({cw - 1} downto 0);\n"
+        f"{clock}"
         "begin\n"
-        f"    dut : entity work.{entity} port map (address => address, codes => codes);\n"
+        f"{dut}"
         "\n"
         "    process\n"
         f'        file vectors : text open read_mode is "{string(vectors)}";\n'
@@ -262,6 +286,7 @@ def table_bench(entity: str, layout: TableLayout) -> str:
         "            hread(l, word);\n"
         f"            address <= word({aw + cw - 1} downto {cw});\n"
         f"            expected := word({cw - 1} downto 0);\n"
+        f"{hold}"
         "            wait for 1 ns;\n"
         "            if codes /= expected then\n"
         '                write(text_line, string\'("mismatch at vector " & integer\'image(row) & ": address " &\n'

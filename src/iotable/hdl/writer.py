@@ -33,7 +33,7 @@ from .builder import hardware_nodes
 from .design import Design, Port, codes_at
 from .directory import read_verified, target_directory, write_design
 from .language import Language
-from .mapped import check_mapped_options, layer_luts, map_modules
+from .mapped import check_mapped_options, check_pipeline_luts, layer_luts, map_modules, table_latency
 from .names import check_name
 from .netbench import parse_words
 from .netlist import Layer, Netlist, Style
@@ -122,7 +122,16 @@ def _unroll_limit(instances: int, *, what: str) -> None:
         raise HDLError(msg)
 
 
-def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: str, keep_dead: bool = False) -> Netlist:
+def _build(
+    net: TableNetwork,
+    style: Style,
+    top: str,
+    pipeline: int,
+    *,
+    what: str,
+    keep_dead: bool = False,
+    table_latency: dict[str, int] | None = None,
+) -> Netlist:
     """The netlist of ``net``'s hardware part in ``style``; refuses what the style cannot build, an unrolled
     design over :data:`UNROLL_LIMIT` instances before building it."""
     try:
@@ -131,7 +140,9 @@ def _build(net: TableNetwork, style: Style, top: str, pipeline: int, *, what: st
         raise HDLError(f"{what}: {exc}") from None
     _unroll_limit(instances, what=what)
     try:
-        netlist = build_netlist(net.graph, net.layers, style, top=top, pipeline=pipeline, keep_dead=keep_dead)
+        netlist = build_netlist(
+            net.graph, net.layers, style, top=top, pipeline=pipeline, keep_dead=keep_dead, table_latency=table_latency
+        )
     except IOTableError as exc:
         raise HDLError(f"{what}: {exc}") from None
     if not netlist.streaming:  # a node kind of its own may instantiate tables the count above cannot see
@@ -200,6 +211,7 @@ def export(
     overwrite: bool = False,
     keep_dead: bool = False,
     backpressure: int | None = None,
+    pipeline_luts: int | None = 0,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
@@ -241,6 +253,11 @@ def export(
             out, their outputs constant 0, and each layer's ``dead`` in ``Design.layers`` counts them).
         backpressure: a seed: the network bench drives ``in_valid`` and ``out_ready`` at random every cycle
             and checks that an output not taken stays unchanged (default: fixed stalls).
+        pipeline_luts: with ``tables="mapped"`` (unrolled style), a register after every ``pipeline_luts`` LUT
+            levels inside each table: its LUT netlist cut by depth into stages, every signal that crosses a
+            stage boundary registered (inputs that skip a stage too); every table of a layer gets as many
+            registers as its deepest one needs (the others padded at their outputs), and the design's latency
+            counts them (docs/hardware.md, "Pipelined tables"). 0 or ``None``: tables stay combinational.
 
     The directory is one unit: every file is written into a hidden staging directory beside it, which is
     then renamed into place, so that it holds the old design or the whole new one, never a mix; its
@@ -254,7 +271,8 @@ def export(
             directory that cannot hold the design (empty path, a file, a bundle or inside one, not empty
             without ``overwrite``, not an earlier design with it, a dangling or looping link, a disk error: the
             message names the path).
-        OptionError: an unknown language, style, pipeline, dont_cares or tables; an empty ``inputs`` batch.
+        OptionError: an unknown language, style, pipeline, dont_cares or tables; an empty ``inputs`` batch;
+            ``pipeline_luts`` not a count, or without ``tables="mapped"`` and the unrolled style.
 
     Example:
         >>> import tempfile, torch
@@ -276,6 +294,7 @@ def export(
     mode = DontCares.parse(dont_cares, what=what)
     table_kind = check_mapped_options(tables, k, mode.value, what=what)
     cells = check_primitives(primitives, tables=table_kind.value, k=k, language=lang.value, what=what)
+    every = check_pipeline_luts(pipeline_luts, tables=table_kind, style=chosen.value, what=what)
     if not isinstance(overwrite, bool):
         msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
         raise OptionError(msg)
@@ -290,10 +309,15 @@ def export(
     mapped = None
     if table_kind.value == "mapped":
         mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
+    latency = table_latency(netlist, mapped, every, what=what) if mapped is not None and every else {}
+    if any(latency.values()):  # the same walk again, each layer as many stages later as its tables' registers
+        netlist = _build(net, chosen, top, depth, what=what, keep_dead=keep_dead, table_latency=latency)
     expected = codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
-    header = header_lines(netlist, depth)
-    files = design_files(netlist, lang, dont_cares=mode, header=header, mapped=mapped, primitives=cells)
+    header = header_lines(netlist, depth, pipeline_luts=every)
+    files = design_files(
+        netlist, lang, dont_cares=mode, header=header, mapped=mapped, primitives=cells, stages=(every, latency)
+    )
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
     origins = [netlist.describe(int(e)) for e in netlist.output_ids]
@@ -309,7 +333,7 @@ def export(
     if table_benches:
         for module in netlist.modules.values():
             if module.layout.rows:
-                files.update(table_bench(module.table, module.name, language=lang))
+                files.update(table_bench(module.table, module.name, language=lang, latency=latency.get(module.name, 0)))
                 benches.append(f"{module.name}_tb")
     layers, delays = _resources(netlist)
     layers = layer_luts(layers, netlist, mapped) if mapped is not None else layers
@@ -336,6 +360,7 @@ def export(
         tables=table_kind.value,
         keep_dead=keep_dead,
         primitives=None if cells is None else cells.value,
+        pipeline_luts=every,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
