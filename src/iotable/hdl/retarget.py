@@ -27,6 +27,7 @@ def primitive_design(design: Any, primitives: Primitives, *, executor: Any = Non
     folder = Path(scratch) / design.top
     return export(
         design.network, folder, top=design.top, style=design.style, pipeline=design.pipeline,
+        pipeline_luts=design.pipeline_luts,
         vectors=design.vectors, table_benches=False, tables="mapped", k=primitives.family.k,
         primitives=primitives.value, keep_dead=design.keep_dead, executor=executor, cache_dir=cache_dir,
     )  # fmt: skip
