@@ -3,7 +3,9 @@ upper bound everywhere (checked against perturbation), and what it cannot follow
 
 from __future__ import annotations
 
+import io
 import itertools
+import pickle
 
 import numpy as np
 import pytest
@@ -11,6 +13,7 @@ import torch
 from torch import nn
 
 import iotable
+from iotable.errors import SpecError
 from iotable.front.dependence import dependence
 from iotable.nn import Quantize
 from tests import fieldzoo as zoo
@@ -376,3 +379,42 @@ def test_an_input_read_only_through_nan_is_tabulated_exactly() -> None:
     x = torch.tensor(domain.values, dtype=torch.float32)[codes]
     net = iotable.precompute(model, input_domain=domain, example_input=x[:1])
     assert torch.equal(net.run(x), model(x))
+
+
+class _Copied(nn.Module):
+    """Reads its fifth input through a copy of ``x`` made by ``how`` (pickle, torch.save, or a clone)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.w = nn.Parameter(torch.tensor([0.7, -0.4, 0.3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "pickle":
+            t = pickle.loads(pickle.dumps(x))
+        elif self.how == "save":
+            buffer = io.BytesIO()
+            torch.save(x, buffer)
+            buffer.seek(0)
+            t = torch.load(buffer)
+        else:
+            t = x.clone()
+        gate = (x[:, 0:1] == 0.5).float() * (x[:, 1:2] == 1.0).float()
+        return torch.cat([(x[:, :3] * self.w).sum(1, keepdim=True) + (t[:, 4:5] == 0.5).float() * gate, x[:, 3:4]], 1)
+
+
+@pytest.mark.parametrize("how", ["pickle", "save"])
+def test_a_serialized_copy_of_the_input_is_refused_by_module(how: str) -> None:
+    """A forward that copies its input through pickle or torch.save is refused, naming the module and
+    decompose(fan_in=...); the same forward with a clone is followed and tabulated exactly."""
+    domain = iotable.Domain.uniform(2, scale=0.5)
+    codes = torch.tensor(list(itertools.product(range(4), repeat=5)))
+    x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+    model = nn.Sequential(Quantize(2, scale=0.5), _Copied(how), Quantize(2, scale=0.5)).eval()
+    with pytest.raises(SpecError) as info:
+        iotable.precompute(model, input_domain=domain, example_input=x[:1])
+    message = str(info.value)
+    assert "_Copied" in message and "pickle and torch.save" in message and "fan_in=" in message, message
+    cloned = nn.Sequential(Quantize(2, scale=0.5), _Copied("clone"), Quantize(2, scale=0.5)).eval()
+    net = iotable.precompute(cloned, input_domain=domain, example_input=x[:1])
+    assert torch.equal(net.run(x), cloned(x))

@@ -232,12 +232,15 @@ def _made(func: Any, args: tuple, kwargs: dict, inputs: list[torch.Tensor], out:
 
 
 class _Leaks(TorchFunctionMode):
-    """Notes a tensor's values leaving torch (``.numpy()``, ``np.asarray``, ``.tolist()``): what is computed
-    from them outside torch cannot be followed."""
+    """Notes a tensor's values leaving torch (``.numpy()``, ``np.asarray``, ``.tolist()``, its storage read by
+    ``pickle`` or ``torch.save``): what is computed from them outside torch cannot be followed."""
 
     NAMES = frozenset(
         {"numpy", "__array__", "tolist", "item", "data_ptr", "__bool__", "__int__", "__float__", "__index__"}
     )
+    # Reading a tensor's storage is how pickle, torch.save and copies through bytes take its values: the copy
+    # they give back is a new tensor the dispatch sees no operation make.
+    STORAGE = frozenset({"untyped_storage", "storage", "_typed_storage"})
 
     def __init__(self, follow: _Follow) -> None:
         super().__init__()
@@ -245,8 +248,9 @@ class _Leaks(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = getattr(func, "__name__", "")
-        if name in self.NAMES and args and self.follow.deps(args[0]) is not None:
-            self.follow.escapes.add(f"Tensor.{name}")
+        if name in self.NAMES | self.STORAGE and args and self.follow.deps(args[0]) is not None:
+            serialized = ", as pickle and torch.save read it" if name in self.STORAGE else ""
+            self.follow.escapes.add(f"Tensor.{name}{serialized}")
         return func(*args, **(kwargs or {}))
 
 
