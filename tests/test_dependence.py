@@ -3,12 +3,19 @@ upper bound everywhere (checked against perturbation), and what it cannot follow
 
 from __future__ import annotations
 
+import io
+import itertools
+import pickle
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
+import iotable
+from iotable.errors import SpecError
 from iotable.front.dependence import dependence
+from iotable.nn import Quantize
 from tests import fieldzoo as zoo
 
 
@@ -303,3 +310,111 @@ def test_input_dependent_gather_gives_exact_tables() -> None:
     x = torch.tensor(domain.values, dtype=torch.float32)[codes]
     with torch.no_grad():
         assert torch.equal(net.run(x), model(x))
+
+
+class _ZeroTimes(nn.Module):
+    """Multiplies ``f(x)`` by zero weights, elementwise (``form="mul"``) or as a matrix (``form="mm"``), then
+    replaces NaN; ``f`` is a reciprocal (infinite at x = 0.5) or a finite function."""
+
+    def __init__(self, form: str, finite: bool) -> None:
+        super().__init__()
+        self.form, self.finite = form, finite
+        self.w = nn.Parameter(torch.tensor([[0.7, 0.0], [-0.4, 0.0], [0.0, 0.0]]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x * 2 + 1 if self.finite else 1 / (x - 0.5)
+        if self.form == "mul":
+            out = (y * self.w[:, 0]).sum(1, keepdim=True)
+        else:
+            out = y @ self.w[:, :1]
+        return torch.nan_to_num(out, nan=1.0)
+
+
+@pytest.mark.parametrize("form", ["mul", "mm"])
+def test_a_zero_weight_keeps_a_dependence_through_a_value_that_may_be_infinite(form: str) -> None:
+    """inf * 0 is NaN: a zero weight on 1 / (x - 0.5) keeps that input, where one on a finite value drops it."""
+    assert _fan_ins(_ZeroTimes(form, finite=False), torch.rand(2, 3)) == [(0, 1, 2)]
+    assert _fan_ins(_ZeroTimes(form, finite=True), torch.rand(2, 3)) == [(0, 1)]
+    cleared = nn.Sequential(_Reciprocal(), _Masked())  # nan_to_num makes the value finite again: dropped
+    assert _fan_ins(cleared, torch.rand(2, 3)) == [(0, 1)]
+
+
+class _Reciprocal(nn.Module):
+    """1 / (x - 0.5) with infinities and NaN replaced."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nan_to_num(1 / (x - 0.5), posinf=9.0, neginf=-9.0)
+
+
+class _Masked(nn.Module):
+    """A masked (LogicNets-style) sum of three inputs, the last masked out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mask", torch.tensor([1.0, 1.0, 0.0]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * self.mask).sum(1, keepdim=True)
+
+
+class _Hidden(nn.Module):
+    """Output 0 is gated on x0..x2 and on x4 == 0.5, which it reads only through inf * 0 then nan_to_num."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([0.7, -0.4, 0.3]))
+        self.z = nn.Parameter(torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.nan_to_num((1 / (x[:, 4:5] - 0.5)) * self.z, nan=1.0)
+        gate = (x[:, 0:1] == 0.5).float() * (x[:, 1:2] == 1.0).float() * (x[:, 2:3] == 0.5).float()
+        return torch.cat([(x[:, :3] * self.w).sum(1, keepdim=True) + hidden * gate, x[:, 3:4] * 0.5], 1)
+
+
+def test_an_input_read_only_through_nan_is_tabulated_exactly() -> None:
+    """A hidden output that reads x4 only through (1 / (x4 - 0.5)) * 0 then nan_to_num: the tables are exact."""
+    domain = iotable.Domain.uniform(2, scale=0.5)
+    model = nn.Sequential(Quantize(2, scale=0.5), _Hidden(), Quantize(2, scale=0.5)).eval()
+    codes = torch.tensor(list(itertools.product(range(4), repeat=5)))
+    x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+    net = iotable.precompute(model, input_domain=domain, example_input=x[:1])
+    assert torch.equal(net.run(x), model(x))
+
+
+class _Copied(nn.Module):
+    """Reads its fifth input through a copy of ``x`` made by ``how`` (pickle, torch.save, or a clone)."""
+
+    def __init__(self, how: str) -> None:
+        super().__init__()
+        self.how = how
+        self.w = nn.Parameter(torch.tensor([0.7, -0.4, 0.3]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.how == "pickle":
+            t = pickle.loads(pickle.dumps(x))
+        elif self.how == "save":
+            buffer = io.BytesIO()
+            torch.save(x, buffer)
+            buffer.seek(0)
+            t = torch.load(buffer)
+        else:
+            t = x.clone()
+        gate = (x[:, 0:1] == 0.5).float() * (x[:, 1:2] == 1.0).float()
+        return torch.cat([(x[:, :3] * self.w).sum(1, keepdim=True) + (t[:, 4:5] == 0.5).float() * gate, x[:, 3:4]], 1)
+
+
+@pytest.mark.parametrize("how", ["pickle", "save"])
+def test_a_serialized_copy_of_the_input_is_refused_by_module(how: str) -> None:
+    """A forward that copies its input through pickle or torch.save is refused, naming the module and
+    decompose(fan_in=...); the same forward with a clone is followed and tabulated exactly."""
+    domain = iotable.Domain.uniform(2, scale=0.5)
+    codes = torch.tensor(list(itertools.product(range(4), repeat=5)))
+    x = torch.tensor(domain.values, dtype=torch.float32)[codes]
+    model = nn.Sequential(Quantize(2, scale=0.5), _Copied(how), Quantize(2, scale=0.5)).eval()
+    with pytest.raises(SpecError) as info:
+        iotable.precompute(model, input_domain=domain, example_input=x[:1])
+    message = str(info.value)
+    assert "_Copied" in message and "pickle and torch.save" in message and "fan_in=" in message, message
+    cloned = nn.Sequential(Quantize(2, scale=0.5), _Copied("clone"), Quantize(2, scale=0.5)).eval()
+    net = iotable.precompute(cloned, input_domain=domain, example_input=x[:1])
+    assert torch.equal(net.run(x), cloned(x))

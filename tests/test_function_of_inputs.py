@@ -96,3 +96,65 @@ def test_dropout_in_eval_mode_passes_and_a_random_host_module_is_its_own() -> No
     model = nn.Sequential(Quantize(2, scale=0.5), nn.Dropout(0.5), Quantize(2, scale=0.5), Noisy())
     net = iotable.precompute(model.train(), input_domain=DOMAIN, example_input=torch.zeros(1, 4), host=["3"])
     assert net.graph.nodes_of(iotable.NodeKind.HOST)
+
+
+class Counting(nn.Module):
+    """Counts its calls in a Python int and adds one once it has been called more than ``after`` times."""
+
+    def __init__(self, after: int = 8) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+        self.n, self.after = 0, after
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.n += 1
+        return x * self.scale + float(self.n > self.after)
+
+
+class LazyCounting(nn.Module):
+    """Starts a call counter at its first call (the attribute does not exist before)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls = getattr(self, "calls", 0) + 1
+        return x * self.scale
+
+
+class Settled(nn.Module):
+    """Holds plain attributes its forward reads, and sets one to the same value at every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+        self.offsets, self.name, self.ratio = {"a": (0.0, float("nan"))}, "settled", float("nan")
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.width = int(x.shape[1])  # set at every call, to the same value
+        return x * self.scale + self.offsets["a"][0]
+
+
+@pytest.mark.parametrize("layer", [Counting(), LazyCounting()], ids=["counter", "lazy-counter"])
+def test_a_forward_that_changes_a_plain_attribute_is_refused_and_it_is_put_back(layer: nn.Module) -> None:
+    """A Python call counter (held before, or started at the first call) is refused by module and attribute, and
+    the module's attributes are as they were before precompute."""
+    before = dict(vars(layer))
+    with pytest.raises(ModelError) as info:
+        _precompute(layer)
+    message = str(info.value)
+    name = "'n'" if isinstance(layer, Counting) else "'calls'"
+    assert f"module '1' ({type(layer).__name__}) changes its attribute {name} in its forward" in message, message
+    assert "host=" in message
+    assert vars(layer).keys() == before.keys() and getattr(layer, "n", None) == before.get("n")
+
+
+def test_a_forward_with_steady_plain_attributes_passes() -> None:
+    """Plain attributes read but not changed (NaN included), or set to the same value each call, pass, and a
+    counter in a module listed in host= is the host's own."""
+    net = _precompute(Settled())
+    x = torch.tensor(DOMAIN.values)[torch.randint(0, 4, (16, 4), generator=torch.Generator().manual_seed(0))]
+    assert torch.equal(net.run(x), x)
+    model = nn.Sequential(Quantize(2, scale=0.5), Counting(after=10**6), Quantize(2, scale=0.5)).eval()
+    iotable.precompute(model, input_domain=DOMAIN, example_input=torch.zeros(1, 4), host=["1"])

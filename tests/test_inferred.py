@@ -14,6 +14,7 @@ from torch import nn
 import iotable
 from iotable import Domain
 from iotable.errors import NotDecomposedError, SpecError, SpecMismatchError
+from iotable.front.infer import arithmetic_only
 from iotable.network.precompute import precompute_layer
 from iotable.nn import Quantize
 from tests import fieldzoo as zoo
@@ -202,3 +203,28 @@ def test_a_sparse_value_made_from_the_input_is_refused_by_name() -> None:
     with pytest.raises(SpecError, match=r"net.sparse: its forward makes a sparse tensor from its input") as caught:
         precompute_layer(SparseFromInput(), input_domain=U2, example_input=torch.zeros(1, 3), name="net.sparse")
     assert "aten." in str(caught.value) and "iotable.decompose(net.sparse, fan_in=...)" in str(caught.value)
+
+
+class _Tally(nn.Module):
+    """Counts the samples it sees in a plain attribute and notes the last batch size in a new one."""
+
+    def __init__(self, reduces: bool) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([0.7, -0.4, 0.3]))
+        self.seen, self.reduces, self.labels = 0, reduces, ["a", "b"]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.seen = self.seen + x.shape[0]
+        self.last = x.shape[0]
+        self.labels.append("c")
+        return (x * self.w).sum(1) if self.reduces else x * self.w
+
+
+@pytest.mark.parametrize("reduces", [False, True], ids=["kept-whole", "arithmetic"])
+def test_the_arithmetic_trace_leaves_no_proxy_in_a_module(reduces: bool) -> None:
+    """Tracing a forward on torch.fx proxies to tell an arithmetic-only module puts its plain attributes back
+    and removes those it made, whether the module is kept whole or traced into."""
+    tally = _Tally(reduces)
+    assert arithmetic_only(tally) is reduces
+    assert type(tally.seen) is int and tally.seen == 0 and tally.labels == ["a", "b"], vars(tally)
+    assert "last" not in vars(tally)

@@ -7,14 +7,19 @@ and in-place writes through them (``out[:, k] = ...``) are followed with no rule
 operation that makes a new value gets its dependence from a rule:
 
 - elementwise operations: the union over their operands, broadcast; a product with a constant that is
-  exactly zero drops the dependence there (a pruned weight);
+  exactly zero drops the dependence there (a pruned weight), when the other operand is finite for every
+  input (see below);
 - data movement (``cat``, ``gather``, indexing with constant indices, ``clone``, padding, ...): the same
   operation run on the element numbers, so every output element follows the one element it copies;
 - reductions along dimensions (``sum``, ``amax``, ``softmax``, ``sort``, ...): the union along them;
 - ``mm``/``addmm``/``bmm`` and ``convolution``: the union over the operand elements with a non-zero
-  constant coefficient (exactly-zero weights and masks dropped);
+  constant coefficient (exactly-zero weights and masks dropped, from a finite operand only);
 - indexing with indices computed from the input (a learned table looked up at an address, an embedding):
   the indices' dependence, plus everything of the indexed value when that depends on the input too.
+
+Zero times infinity is NaN, so a zero coefficient drops a dependence only from an operand that cannot be
+infinite or NaN for any input: each value computed from the input carries that flag, per storage (see
+:mod:`iotable.front.finite`).
 
 An operation without a rule makes every element of its outputs depend on everything its operands depend on
 (a bound, never an omission), and is named in the result. Python control flow on a value computed from the
@@ -35,6 +40,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+from .finite import may_make_nonfinite
 
 __all__ = ["Dependence", "dependence"]
 
@@ -143,6 +150,12 @@ class _Follow(TorchDispatchMode):
         self.unknown: set[str] = set()
         self.escapes: set[str] = set()
         self.sparse: set[str] = set()
+        self.nonfinite: set[tuple[int, int]] = set()  # storages that may hold an infinity or a NaN
+        self.risky: set[int] = set()  # ids of the running operation's operands that may (see _nonfinite)
+
+    def may_be_nonfinite(self, t: Any) -> bool:
+        """Whether ``t`` (computed from the input) may hold an infinity or a NaN for some input."""
+        return isinstance(t, torch.Tensor) and _storage_key(t) in self.nonfinite
 
     # -- the per-storage rows -------------------------------------------------------------------------------
     def deps(self, t: Any) -> torch.Tensor | None:
@@ -177,19 +190,34 @@ class _Follow(TorchDispatchMode):
         inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         before = {id(t): self.deps(t) for t in inputs}
         before = {k: (v.clone() if v is not None else None) for k, v in before.items()}
+        self.risky = {id(t) for t in inputs if before.get(id(t)) is not None and self.may_be_nonfinite(t)}
         out = func(*args, **kwargs)
         if not any(v is not None for v in before.values()):
             return out  # nothing here depends on the input (outputs written in place keep their rows)
         if func in _ESCAPES:
             self.escapes.add(str(func))
         rule = _copy if func.overloadpacket is _aten.copy_ else _rule(func)
+        written = [id(w) for w in _written(func, args, kwargs)]
         for index, t in _made(func, args, kwargs, inputs, out):
             value = rule(self, func, args, kwargs, before, t, index)
             if t.layout != torch.strided and value is not None:
                 self.sparse.add(str(func))  # its elements carry no rows: what it depends on would be lost
             elif t.layout == torch.strided:
                 self.set_deps(t, value)
+                self.mark(func, args, kwargs, before, rule, t, written=id(t) in written, depends=value is not None)
         return out
+
+    def mark(self, func: Any, args: tuple, kwargs: dict, before: dict, rule: Any, t: torch.Tensor, *,
+             written: bool, depends: bool) -> None:  # fmt: skip
+        """Flag ``t`` (made by ``func``) when it may hold an infinity or a NaN; clear the flag of a new value
+        that cannot (a value written in place keeps the flag: the rest of its storage may hold one)."""
+        key = _storage_key(t)
+        structural = rule in (_move, _along, _matmul, _convolution, _embedding, _batch_norm, _constant, _copy)
+        kind = "structural" if structural else "pointwise" if rule is _pointwise else "other"
+        if depends and may_make_nonfinite(func, args, kwargs, before, t, risky=bool(self.risky), kind=kind):
+            self.nonfinite.add(key)
+        elif not written:
+            self.nonfinite.discard(key)
 
 
 def _made(func: Any, args: tuple, kwargs: dict, inputs: list[torch.Tensor], out: Any) -> list[tuple[int, Any]]:
@@ -204,12 +232,15 @@ def _made(func: Any, args: tuple, kwargs: dict, inputs: list[torch.Tensor], out:
 
 
 class _Leaks(TorchFunctionMode):
-    """Notes a tensor's values leaving torch (``.numpy()``, ``np.asarray``, ``.tolist()``): what is computed
-    from them outside torch cannot be followed."""
+    """Notes a tensor's values leaving torch (``.numpy()``, ``np.asarray``, ``.tolist()``, its storage read by
+    ``pickle`` or ``torch.save``): what is computed from them outside torch cannot be followed."""
 
     NAMES = frozenset(
         {"numpy", "__array__", "tolist", "item", "data_ptr", "__bool__", "__int__", "__float__", "__index__"}
     )
+    # Reading a tensor's storage is how pickle, torch.save and copies through bytes take its values: the copy
+    # they give back is a new tensor the dispatch sees no operation make.
+    STORAGE = frozenset({"untyped_storage", "storage", "_typed_storage"})
 
     def __init__(self, follow: _Follow) -> None:
         super().__init__()
@@ -217,8 +248,9 @@ class _Leaks(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = getattr(func, "__name__", "")
-        if name in self.NAMES and args and self.follow.deps(args[0]) is not None:
-            self.follow.escapes.add(f"Tensor.{name}")
+        if name in self.NAMES | self.STORAGE and args and self.follow.deps(args[0]) is not None:
+            serialized = ", as pickle and torch.save read it" if name in self.STORAGE else ""
+            self.follow.escapes.add(f"Tensor.{name}{serialized}")
         return func(*args, **(kwargs or {}))
 
 
@@ -275,7 +307,7 @@ def _pointwise(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: di
         return _everything(follow, before, out)
     if func.overloadpacket in (_aten.mul, _aten.mul_) and len(tensors) == 2:
         constants = [t for t in tensors if before.get(id(t)) is None]
-        if len(constants) == 1:
+        if len(constants) == 1 and not any(id(t) in follow.risky for t in tensors):  # 0 * inf is NaN
             total &= (constants[0] != 0).expand(shape).unsqueeze(-1)
     return total
 
@@ -400,6 +432,7 @@ def _matmul(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict,
     a, b = (args[1], args[2]) if extra is not None else (args[0], args[1])
     da, db = before.get(id(a)), before.get(id(b))
     # a sparse operand (``torch.sparse.mm``'s weight) is a constant here: its values as a dense matrix
+    risky_a, risky_b = id(a) in follow.risky, id(b) in follow.risky
     a, b = (t.to_dense() if t.layout != torch.strided else t for t in (a, b))
     width = follow.width
     # as batched matrices (batch, i, k) @ (batch, k, j)
@@ -408,11 +441,11 @@ def _matmul(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: dict,
     da3 = None if da is None else da.reshape(*a3.shape, width)
     db3 = None if db is None else db.reshape(*b3.shape, width)
     total = torch.zeros((a3.shape[0], a3.shape[1], b3.shape[2], width), dtype=torch.bool)
-    if da3 is not None:
-        coeff = (b3 != 0).float() if db3 is None else torch.ones(b3.shape)
+    if da3 is not None:  # a zero coefficient drops only what a finite operand depends on (0 * inf is NaN)
+        coeff = (b3 != 0).float() if db3 is None and not risky_a else torch.ones(b3.shape)
         total |= torch.einsum("bikn,bkj->bijn", da3.float(), coeff) > 0
     if db3 is not None:
-        coeff = (a3 != 0).float() if da3 is None else torch.ones(a3.shape)
+        coeff = (a3 != 0).float() if da3 is None and not risky_b else torch.ones(a3.shape)
         total |= torch.einsum("bik,bkjn->bijn", coeff, db3.float()) > 0
     total = total.reshape(*out.shape, width)
     if extra is not None and before.get(id(extra)) is not None:
@@ -431,7 +464,7 @@ def _convolution(follow: _Follow, func: Any, args: tuple, kwargs: dict, before: 
     rank = x.dim()
     # the input elements' dependence as a batch of width x n samples of the same convolution
     folded = dx.movedim(-1, 1).reshape(n * follow.width, *x.shape[1:]).float()
-    coeff = (weight != 0).float()
+    coeff = torch.ones(weight.shape) if id(x) in follow.risky else (weight != 0).float()  # 0 * inf is NaN
     spread = _aten.convolution.default(
         folded, coeff, None, stride, padding, dilation, transposed, output_padding, groups
     )

@@ -16,6 +16,7 @@ import torch
 import torch.fx as fx
 from torch import nn
 
+from .._util.modules import plain_attributes, restore_attributes
 from ..errors import IOTableError, SpecError
 from ..nn import domain_of
 from .dependence import Dependence, dependence
@@ -76,7 +77,11 @@ def arithmetic_only(module: nn.Module) -> bool:
     """Whether ``module`` (a layer of the user's own, without submodules) computes only arithmetic that becomes
     ``sum`` and ``argmax`` nodes: its forward, traced alone, is views, sums or an argmax, and arithmetic with
     numbers or its own tensors (TreeLUT's class sums with their bias). Such a module is traced into, not kept
-    whole as a table (remembered per module)."""
+    whole as a table (remembered per module).
+
+    The trace runs the forward's Python code on torch.fx proxies: every module's plain attributes (numbers,
+    strings and containers of those, such as ``self.seen = self.seen + x.shape[0]``) are put back afterwards,
+    and those the trace made are removed. Module-level globals a forward writes cannot be restored."""
     known = _ARITHMETIC_ONLY.get(module)
     if known is None:
         known = _ARITHMETIC_ONLY[module] = _arithmetic_only(module)
@@ -86,10 +91,13 @@ def arithmetic_only(module: nn.Module) -> bool:
 def _arithmetic_only(module: nn.Module) -> bool:
     if next(iter(module.children()), None) is not None or not inferable(module):
         return False
+    state = plain_attributes(module)  # the trace runs the forward, which may write proxies into them
     try:
         graph = fx.symbolic_trace(module).graph
     except Exception:  # any forward torch.fx cannot trace alone (shape asserts, Python branches): kept whole
         return False
+    finally:
+        restore_attributes(state)
     reduces = False
     for node in graph.nodes:
         if node.op in ("placeholder", "output", "get_attr"):

@@ -1,4 +1,5 @@
-"""Checks of a whole model before any work: its float type, and modules left in training mode.
+"""Checks of a whole model before any work: its float type, modules left in training mode, and whether it is
+a function of its input (no random numbers, no state its forward updates, no dependence on the batch).
 
 Table networks carry float32 values (domains are float32 values, raw outputs float32, host nodes are fed
 float32), so a model computing in another float type is refused up front with the fix, rather than giving
@@ -17,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .._util.modules import eval_mode
+from .._util.modules import PlainState, changed_attributes, eval_mode, plain_attributes, restore_attributes
 from ..brevitas import is_brevitas
 from ..errors import IOTableWarning, ModelError
 from ..torchao import fake_quantize_domain, is_fake_quantize
@@ -170,8 +171,10 @@ class _Outputs:
 
 def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: frozenset[str], what: str) -> None:
     """Raise :class:`ModelError` when ``model`` (in eval mode, as iotable evaluates it) is not a function of its
-    input: a module outside ``host`` draws random numbers or updates a parameter or buffer in its forward, or
-    one sample's output depends on the rest of the batch. ``samples``: two or more different inputs."""
+    input: a module outside ``host`` draws random numbers, updates a parameter or buffer, or changes one of its
+    plain Python attributes (a number, a string, a container of those: a call counter) in its forward, or one
+    sample's output depends on the rest of the batch. ``samples``: two or more different inputs. Parameters,
+    buffers and plain attributes hold their values again afterwards."""
     names = {m: n for n, m in model.named_modules()}
     for m, name in names.items():  # a quantizer's own refusal (an observer still enabled) says more than ours
         if is_fake_quantize(m) and not _inside(name, host):
@@ -188,9 +191,11 @@ def check_function_of_inputs(model: nn.Module, samples: torch.Tensor, *, host: f
 
 
 def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> list[str]:
-    """Run ``samples`` through the model, then their first alone, watching every operation; what is wrong, if
-    anything. The model's parameters and buffers hold their values again afterwards."""
+    """Run ``samples`` through the model, then their first alone, watching every operation and the modules'
+    plain attributes; what is wrong, if anything. The model's parameters, buffers and plain attributes hold
+    their values again afterwards."""
     saved = [(t, t.detach().clone()) for t in (*model.parameters(), *model.buffers())]  # put back after the runs
+    attributes = plain_attributes(model)
     owned = {_address(t): f"{kind} {n!r}" for kind, named in (("parameter", model.named_parameters()),
              ("buffer", model.named_buffers())) for n, t in named}  # fmt: skip
     owned.pop(None, None)  # a layout with no values to point at is not watched
@@ -201,8 +206,10 @@ def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> l
             watch = _Watch(hooks.stack, owned, hooks.labels)  # type: ignore[arg-type]  # None: a host module
             with watch:
                 model(samples)
+            first = plain_attributes(model)
             if not watch.found:
                 model(samples[:1])
+            changed = _changed_attributes(attributes, first, plain_attributes(model), hooks)
     except Exception:  # a forward that fails here is reported, with its context, by the trace
         return []
     finally:
@@ -211,7 +218,24 @@ def _watched_runs(model: nn.Module, samples: torch.Tensor, hooks: _Outputs) -> l
         with torch.no_grad():
             for tensor, value in saved:
                 tensor.copy_(value)
-    return watch.found or hooks.batch_dependent(len(samples))
+        restore_attributes(attributes)
+    return watch.found or changed or hooks.batch_dependent(len(samples))
+
+
+def _changed_attributes(before: PlainState, first: PlainState, after: PlainState, hooks: _Outputs) -> list[str]:
+    """The plain attributes of modules outside the host that the runs changed: one held before them and
+    changed by them, or one a run made and the next changed (a counter started at its first call)."""
+    made = {m: (names - before[m][0], {k: v for k, v in plain.items() if k not in before[m][0]})
+            for m, (names, plain) in first.items() if m in before}  # fmt: skip
+    found = []
+    for m, name, old, new in [*changed_attributes(before, after), *changed_attributes(made, after)]:
+        where = hooks.names.get(m, "")
+        if not _inside(where, hooks.host):
+            found.append(
+                f"module {hooks.labels[where]} changes its attribute {name!r} in its forward ({old!r} before "
+                f"the calls, {new!r} after them), so its output may change from one call to the next"
+            )
+    return found[:1]
 
 
 def _differs(outputs: list[torch.Tensor]) -> bool:

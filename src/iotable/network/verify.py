@@ -100,12 +100,41 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
         raise ModelError(msg)
     same = _same(got.to(expected.dtype), expected)
     mismatches = int((~same).sum())
-    first = None
+    first: dict[str, Any] | None = None
     if mismatches:
         sample = int(torch.nonzero(~same)[0])
-        first = _locate(model, net, input_codes[sample : sample + 1], values[sample : sample + 1])
+        if _batch_dependent(model, values, got, ~same):
+            first = {"node": net.output_node.name, "unit": None, "note": _BATCH_NOTE}
+        else:
+            first = _locate(model, net, input_codes[sample : sample + 1], values[sample : sample + 1])
         first["sample"] = sample
     return VerifyReport(samples=int(same.numel()), mismatches=mismatches, first=first)
+
+
+_BATCH_NOTE = (
+    "the model's output for a sample depends on its batch: run alone, the failing samples give the tables' "
+    "output; a table computes one output per input, so make the forward independent of the batch (no "
+    "x.shape[0] or batch statistics in its arithmetic)"
+)
+
+#: The most failing samples run again one by one to tell a batch dependence.
+_RERUN = 8
+
+
+def _batch_dependent(model: nn.Module, values: torch.Tensor, got: torch.Tensor, failing: torch.Tensor) -> bool:
+    """Whether the first (up to :data:`_RERUN`) failing samples of a batch of two or more, each run alone
+    through the model, give the network's output: then the model's answer depends on the batch."""
+    if len(values) < 2:
+        return False
+    rerun = torch.nonzero(failing).reshape(-1)[:_RERUN].tolist()
+    name = type(model).__name__
+    for sample in rerun:
+        alone = run_module(model, values[sample : sample + 1], name)
+        if alone.shape != got[sample : sample + 1].shape:
+            return False
+        if not bool(_same(got[sample : sample + 1].to(alone.dtype), alone).all()):
+            return False
+    return True
 
 
 def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: torch.Tensor) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from ..front.layerplan import LayerPlan, abbreviated
 from ..table import IOTable
 from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
 from .probe import check_decomposition
+from .recheck import check_rows
 from .recognition import _ieee_float32, recognize
 
 __all__ = ["LayerTables", "tabulate", "tabulate_layers", "without_unused"]
@@ -134,7 +135,8 @@ def tabulate(
     max_rows: int | None = None,
     bar: Progress = QUIET,
 ) -> LayerTables:
-    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options).
+    """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options), then
+    run a few of its rows again alone (:func:`~iotable.tabulate.recheck.check_rows`, a bounded cost).
 
     ``bar``: the caller's progress bar (the layer's own, or the whole model's), which counts the rows.
     """
@@ -153,6 +155,7 @@ def tabulate(
         fast=fast,
         bar=bar,
     )
+    check_rows(module, layer, done.tables)  # a few rows again, each alone: a batch-size dependence shows
     result = LayerTables(
         plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
     )
@@ -226,6 +229,7 @@ def tabulate_layers(
                 bar=bar,
             )
         else:
+            check_rows(module, layer, done.tables)
             found_tables = LayerTables(plan=layer, tables=done.tables, method=done.method, near_ties=done.near_ties)
             result[name] = without_unused(found_tables) if layer.spec.source.startswith(INFERRED) else found_tables
     return result
