@@ -266,10 +266,13 @@ def test_full_disk_while_caching_is_a_cache_error_and_leaves_no_part_file(tmp_pa
 
     from iotable.errors import CacheError
 
+    from iotable.tabulate.cache import TableCache
+
+    TableCache(tmp_path)  # the folder's secret key, written before the disk fills
     monkeypatch.setattr("iotable.tabulate.cache.os.fsync", fail_with(errno.ENOSPC))
     with pytest.raises(CacheError, match=r"cannot write '.*\.part': No space left on device; free space on that disk"):
         precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)
-    assert not list(tmp_path.iterdir())
+    assert [p.name for p in tmp_path.iterdir()] == ["key"]
 
 
 def test_full_temporary_disk_is_a_cache_error_and_leaves_nothing(tmp_path, monkeypatch):
@@ -293,6 +296,9 @@ def test_unwritable_cache_folder_is_a_cache_error(tmp_path, monkeypatch):
 
     from iotable.errors import CacheError
 
+    from iotable.tabulate.cache import TableCache
+
+    TableCache(tmp_path)  # the folder's secret key, written before permission goes
     monkeypatch.setattr("iotable.tabulate.cache.tempfile.mkstemp", fail_with(errno.EACCES))
     with pytest.raises(CacheError, match=r"cannot create a table file in '.*': Permission denied; make it writable"):
         precompute(depthwise(), input_domain=U2, cache_dir=tmp_path)

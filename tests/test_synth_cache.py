@@ -197,6 +197,7 @@ def test_an_entry_under_another_name_is_refused(cached, tmp_path):
 BAD_CONTENTS: dict[str, tuple[Callable[[dict[str, Any]], bytes], str]] = {
     "not json": (lambda r: b"{not json", "not valid JSON"),
     "empty": (lambda r: b"", "not valid JSON"),
+    "truncated": (lambda r: json.dumps(r).encode()[: len(json.dumps(r)) // 2], "not valid JSON"),
     "not utf-8": (lambda r: b"\xff\xfe{}", "not valid JSON"),
     "a list": (lambda r: b"[1, 2]", "expected a JSON object"),
     "deep": (lambda r: b"[" * 200_000 + b"]" * 200_000, "nested too deep"),

@@ -244,6 +244,8 @@ def test_an_entry_of_another_user_is_refused(poisoned, monkeypatch):
     """A valid entry owned by another user (as the reader sees it) is refused and recomputed."""
     folder, victim = poisoned
     uid = os.lstat(victim).st_uid
+    secret = store.TableCache(folder).secret
+    monkeypatch.setattr(store, "_secret", lambda _folder: secret)  # the key file's owner is checked apart
     monkeypatch.setattr(os, "geteuid", lambda: uid + 1)
     with pytest.warns(IOTableWarning, match="owned by user"):
         again = precompute(depthwise(), input_domain=U2, example_input=torch.zeros(1, 3, 3), cache_dir=folder)

@@ -6,11 +6,14 @@ file, locked while it is written, and renamed into place atomically; a table lar
 goes to a file in the system's temporary directory that has no name from the start, so that nothing is
 left behind even by ``kill -9``. Finished tables are memory-mapped read-only.
 
-Every cache entry carries its key and a checksum: the key and a sha256 of the key and the ``.npy`` bytes,
-appended after the array (``.npy`` readers ignore them). An entry is untrusted input: loading it refuses a
-link, another user's file or one that others may write (:mod:`iotable._util.trust`), then checks its header,
-size, stored key (the one asked for), checksum and codes (below the output domain's size), reading no more
-than the table asked for, and maps the very file it checked. An entry that fails is not served: a warning
+Every cache entry carries its key and a signature: the key and an HMAC-SHA256 of the key and the ``.npy``
+bytes under the cache folder's secret key (:func:`iotable._util.trust.secret_key`, the file ``key``, mode
+0600), appended after the array (``.npy`` readers ignore them); an entry rewritten by anyone who cannot read
+that key fails, whatever checksum they compute. An entry is untrusted input: loading it refuses a link,
+another user's file or one that others may write (:mod:`iotable._util.trust`), then checks its size, its
+header (byte for byte the one written for the table asked for: nothing of it is parsed), stored key (the one
+asked for), signature and codes (below the output domain's size), reading no more than the table asked for,
+and maps the very file it checked. An entry that fails is not served: a warning
 names it and why, and it is recomputed and replaced (renamed over, never written through). Entries are written
 writable by their owner only. Opening a cache removes ``.part`` files that no live process holds (left by an
 interrupted run); a writer holds its lock until its file is renamed into place, so no cleanup removes a live
@@ -30,6 +33,8 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
+import io
 import os
 import stat
 import tempfile
@@ -42,14 +47,14 @@ import numpy as np
 from torch import nn
 
 from .._util.files import plain_mode, temporary_beside
-from .._util.trust import Untrusted, check_owned
+from .._util.trust import SECRET_FILE, Untrusted, check_owned, secret_key
 from ..errors import CacheError, IOTableWarning
 from ..front.cachekey import module_key, value_bytes
 from ..front.glue import Arithmetic
 
 __all__ = ["CacheError", "FileSink", "MemorySink", "TableCache", "layer_fingerprint"]
 
-_CACHE_FORMAT = b"iotable-table-cache-3"
+_CACHE_FORMAT = b"iotable-table-cache-4"
 
 
 try:  # POSIX: a writer locks its .part file, so that a cleanup never removes a live one
@@ -91,15 +96,28 @@ def unit_key(layer_digest: hashlib._Hash, plan: Any, unit: Any) -> str:
     return digest.hexdigest()
 
 
-#: Ends every cache entry: this marker, the entry's key and a newline, then the sha256 of the marker, the key,
-#: the newline and the ``.npy`` bytes before it.
-_TRAILER = b"iotable-cache-sha256:"
+#: Ends every cache entry: this marker, the entry's key and a newline, then the HMAC-SHA256 (under the cache
+#: folder's secret key) of the marker, the key, the newline and the ``.npy`` bytes before it.
+_TRAILER = b"iotable-cache-hmac-sha256:"
 #: Group and other write bits: a cache entry has neither (a reader refuses one that has).
 _OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
 
 
 def _trailer(key: str, digest: bytes) -> bytes:
     return _TRAILER + key.encode() + b"\n" + digest
+
+
+def _signer(secret: bytes, key: str) -> Any:
+    """A running HMAC of an entry under the cache's secret key, its trailer's marker and key already in."""
+    return hmac.new(secret, _TRAILER + key.encode() + b"\n", hashlib.sha256)
+
+
+def _header(shape: tuple[int, int], dtype: np.dtype) -> bytes:
+    """The ``.npy`` (version 1.0) magic and header written for a table of ``shape`` and ``dtype``."""
+    out = io.BytesIO()
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue()
 
 
 _FIXES = {
@@ -182,18 +200,20 @@ def _claim(file: BinaryIO, name: str) -> bool:
 class FileSink:
     """Rows appended to an ``.npy`` file, then memory-mapped.
 
-    A cache entry (``key`` given) is written to a locked hidden ``.part`` file in its folder, ends with
-    the checksum trailer and is renamed to ``path`` when complete. Without a key the file is a temporary
-    one: unnamed from the start where the system allows (POSIX), so that it never outlives the process.
+    A cache entry (``key`` given, with the cache's ``secret``) is written to a locked hidden ``.part`` file in
+    its folder, ends with the signed trailer and is renamed to ``path`` when complete. Without a key the file is
+    a temporary one: unnamed from the start where the system allows (POSIX), so that it never outlives the process.
     A write that fails removes the partial file and raises :class:`CacheError`; a sink dropped unfinished
     removes it too.
     """
 
-    def __init__(self, path: Path, rows: int, width: int, dtype: np.dtype, *, key: str | None, fix: str) -> None:
+    def __init__(
+        self, path: Path, rows: int, width: int, dtype: np.dtype, *, key: str | None, fix: str, secret: bytes = b""
+    ) -> None:
         self.path, self.key, self.fix = path, key, fix
         self.expected = rows
         self.written = 0
-        self.digest = hashlib.sha256(f"{_TRAILER.decode()}{key}\n".encode()) if key is not None else None
+        self.digest = _signer(secret, key) if key is not None else None
         self.tmp: str | None = None
         try:
             self.file, self.tmp = self._create(path, key)  # closed in finish or abandon
@@ -205,12 +225,7 @@ class FileSink:
                 os.fchmod(self.file.fileno(), plain_mode() & ~_OTHERS_WRITE)  # readers refuse shared entries
             else:
                 self._forget_name()
-            header = {
-                "descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                "fortran_order": False,
-                "shape": (rows, width),
-            }
-            self._write_header(header)
+            self._write_header(_header((rows, width), dtype))
         except OSError as exc:
             self.abandon()
             raise disk_error("cannot write", self.tmp, exc, fix=fix) from None
@@ -238,13 +253,10 @@ class FileSink:
         self._cleanup = weakref.finalize(self, _discard, self.file, None)
         self.tmp = None
 
-    def _write_header(self, header: dict[str, Any]) -> None:
-        start = self.file.tell()
-        np.lib.format.write_array_header_1_0(self.file, header)
+    def _write_header(self, header: bytes) -> None:
+        self.file.write(header)
         if self.digest is not None:
-            end = self.file.tell()
-            self.file.seek(start)
-            self.digest.update(self.file.read(end - start))
+            self.digest.update(header)
 
     def write(self, start: int, data: np.ndarray) -> None:
         if start != self.written:  # rows arrive in order; anything else is a bug, not bad input
@@ -305,7 +317,11 @@ def _map(file: BinaryIO, dtype: np.dtype, shape: tuple[int, int], offset: int) -
 
 
 class TableCache:
-    """A directory of finished unit tables, one ``<key>.npy`` file each, checksummed."""
+    """A directory of finished unit tables, one ``<key>.npy`` file each, signed with the folder's secret key.
+
+    Raises:
+        CacheError: the folder cannot be made or written, or its secret key cannot be made or trusted.
+    """
 
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         path = check_cache_dir(directory)
@@ -323,6 +339,7 @@ class TableCache:
             msg = f"cache_dir: {str(path)!r} is not writable; make it writable or {fix}"
             raise CacheError(msg)
         self.path = path
+        self.secret = _secret(path)
         self.removed = sweep_parts(path)
 
     def load(self, key: str, rows: int, width: int, dtype: np.dtype, *, codes: int | None = None) -> np.ndarray | None:
@@ -331,7 +348,7 @@ class TableCache:
 
         Believed: a regular file (not a link), owned by the user running iotable and writable by no one else,
         whose header and size are those of the table asked for, whose stored key is ``key`` and whose checksum
-        holds; every code below ``codes`` (the output domain's size). An entry that fails is not served: an
+        and signature hold; every code below ``codes`` (the output domain's size). An entry that fails is not served: an
         :class:`~iotable.errors.IOTableWarning` names it and why.
         """
         file = self.path / f"{key}.npy"
@@ -339,7 +356,7 @@ class TableCache:
             return None
         shape, dtype = (rows, width), np.dtype(dtype)
         try:
-            array = _read_entry(file, key, shape, dtype)
+            array = _read_entry(file, key, shape, dtype, self.secret)
             if codes is not None and array.size and int(array.max()) >= codes:
                 raise _BadEntry(f"holds code {int(array.max())}, outside the output domain's {codes} codes")
         except Untrusted as exc:
@@ -358,19 +375,34 @@ class TableCache:
         return None
 
     def sink(self, key: str, rows: int, width: int, dtype: np.dtype) -> FileSink:
-        return FileSink(self.path / f"{key}.npy", rows, width, dtype, key=key, fix="pass another cache_dir")
+        path = self.path / f"{key}.npy"
+        return FileSink(path, rows, width, dtype, key=key, fix="pass another cache_dir", secret=self.secret)
+
+
+def _secret(folder: Path) -> bytes:
+    """The cache folder's secret key; :class:`CacheError` naming its file and the fix when it cannot be made or
+    trusted."""
+    path = folder / SECRET_FILE
+    fix = f"remove {str(path)!r} (iotable writes a new key; the tables cached under the old one are computed again)"
+    try:
+        return secret_key(folder)
+    except Untrusted as exc:
+        msg = f"cache_dir: the table cache's secret key cannot be trusted: {exc}; {fix}, or make it yours, mode 0600"
+        raise CacheError(msg) from None
+    except OSError as exc:
+        raise disk_error("cache_dir: cannot use the table cache's secret key", path, exc, fix=fix) from None
 
 
 class _BadEntry(Exception):
     """A cache entry that is not the table asked for: the message says how."""
 
 
-def _read_entry(file: Path, key: str, shape: tuple[int, int], dtype: np.dtype) -> np.ndarray:
+def _read_entry(file: Path, key: str, shape: tuple[int, int], dtype: np.dtype, secret: bytes) -> np.ndarray:
     """The checked table of the entry ``file``, memory-mapped from the descriptor its checks read.
 
     Raises:
         Untrusted: a link, not a regular file, another user's, or writable by others.
-        _BadEntry: a header, size, key or checksum that is not the table's.
+        _BadEntry: a size, header, key or signature that is not the table's.
     """
     check_owned(file, directory=False)
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -384,40 +416,46 @@ def _read_entry(file: Path, key: str, shape: tuple[int, int], dtype: np.dtype) -
         info, named = os.fstat(fd), os.lstat(file)
         if (info.st_dev, info.st_ino) != (named.st_dev, named.st_ino):
             raise _BadEntry("was replaced while it was opened")
-        offset = _verified_entry(f, key, shape, dtype, info.st_size)
+        if not stat.S_ISREG(info.st_mode):
+            raise _BadEntry("is not a regular file")
+        offset = _verified_entry(f, key, shape, dtype, info.st_size, secret)
         return _map(f, dtype, shape, offset)
 
 
-def _verified_entry(f: BinaryIO, key: str, shape: tuple[int, int], dtype: np.dtype, size: int) -> int:
-    """The data offset of the open cache entry ``f`` once its header, size, key and checksum are checked (the
-    file is read no further than the size of the table asked for)."""
+def _verified_entry(f: BinaryIO, key: str, shape: tuple[int, int], dtype: np.dtype, size: int, secret: bytes) -> int:
+    """The data offset of the open cache entry ``f`` once its size, header, key and signature are checked.
+
+    The header is compared byte for byte with the one written for the table asked for (an entry is never parsed),
+    and the file is read no further than that table's size.
+    """
     expected = f"a {shape[0]}x{shape[1]} table of {dtype}"
-    if np.lib.format.read_magic(f) != (1, 0):
-        raise _BadEntry(f"is not a version 1.0 .npy file ({expected} expected)")
-    file_shape, fortran, file_dtype = np.lib.format.read_array_header_1_0(f)
-    offset = f.tell()
-    if tuple(file_shape) != shape or fortran or file_dtype != dtype:
-        raise _BadEntry(f"holds a {'x'.join(map(str, file_shape))} table of {file_dtype}, expected {expected}")
+    header = _header(shape, dtype)
     data = dtype.itemsize * shape[0] * shape[1]
     trailer = len(_trailer(key, bytes(32)))
-    if size != offset + data + trailer:
-        raise _BadEntry(f"holds {size} bytes, expected {offset + data + trailer} for {expected} and its key")
-    digest = hashlib.sha256(_TRAILER + key.encode() + b"\n")
-    f.seek(0)
-    left = offset + data
+    if size != len(header) + data + trailer:
+        raise _BadEntry(f"holds {size} bytes, expected {len(header) + data + trailer} for {expected} and its key")
+    signer = _signer(secret, key)
+    found = f.read(len(header))
+    if found != header:
+        raise _BadEntry(f"does not start with the .npy header of {expected}")
+    signer.update(found)
+    left = data
     while left:
         block = f.read(min(left, 1 << 22))
         if not block:
             raise _BadEntry("ended before its table did")
-        digest.update(block)
+        signer.update(block)
         left -= len(block)
     stored = f.read(trailer)
     if not stored.startswith(_TRAILER) or stored[len(_TRAILER) : -33] != key.encode():
-        found = stored[len(_TRAILER) : -33].decode("ascii", "replace")[:80]
-        raise _BadEntry(f"was stored for the key {found!r}, not for its own name's key")
-    if stored != _trailer(key, digest.digest()):
-        raise _BadEntry("fails its checksum (its bytes changed after it was written)")
-    return offset
+        found_key = stored[len(_TRAILER) : -33].decode("ascii", "replace")[:80]
+        raise _BadEntry(f"was stored for the key {found_key!r}, not for its own name's key")
+    if not hmac.compare_digest(stored, _trailer(key, signer.digest())):
+        raise _BadEntry(
+            "fails its checksum (an HMAC under the cache's secret key): its bytes changed after it was written, "
+            "or it was written under another key"
+        )
+    return len(header)
 
 
 def sweep_parts(directory: Path) -> int:
