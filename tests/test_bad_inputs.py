@@ -52,6 +52,7 @@ from iotable.errors import (
     TableError,
     TableTooLargeError,
 )
+from iotable.network.precompute import precompute_layer, precompute_model
 from iotable.nn import Quantize
 
 from .test_bundle import stamp
@@ -1317,6 +1318,27 @@ CASES += [
         lambda c: precompute(linear(), input_domain=D2, name=5),
         SpecOptionError,
         ("name must be a non-empty string", "received 5"),
+    ),
+    Case(
+        "precompute-model-none",
+        lambda c: precompute(None, input_domain=U2, example_input=torch.zeros(1, 3)),
+        SpecOptionError,
+        (
+            r"^precompute: expected a torch.nn.Module \(a layer, a decorated block or a whole model\)",
+            "received NoneType",
+        ),
+    ),
+    Case(
+        "precompute-model-function",
+        lambda c: precompute_model(lambda x: x, input_domain=U2, example_input=torch.zeros(1, 3)),
+        SpecOptionError,
+        ("^precompute_model: expected a torch.nn.Module", "received function", "wrap a function in an nn.Module"),
+    ),
+    Case(
+        "precompute-model-onnx-path",
+        lambda c: precompute_layer(c.root / "model.onnx", input_domain=U2),
+        SpecOptionError,
+        ("^precompute_layer: expected a torch.nn.Module", r"received the path '.*model\.onnx'", "not supported yet"),
     ),
     Case(
         "precompute-check-string",
