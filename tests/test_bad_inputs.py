@@ -1341,6 +1341,28 @@ CASES += [
         ("^precompute_layer: expected a torch.nn.Module", r"received the path '.*model\.onnx'", "not supported yet"),
     ),
     Case(
+        "precompute-example-of-no-elements",
+        lambda c: precompute(
+            nn.Sequential(Quantize(2, scale=0.5), nn.Linear(0, 2), Quantize(2, scale=0.5)).eval(),
+            input_domain=U2,
+            example_input=torch.zeros(1, 0),
+        ),
+        ModelError,
+        (r"^precompute: example_input has shape \(1, 0\), samples of no elements", "pass a batch"),
+    ),
+    Case(
+        "plan-layer-of-no-inputs",
+        lambda c: plan(nn.Linear(0, 2), input_domain=U2),
+        SpecError,
+        ("^Linear: a table layer reads at least one input channel, but Linear has 0", "fold it into"),
+    ),
+    Case(
+        "plan-conv-example-of-no-channels",
+        lambda c: precompute(nn.Conv1d(0, 2, 3), input_domain=U2, example_input=torch.zeros(1, 0, 5)),
+        SpecError,
+        (r"^Conv1d: .* but Conv1d has 0 \(from an example input of shape \(0, 5\)\)",),
+    ),
+    Case(
         "precompute-check-string",
         lambda c: precompute(linear(), input_domain=D2, check="no"),
         SpecOptionError,
