@@ -241,6 +241,7 @@ def _layout(spec: Spec, example_shape: tuple[int, ...] | None, name: str) -> Lay
 
 def _input_channels(module: nn.Module, layout: Layout, example_shape: tuple[int, ...] | None, name: str) -> int:
     """The number of input channels: from the example input, else as the module states it."""
+    c_in: int | None
     if example_shape is not None:
         c_in = example_shape[-1] if layout.channels_last else example_shape[0]
     else:
