@@ -1363,6 +1363,12 @@ CASES += [
         (r"^Conv1d: .* but Conv1d has 0 \(from an example input of shape \(0, 5\)\)",),
     ),
     Case(
+        "verify-empty-batch",
+        lambda c: verify(c.model, c.net, torch.zeros(0, 4)),
+        InputError,
+        (r"^verify: expected a batch of at least one sample, received shape \(0, 4\)", "proves nothing"),
+    ),
+    Case(
         "precompute-check-string",
         lambda c: precompute(linear(), input_domain=D2, check="no"),
         SpecOptionError,
