@@ -468,6 +468,30 @@ CASES = [
         ("expected a finite zero_point", "received inf"),
     ),
     Case(
+        "domain-values-same-in-float32",
+        lambda c: Domain([0.1, 0.1 + 1e-12]),
+        DomainError,
+        ("expected values distinct in float32", "received 0.1 and 0.100000000001", "keep one of them"),
+    ),
+    Case(
+        "domain-values-past-float32",
+        lambda c: Domain([0, 1e39]),
+        DomainError,
+        (r"expected values float32 holds \(magnitude at most 3.4028235e\+38", r"received \{1e\+39\}"),
+    ),
+    Case(
+        "domain-values-one-past-float32",
+        lambda c: Domain([0, 3.4e38, 3.5e38]),
+        DomainError,
+        (r"expected values float32 holds", r"received \{3.5e\+38\}", "scale the values down"),
+    ),
+    Case(
+        "domain-values-float32-too-far",
+        lambda c: Domain([0.1, 0.10000000149011612 + 2**-27, 3e38]),
+        DomainError,
+        ("expected values whose float32 lies within", "received 3e\\+38, whose float32 is 3.0000000054977558e\\+38"),
+    ),
+    Case(
         "domain-values-empty",
         lambda c: Domain.values([]),
         DomainError,
