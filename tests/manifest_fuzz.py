@@ -7,7 +7,9 @@ manifest (two flips each) in both modes and prints the counts:
   by ``iotable check``;
 - ``stamped``: the checksum is written anew for the altered manifest, as a tool that knows the format would, so that
   the checks behind the checksum are reached: every trial must be refused, or load and run with the original's
-  outputs and graph; no trial may end in an error that is not an ``IOTableError``.
+  outputs and graph; no trial may end in an error that is not an ``IOTableError``;
+- ``values``: every integer of the manifest in turn is replaced by each of :data:`HUGE` (beyond any int64 or
+  size a machine holds) and the checksum written anew: every trial must be refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import contextlib
 import dataclasses
 import hashlib
 import io
+import json
 import re
 import shutil
 import sys
@@ -32,6 +35,9 @@ from iotable.bundle.manifest import _canonical, _difference, _Encoder
 from iotable.cli import main as cli
 from iotable.nn import Quantize
 from iotable.synth import DEFAULT_SCRIPT
+
+#: Integers past what numpy's int64 or C's ssize_t hold: a manifest field holding one must be refused by name.
+HUGE = (10**20, 2**63, -(2**63) - 1)
 
 S2 = iotable.Domain.uniform(2, signed=True, scale=0.5)
 
@@ -152,6 +158,36 @@ class Sweep:
             return f"metadata change: {path} {held!r} -> {made!r}"
         return "same"
 
+    def integers(self) -> list[tuple[str | int, ...]]:
+        """The path (keys and list indices) of every integer in the manifest (not true/false)."""
+        found: list[tuple[str | int, ...]] = []
+
+        def walk(value: object, path: tuple[str | int, ...]) -> None:
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, (*path, key))
+            elif isinstance(value, list):
+                for k, item in enumerate(value):
+                    walk(item, (*path, k))
+            elif isinstance(value, int) and not isinstance(value, bool):
+                found.append(path)
+
+        walk(json.loads(self.manifest), ())
+        return found
+
+    def replaced(self, path: tuple[str | int, ...], value: int) -> str:
+        """The manifest with the integer at ``path`` replaced by ``value``, stamped with a new checksum: the
+        verdict (as :meth:`trial`)."""
+        manifest = json.loads(self.manifest)
+        record = manifest
+        for key in path[:-1]:
+            record = record[key]
+        record[path[-1]] = value
+        data = json.dumps(manifest, indent=1).encode()
+        (self.work / "manifest.json").write_bytes(data)
+        (self.work / "manifest.sha256").write_bytes(f"{hashlib.sha256(data).hexdigest()}  manifest.json\n".encode())
+        return self._load_and_run()
+
     def restore(self) -> None:
         (self.work / "manifest.json").write_bytes(self.manifest)
         (self.work / "manifest.sha256").write_bytes(self.checksum)
@@ -166,6 +202,19 @@ def run(offsets: list[int], flips: tuple[int, ...], *, stamped: bool, check: boo
         for offset in offsets:
             for flip in flips:
                 counts[sweep.trial(offset, flip, stamped=stamped, check=check)] += 1
+        return counts
+
+
+def run_values(values: tuple[int, ...] = HUGE) -> Counter[str]:
+    """Counts of verdicts, each integer of a freshly built bundle's manifest replaced by each of ``values``."""
+    with tempfile.TemporaryDirectory() as folder:
+        net, path, x = build(Path(folder))
+        sweep = Sweep(net, path, x, Path(folder) / "work")
+        counts: Counter[str] = Counter()
+        for where in sweep.integers():
+            for value in values:
+                verdict = sweep.replaced(where, value)
+                counts[verdict if verdict == "refused" else f"{verdict} at {where}"] += 1
         return counts
 
 
@@ -188,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {n:6d}  {verdict}")
             silent = verdict.startswith(("internal", "output", "metadata")) or "check passed" in verdict
             bad += n if silent or (not stamped and verdict != "refused") else 0
+    counts = run_values()
+    print(f"\nvalues (each integer replaced by {HUGE}): {sum(counts.values())} trials")
+    for verdict, n in counts.most_common():
+        print(f"  {n:6d}  {verdict}")
+        bad += n if verdict != "refused" else 0
     print(f"\n{bad} trial(s) broke the promise")
     return 1 if bad else 0
 

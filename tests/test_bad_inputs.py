@@ -52,6 +52,7 @@ from iotable.errors import (
     TableError,
     TableTooLargeError,
 )
+from iotable.network.precompute import precompute_layer, precompute_model
 from iotable.nn import Quantize
 
 from .test_bundle import stamp
@@ -465,6 +466,30 @@ CASES = [
         lambda c: Domain.uniform(2, zero_point=float("inf")),
         DomainError,
         ("expected a finite zero_point", "received inf"),
+    ),
+    Case(
+        "domain-values-same-in-float32",
+        lambda c: Domain([0.1, 0.1 + 1e-12]),
+        DomainError,
+        ("expected values distinct in float32", "received 0.1 and 0.100000000001", "keep one of them"),
+    ),
+    Case(
+        "domain-values-past-float32",
+        lambda c: Domain([0, 1e39]),
+        DomainError,
+        (r"expected values float32 holds \(magnitude at most 3.4028235e\+38", r"received \{1e\+39\}"),
+    ),
+    Case(
+        "domain-values-one-past-float32",
+        lambda c: Domain([0, 3.4e38, 3.5e38]),
+        DomainError,
+        (r"expected values float32 holds", r"received \{3.5e\+38\}", "scale the values down"),
+    ),
+    Case(
+        "domain-values-float32-too-far",
+        lambda c: Domain([0.1, 0.10000000149011612 + 2**-27, 3e38]),
+        DomainError,
+        ("expected values whose float32 lies within", "received 3e\\+38, whose float32 is 3.0000000054977558e\\+38"),
     ),
     Case(
         "domain-values-empty",
@@ -1317,6 +1342,55 @@ CASES += [
         lambda c: precompute(linear(), input_domain=D2, name=5),
         SpecOptionError,
         ("name must be a non-empty string", "received 5"),
+    ),
+    Case(
+        "precompute-model-none",
+        lambda c: precompute(None, input_domain=U2, example_input=torch.zeros(1, 3)),
+        SpecOptionError,
+        (
+            r"^precompute: expected a torch.nn.Module \(a layer, a decorated block or a whole model\)",
+            "received NoneType",
+        ),
+    ),
+    Case(
+        "precompute-model-function",
+        lambda c: precompute_model(lambda x: x, input_domain=U2, example_input=torch.zeros(1, 3)),
+        SpecOptionError,
+        ("^precompute_model: expected a torch.nn.Module", "received function", "wrap a function in an nn.Module"),
+    ),
+    Case(
+        "precompute-model-onnx-path",
+        lambda c: precompute_layer(c.root / "model.onnx", input_domain=U2),
+        SpecOptionError,
+        ("^precompute_layer: expected a torch.nn.Module", r"received the path '.*model\.onnx'", "not supported yet"),
+    ),
+    Case(
+        "precompute-example-of-no-elements",
+        lambda c: precompute(
+            nn.Sequential(Quantize(2, scale=0.5), nn.Linear(0, 2), Quantize(2, scale=0.5)).eval(),
+            input_domain=U2,
+            example_input=torch.zeros(1, 0),
+        ),
+        ModelError,
+        (r"^precompute: example_input has shape \(1, 0\), samples of no elements", "pass a batch"),
+    ),
+    Case(
+        "plan-layer-of-no-inputs",
+        lambda c: plan(nn.Linear(0, 2), input_domain=U2),
+        SpecError,
+        ("^Linear: a table layer reads at least one input channel, but Linear has 0", "fold it into"),
+    ),
+    Case(
+        "plan-conv-example-of-no-channels",
+        lambda c: precompute(nn.Conv1d(0, 2, 3), input_domain=U2, example_input=torch.zeros(1, 0, 5)),
+        SpecError,
+        (r"^Conv1d: .* but Conv1d has 0 \(from an example input of shape \(0, 5\)\)",),
+    ),
+    Case(
+        "verify-empty-batch",
+        lambda c: verify(c.model, c.net, torch.zeros(0, 4)),
+        InputError,
+        (r"^verify: expected a batch of at least one sample, received shape \(0, 4\)", "proves nothing"),
     ),
     Case(
         "precompute-check-string",

@@ -104,6 +104,18 @@ def test_explicit_values_rejects_duplicates_and_empty():
         Domain.values([])
 
 
+def test_a_domain_float32_cannot_tell_apart_or_hold_is_refused_and_every_accepted_one_encodes_its_values():
+    """Values that collide in float32, lie past its range or round further than the domain's tolerance are refused
+    by name; a domain accepted at the edge of float32 encodes its own values as float32 (as net.run reads them)."""
+    above = float(np.nextafter(np.float32(0.1), np.float32(1)))
+    for values in ([0.1, 0.1 + 1e-12], [0, 1e39], [0, 3.4e38, 3.5e38], [-1e39, 0], [0.1, above, 3e38]):
+        with pytest.raises(DomainError, match="float32"):
+            Domain(values)
+    for values in ([0.1, above], [0, 3.4e38], [1e-30, 2e-30, 0.5], [0.1, 0.2, 0.3]):
+        domain = Domain(values)
+        assert domain.encode(domain.values.astype(np.float32)).tolist() == list(range(len(values)))
+
+
 def test_domains_are_immutable_hashable_and_equal_by_value():
     """Equal values make equal domains; attributes cannot be reassigned."""
     assert Domain.uniform(1) == Domain.values([0, 1])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import sys
 import textwrap
 import time
@@ -293,11 +292,41 @@ def test_the_network_bench_records_its_verdict(language: str, simulator: str, tm
 def test_a_vhdl_check_needs_no_yosys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without yosys on PATH a VHDL design is still checked (by ghdl alone); a Verilog one asks for yosys."""
     require_program("ghdl", package="ghdl")
-    which = shutil.which
-    monkeypatch.setattr("iotable.hdl.tools.shutil.which", lambda p, *a, **k: None if p == "yosys" else which(p))
+    found = iotable.hdl.tools.find_program
+    monkeypatch.setattr("iotable.hdl.tools.find_program", lambda p: None if p == "yosys" else found(p))
     bit = Domain.uniform(1)
     table = iotable.IOTable.dense([[0], [1], [1], [0]], input_domains=[bit] * 2, output_domain=bit)
     result = check_files({"xor2.vhd": table_vhdl(table, "xor2")}, "xor2", timeout=120)
     assert result.language == "vhdl" and result.cells is None
     with pytest.raises(SimulatorNotInstalledError, match="'yosys' is not installed"):
         check_files({"xor2.v": "module xor2(input a, output b); assign b = a; endmodule\n"}, "xor2")
+
+
+@pytest.mark.parametrize(
+    ("printed", "received"),
+    [("", "received nothing"), ("module other(input a);\nendmodule\n", "received 33 characters without it")],
+    ids=["silent", "foreign-netlist"],
+)
+def test_a_fake_ghdl_that_exits_0_does_not_pass_a_vhdl_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, printed: str, received: str
+) -> None:
+    """A ghdl that exits 0 without printing a netlist of the top entity fails the check, naming ghdl's output."""
+    fake = tmp_path / "bin" / "ghdl"
+    fake.parent.mkdir()
+    (tmp_path / "netlist.v").write_text(printed)
+    fake.write_text(f"#!/bin/sh\ncat '{tmp_path / 'netlist.v'}'\nexit 0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    bit = Domain.uniform(1)
+    table = iotable.IOTable.dense([[0], [1], [1], [0]], input_domains=[bit] * 2, output_domain=bit)
+    with pytest.raises(HDLToolError, match=rf"ghdl --synth --out=verilog exited 0, .*'xor2' and {received}"):
+        check_files({"xor2.vhd": table_vhdl(table, "xor2")}, "xor2", timeout=60)
+
+
+def test_ghdls_netlist_of_the_top_entity_passes_the_vhdl_check() -> None:
+    """Real ghdl's netlist names the top entity (in lower case for a mixed-case name) and the check passes."""
+    require_program("ghdl", package="ghdl")
+    bit = Domain.uniform(1)
+    table = iotable.IOTable.dense([[0], [1], [1], [0]], input_domains=[bit] * 2, output_domain=bit)
+    result = check_files({"Xor2.vhd": table_vhdl(table, "Xor2")}, "Xor2", timeout=120)
+    assert result.top == "Xor2" and "module" not in result.log  # the log is ghdl's messages, not the netlist

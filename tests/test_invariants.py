@@ -352,9 +352,18 @@ def test_graphs_of_every_test_model_pass(graphs: dict[str, Graph]) -> None:
 def test_units_are_validated_before_use(graphs: dict[str, Graph]) -> None:
     """A unit whose fields are of the wrong type is named, not met with an internal error."""
     graph = with_unit(graphs["cnn"], "b", 0, fan_in="2")
-    with pytest.raises(GraphError, match=r"table node 'b': unit 0 fan_in: expected an integer >= 1, received '2'"):
+    with pytest.raises(
+        GraphError, match=r"table node 'b': unit 0 fan_in: expected an integer >= 1 and < 2\*\*62, received '2'"
+    ):
         graph.check()
     assert isinstance(graphs["cnn"]["b"].meta.units[0], Unit)
+
+
+def test_a_unit_field_past_int64_is_named(graphs: dict[str, Graph]) -> None:
+    """A unit whose channel index or fan-in is 10**20 is named with the range, not met with a C overflow."""
+    for fields in ({"in_channels": (10**20,)}, {"fan_in": 10**20}):
+        with pytest.raises(GraphError, match=r"table node 'b': unit 0 \w+: expected .*< 2\*\*62, received"):
+            with_unit(graphs["cnn"], "b", 0, **fields).check()
 
 
 def test_nodes_and_their_arrays_are_immutable(graphs: dict[str, Graph]) -> None:

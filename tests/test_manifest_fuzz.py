@@ -3,9 +3,13 @@ offsets; ``python -m tests.manifest_fuzz`` sweeps every byte)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from .manifest_fuzz import Sweep, build
+import iotable
+
+from .manifest_fuzz import HUGE, Sweep, build
 
 OFFSETS = 300  # evenly spread over the manifest, so that every part of it is hit
 
@@ -52,4 +56,35 @@ def test_the_sweep_sees_what_it_looks_for(sweep: Sweep) -> None:
     assert sweep.trial(fx_node, 0x01, stamped=True) == "information change: graph.nodes[].fx_node"  # x -> y
     scale = sweep.manifest.index(b'"scale": 0.25') + len(b'"scale": 0.')
     assert sweep.trial(scale, 0x03, stamped=True) == "refused"  # 0.25 -> 0.15
+    sweep.restore()
+
+
+def test_an_integer_past_int64_in_any_manifest_field_is_refused(sweep: Sweep) -> None:
+    """Each kind of integer field of the manifest holding 10**20, 2**63 or -2**63-1 (in turn; all three in the
+    fields a fuzzer found crashing) is refused with a bundle error, never a C overflow."""
+    trials, seen = [], set()
+    for path in sweep.integers():
+        field = tuple("[]" if isinstance(p, int) else p for p in path)
+        if field not in seen:
+            seen.add(field)
+            crashed = field[-2:] in {("plan", "out_channels"), ("meta", "unit_bits")} or field[-3:-1] == (
+                "$unit",
+                "in_channels",
+            )
+            trials += [(path, value) for value in HUGE] if crashed else [(path, HUGE[len(seen) % len(HUGE)])]
+    verdicts = {(path, value): sweep.replaced(path, value) for path, value in trials}
+    sweep.restore()
+    assert len(seen) > 40
+    assert set(verdicts.values()) == {"refused"}, {k: v for k, v in verdicts.items() if v != "refused"}
+
+
+def test_a_huge_integer_is_refused_naming_the_field_and_the_range(sweep: Sweep) -> None:
+    """A plan's out_channels or a table node's unit_bits of 10**20: the bundle error names the field and the range."""
+    out_channels = next(p for p in sweep.integers() if p[-2:] == ("plan", "out_channels"))
+    unit_bits = next(p for p in sweep.integers() if p[-2:-1] == ("unit_bits",))
+    for path, words in ((out_channels, ".out_channels: expected an integer >= 1 and < 2**62"), (unit_bits, "2**62")):
+        sweep.replaced(path, 10**20)
+        with pytest.raises(iotable.errors.BundleError, match=re.escape(words)) as caught:
+            iotable.load(sweep.work)
+        assert "100000000000000000000" in str(caught.value)
     sweep.restore()

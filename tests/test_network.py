@@ -452,6 +452,17 @@ def test_run_takes_sparse_and_bfloat16_batches_as_their_values():
     assert torch.equal(net.run(codes.to_sparse(), codes=True), expected)
 
 
+def test_run_takes_a_batch_that_requires_grad_as_its_values():
+    """A batch that requires a gradient (a training loop's tensor) runs as its values, few samples or many."""
+    model = mlp()
+    net = precompute(model, input_domain=U2, example_input=torch.zeros(1, 12))
+    x = random_inputs(U2, (12,))
+    for batch in (x[:2], x):
+        tracked = batch.clone().requires_grad_(True)
+        assert torch.equal(net.run(tracked), net.run(batch))
+        assert verify(model, net, tracked).ok
+
+
 def test_verify_reports_the_first_mismatch():
     """When a table is wrong, verify names the node, unit, output element and the unit's input codes."""
     model = mlp()

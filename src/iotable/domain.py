@@ -93,6 +93,40 @@ class _ValuesAccessor:
         return obj._values
 
 
+def _check_float32(ordered: np.ndarray, tolerance: float) -> None:
+    """Refuse ascending values that float32, in which models compute, cannot hold or tell apart: a value past
+    float32's range, two values that round to one float32, or a value whose float32 lies further from it than
+    ``tolerance`` (how far an output may lie from a value and still encode to it)."""
+    with np.errstate(over="ignore"):
+        rounded = ordered.astype(np.float32)
+    if not np.all(np.isfinite(rounded)):
+        big = ordered[~np.isfinite(rounded)]
+        msg = (
+            f"Domain: expected values float32 holds (magnitude at most {float(np.finfo(np.float32).max):.8g}: "
+            f"models compute in float32), received {_preview(big)}; scale the values down"
+        )
+        raise DomainError(msg)
+    same = np.flatnonzero(rounded[1:] == rounded[:-1])
+    if same.size:
+        k = int(same[0])
+        msg = (
+            f"Domain: expected values distinct in float32 (models compute in float32), received "
+            f"{float(ordered[k])!r} and {float(ordered[k + 1])!r}, which both round to the float32 "
+            f"{float(rounded[k])!r}; keep one of them, or values further apart"
+        )
+        raise DomainError(msg)
+    far = np.flatnonzero(np.abs(rounded.astype(np.float64) - ordered) > tolerance)
+    if far.size:
+        k = int(far[0])
+        msg = (
+            f"Domain: expected values whose float32 lies within {tolerance:.3g} of them (a fraction of the "
+            f"smallest gap between values, how close a model's float32 output must come), received "
+            f"{float(ordered[k])!r}, whose float32 is {float(rounded[k])!r}; pass values nearer in magnitude, or "
+            "further apart"
+        )
+        raise DomainError(msg)
+
+
 class Domain:
     """The finite, ordered set of values a quantized element takes; codes ``0..n-1`` in ascending value order.
 
@@ -147,6 +181,7 @@ class Domain:
         gap = float(np.min(np.diff(ordered))) if ordered.size > 1 else 1.0
         rounding = 8 * _F32_EPS * float(np.max(np.abs(ordered)))
         self._tolerance = min(0.25 * gap, max(0.01 * gap, rounding))
+        _check_float32(ordered, self._tolerance)
         zero = np.flatnonzero(np.abs(ordered) <= self._tolerance)
         self._zero = int(zero[0]) if zero.size else None
         self._hash = hash(ordered.tobytes())

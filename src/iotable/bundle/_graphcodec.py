@@ -31,7 +31,21 @@ from ..network.network import TableNetwork
 from ._format import HARDWARE_BITS, MAX_DOMAIN_VALUES
 from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost
-from .jsonfields import _bool, _context, _field, _int, _ints, _kind, _list, _name, _obj, _printable, _shown, _str
+from .jsonfields import (
+    _bool,
+    _bounded,
+    _context,
+    _field,
+    _int,
+    _ints,
+    _kind,
+    _list,
+    _name,
+    _obj,
+    _printable,
+    _shown,
+    _str,
+)
 
 
 class _GraphEncoding:
@@ -298,7 +312,7 @@ class _GraphDecoding:
         if isinstance(value, list):
             return tuple(self.value(v, f"{where}[{k}]", hosts=hosts) for k, v in enumerate(value))
         if not isinstance(value, dict):
-            return value
+            return _bounded(value, where)
         tags = [k for k in value if k.startswith("$")]
         if not tags:
             return {k: self.value(v, f"{where}[{k!r}]", hosts=hosts) for k, v in value.items()}

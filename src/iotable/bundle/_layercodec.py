@@ -379,7 +379,7 @@ def _plan_units(records: Any, geometry: Geometry, in_channels: int, out_channels
             )
             raise BundleError(msg)
         written += unit.out_channels
-    if sorted(written) != list(range(out_channels)):
+    if len(written) != out_channels or sorted(written) != list(range(out_channels)):
         msg = f"{where}: the units must write each of the {out_channels} output channel(s) exactly once"
         raise BundleError(msg)
     return units

@@ -15,10 +15,24 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+#: Every integer a manifest holds (a count, an index, a size, a bit width) lies in ``(-INT_LIMIT, INT_LIMIT)``:
+#: a numpy ``int64`` with room for the sums and products made of it, never a C overflow.
+INT_LIMIT = 2**62
+
+
 def _int(value: Any, where: str, *, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
+    low = -INT_LIMIT if minimum is None else minimum
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value < INT_LIMIT:
+        bound = f" >= {minimum} and < 2**62" if minimum is not None else " in [-2**62, 2**62)"
         msg = f"{where}: expected an integer{bound}, received {_shown(value)}"
+        raise BundleError(msg)
+    return value
+
+
+def _bounded(value: Any, where: str) -> Any:
+    """``value`` if it is no integer, or an integer in ``(-2**62, 2**62)``; else a :class:`BundleError`."""
+    if isinstance(value, int) and not isinstance(value, bool) and not -INT_LIMIT <= value < INT_LIMIT:
+        msg = f"{where}: expected an integer in [-2**62, 2**62), received {_shown(value)}; the manifest was edited"
         raise BundleError(msg)
     return value
 

@@ -241,13 +241,23 @@ def _layout(spec: Spec, example_shape: tuple[int, ...] | None, name: str) -> Lay
 
 def _input_channels(module: nn.Module, layout: Layout, example_shape: tuple[int, ...] | None, name: str) -> int:
     """The number of input channels: from the example input, else as the module states it."""
+    c_in: int | None
     if example_shape is not None:
-        return example_shape[-1] if layout.channels_last else example_shape[0]
-    c_in = channel_counts(module)[0]
+        c_in = example_shape[-1] if layout.channels_last else example_shape[0]
+    else:
+        c_in = channel_counts(module)[0]
     if c_in is None and isinstance(module, (nn.BatchNorm1d, nn.BatchNorm2d)):
         c_in = module.num_features
     if c_in is None:
         msg = f"{name}: cannot tell the input shape of {type(module).__name__}; pass example_input= (a batch)"
+        raise SpecError(msg)
+    if c_in < 1:
+        given = f"an example input of shape {example_shape}" if example_shape is not None else "its weights"
+        msg = (
+            f"{name}: a table layer reads at least one input channel, but {type(module).__name__} has {c_in} "
+            f"(from {given}); a layer of no inputs is a constant: fold it into the next layer's bias, or give the "
+            "layer its real input"
+        )
         raise SpecError(msg)
     return c_in
 

@@ -29,8 +29,9 @@ def is_int(value: Any) -> bool:
 
 
 def int_field(value: Any, where: str, *, minimum: int) -> int:
-    if not is_int(value) or value < minimum:
-        msg = f"{where}: expected an integer >= {minimum}, received {value!r}"
+    """``value`` as an int if it is an integer in ``[minimum, 2**62)`` (an int64 with room for sums of it)."""
+    if not is_int(value) or not minimum <= value < 2**62:
+        msg = f"{where}: expected an integer >= {minimum} and < 2**62, received {value!r}"
         raise GraphError(msg)
     return int(value)
 

@@ -8,7 +8,8 @@ it has the type and the range a real report gives.
   most :data:`MAX_CELLS`;
 - :func:`whole_cells` counts a module and everything below it from those;
 - :func:`timing` parses nextpnr's ``--report`` JSON: Fmax finite, positive and below :data:`MAX_FMAX_MHZ`,
-  delays finite and non-negative, utilization counts of the same bounds as cells.
+  delays finite and non-negative, utilization counts of the same bounds as cells;
+- :func:`check_netlist` believes a ``ghdl --synth`` only when its Verilog netlist declares the top module.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from typing import Any
 from .._util.trust import Untrusted, read_bounded
 from ..errors import HDLToolError
 
-__all__ = ["MAX_CELLS", "MAX_FMAX_MHZ", "MAX_REPORT_BYTES", "read_report", "stat_modules", "timing", "whole_cells"]
+__all__ = [
+    "MAX_CELLS",
+    "MAX_FMAX_MHZ",
+    "MAX_REPORT_BYTES",
+    "check_netlist",
+    "read_report",
+    "stat_modules",
+    "timing",
+    "whole_cells",
+]
 
 #: The largest report read, in bytes (a yosys ``stat -json`` of a design of thousands of modules is a few MB).
 MAX_REPORT_BYTES = 64 << 20
@@ -46,6 +56,24 @@ def read_report(path: Path, *, tool: str, expected: str, what: str) -> bytes:
     except Untrusted as exc:
         msg = f"{what}: {tool}'s output {path.name} cannot be read as {expected}: {exc}"
         raise HDLToolError(msg) from None
+
+
+def check_netlist(text: str, top: str, *, what: str) -> None:
+    """Raise :class:`~iotable.errors.HDLToolError` unless ``text``, the end of what ``ghdl --synth
+    --out=verilog`` printed (it writes the top module last), declares the module ``top`` and closes it: an exit
+    status of 0 alone does not prove that synthesis ran."""
+    # ghdl writes VHDL's case-insensitive names in lower case, an extended identifier escaped by a backslash
+    declared = re.compile(rf"^module\s+\\?{re.escape(top.lower())}(?=[\s(;#])", re.MULTILINE)
+    found = declared.search(text.lower())
+    if found is not None and re.search(r"^\s*endmodule\b", text[found.end() :], re.MULTILINE):
+        return
+    received = "nothing" if not text.strip() else f"{len(text)} characters without it, ending {text[-120:]!r}"
+    msg = (
+        f"{what}: ghdl --synth --out=verilog exited 0, but its netlist (its standard output) is expected to "
+        f"declare the top module {top!r} and received {received}; check that 'ghdl' on PATH is GHDL with "
+        "synthesis (ghdl --synth) and that it runs"
+    )
+    raise HDLToolError(msg)
 
 
 def _count(value: Any) -> bool:

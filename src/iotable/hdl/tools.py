@@ -28,7 +28,7 @@ from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
 from .names import check_file_name
-from .reports import read_report, stat_modules, whole_cells
+from .reports import check_netlist, read_report, stat_modules, whole_cells
 from .results import NONCE_FILE, NONCE_PLUSARG, Record, read_record, results_file
 from .table import Text
 
@@ -398,9 +398,9 @@ def check_files(
 
     Verilog: yosys ``read_verilog``, ``synth -top TOP``, ``check -assert`` (nothing undriven, no multiple
     drivers, no combinational loop) and an assertion that synthesis inferred no latch. VHDL: Debian's yosys
-    has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 --out=none TOP``:
-    elaborates and refuses what does not synthesize, writing no netlist); the latch, undriven and loop
-    assertions are yosys's, on Verilog.
+    has no ghdl plugin, so ghdl's own synthesis checks it (``ghdl --synth --std=08 --out=verilog TOP``:
+    elaborates and refuses what does not synthesize; the netlist it prints must declare the top module, or a
+    ``ghdl`` that only exits 0 would pass); the latch, undriven and loop assertions are yosys's, on Verilog.
 
     The files named in ``separate`` (Verilog, one module each: a design's table modules) are checked each
     once on its own, several yosys runs sharing the cores, and the rest of the design with those modules as
@@ -445,9 +445,10 @@ def check_files(
         _write_all(files, work)
         if language is Language.VHDL:
             _step(["ghdl", "-i", "--std=08", *sources], work, deadline, what=what)
-            # --out=none: the synthesized netlist is not needed, and printed it can be gigabytes
-            done = _step(["ghdl", "--synth", "--std=08", "--out=none", top], work, deadline, what=what)
-            return CheckResult(top, language.value, None, done.stdout + done.stderr, time.perf_counter() - start)
+            # the netlist proves synthesis ran (the top module is written last; only the output's tail is kept)
+            done = _step(["ghdl", "--synth", "--std=08", "--out=verilog", top], work, deadline, what=what)
+            check_netlist(done.stdout, top, what=what)
+            return CheckResult(top, language.value, None, done.stderr, time.perf_counter() - start)
         counts = _check_leaves(leaves, work, deadline, what=what)
         wiring = [n for n in sources if n not in set(leaves.values())]
         script = [

@@ -351,6 +351,12 @@ def model_skeleton(
             f"received {type(example_input).__name__}"
         )
         raise ModelError(msg)
+    if 0 in example_input.shape[1:]:
+        msg = (
+            f"precompute: example_input has shape {tuple(example_input.shape)}, samples of no elements; a table "
+            "network reads at least one input element per sample: pass a batch (N, ...) of the model's real input"
+        )
+        raise ModelError(msg)
     if not isinstance(input_domain, Domain) and not (
         isinstance(input_domain, Sequence) and input_domain and all(isinstance(d, Domain) for d in input_domain)
     ):

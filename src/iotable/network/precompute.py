@@ -60,6 +60,23 @@ class PrecomputeOptions:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
+def _check_module(module: Any, what: str) -> None:
+    """Refuse what is not a torch module (``None``, a function, a path) before anything reads it."""
+    if isinstance(module, nn.Module):
+        return
+    if isinstance(module, (str, os.PathLike)):
+        msg = (
+            f"{what}: expected a torch.nn.Module, received the path {os.fspath(module)!r}; reading a model from a "
+            "file (ONNX or other) is not supported yet: build the model in torch (load its state_dict) and pass it"
+        )
+    else:
+        msg = (
+            f"{what}: expected a torch.nn.Module (a layer, a decorated block or a whole model), received "
+            f"{type(module).__name__}; wrap a function in an nn.Module whose forward calls it"
+        )
+    raise SpecOptionError(msg)
+
+
 def _check_front(*, reuse: Any, name: Any, options: PrecomputeOptions) -> None:
     """The checks every entry makes before any work: ``reuse`` and ``name``, and a usable ``cache_dir``."""
     if not isinstance(reuse, bool):
@@ -207,6 +224,7 @@ def precompute(
         (3, 64, [6.0])
     """
     options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_module(module, "precompute")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
     if host or input_layout is not None or _is_model(module):
@@ -239,6 +257,7 @@ def precompute_layer(
         (3, 4)
     """
     options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_module(module, "precompute_layer")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
     return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
@@ -272,6 +291,7 @@ def precompute_model(
         [3]
     """
     options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    _check_module(model, "precompute_model")
     _check_front(reuse=reuse, name=None, options=options)
     warn_training(model, "precompute")  # called here: the warning points at the caller's line
     return _model(model, input_domain, example_input, host, input_layout, reuse=reuse, options=options)

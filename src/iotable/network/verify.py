@@ -10,7 +10,7 @@ from torch import nn
 
 from .._util import display as _display
 from .._util.modules import module_dtype, run_module
-from ..errors import ModelError
+from ..errors import InputError, ModelError
 from ..front.modelcheck import check_float32, warn_training
 from ..front.trace import trace
 from ..graph.graph import (
@@ -92,6 +92,12 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
     check_float32(model, "verify", ModelError)
     warn_training(model, "verify")
     input_codes = net.encode_input(inputs, codes=codes, what="verify")
+    if input_codes.shape[0] == 0:  # net.run answers an empty batch with an empty output; a proof of nothing fails
+        msg = (
+            f"verify: expected a batch of at least one sample, received shape {tuple(input_codes.shape)}; a "
+            "verification of no sample proves nothing: pass the inputs to check"
+        )
+        raise InputError(msg)
     values = decode(input_codes, net.input_node).to(module_dtype(model)[0])
     expected = run_module(model, values, type(model).__name__)
     got = net.run(input_codes, codes=True)

@@ -50,7 +50,7 @@ def _check_table(node: Node, producers: Sequence[Node], incoming: Sequence[Edge]
         raise GraphError(msg)
     columns = _unit_columns(node, meta.units)
     written = np.sort(columns["out"])
-    if not np.array_equal(written, np.arange(node.channels)):
+    if len(written) != node.channels or not np.array_equal(written, np.arange(node.channels)):
         msg = (
             f"{where}: its units write output channels {short_list(written.tolist())}; expected each of its "
             f"{node.channels} channel(s) exactly once"
@@ -81,7 +81,12 @@ def _channel_lists(units: Sequence[Unit], field: str, where: str) -> tuple[np.nd
     clean = set(map(type, lists)) == {tuple}
     if clean:
         clean = set(map(type, itertools.chain.from_iterable(lists))) <= {int, np.int64, np.int32}
-    flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64) if clean else np.zeros(0, np.int64)
+    flat = np.zeros(0, np.int64)
+    if clean:
+        try:
+            flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
+        except OverflowError:  # past int64: named below
+            clean = False
     if not clean or (flat < 0).any():
         for u, channels in enumerate(lists):
             ints_field(channels, f"{where}: unit {u} {field}", minimum=0)

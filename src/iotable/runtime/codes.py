@@ -170,7 +170,7 @@ class InputEncoder:
             raise InputError(msg)
         if x.layout != torch.strided:  # a sparse batch holds the same values as its dense form
             x = x.to_dense()
-        x = x.cpu()
+        x = x.detach().cpu()  # the tables compute no gradient: a batch that requires one is read as its values
         given = x.dtype
         if not x.is_floating_point() and given != torch.int64:
             x = x.to(torch.int64)  # unsigned and narrow integer codes compare and index as int64
