@@ -265,7 +265,6 @@ def test_full_disk_while_caching_is_a_cache_error_and_leaves_no_part_file(tmp_pa
     import errno
 
     from iotable.errors import CacheError
-
     from iotable.tabulate.cache import TableCache
 
     TableCache(tmp_path)  # the folder's secret key, written before the disk fills
@@ -295,7 +294,6 @@ def test_unwritable_cache_folder_is_a_cache_error(tmp_path, monkeypatch):
     import errno
 
     from iotable.errors import CacheError
-
     from iotable.tabulate.cache import TableCache
 
     TableCache(tmp_path)  # the folder's secret key, written before permission goes
