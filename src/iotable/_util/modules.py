@@ -117,16 +117,27 @@ def same_value(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def changed_attributes(before: PlainState, after: PlainState) -> list[tuple[nn.Module, str, Any, Any]]:
+def changed_attributes(before: PlainState, after: PlainState) -> list[tuple[nn.Module, str, str, str]]:
     """``(module, name, before, after)`` for each plain attribute in ``before`` that ``after`` lacks or holds
-    another value of (``after``'s value is ``None`` when it is no longer plain)."""
+    another value of, the values shown short (a value no longer plain by its type, a deleted one as such)."""
     changed = []
     for m, (_, attributes) in before.items():
         now = after.get(m, (frozenset(), {}))[1]
         for name, value in attributes.items():
             if name not in now or not same_value(value, now[name]):
-                changed.append((m, name, value, now.get(name)))
+                current = (
+                    shown(now[name])
+                    if name in now
+                    else (f"a {type(vars(m)[name]).__name__}" if name in vars(m) else "deleted")
+                )
+                changed.append((m, name, shown(value), current))
     return changed
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A plain value as its ``repr``, cut to ``limit`` characters."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def restore_attributes(state: PlainState) -> None:

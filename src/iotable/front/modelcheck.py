@@ -232,8 +232,8 @@ def _changed_attributes(before: PlainState, first: PlainState, after: PlainState
         where = hooks.names.get(m, "")
         if not _inside(where, hooks.host):
             found.append(
-                f"module {hooks.labels[where]} changes its attribute {name!r} in its forward ({old!r} before "
-                f"the calls, {new!r} after them), so its output may change from one call to the next"
+                f"module {hooks.labels[where]} changes its attribute {name!r} in its forward ({old} before "
+                f"the calls, {new} after them), so its output may change from one call to the next"
             )
     return found[:1]
 
