@@ -158,3 +158,22 @@ def test_a_forward_with_steady_plain_attributes_passes() -> None:
     assert torch.equal(net.run(x), x)
     model = nn.Sequential(Quantize(2, scale=0.5), Counting(after=10**6), Quantize(2, scale=0.5)).eval()
     iotable.precompute(model, input_domain=DOMAIN, example_input=torch.zeros(1, 4), host=["1"])
+
+
+class Remembering(nn.Module):
+    """Keeps its last input in a plain attribute that held None before."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("scale", torch.ones(4))
+        self.previous = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.previous = x
+        return x * self.scale
+
+
+def test_an_attribute_that_becomes_a_tensor_is_shown_as_one() -> None:
+    """The refusal says what the attribute became (a Tensor), not that it is still None."""
+    with pytest.raises(ModelError, match=r"'previous' in its forward \(None before the calls, a Tensor after them\)"):
+        _precompute(Remembering())
