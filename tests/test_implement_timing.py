@@ -21,6 +21,7 @@ from iotable.errors import HDLError, IOTableWarning, OptionError
 from iotable.hdl import export, implement
 from iotable.hdl import ooc as ooc_module
 from iotable.nn import Quantize
+from tests.optional import require_program
 
 TOP = {"num_cells_by_type": {"SB_LUT4": 42, "SB_DFF": 7}}
 STEP = {"from": {"cell": "a", "port": "O"}, "to": {"cell": "b", "port": "I0"}}
@@ -228,8 +229,7 @@ def test_tools_beside_the_running_python_are_found(tiny, tmp_path: Path, monkeyp
 def test_summaries_read_the_abc_counts_a_network_holds(tiny, fakes: Path, tmp_path: Path) -> None:
     """After iotable.synth.cost, the network it returns says ABC's count in its summary and in implement's;
     the network it was given holds none and says so."""
-    if not (shutil.which("berkeley-abc") or shutil.which("yosys-abc") or shutil.which("abc")):
-        pytest.skip("needs ABC (apt-get install berkeley-abc)")
+    require_program("berkeley-abc", package="berkeley-abc")
     report = iotable.synth.cost(tiny.network, workers=1, progress=False)
     assert f"ABC: {report.luts} LUT6, held from iotable.synth.cost" in report.network.summary()
     assert "ABC:" not in tiny.network.summary()
@@ -245,8 +245,8 @@ def test_summaries_read_the_abc_counts_a_network_holds(tiny, fakes: Path, tmp_pa
 def test_nextpnr_ice40_places_seeds_in_and_out_of_context(tiny) -> None:
     """Real nextpnr-ice40: two seeds each way; in context the pins' path is reported, out of context the wrapper
     adds exactly its flip-flops and at most its LUTs to the design's."""
-    if not shutil.which("nextpnr-ice40") or not shutil.which("yosys"):
-        pytest.skip("needs yosys and nextpnr-ice40 (apt-get install yosys nextpnr-ice40)")
+    require_program("yosys", package="yosys")
+    require_program("nextpnr-ice40", package="nextpnr-ice40")
     inside = implement(tiny, target="ice40-hx1k", seeds=2, out_of_context=False)
     outside = implement(tiny, target="ice40-hx1k", seeds=2, out_of_context=True)
     flops, luts = ooc_module.wrapper_cost(tiny.inputs.width, tiny.outputs.width)
