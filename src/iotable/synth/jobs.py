@@ -261,13 +261,21 @@ class _Pool(concurrent.futures.ProcessPoolExecutor):
 
     def stop(self) -> None:
         """End every worker now (the parent was interrupted): SIGTERM, then SIGKILL for any still running."""
+        # shutdown(wait=False) forgets the call queue and the manager thread: hold them first
+        queue, thread = getattr(self, "_call_queue", None), getattr(self, "_executor_manager_thread", None)
         self.shutdown(wait=False, cancel_futures=True)
+        if queue is not None:  # its feeder may be blocked writing to workers that are gone: never wait for it
+            queue.cancel_join_thread()
         for attempt in range(3):
             alive = [p for p in self.context.started if p.pid is not None and p.exitcode is None]
             for process in alive:
                 process.kill() if attempt == 2 else process.terminate()
             for process in alive:
                 process.join(timeout=2.0)
+        if thread is not None:
+            thread.join(timeout=5.0)
+            if thread.is_alive():  # some Pythons (3.11.2) leave it waiting on the ended workers: never wait at exit
+                getattr(concurrent.futures.process, "_threads_wakeups", {}).pop(thread, None)
 
 
 def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[Any, bool]:
