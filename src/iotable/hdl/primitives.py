@@ -17,9 +17,9 @@ In every family bit ``i`` of the INIT parameter is the output where the inputs, 
 significant, read ``i`` (yosys's ``share/<family>/cells_sim.v``): the convention of
 :func:`~iotable.hdl.mapped.lut_init`, so a netlist node's first input goes to the cell's first input. A node of
 fewer inputs than a Lattice LUT4 has its INIT repeated over the unused inputs (its output does not depend on
-them). On ECP5 they are tied to 0 (``synth_ecp5``'s ``opt_lut_ins`` rewrites a cell whose inputs repeat); on
-iCE40 they read the LUT's first input again (``synth_ice40``'s ``ice40_opt`` turns a cell with a constant input
-back into generic logic and maps it again). Xilinx has a cell per size.
+them), and they are tied to 0: a net repeated on a cell's inputs is rewritten by ``synth_ecp5``'s
+``opt_lut_ins``, and on iCE40 it leaves nextpnr's router with arcs it cannot route (jsc-s: 2,097 arcs unrouted after
+1.4M iterations with repeated inputs, routed in 3 s with constants). Xilinx has a cell per size.
 
 Synthesis never sees a definition of these cells (they are the device library's), so simulation needs one:
 :func:`cell_models` writes a small behavioural model of each cell (``<top>_primitives.v``, beside the bench).
@@ -51,8 +51,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Family:
     """The LUT cell of a device family: its name (``{n}``: the LUT's inputs, for families with a cell per size),
-    INIT parameter, inputs (least significant first), output, the most inputs it has, and whether a smaller
-    LUT's unused inputs read its first input (else they are tied to 0)."""
+    INIT parameter, inputs (least significant first), output and the most inputs it has."""
 
     cell: str
     init: str
@@ -60,7 +59,6 @@ class Family:
     output: str
     k: int
     sized: bool = False
-    tie_first: bool = False
 
     def name(self, inputs: int) -> str:
         """The cell that holds a LUT of ``inputs`` inputs."""
@@ -96,7 +94,7 @@ class Primitives(str, enum.Enum):
 
 _FAMILIES = {
     Primitives.ECP5: Family("LUT4", "INIT", ("A", "B", "C", "D"), "Z", 4),
-    Primitives.ICE40: Family("SB_LUT4", "LUT_INIT", ("I0", "I1", "I2", "I3"), "O", 4, tie_first=True),
+    Primitives.ICE40: Family("SB_LUT4", "LUT_INIT", ("I0", "I1", "I2", "I3"), "O", 4),
     Primitives.XILINX: Family("LUT{n}", "INIT", ("I0", "I1", "I2", "I3", "I4", "I5"), "O", 6, sized=True),
 }
 
@@ -218,7 +216,7 @@ def _instance(family: Family, cell: Any, out: str, module: str, *, what: str) ->
         raise HDLError(msg)
     width = family.width(inputs)
     first = [_source(s) for s in reversed(cell.inputs)]  # the netlist's first input first: bit 0 of the index
-    wired = [*first, *[first[0] if family.tie_first else "1'b0"] * (width - inputs)]
+    wired = [*first, *["1'b0"] * (width - inputs)]
     ports = ", ".join(f".{pin}({signal})" for pin, signal in zip(family.inputs, wired))
     init = padded_init(cell.init, inputs, width)
     digits = max((1 << width) // 4, 1)
