@@ -8,13 +8,16 @@ sets the clock), the ladder of LUT counts a user can ask iotable for, each with 
 - **ABC**: every distinct table mapped onto LUT6 by ABC and checked row by row (``iotable.synth.cost``), the
   count of the design's instances;
 - **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the exported design (LUT6, MUXF, flip-flops);
-- **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr): LUT4,
-  flip-flops, Fmax after routing;
+- **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr) with the
+  tables mapped (``tables="mapped"``: each table's ABC netlist, K=4, checked row by row, placed as the family's
+  LUT cells), ``--seeds`` placements (Fmax median and range) and ``verify``: the synthesized and routed
+  netlists simulated against the design's vectors. LUT4, flip-flops, Fmax, LUT4 against ABC's K=4 count of
+  the tables, and the peak memory of the largest tool;
 - and ``iotable.hdl.check`` of the design (each distinct table elaborated and checked once, the wiring
   through yosys's generic synthesis with the tables as black boxes), with its time.
 
-A target a design does not fit (more LUTs or I/O than the device has) is reported as such. Timings are
-wall-clock seconds of one run on the machine that runs it.
+A target a design does not fit (more LUTs or I/O than the device has) is reported as such, with the time the
+refusal took. Timings are wall-clock seconds of one run on the machine that runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -83,7 +87,7 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) -> dict[str, Any]:
+def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, seeds: int) -> dict[str, Any]:
     net = _network(name)
     style = "streaming" if name in STREAMING else "unrolled"
     design = export(net, work / name, style=style, top="net", vectors=16, table_benches=False, overwrite=True)
@@ -95,8 +99,15 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) 
     seconds, result = _timed(lambda: check(design, timeout=3600))
     row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
     print(f"  check: {row['check']['cells']} cells (the wiring's, a table's ROM 2) in {seconds:.1f} s")
+    if any(not target.startswith("xilinx") for target in targets):
+        seconds, report = _timed(lambda: iotable.synth.cost(net, k=4, progress=False, cache_dir=cache))
+        row["abc4"] = {"luts": report.luts, "seconds": seconds}
+        print(f"  ABC: {report.luts} LUT4 over the network's tables in {seconds:.1f} s")
     for target in targets:
-        seconds, result = _timed(lambda target=target: implement(design, target=target, timeout=3600))
+        options = {"tables": "mapped", "seeds": seeds, "verify": 16} if not target.startswith("xilinx") else {}
+        seconds, result = _timed(
+            lambda target=target, options=options: implement(design, target=target, timeout=3600, **options)
+        )
         if isinstance(result, Exception):
             row[target] = {"error": str(result)[-600:], "seconds": seconds}
             print(f"  {target}: failed after {seconds:.1f} s: {str(result)[-300:]}")
@@ -104,9 +115,14 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None) 
         row[target] = {
             "luts": result.luts, "lut_inputs": result.lut_inputs, "flip_flops": result.flip_flops,
             "carry": result.carry, "muxes": result.muxes, "block_ram": result.block_ram,
-            "fmax_mhz": result.fmax_mhz, "seconds": result.seconds, "tools": dict(result.tools),
+            "fmax_mhz": result.fmax_mhz, "fmax_range_mhz": result.fmax_range, "seeds": [list(s) for s in result.seeds],
+            "seconds": result.seconds, "tools": dict(result.tools),
             "utilization": [list(u) for u in result.utilization],
+            "verified": [[v.netlist, v.vectors] for v in result.verified], "tables": options.get("tables", "case"),
+            "largest_tool_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
         }  # fmt: skip
+        if "abc4" in row and not target.startswith("xilinx"):
+            row[target]["luts_per_abc4"] = round(result.luts / max(row["abc4"]["luts"], 1), 3)
         print(result.summary())
     return row
 
@@ -116,12 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", default=list(WORKLOADS), help="workloads (default: all)")
     parser.add_argument("--targets", nargs="*", default=list(TARGETS), help="targets (default: %(default)s)")
     parser.add_argument("--cache", default=None, help="a folder for ABC's cache of mapped tables")
+    parser.add_argument("--seeds", type=int, default=3, help="placement seeds per target (default: %(default)s)")
     parser.add_argument("--json", default=None, help="also write the rows as JSON")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotable-bench-implement-") as tmp:
         for name in args.only:
-            rows.append(ladder(name, tuple(args.targets), Path(tmp), Path(args.cache) if args.cache else None))
+            cache = Path(args.cache) if args.cache else None
+            rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
