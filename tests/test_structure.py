@@ -220,6 +220,10 @@ def test_the_core_does_not_import_cost_or_hardware() -> None:
 #: the network and the bundle, and above the core the cost and hardware layers, the command line and the
 #: package's own ``__init__`` (the public facade, which re-exports every layer).
 SHARED = {"_util", "_version", "errors", "domain", "bits", "table", "lutcount", "lutnet", "nn", "brevitas", "torchao"}
+#: The front-end-neutral vocabulary of layers and units, which every part may use and no front end owns.
+NEUTRAL = {"layout", "units", "layerplan"}
+#: The parts that stand without a front end: a second front end (or none) builds on them unchanged.
+FRONT_FREE = ("graph", "runtime", "bundle", "hdl", "synth", "nodekinds")
 MAY_IMPORT = {
     "errors": set(),
     "_version": set(),
@@ -232,17 +236,20 @@ MAY_IMPORT = {
     "brevitas": {"_util", "domain", "errors"},
     "torchao": {"domain", "errors"},
     "nn": {"brevitas", "domain", "torchao"},
+    "layout": {"_util", "errors"},
+    "units": {"domain", "errors", "layout"},
+    "layerplan": {"_util", "bits", "domain", "layout", "lutcount", "units"},
     "pla": SHARED,
-    "front": SHARED,
-    "kinds": SHARED | {"front"},
-    "tabulate": SHARED | {"front", "graph"},
-    "graph": SHARED | {"front"},
-    "runtime": SHARED | {"front", "graph"},
-    "nodekinds": SHARED | {"front", "graph", "runtime"},
-    "network": SHARED | {"front", "tabulate", "graph", "nodekinds", "runtime"},
-    "bundle": SHARED | {"front", "tabulate", "graph", "runtime", "network"},
-    "synth": SHARED | {"front", "graph", "nodekinds", "network"},
-    "hdl": SHARED | {"graph", "network", "synth"},
+    "front": SHARED | NEUTRAL,
+    "kinds": SHARED | NEUTRAL | {"front"},
+    "tabulate": SHARED | NEUTRAL | {"front", "graph"},
+    "graph": SHARED | NEUTRAL,
+    "runtime": SHARED | NEUTRAL | {"graph"},
+    "nodekinds": SHARED | NEUTRAL | {"graph", "runtime"},
+    "network": SHARED | NEUTRAL | {"front", "tabulate", "graph", "nodekinds", "runtime"},
+    "bundle": SHARED | NEUTRAL | {"tabulate", "graph", "runtime", "network"},
+    "synth": SHARED | NEUTRAL | {"graph", "nodekinds", "network"},
+    "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
     "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
     "__main__": {"cli"},
 }
@@ -265,6 +272,32 @@ def test_every_part_imports_only_the_layers_below_it() -> None:
     parts = {_unit(name) for name in graph if name}
     assert parts <= set(MAY_IMPORT), f"add {sorted(parts - set(MAY_IMPORT))} to MAY_IMPORT and the docs"
     assert _layer_violations(graph) == []
+
+
+def _front_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(module, imported module)`` for every module of the FRONT_FREE parts that imports the torch front end."""
+    return sorted(
+        (name, imported)
+        for name, imports in graph.items()
+        if _unit(name) in FRONT_FREE
+        for imported in imports
+        if _unit(imported) == "front"
+    )
+
+
+def test_the_graph_and_what_reads_it_import_no_front_end() -> None:
+    """No module of graph, runtime, bundle, hdl, synth or nodekinds imports iotable.front."""
+    assert _front_imports(import_graph()) == []
+
+
+def test_a_front_end_import_is_found() -> None:
+    """A graph or bundle module importing the torch front end is reported; the network doing so is not."""
+    graph = {
+        "graph.nodes": {"front.plan", "units"},
+        "bundle._layercodec": {"front.spec"},
+        "network.builder": {"front.plan"},
+    }
+    assert _front_imports(graph) == [("bundle._layercodec", "front.spec"), ("graph.nodes", "front.plan")]
 
 
 def test_a_layer_importing_upwards_is_found() -> None:

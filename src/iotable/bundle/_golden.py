@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from ..errors import BundleError
-from ..front.plan import LayerPlan
 from ..graph.checks import element_domains
 from ..graph.graph import (
     Graph,
@@ -20,6 +19,7 @@ from ..graph.graph import (
     TableMeta,
     WindowMeta,
 )
+from ..layerplan import LayerPlan
 from ..network.network import TableNetwork
 from ..runtime.runtime import Runtime, decode
 from ..tabulate.layers import LayerTables

@@ -14,8 +14,6 @@ from torch import nn
 
 from ..domain import Domain
 from ..errors import BundleError
-from ..front.plan import Unit
-from ..front.spec import Layout, PaddingMode
 from ..graph.fields import element_radix_bits
 from ..graph.graph import (
     Edge,
@@ -27,7 +25,9 @@ from ..graph.graph import (
 )
 from ..graph.kind import definition, definitions, find
 from ..graph.nodes import TableMeta
+from ..layout import Layout, PaddingMode
 from ..network.network import TableNetwork
+from ..units import Unit
 from ._format import HARDWARE_BITS, MAX_DOMAIN_VALUES
 from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain import Domain
-from ..front.spec import Layout
+from ..layout import Layout
 from .fields import REBUILD, element_domains, is_int, node_where, shape_field, short_list
 from .kind import NodeKind, definition, definitions, find
 from .nodes import Edge, GraphError, Node

@@ -10,7 +10,7 @@ import numpy as np
 from ..bits import field_width
 from ..domain import Domain
 from ..errors import GraphError
-from ..front.spec import Layout
+from ..layout import Layout
 from .kind import NodeKind
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from .._util import display as _display
 from .._util.order import ElementOrder
 from ..domain import Domain
 from ..errors import GraphError, SpecError
-from ..front.plan import Unit
-from ..front.spec import Layout, PaddingMode
+from ..layout import Layout, PaddingMode
+from ..units import Unit
 from .kind import NodeKind, find
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class PadMeta(Meta):
 
     Attributes:
         padding: a ``(before, after)`` pair per spatial axis.
-        mode: what the padded places read (:class:`~iotable.front.layout.PaddingMode`).
+        mode: what the padded places read (:class:`~iotable.layout.PaddingMode`).
         pad_codes: each channel's code of real 0 (mode ``zeros``), else ``None``.
         index_map: ``int64`` array of the node's shape: for every output element, the flat index (C order)
             of the input element it copies, or ``-1`` where it holds its channel's pad code
