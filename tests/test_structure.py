@@ -5,6 +5,7 @@ cost or hardware layers."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "iotable"
@@ -298,6 +299,40 @@ def test_a_front_end_import_is_found() -> None:
         "network.builder": {"front.plan"},
     }
     assert _front_imports(graph) == [("bundle._layercodec", "front.spec"), ("graph.nodes", "front.plan")]
+
+
+#: The most ``NodeKind.<name>`` uses allowed outside :mod:`iotable.nodekinds` (and :mod:`iotable.graph.kind`,
+#: which defines the class): built-in kinds are described by their registered definitions, not named.
+MOST_KIND_NAMES = 10
+_KIND_NAME = re.compile(r"NodeKind\.\w")
+
+
+def _kind_names(sources: dict[str, str]) -> list[str]:
+    """``module:line`` of every ``NodeKind.<name>`` outside the kinds' own package and the class's module."""
+    return [
+        f"{name}:{number}"
+        for name, text in sorted(sources.items())
+        if not (name == "nodekinds" or name.startswith("nodekinds.") or name == "graph.kind")
+        for number, line in enumerate(text.splitlines(), 1)
+        for _ in _KIND_NAME.findall(line)
+    ]
+
+
+def test_built_in_kinds_are_seldom_named_outside_their_package() -> None:
+    """At most MOST_KIND_NAMES ``NodeKind.<name>`` uses (code, comments and docstrings) lie outside nodekinds."""
+    sources = {_module_name(p): p.read_text(encoding="utf-8") for p in SOURCE.rglob("*.py")}
+    found = _kind_names(sources)
+    assert len(found) <= MOST_KIND_NAMES, (
+        f"{len(found)} NodeKind.<name> uses outside iotable.nodekinds (at most {MOST_KIND_NAMES}): {found}; "
+        "ask the kind's definition (node.kind.tabulated, definition(node.kind)...) instead of naming the kind"
+    )
+
+
+def test_a_kind_named_outside_its_package_is_counted() -> None:
+    """Branches on NodeKind.TABLE in the runtime are counted; the same text in nodekinds or graph.kind is not."""
+    branch = "if node.kind is NodeKind.TABLE or node.kind is NodeKind.WINDOW:\n    pass\n"
+    sources = {"runtime.runtime": branch, "nodekinds.table": branch, "graph.kind": branch, "hdl.writer": "x = 1\n"}
+    assert _kind_names(sources) == ["runtime.runtime:1", "runtime.runtime:1"]
 
 
 def test_a_layer_importing_upwards_is_found() -> None:

@@ -370,14 +370,14 @@ class _GraphDecoding:
     def attach(self, net: TableNetwork, supplied: Mapping[str, nn.Module] | None) -> TableNetwork:
         """The network with the caller's host modules in its graph, their weights set from the bundle."""
         supplied = dict(supplied or {})
-        stand_ins = {n.name: n.meta.module for n in net.graph.nodes_of(NodeKind.HOST)}
+        stand_ins = {n.name: n.meta.module for n in net.graph.host_nodes()}
         unknown = sorted(set(supplied) - set(stand_ins))
         if unknown:
             msg = f"load: host_modules names {unknown}, but the bundle's host nodes are {list(stand_ins)}"
             raise BundleError(msg)
         missing = [name for name in stand_ins if name not in supplied]
         attached = []
-        for node in net.graph.nodes_of(NodeKind.HOST):
+        for node in net.graph.host_nodes():
             stand_in = stand_ins[node.name]
             stand_in.missing = missing
             if node.name in supplied:

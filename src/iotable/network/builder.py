@@ -33,7 +33,6 @@ from ..graph.graph import (
     JoinMeta,
     Meta,
     Node,
-    NodeKind,
     OutputMeta,
     PadMeta,
     PoolMeta,
@@ -390,7 +389,7 @@ class GraphBuilder:
         return module
 
     def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
-        if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:
+        if src.kind.is_input and src.layout != plan.layout and self.input_layout is None:
             src = self._add(replace(src, layout=plan.layout))  # the first layer tells the input's layout
         if src.layout is not None and src.layout != plan.layout and not isinstance(src.domain, Domain):
             msg = f"{step.name}: reads {src.name!r} as {plan.layout.value}, but it was produced as {src.layout.value}"

@@ -165,6 +165,7 @@ class Pad(NodeKindDef):
     """Padding: each output element copies the input element its index map names, or holds its pad code."""
 
     name = "pad"
+    pads = True
     meta = PadMeta
     dot_shape = "box"
     dot_style = 'style="rounded,dashed"'

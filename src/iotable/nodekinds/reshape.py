@@ -50,6 +50,7 @@ class Reshape(NodeKindDef):
     """Flatten / view: the node's shape is the new shape; its domain follows the elements."""
 
     name = "reshape"
+    reshapes = True
     meta = ReshapeMeta
     passes_through = True
     dot_shape = "oval"

@@ -103,6 +103,7 @@ class Sum(NodeKindDef):
     """Weighted sums of the producer's codes plus constants (see :class:`~iotable.graph.nodes.SumMeta`)."""
 
     name = "sum"
+    sums = True
     meta = SumMeta
     dot_shape = "octagon"
 

@@ -228,6 +228,7 @@ class Table(NodeKindDef):
     """A table layer: its units' tables, looked up at every position (:class:`~iotable.runtime.runtime.TableKernel`)."""
 
     name = "table"
+    tabulated = True
     meta = TableMeta
     dot_shape = "box3d"
     dot_style = 'style=filled, fillcolor="#dce9f7"'

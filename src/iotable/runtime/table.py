@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..domain import Domain
 from ..errors import MissingRowError
-from ..graph.nodes import ElementOrder, Node, NodeKind, TableMeta, WindowMeta
+from ..graph.nodes import ElementOrder, Node, TableMeta, WindowMeta
 from .addressing import _address_matrix, _conv_groups, _vector_at
 from .codes import (
     _DENSE_ENTRIES,
@@ -46,7 +46,7 @@ class TableKernel:
         assert isinstance(meta, TableMeta)  # a checked graph
         units, tables = layer.plan.units, layer.tables
         self.node, self.units = node, units
-        self.spatial = producer.kind is NodeKind.WINDOW
+        self.spatial = producer.kind.windowed
         self.channels_last = node.layout is not None and node.layout.channels_last
         index_map = np.asarray(meta.index_map, dtype=np.int64)
         self.fan_out = fan_out = max(t.fan_out for t in tables)
