@@ -29,6 +29,7 @@ from iotable.graph.graph import Graph, Node
 from iotable.graph.kind import BUILTIN_KINDS, definition, definitions
 from iotable.hdl import export, simulate
 from iotable.nn import Quantize
+from iotable.runtime.runtime import Runtime
 from tests.optional import require_program
 from tests.test_arith_kinds import with_arithmetic
 from tests.test_hdl_export import Residual, sparse
@@ -293,3 +294,13 @@ def test_a_corrupted_record_is_refused_by_its_kind(kind: str) -> None:
     corrupted = dataclasses.replace(node, meta=dataclasses.replace(node.meta, **change(node.meta)))
     with pytest.raises(GraphError, match=re.escape(words)):
         _tampered(held.net, node, corrupted).check()
+
+
+@pytest.mark.parametrize("name", ["arithmetic", "convolution"])
+def test_the_runtime_reads_table_nodes_not_plans(name: str) -> None:
+    """The planning record is history: layers whose tables keep no plan run exactly as the network does, the units
+    read from the table nodes' own records."""
+    net = sample(name).net
+    bare = {layer: dataclasses.replace(tables, plan=None) for layer, tables in net.layers.items()}
+    _, codes = inputs(net, 32, seed=4)
+    assert torch.equal(Runtime(net.graph, bare).run(codes)[0], net.runtime.run(codes)[0])
