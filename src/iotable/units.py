@@ -26,7 +26,7 @@ DEFAULT_MAX_ROWS = 2**24
 
 @dataclass(frozen=True)
 class Spec:
-    """Decomposition metadata of one module (immutable; see :func:`decompose` for the fields' meaning).
+    """Decomposition metadata of one module (immutable; see :func:`iotable.decompose` for the fields' meaning).
 
     ``padding`` holds one ``(before, after)`` pair per spatial axis (or one pair for every axis);
     ``padding_mode`` ``None`` means zeros. ``per_output`` splits every unit into one unit per output channel
