@@ -5,6 +5,7 @@ cost or hardware layers."""
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from pathlib import Path
 
@@ -299,6 +300,25 @@ def test_a_front_end_import_is_found() -> None:
         "network.builder": {"front.plan"},
     }
     assert _front_imports(graph) == [("bundle._layercodec", "front.spec"), ("graph.nodes", "front.plan")]
+
+
+#: Names that moved out of the torch front end: their neutral home, and the front-end modules that still give them.
+MOVED = {
+    "units": {"Unit": ("front.plan", "front.layerplan"), "Geometry": ("front.plan", "front.layerplan"),
+              "DEFAULT_MAX_ROWS": ("front.plan",), "Spec": ("front.spec", "front.metadata")},
+    "layout": {"Layout": ("front.spec", "front.layout"), "PaddingMode": ("front.spec", "front.layout")},
+    "layerplan": {"LayerPlan": ("front.plan", "front.layerplan"), "frame_strides": ("front.layerplan",)},
+}  # fmt: skip
+
+
+def test_moved_names_still_import_from_the_front_end() -> None:
+    """Each name the layer vocabulary took from the torch front end is the same object under its old import paths,
+    so user code keeps working."""
+    for home, names in MOVED.items():
+        neutral = importlib.import_module(f"iotable.{home}")
+        for name, old_homes in names.items():
+            for old in old_homes:
+                assert getattr(importlib.import_module(f"iotable.{old}"), name) is getattr(neutral, name), (old, name)
 
 
 #: The most ``NodeKind.<name>`` uses allowed outside :mod:`iotable.nodekinds` (and :mod:`iotable.graph.kind`,
