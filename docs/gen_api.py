@@ -57,13 +57,14 @@ PUBLIC_MODULES = (
 #: its names, documented under the module's full path.
 OTHER_NAMES = {
     "iotable.domain": ("code_dtype",),
-    "iotable.front.plan": ("DEFAULT_MAX_ROWS", "Geometry", "Unit"),
-    "iotable.front.spec": ("ELEMENTWISE", "PaddingMode", "has_spec"),
+    "iotable.front.spec": ("ELEMENTWISE", "has_spec"),
     "iotable.front.trace": ("LeafTracer",),
     "iotable.graph.diagram": ("Diagram",),
+    "iotable.layout": ("PaddingMode",),
     "iotable.network.precompute": ("LayerTables", "precompute_layer", "precompute_model"),
     "iotable.synth.estimate": ("LayerEstimate",),
     "iotable.tabulate.enumerate": ("DEFAULT_MEMORY_BUDGET", "enumerate_tables"),
+    "iotable.units": ("DEFAULT_MAX_ROWS", "Geometry", "Unit"),
 }
 
 API_MD = Path(__file__).resolve().parent / "api.md"

@@ -5,6 +5,8 @@ cost or hardware layers."""
 from __future__ import annotations
 
 import ast
+import importlib
+import re
 from pathlib import Path
 
 SOURCE = Path(__file__).resolve().parent.parent / "src" / "iotable"
@@ -220,6 +222,10 @@ def test_the_core_does_not_import_cost_or_hardware() -> None:
 #: the network and the bundle, and above the core the cost and hardware layers, the command line and the
 #: package's own ``__init__`` (the public facade, which re-exports every layer).
 SHARED = {"_util", "_version", "errors", "domain", "bits", "table", "lutcount", "lutnet", "nn", "brevitas", "torchao"}
+#: The front-end-neutral vocabulary of layers and units, which every part may use and no front end owns.
+NEUTRAL = {"layout", "units", "layerplan"}
+#: The parts that stand without a front end: a second front end (or none) builds on them unchanged.
+FRONT_FREE = ("graph", "runtime", "bundle", "hdl", "synth", "nodekinds")
 MAY_IMPORT = {
     "errors": set(),
     "_version": set(),
@@ -232,17 +238,20 @@ MAY_IMPORT = {
     "brevitas": {"_util", "domain", "errors"},
     "torchao": {"domain", "errors"},
     "nn": {"brevitas", "domain", "torchao"},
+    "layout": {"_util", "errors"},
+    "units": {"domain", "errors", "layout"},
+    "layerplan": {"_util", "bits", "domain", "layout", "lutcount", "units"},
     "pla": SHARED,
-    "front": SHARED,
-    "kinds": SHARED | {"front"},
-    "tabulate": SHARED | {"front", "graph"},
-    "graph": SHARED | {"front"},
-    "runtime": SHARED | {"front", "graph"},
-    "nodekinds": SHARED | {"front", "graph", "runtime"},
-    "network": SHARED | {"front", "tabulate", "graph", "nodekinds", "runtime"},
-    "bundle": SHARED | {"front", "tabulate", "graph", "runtime", "network"},
-    "synth": SHARED | {"front", "graph", "nodekinds", "network"},
-    "hdl": SHARED | {"graph", "network", "synth"},
+    "front": SHARED | NEUTRAL,
+    "kinds": SHARED | NEUTRAL | {"front"},
+    "tabulate": SHARED | NEUTRAL | {"front", "graph"},
+    "graph": SHARED | NEUTRAL,
+    "runtime": SHARED | NEUTRAL | {"graph"},
+    "nodekinds": SHARED | NEUTRAL | {"graph", "runtime"},
+    "network": SHARED | NEUTRAL | {"front", "tabulate", "graph", "nodekinds", "runtime"},
+    "bundle": SHARED | NEUTRAL | {"tabulate", "graph", "runtime", "network"},
+    "synth": SHARED | NEUTRAL | {"graph", "nodekinds", "network"},
+    "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
     "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
     "__main__": {"cli"},
 }
@@ -265,6 +274,85 @@ def test_every_part_imports_only_the_layers_below_it() -> None:
     parts = {_unit(name) for name in graph if name}
     assert parts <= set(MAY_IMPORT), f"add {sorted(parts - set(MAY_IMPORT))} to MAY_IMPORT and the docs"
     assert _layer_violations(graph) == []
+
+
+def _front_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """``(module, imported module)`` for every module of the FRONT_FREE parts that imports the torch front end."""
+    return sorted(
+        (name, imported)
+        for name, imports in graph.items()
+        if _unit(name) in FRONT_FREE
+        for imported in imports
+        if _unit(imported) == "front"
+    )
+
+
+def test_the_graph_and_what_reads_it_import_no_front_end() -> None:
+    """No module of graph, runtime, bundle, hdl, synth or nodekinds imports iotable.front."""
+    assert _front_imports(import_graph()) == []
+
+
+def test_a_front_end_import_is_found() -> None:
+    """A graph or bundle module importing the torch front end is reported; the network doing so is not."""
+    graph = {
+        "graph.nodes": {"front.plan", "units"},
+        "bundle._layercodec": {"front.spec"},
+        "network.builder": {"front.plan"},
+    }
+    assert _front_imports(graph) == [("bundle._layercodec", "front.spec"), ("graph.nodes", "front.plan")]
+
+
+#: Names that moved out of the torch front end: their neutral home, and the front-end modules that still give them.
+MOVED = {
+    "units": {"Unit": ("front.plan", "front.layerplan"), "Geometry": ("front.plan", "front.layerplan"),
+              "DEFAULT_MAX_ROWS": ("front.plan",), "Spec": ("front.spec", "front.metadata")},
+    "layout": {"Layout": ("front.spec", "front.layout"), "PaddingMode": ("front.spec", "front.layout")},
+    "layerplan": {"LayerPlan": ("front.plan", "front.layerplan"), "frame_strides": ("front.layerplan",)},
+}  # fmt: skip
+
+
+def test_moved_names_still_import_from_the_front_end() -> None:
+    """Each name the layer vocabulary took from the torch front end is the same object under its old import paths,
+    so user code keeps working."""
+    for home, names in MOVED.items():
+        neutral = importlib.import_module(f"iotable.{home}")
+        for name, old_homes in names.items():
+            for old in old_homes:
+                assert getattr(importlib.import_module(f"iotable.{old}"), name) is getattr(neutral, name), (old, name)
+
+
+#: The most ``NodeKind.<name>`` uses allowed outside :mod:`iotable.nodekinds` (and :mod:`iotable.graph.kind`,
+#: which defines the class): built-in kinds are described by their registered definitions, not named.
+MOST_KIND_NAMES = 10
+_KIND_NAME = re.compile(r"NodeKind\.\w")
+
+
+def _kind_names(sources: dict[str, str]) -> list[str]:
+    """``module:line`` of every ``NodeKind.<name>`` outside the kinds' own package and the class's module."""
+    return [
+        f"{name}:{number}"
+        for name, text in sorted(sources.items())
+        if not (name == "nodekinds" or name.startswith("nodekinds.") or name == "graph.kind")
+        for number, line in enumerate(text.splitlines(), 1)
+        for _ in _KIND_NAME.findall(line)
+    ]
+
+
+def test_built_in_kinds_are_seldom_named_outside_their_package() -> None:
+    """At most MOST_KIND_NAMES ``NodeKind.<name>`` uses (code, comments and docstrings) lie outside nodekinds."""
+    sources = {_module_name(p): p.read_text(encoding="utf-8") for p in SOURCE.rglob("*.py")}
+    found = _kind_names(sources)
+    assert len(found) <= MOST_KIND_NAMES, (
+        f"{len(found)} NodeKind.<name> uses outside iotable.nodekinds (at most {MOST_KIND_NAMES}): {found}; "
+        "ask the kind's definition (node.kind.tabulated, definition(node.kind)...) instead of naming the kind"
+    )
+
+
+def test_a_kind_named_outside_its_package_is_counted() -> None:
+    """Branches on NodeKind.TABLE in the runtime are counted; the same text in nodekinds or graph.kind is not."""
+    branch = "if node.kind is NodeKind.TABLE or node.kind is NodeKind.WINDOW:\n    pass\n"
+    sources = {"runtime.runtime": branch, "nodekinds.table": branch, "graph.kind": branch, "hdl.writer": "x = 1\n"}
+    assert _kind_names(sources) == ["runtime.runtime:1", "runtime.runtime:1"]
 
 
 def test_a_layer_importing_upwards_is_found() -> None:

@@ -45,7 +45,8 @@ groups and the public modules. Everything else is imported from its home module:
 - the layer and whole-model paths of :func:`precompute` (``precompute_layer``, ``precompute_model``,
   ``LayerTables``): ``iotable.network.precompute``; ``enumerate_tables`` and ``DEFAULT_MEMORY_BUDGET``:
   ``iotable.tabulate.enumerate``;
-- ``Unit``, ``Geometry`` and ``DEFAULT_MAX_ROWS``: ``iotable.front.plan``; ``has_spec``, ``PaddingMode`` and
+- ``Unit``, ``Geometry`` and ``DEFAULT_MAX_ROWS``: ``iotable.units``; ``PaddingMode``: ``iotable.layout`` (the
+  layer vocabulary no front end owns; the old homes in ``iotable.front`` still import them); ``has_spec`` and
   ``ELEMENTWISE``: ``iotable.front.spec``; ``LeafTracer``: ``iotable.front.trace``; ``code_dtype``:
   ``iotable.domain``; ``LayerEstimate``: ``iotable.synth.estimate``;
 - ``read_pla`` and ``write_pla``: :mod:`iotable.pla`.

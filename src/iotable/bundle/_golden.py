@@ -11,15 +11,14 @@ import torch
 from torch import nn
 
 from ..errors import BundleError
-from ..front.plan import LayerPlan
 from ..graph.checks import element_domains
 from ..graph.graph import (
     Graph,
     Node,
-    NodeKind,
     TableMeta,
     WindowMeta,
 )
+from ..layerplan import LayerPlan
 from ..network.network import TableNetwork
 from ..runtime.runtime import Runtime, decode
 from ..tabulate.layers import LayerTables
@@ -35,7 +34,7 @@ def _check_network(graph: Graph, layers: dict[str, LayerTables], hosts: dict[str
     the codes the graph feeds each unit's inputs are of the domains its table was built for; each host
     record has its host node. Returns the graph with each table node holding its plan's units (one copy).
     """
-    tables = graph.nodes_of(NodeKind.TABLE)
+    tables = graph.table_nodes()
     order = [n.meta.layer for n in tables]
     if order != list(layers):
         msg = f"{where}: the table nodes use the layers {order}; expected each of {list(layers)} once, in that order"
@@ -45,11 +44,11 @@ def _check_network(graph: Graph, layers: dict[str, LayerTables], hosts: dict[str
         plan = layers[node.meta.layer].plan
         _check_table_node(graph, node, plan, f"{where}: table node {node.name!r}")
         shared.append(dataclasses.replace(node, meta=dataclasses.replace(node.meta, units=plan.units)))
-    named = [n.name for n in graph.nodes_of(NodeKind.HOST)]
+    named = [n.name for n in graph.host_nodes()]
     if named != list(hosts):
         msg = f"{where}: the host nodes are {named}, but the host list names {list(hosts)}, in that order"
         raise BundleError(msg)
-    for node in graph.nodes_of(NodeKind.HOST):
+    for node in graph.host_nodes():
         if node.meta.module is not hosts[node.name]:
             msg = f"{where}: host node {node.name!r}'s meta.module must be {{'$host': {node.name!r}}}"
             raise BundleError(msg)
@@ -68,7 +67,7 @@ def _check_table_node(graph: Graph, node: Node, plan: LayerPlan, here: str) -> N
         msg = f"{here}: its layout, output domain or channels disagree with the plan of layer {plan.name!r}"
         raise BundleError(msg)
     producer = graph.producers(node.name)[0]
-    if (producer.kind is NodeKind.WINDOW) != (plan.geometry.rank > 0):
+    if producer.kind.windowed != (plan.geometry.rank > 0):
         msg = (
             f"{here}: reads a {producer.kind.value} node, but the plan of layer {plan.name!r} has rank "
             f"{plan.geometry.rank}"
@@ -99,7 +98,7 @@ def _check_window_plan(graph: Graph, window: Node, plan: LayerPlan, here: str) -
         msg = f"{here}: the window {window.name!r} disagrees with the kernel, stride or dilation of its plan"
         raise BundleError(msg)
     source = graph.producers(window.name)[0]
-    if source.kind is NodeKind.PAD:
+    if source.kind.pads:
         padding, mode = source.meta.padding, source.meta.mode
     else:
         padding, mode = tuple((0, 0) for _ in g.padding), g.padding_mode
@@ -133,13 +132,9 @@ def _probe_nodes(graph: Graph) -> list[str]:
     """
     hosted: set[str] = set()
     for node in graph.nodes:
-        if node.kind is NodeKind.HOST or any(p in hosted for p in graph.inputs(node.name)):
+        if node.kind.hosted or any(p in hosted for p in graph.inputs(node.name)):
             hosted.add(node.name)
-    probes = [
-        graph.inputs(n.name)[0]
-        for n in graph.nodes
-        if n.kind is NodeKind.HOST and graph.inputs(n.name)[0] not in hosted
-    ]
+    probes = [graph.inputs(n.name)[0] for n in graph.nodes if n.kind.hosted and graph.inputs(n.name)[0] not in hosted]
     if graph.nodes[-1].name not in hosted:
         probes.append(graph.nodes[-1].name)
     return list(dict.fromkeys(probes))
@@ -152,7 +147,7 @@ def _run_probes(net: TableNetwork, values: np.ndarray, names: list[str]) -> dict
     reads as code 0, or 0.0 for raw outputs: every generated input runs, and what it gives depends on the
     bundle only.
     """
-    hosts = any(n.kind is NodeKind.HOST for n in net.graph.nodes)
+    hosts = any(n.kind.hosted for n in net.graph.nodes)
     layers, filled = {}, False
     for name, layer in net.layers.items():
         tables = []
@@ -166,7 +161,7 @@ def _run_probes(net: TableNetwork, values: np.ndarray, names: list[str]) -> dict
     if hosts or filled:
         zeros = [
             dataclasses.replace(n, meta=dataclasses.replace(n.meta, module=_Zeros(n.shape)))
-            for n in net.graph.nodes_of(NodeKind.HOST)
+            for n in net.graph.host_nodes()
         ]
         runtime = Runtime(net.graph.replace(*zeros), layers)
     else:

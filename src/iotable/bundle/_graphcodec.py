@@ -14,8 +14,6 @@ from torch import nn
 
 from ..domain import Domain
 from ..errors import BundleError
-from ..front.plan import Unit
-from ..front.spec import Layout, PaddingMode
 from ..graph.fields import element_radix_bits
 from ..graph.graph import (
     Edge,
@@ -27,7 +25,9 @@ from ..graph.graph import (
 )
 from ..graph.kind import definition, definitions, find
 from ..graph.nodes import TableMeta
+from ..layout import Layout, PaddingMode
 from ..network.network import TableNetwork
+from ..units import Unit
 from ._format import HARDWARE_BITS, MAX_DOMAIN_VALUES
 from ._metacodec import _MetaDecoder, _MetaEncoder
 from .hosts import _attach, _MissingHost
@@ -370,14 +370,14 @@ class _GraphDecoding:
     def attach(self, net: TableNetwork, supplied: Mapping[str, nn.Module] | None) -> TableNetwork:
         """The network with the caller's host modules in its graph, their weights set from the bundle."""
         supplied = dict(supplied or {})
-        stand_ins = {n.name: n.meta.module for n in net.graph.nodes_of(NodeKind.HOST)}
+        stand_ins = {n.name: n.meta.module for n in net.graph.host_nodes()}
         unknown = sorted(set(supplied) - set(stand_ins))
         if unknown:
             msg = f"load: host_modules names {unknown}, but the bundle's host nodes are {list(stand_ins)}"
             raise BundleError(msg)
         missing = [name for name in stand_ins if name not in supplied]
         attached = []
-        for node in net.graph.nodes_of(NodeKind.HOST):
+        for node in net.graph.host_nodes():
             stand_in = stand_ins[node.name]
             stand_in.missing = missing
             if node.name in supplied:

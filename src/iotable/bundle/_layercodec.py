@@ -12,10 +12,11 @@ import numpy as np
 from .._util.text import count_text
 from ..domain import Domain, code_dtype
 from ..errors import BundleError
-from ..front.plan import Geometry, LayerPlan, Unit
-from ..front.spec import Layout, PaddingMode, Spec
+from ..layerplan import LayerPlan
+from ..layout import Layout, PaddingMode
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
+from ..units import Geometry, Spec, Unit
 from ._format import DIGIT_ORDER
 from ._graphcodec import _GraphDecoding, _GraphEncoding, _unit, _unit_record
 from .jsonfields import _bool, _int, _ints, _list, _name, _obj, _pair, _shown, _str

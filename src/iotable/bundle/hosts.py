@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from ..errors import BundleError
-from ..graph.graph import Graph, NodeKind
+from ..graph.graph import Graph
 
 __all__ = ["unavailable_hosts"]
 
@@ -30,7 +30,7 @@ def unavailable_hosts(graph: Graph) -> list[str]:
         >>> unavailable_hosts(load(path).graph), unavailable_hosts(load(path, host_modules={"2": model[2]}).graph)
         (['2'], [])
     """
-    return [n.name for n in graph.nodes_of(NodeKind.HOST) if isinstance(n.meta.module, _MissingHost)]
+    return [n.name for n in graph.host_nodes() if isinstance(n.meta.module, _MissingHost)]
 
 
 class _MissingHost(nn.Module):

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import IOTableError
-from ..front.spec import PaddingMode
 from ..graph.graph import (
     pad_index_map,
 )
+from ..layout import PaddingMode
 
 
 def _pairs(value: Any) -> Any:

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,10 +12,9 @@ import torch
 from torch import nn
 from torch.nn.modules.conv import _ConvNd
 
-from ..domain import Domain
 from ..errors import NotDecomposedError, SpecError
 from ..nn import Quantize, domain_of
-from .layout import Layout, PaddingMode
+from ..units import Spec
 from .registry import Role, kind_of, role_of
 
 __all__ = [
@@ -34,46 +33,6 @@ __all__ = [
 
 #: The attribute of a module instance (in its ``__dict__``) or class holding its declared :class:`Spec`.
 SPEC_ATTRIBUTE = "__iotable_spec__"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """Decomposition metadata of one module (immutable; see :func:`decompose` for the fields' meaning).
-
-    ``padding`` holds one ``(before, after)`` pair per spatial axis (or one pair for every axis);
-    ``padding_mode`` ``None`` means zeros. ``per_output`` splits every unit into one unit per output channel
-    that reads the same inputs (the built-in rule for ``nn.Linear`` and convolutions); ``elementwise`` makes
-    every channel its own unit of kernel 1 (the rule for activations, batch norm and quantizers); ``depthwise``
-    makes every channel its own unit over the kernel window (the rule for average pooling). ``fan_in_from``
-    names the module's tensor of shape ``(outputs, inputs, ...)`` whose non-zero entries are the fan-ins (a
-    pruning mask); :func:`spec_of` resolves it into ``fan_in``; ``output_domain_from`` names the submodule (a
-    quantizer) whose domain is the output domain, resolved into ``output_domain``. ``infer`` asks for the
-    units the module's structure shows (``decompose(fan_in="auto")``), resolved when the module is planned.
-    ``source`` says where the spec came from.
-    """
-
-    groups: int | None = None
-    fan_in: tuple[tuple[int, ...], ...] | None = None
-    fan_out: tuple[tuple[int, ...], ...] | None = None
-    kernel_size: tuple[int, ...] | None = None
-    stride: tuple[int, ...] | None = None
-    dilation: tuple[int, ...] | None = None
-    padding: tuple[tuple[int, int], ...] | None = None
-    padding_mode: PaddingMode | None = None
-    layout: Layout | None = None
-    output_domain: Domain | None = None
-    per_output: bool = False
-    elementwise: bool = False
-    depthwise: bool = False
-    fan_in_from: str | None = None
-    output_domain_from: str | None = None
-    infer: bool = False
-    source: str = "decompose()"
-
-    @property
-    def spatial(self) -> bool:
-        """Whether the spec describes a sliding-window (convolution-like) layer."""
-        return self.kernel_size is not None or (self.layout is not None and self.layout.spatial_rank > 0)
 
 
 #: Elementwise modules: each output element depends only on the input element at the same index, so they

@@ -20,10 +20,11 @@ from .._util.modules import eval_mode, module_dtype, run_module
 from .._util.text import count_text
 from ..domain import Domain
 from ..errors import EnumerationError, NotDecomposedError, SpecError, SpecOptionError, TableTooLargeError
+from ..layerplan import LayerPlan, common_domain, unit_input_domains
+from ..layout import Layout
 from ..nn import domain_of
+from ..units import DEFAULT_MAX_ROWS, Geometry, Unit
 from .infer import inferable, inferred_spec
-from .layerplan import Geometry, LayerPlan, Unit, _shared, _unit_domains
-from .layout import Layout
 from .metadata import Spec, channel_counts, declared_spec, spec_of
 from .window import _check_output, _checked_geometry, _frame_shape, _frame_size, _slots
 
@@ -38,9 +39,6 @@ __all__ = [
     "plan",
     "plan_layer",
 ]
-
-#: Default limit on the rows of one table (2**24).
-DEFAULT_MAX_ROWS = 2**24
 
 
 def plan(
@@ -281,7 +279,7 @@ def _rows(
     name: str,
 ) -> dict[tuple[int, ...], int]:
     """The rows of the table of each distinct channel group; :class:`TableTooLargeError` above ``max_rows``."""
-    shared = _shared(domains)
+    shared = common_domain(domains)
     rows_of: dict[tuple[int, ...], int] = {}
     for k, channels in enumerate(in_groups):
         if channels in rows_of:
@@ -290,10 +288,10 @@ def _rows(
         if shared is not None:
             rows = len(shared) ** fan_in
         else:
-            rows = math.prod(len(d) for d in _unit_domains(domains, channels, geometry.window, layout))
+            rows = math.prod(len(d) for d in unit_input_domains(domains, channels, geometry.window, layout))
         rows_of[channels] = rows
         if rows > max_rows:
-            unit_domains = _unit_domains(domains, channels, geometry.window, layout)
+            unit_domains = unit_input_domains(domains, channels, geometry.window, layout)
             bits = sorted({d.bits for d in unit_domains})
             msg = (
                 f"{name}: unit {k} reads {fan_in} inputs ({len(channels)} channel(s) x {geometry.window} kernel "

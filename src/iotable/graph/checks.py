@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..domain import Domain
-from ..front.spec import Layout
+from ..layout import Layout
 from .fields import REBUILD, element_domains, is_int, node_where, shape_field, short_list
 from .kind import NodeKind, definition, definitions, find
 from .nodes import Edge, GraphError, Node
@@ -89,7 +89,7 @@ def _check_domain(node: Node, where: str) -> None:
         if not domain or not all(isinstance(d, Domain) for d in domain):
             msg = f"{where}: domain must be a Domain, a non-empty tuple of Domains or None, received {domain!r}"
             raise GraphError(msg)
-        if node.kind is not NodeKind.WINDOW and len(domain) != node.channels:
+        if not node.kind.windowed and len(domain) != node.channels:
             msg = f"{where}: lists {len(domain)} channel domain(s) for {node.channels} channel(s) of shape {node.shape}"
             raise GraphError(msg)
     elif domain is not None and not isinstance(domain, Domain):
@@ -109,12 +109,12 @@ def _check_names(nodes: tuple[Node, ...]) -> dict[str, int]:
 
 def _check_ends(nodes: tuple[Node, ...]) -> None:
     """One input node, first, and one output node, last: the runtime reads the batch in and the result out there."""
-    if not nodes or nodes[0].kind is not NodeKind.INPUT or nodes[-1].kind is not NodeKind.OUTPUT:
+    if not nodes or not nodes[0].kind.is_input or not nodes[-1].kind.is_output:
         ends = f"{nodes[0].kind.value} first and {nodes[-1].kind.value} last" if nodes else "no node"
         msg = f"graph: expected the input node first and the output node last, received {ends}"
         raise GraphError(msg)
     for node in nodes[1:-1]:
-        if node.kind in (NodeKind.INPUT, NodeKind.OUTPUT):
+        if node.kind.is_input or node.kind.is_output:
             msg = f"graph: node {node.name!r} is a second {node.kind.value} node; a graph has one input and one output"
             raise GraphError(msg)
 
@@ -211,7 +211,7 @@ def _ports(node: Node, edges: dict[int, Edge]) -> list[Edge]:
             f"{node_where(node)}: edges drive its input port(s) {short_list(ports)}; a {node.kind.value} node {reads} "
             f"(ports 0..{wanted - 1}, each driven by one edge)"
         )
-        if node.kind is NodeKind.INPUT:
+        if node.kind.is_input:
             msg = f"{node_where(node)}: edges drive its input port(s) {short_list(ports)}; the input node reads nothing"
         raise GraphError(msg)
     return [edges[p] for p in ports]

@@ -10,8 +10,7 @@ import numpy as np
 from ..bits import field_width
 from ..domain import Domain
 from ..errors import GraphError
-from ..front.spec import Layout
-from .kind import NodeKind
+from ..layout import Layout
 
 if TYPE_CHECKING:
     from .nodes import Node
@@ -97,7 +96,7 @@ def element_domains(node: Node) -> tuple[Domain, ...]:
         return (node.domain,)
     domains = node.domain
     assert isinstance(domains, tuple)  # callers checked that the node carries codes
-    if node.kind is NodeKind.WINDOW or node.layout is None or node.layout.spatial_rank == 0:
+    if node.kind.windowed or node.layout is None or node.layout.spatial_rank == 0:
         return domains  # one domain per element of the vector
     _, spatial = split_channels(node.shape, node.layout)
     if node.layout.channels_last:
@@ -111,10 +110,10 @@ def element_radix_bits(node: Node) -> tuple[np.ndarray, np.ndarray]:
     domains = node.domain if isinstance(node.domain, tuple) else (node.domain,)
     radix = np.asarray([len(d) for d in domains], dtype=np.int64)  # type: ignore[arg-type]
     bits = np.asarray([field_width(len(d)) for d in domains], dtype=np.int64)  # type: ignore[arg-type]
-    size = node.shape[-1] if node.kind is NodeKind.WINDOW else math.prod(node.shape)
+    size = node.shape[-1] if node.kind.windowed else math.prod(node.shape)
     if len(domains) == 1:
         return np.broadcast_to(radix, (size,)), np.broadcast_to(bits, (size,))
-    if node.kind is NodeKind.WINDOW or node.layout is None or node.layout.spatial_rank == 0:
+    if node.kind.windowed or node.layout is None or node.layout.spatial_rank == 0:
         return radix, bits
     _, spatial = split_channels(node.shape, node.layout)
     repeat = math.prod(spatial)

@@ -112,7 +112,7 @@ class Graph:
 
     Example:
         >>> d = Domain.uniform(1)
-        >>> ends = (("input", NodeKind.INPUT), ("output", NodeKind.OUTPUT))
+        >>> ends = (("input", NodeKind("input")), ("output", NodeKind("output")))
         >>> nodes = [Node(name, kind, (2,), Layout.NC, d) for name, kind in ends]
         >>> g = Graph(nodes, [Edge("input", 0, "output", 0, (2,), Layout.NC, d)])
         >>> g.check().inputs("output")
@@ -228,6 +228,14 @@ class Graph:
             msg = f"graph: unknown node kind {kind!r}; expected one of {accepted}"
             raise GraphError(msg) from None
         return [n for n in self._nodes if n.kind is kind]
+
+    def table_nodes(self) -> list[Node]:
+        """Nodes that look their outputs up in a layer of tables (their kind definition says ``tabulated``)."""
+        return [n for n in self._nodes if n.kind.tabulated]
+
+    def host_nodes(self) -> list[Node]:
+        """Nodes run in software on decoded values (their kind definition says ``hosted``)."""
+        return [n for n in self._nodes if n.kind.hosted]
 
     # -- invariants ---------------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from ..errors import IOTableError, NodeExecutionError
-from .graph import Graph, Node, NodeKind
+from .graph import Graph, Node
 
 __all__ = ["GraphInterpreter", "NodeExecutionError"]
 
@@ -61,7 +61,7 @@ class GraphInterpreter(Generic[T]):
         """
         results: dict[str, T] = {}
         for node in self.graph.nodes:
-            inputs = list(args) if node.kind is NodeKind.INPUT else [results[p] for p in self.graph.inputs(node.name)]
+            inputs = list(args) if node.kind.is_input else [results[p] for p in self.graph.inputs(node.name)]
             try:
                 results[node.name] = self.run_node(node, inputs)
             except Exception as exc:

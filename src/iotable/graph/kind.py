@@ -118,6 +118,49 @@ class NodeKind(metaclass=_NodeKindType):
         """The kind's name in capitals, as the attribute of a built-in kind (``PAD``)."""
         return self.value.upper()
 
+    # What its registered definition says of its nodes (:class:`NodeKindDef`; ``False`` for a kind not
+    # registered): code that handles nodes asks these, never which kind a node is.
+
+    @property
+    def is_input(self) -> bool:
+        """Its node is the network's input (:attr:`NodeKindDef.is_input`)."""
+        return _trait(self, "is_input")
+
+    @property
+    def is_output(self) -> bool:
+        """Its node is the network's output (:attr:`NodeKindDef.is_output`)."""
+        return _trait(self, "is_output")
+
+    @property
+    def tabulated(self) -> bool:
+        """Its nodes look their outputs up in a layer of tables (:attr:`NodeKindDef.tabulated`)."""
+        return _trait(self, "tabulated")
+
+    @property
+    def hosted(self) -> bool:
+        """Its nodes run in software on decoded values (:attr:`NodeKindDef.hosted`)."""
+        return _trait(self, "hosted")
+
+    @property
+    def windowed(self) -> bool:
+        """Its nodes output window vectors (:attr:`NodeKindDef.windowed`)."""
+        return _trait(self, "windowed")
+
+    @property
+    def pads(self) -> bool:
+        """Its nodes pad their input's spatial axes (:attr:`NodeKindDef.pads`)."""
+        return _trait(self, "pads")
+
+    @property
+    def reshapes(self) -> bool:
+        """Its nodes only change the shape of their input (:attr:`NodeKindDef.reshapes`)."""
+        return _trait(self, "reshapes")
+
+    @property
+    def sums(self) -> bool:
+        """Its nodes output exact integer sums of codes (:attr:`NodeKindDef.sums`)."""
+        return _trait(self, "sums")
+
     def __setattr__(self, key: str, value: Any) -> None:
         msg = f"a NodeKind is immutable; cannot set {key!r} on {self!r}"
         raise AttributeError(msg)
@@ -185,6 +228,24 @@ class NodeKindDef:
     reads: ClassVar[int | None] = 1
     #: Its output is its input's elements, unchanged or viewed (the runtime keeps its input's layout).
     passes_through: ClassVar[bool] = False
+    #: Its node is the network's input: first in the graph, no producer, fed the batch by the runtime.
+    is_input: ClassVar[bool] = False
+    #: Its node is the network's output: last in the graph, its producer's output passed on.
+    is_output: ClassVar[bool] = False
+    #: Its nodes look their outputs up in a layer of tables that ``meta.layer`` names (``net[meta.layer]``).
+    tabulated: ClassVar[bool] = False
+    #: Its nodes run in software (torch) on decoded values: hardware stops before them, bundles keep their module.
+    hosted: ClassVar[bool] = False
+    #: Its nodes output one window vector per output position: the last axis holds channels times taps, every
+    #: element with its own domain, the axes before it the positions.
+    windowed: ClassVar[bool] = False
+    #: Its nodes pad their input's spatial axes (the runtime may fuse a constant pad into the window after it).
+    pads: ClassVar[bool] = False
+    #: Its nodes only change the shape of their input: the same elements in C order.
+    reshapes: ClassVar[bool] = False
+    #: Its nodes output exact integer sums of codes, one code per element (a table after one may become
+    #: comparisons).
+    sums: ClassVar[bool] = False
     #: The Graphviz shape of its nodes, and extra DOT attributes (``""``: none).
     dot_shape: ClassVar[str] = "box"
     dot_style: ClassVar[str] = ""
@@ -337,6 +398,12 @@ def definition(kind: NodeKind | str) -> NodeKindDef:
         )
         raise GraphError(msg)
     return found
+
+
+def _trait(kind: NodeKind, name: str) -> bool:
+    """What the registered definition of ``kind`` says of ``name`` (``False`` for a kind not registered)."""
+    found = _DEFINITIONS.get(kind.value)
+    return bool(getattr(found, name, False))
 
 
 def find(kind: NodeKind | str) -> NodeKindDef | None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import GraphError, OptionError
 from .kind import definition
-from .nodes import ElementOrder, NodeKind, PoolMeta, TableMeta, WindowMeta
+from .nodes import ElementOrder, PoolMeta, TableMeta, WindowMeta
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -188,7 +188,7 @@ def liveness(graph: Graph) -> Liveness:
     """
     live: dict[str, np.ndarray] = {}
     for node in reversed(graph.nodes):
-        mask = np.ones(node.shape, dtype=bool) if node.kind is NodeKind.OUTPUT else live.get(node.name)
+        mask = np.ones(node.shape, dtype=bool) if node.kind.is_output else live.get(node.name)
         if mask is None:
             mask = np.zeros(node.shape, dtype=bool)
         live[node.name] = mask

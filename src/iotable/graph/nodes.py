@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,9 +25,9 @@ from .._util import display as _display
 from .._util.order import ElementOrder
 from ..domain import Domain
 from ..errors import GraphError, SpecError
-from ..front.plan import Unit
-from ..front.spec import Layout, PaddingMode
-from .kind import NodeKind, find
+from ..layout import Layout, PaddingMode
+from ..units import Unit
+from .kind import BUILTIN_KINDS, NodeKind, definitions, find
 
 if TYPE_CHECKING:
     from torch import nn
@@ -86,7 +87,7 @@ def _same(a: Any, b: Any) -> bool:
 class Meta:
     """Base of the per-kind metadata records: frozen, arrays read-only, equal when every field is equal."""
 
-    #: The node kind this record belongs to.
+    #: The node kind this record belongs to: set when its kind is registered (:func:`~iotable.graph.kind.register`).
     kind: ClassVar[NodeKind]
 
     def __post_init__(self) -> None:
@@ -107,14 +108,10 @@ class Meta:
 class InputMeta(Meta):
     """The network input. Its per-sample shape, layout and domain are the node's own."""
 
-    kind: ClassVar[NodeKind] = NodeKind.INPUT
-
 
 @dataclass(frozen=True, eq=False)
 class OutputMeta(Meta):
     """The network output: its producer's output, passed on unchanged."""
-
-    kind: ClassVar[NodeKind] = NodeKind.OUTPUT
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,7 +131,6 @@ class TableMeta(Meta):
         modules: the qualified names of the model's modules the layer fuses (information).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.TABLE
     layer: str
     units: tuple[Unit, ...]
     unit_bits: tuple[int, ...]
@@ -153,14 +149,13 @@ class PadMeta(Meta):
 
     Attributes:
         padding: a ``(before, after)`` pair per spatial axis.
-        mode: what the padded places read (:class:`~iotable.front.layout.PaddingMode`).
+        mode: what the padded places read (:class:`~iotable.layout.PaddingMode`).
         pad_codes: each channel's code of real 0 (mode ``zeros``), else ``None``.
         index_map: ``int64`` array of the node's shape: for every output element, the flat index (C order)
             of the input element it copies, or ``-1`` where it holds its channel's pad code
             (:func:`pad_index_map`).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.PAD
     padding: tuple[tuple[int, int], ...]
     mode: PaddingMode
     pad_codes: tuple[int, ...] | None
@@ -183,7 +178,6 @@ class WindowMeta(Meta):
             of a position together (:func:`window_buffer_depth`).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.WINDOW
     kernel: tuple[int, ...]
     stride: tuple[int, ...]
     dilation: tuple[int, ...]
@@ -201,14 +195,11 @@ class WindowMeta(Meta):
 class ReshapeMeta(Meta):
     """Flatten / view of the codes: the node's shape is the new shape, elements in C order."""
 
-    kind: ClassVar[NodeKind] = NodeKind.RESHAPE
-
 
 @dataclass(frozen=True, eq=False)
 class DuplicateMeta(Meta):
     """Fan-out of one producer to ``outputs`` consumers, one output port each."""
 
-    kind: ClassVar[NodeKind] = NodeKind.DUPLICATE
     outputs: int
 
 
@@ -222,7 +213,6 @@ class JoinMeta(Meta):
             fan-in 2 per element).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.JOIN
     op: str = "concat"
     for_add: bool = False
 
@@ -237,7 +227,6 @@ class PoolMeta(Meta):
         modules: the qualified name of the model's pooling module (information).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.POOL
     kernel_size: tuple[int, ...]
     stride: tuple[int, ...]
     padding: tuple[int, ...]
@@ -255,7 +244,6 @@ class HostMeta(Meta):
         modules: the qualified names of the model's modules it stands for.
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.HOST
     module: nn.Module
     modules: tuple[str, ...] = ()
 
@@ -279,7 +267,6 @@ class SumMeta(Meta):
         modules: the qualified names of the model's modules (or calls) the sum stands for (information).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.SUM
     index_map: np.ndarray
     weights: np.ndarray
     constant: np.ndarray
@@ -301,7 +288,6 @@ class ArgmaxMeta(Meta):
         modules: the qualified names of the model's modules (or calls) it stands for (information).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.ARGMAX
     dim: int
     keepdim: bool = False
     modules: tuple[str, ...] = ()
@@ -322,33 +308,35 @@ class ThresholdMeta(Meta):
         modules: the qualified names of the model's modules it stands for (information).
     """
 
-    kind: ClassVar[NodeKind] = NodeKind.THRESHOLD
     thresholds: np.ndarray
     start: np.ndarray
     direction: np.ndarray
     modules: tuple[str, ...] = ()
 
 
+class _BuiltinRecords(Mapping[NodeKind, type]):
+    """The record of each built-in kind, read from the registry (the kinds register their records)."""
+
+    def _now(self) -> dict[NodeKind, type]:
+        held = {kind.value: d.meta for kind, d in definitions().items()}
+        return {NodeKind(name): held[name] for name in BUILTIN_KINDS if name in held}
+
+    def __getitem__(self, kind: NodeKind) -> type:
+        return self._now()[kind]
+
+    def __iter__(self) -> Iterator[NodeKind]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
+
+    def __repr__(self) -> str:
+        return repr(self._now())
+
+
 #: The metadata record of each built-in node kind (every kind's, built-in or not, is
 #: :attr:`iotable.graph.kind.NodeKindDef.meta`).
-META: dict[NodeKind, type[Meta]] = {
-    cls.kind: cls
-    for cls in (
-        InputMeta,
-        OutputMeta,
-        TableMeta,
-        PadMeta,
-        WindowMeta,
-        ReshapeMeta,
-        DuplicateMeta,
-        JoinMeta,
-        PoolMeta,
-        HostMeta,
-        SumMeta,
-        ArgmaxMeta,
-        ThresholdMeta,
-    )
-}
+META: Mapping[NodeKind, type] = _BuiltinRecords()
 
 
 @dataclass(frozen=True)
@@ -370,7 +358,7 @@ class Node:
     def __post_init__(self) -> None:
         if self.meta is None and isinstance(self.kind, NodeKind):
             found = find(self.kind)
-            record = found.meta if found is not None else META.get(self.kind)
+            record = found.meta if found is not None else None
             if record is not None and not dataclasses.fields(record):
                 object.__setattr__(self, "meta", record())  # kinds without fields: their empty record
 
@@ -388,7 +376,7 @@ class Node:
         """The spatial sizes of the output (positions of a table or window node); ``()`` without a layout."""
         if self.layout is None or not self.layout.spatial_rank:
             return ()
-        if self.kind is NodeKind.WINDOW or self.layout.channels_last:
+        if self.kind.windowed or self.layout.channels_last:
             return tuple(self.shape[:-1])
         return tuple(self.shape[1:])
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import bits as bitfields
 from ..errors import HDLError
-from ..graph.graph import Graph, Node, NodeKind
+from ..graph.graph import Graph, Node
 from ..graph.interpret import GraphInterpreter
 from ..graph.kind import NodeKindDef, definition
 from ..graph.liveness import Liveness, channel_positions, liveness, pool_sources, window_gather
@@ -41,10 +41,10 @@ def hardware_nodes(graph: Graph) -> tuple[list[Node], str, list[str]]:
     """
     software: set[str] = set()
     for node in graph.nodes:
-        if node.kind is NodeKind.HOST or any(p in software for p in graph.inputs(node.name)):
+        if node.kind.hosted or any(p in software for p in graph.inputs(node.name)):
             software.add(node.name)
-    hosts = [n.name for n in graph.nodes if n.kind is NodeKind.HOST]
-    hardware = [n for n in graph.nodes if n.name not in software and n.kind is not NodeKind.OUTPUT]
+    hosts = [n.name for n in graph.nodes if n.kind.hosted]
+    hardware = [n for n in graph.nodes if n.name not in software and not n.kind.is_output]
     keep = {n.name for n in hardware}
     cut = sorted({e.producer for e in graph.edges if e.producer in keep and e.consumer not in keep})
     if len(cut) != 1:
@@ -54,7 +54,7 @@ def hardware_nodes(graph: Graph) -> tuple[list[Node], str, list[str]]:
             "leaves the tables"
         )
         raise HDLError(msg)
-    if all(n.kind is NodeKind.INPUT for n in hardware):
+    if all(n.kind.is_input for n in hardware):
         msg = (
             f"export: the first node after the input is a host node ({hosts[0]!r}), so there is no table to "
             "export; precompute without host= for the layers you want in hardware"
@@ -84,7 +84,7 @@ def element_widths(node: Node) -> np.ndarray:
         return bits[:1].reshape(())
     if node.layout is None:
         return np.broadcast_to(bits if bits.size > 1 else bits[:1], node.shape).copy()
-    axis = -1 if node.layout.channels_last or node.kind is NodeKind.WINDOW else 0
+    axis = -1 if node.layout.channels_last or node.kind.windowed else 0
     shape = [1] * len(node.shape)
     shape[axis] = -1
     return np.broadcast_to(bits.reshape(shape), node.shape).copy()

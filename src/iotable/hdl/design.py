@@ -9,7 +9,6 @@ from typing import Any
 
 import torch
 
-from ..graph.graph import NodeKind
 from ..network.network import TableNetwork
 from ..synth.records import LayerCost
 from .bench import vectors_file
@@ -202,7 +201,7 @@ class _Unread(torch.nn.Module):
 def _without_hosts(net: TableNetwork) -> TableNetwork:
     """``net`` with every host module replaced by one whose output nothing in the hardware part reads, so that
     a network loaded without its host modules (or with a costly host head) still gives its hardware's codes."""
-    hosts = net.graph.nodes_of(NodeKind.HOST)
+    hosts = net.graph.host_nodes()
     if not hosts:
         return net
     graph = net.graph.replace(*(replace(n, meta=replace(n.meta, module=_Unread(tuple(n.shape)))) for n in hosts))

@@ -23,7 +23,6 @@ import torch
 
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..graph.graph import Graph
-from ..graph.kind import NodeKind
 from ..graph.liveness import check_keep_dead
 from ..lutcount import lut_estimate
 from ..network.network import TableNetwork
@@ -105,9 +104,9 @@ def unrolled_instances(graph: Graph) -> int:
     hardware, _, _ = hardware_nodes(graph)
     count = 0
     for node in hardware:
-        if node.kind is NodeKind.TABLE:
+        if node.kind.tabulated:
             producers = graph.producers(node.name)
-            behind_window = bool(producers) and producers[0].kind is NodeKind.WINDOW
+            behind_window = bool(producers) and producers[0].kind.windowed
             count += len(node.meta.units) * (math.prod(node.spatial_size) if behind_window else 1)
     return count
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,6 @@ from ..graph.graph import (
     JoinMeta,
     Meta,
     Node,
-    NodeKind,
     OutputMeta,
     PadMeta,
     PoolMeta,
@@ -44,6 +43,7 @@ from ..graph.graph import (
     window_buffer_depth,
 )
 from ..graph.kind import definition
+from ..graph.operations import OperationRegistry
 from ..lutcount import lut_estimate, threshold_luts
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
@@ -118,6 +118,12 @@ def _check_printable(step: Step) -> None:
             raise ModelError(unprintable_module(name, bad))
 
 
+#: The torch front end's node builders by step kind (what :mod:`iotable.front.segment` makes of a traced
+#: model): each a :class:`GraphBuilder` method that turns one step into graph nodes. A second front end keeps
+#: its own registry of its source operations.
+TORCH_OPERATIONS: OperationRegistry[Callable[[GraphBuilder, Step], Node]] = OperationRegistry("torch")
+
+
 class GraphBuilder:
     """Turns segmented steps into graph nodes, precomputing each table layer on the way.
 
@@ -150,8 +156,7 @@ class GraphBuilder:
 
     def add(self, step: Step) -> None:
         _check_printable(step)
-        handler = getattr(self, f"_{step.kind}")
-        node = handler(step)
+        node = TORCH_OPERATIONS.builder(step.kind)(self, step)
         self.nodes[node.name] = replace(node, fx_node=step.meta.get("fx_node"))
         self.node_of[step.name] = node.name
 
@@ -160,6 +165,7 @@ class GraphBuilder:
 
     # -- steps --------------------------------------------------------------------------------------------
 
+    @TORCH_OPERATIONS.register("input")
     def _input(self, step: Step) -> Node:
         layout = self.input_layout or Layout.channels_first(len(step.shape) + 1)
         domain = self.input_domain
@@ -175,10 +181,12 @@ class GraphBuilder:
             domain = tuple(domain)
         return self._add(_node("input", InputMeta(), tuple(step.shape), layout, domain))
 
+    @TORCH_OPERATIONS.register("output")
     def _output(self, step: Step) -> Node:
         src = self.source(step)
         return self._add(_node(self._unique("output"), OutputMeta(), src.shape, src.layout, src.domain), src)
 
+    @TORCH_OPERATIONS.register("reshape")
     def _reshape(self, step: Step) -> Node:
         src = self.source(step)
         domain = src.domain
@@ -194,6 +202,7 @@ class GraphBuilder:
         node = _node(self._unique(step.name), ReshapeMeta(), tuple(step.shape), layout, domain)
         return self._add(node, src)
 
+    @TORCH_OPERATIONS.register("pool")
     def _pool(self, step: Step) -> Node:
         src = self.source(step)
         module = step.modules[0]
@@ -212,6 +221,7 @@ class GraphBuilder:
         node = _node(self._unique(step.name), meta, tuple(step.shape), src.layout, src.domain)
         return self._add(node, src)
 
+    @TORCH_OPERATIONS.register("concat")
     def _concat(self, step: Step) -> Node:
         sources = [self.source(step, k) for k in range(len(step.sources))]
         domains: list[Domain] = []
@@ -227,12 +237,14 @@ class GraphBuilder:
         node = _node(self._unique(step.name), JoinMeta(), tuple(step.shape), layout, domain)
         return self._add(node, *sources)
 
+    @TORCH_OPERATIONS.register("host")
     def _host(self, step: Step) -> Node:
         src = self.source(step)
         module = step.modules[0] if len(step.modules) == 1 else _Chain(*step.modules)
         meta = HostMeta(module=module, modules=tuple(step.module_names))
         return self._add(_node(self._unique(step.name), meta, tuple(step.shape), None, None), src)
 
+    @TORCH_OPERATIONS.register("sum")
     def _sum(self, step: Step) -> Node:
         """A ``sum`` node where the integer sum is the model's; else a table of the sum's inputs (with a warning
         that says why), exact by enumeration where it fits."""
@@ -250,10 +262,12 @@ class GraphBuilder:
             table.meta = dict(step.meta)
             return self._table(table)
 
+    @TORCH_OPERATIONS.register("argmax")
     def _argmax(self, step: Step) -> Node:
         src = self.source(step)
         return self._add(argmax_node(self._unique(step.name), step, src), src)
 
+    @TORCH_OPERATIONS.register("table")
     def _table(self, step: Step) -> Node:
         if step.mixing == "add":
             src, module = self._add_join(step)
@@ -390,7 +404,7 @@ class GraphBuilder:
         return module
 
     def _table_nodes(self, step: Step, src: Node, plan: LayerPlan) -> Node:
-        if src.kind is NodeKind.INPUT and src.layout != plan.layout and self.input_layout is None:
+        if src.kind.is_input and src.layout != plan.layout and self.input_layout is None:
             src = self._add(replace(src, layout=plan.layout))  # the first layer tells the input's layout
         if src.layout is not None and src.layout != plan.layout and not isinstance(src.domain, Domain):
             msg = f"{step.name}: reads {src.name!r} as {plan.layout.value}, but it was produced as {src.layout.value}"

@@ -18,7 +18,7 @@ import numpy as np
 from torch import nn
 
 from ..front.layerplan import LayerPlan
-from ..graph.graph import Edge, Graph, Node, NodeKind
+from ..graph.graph import Edge, Graph, Node
 from ..graph.nodes import TableMeta, WindowMeta
 from ..tabulate.layers import LayerTables, tabulate
 
@@ -58,15 +58,15 @@ def identity_input_layer(graph: Graph, tables: Callable[[str], LayerTables | Non
         if len(readers) != 1:
             return None  # the input (or a window of it) fans out: another node reads it as it is
         node = graph[readers[0]]
-        if node.kind is not NodeKind.WINDOW:
+        if not node.kind.windowed:
             break
         meta = node.meta
         assert isinstance(meta, WindowMeta)  # a checked graph
         if meta.taps != 1 or any(s != 1 for s in meta.stride):
             return None
-    if node.kind is not NodeKind.TABLE or node.shape != start.shape or node.layout != start.layout:
+    if not node.kind.tabulated or node.shape != start.shape or node.layout != start.layout:
         return None
-    if any(graph[r].kind is NodeKind.OUTPUT for r in graph.consumers(node.name)):
+    if any(graph[r].kind.is_output for r in graph.consumers(node.name)):
         return None  # a network of the quantizer alone keeps its one layer
     assert isinstance(node.meta, TableMeta)  # a checked graph
     layer = tables(node.meta.layer)

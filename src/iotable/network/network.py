@@ -28,7 +28,6 @@ from ..graph.graph import (
     SUMMARY_COLUMNS,
     Graph,
     Node,
-    NodeKind,
     TableMeta,
     text_table,
 )
@@ -147,7 +146,7 @@ class TableNetwork:
     def _notes(self) -> list[str]:
         """The summary's lines after the graph's table: totals, rows kept of partial tables, host nodes."""
         total = sum(t.rows for t in self.tables)
-        host = [n.name for n in self.graph.nodes_of(NodeKind.HOST)]
+        host = [n.name for n in self.graph.host_nodes()]
         lines = [f"{len(self.tables)} tables, {total} rows"]
         every = self.rows()
         rows = [r for r in every if r["kind"] == "table"]
@@ -227,7 +226,7 @@ class TableNetwork:
         kept = sum(t.rows for t in self.tables)
         full = sum(layer.plan.total_rows for layer in self.layers.values())
         rows = f"{kept:,} rows" if kept == full else f"{kept:,} of {full:,} rows kept"
-        hosts = len(self.graph.nodes_of(NodeKind.HOST))
+        hosts = len(self.graph.host_nodes())
         host = f", {hosts} host node{'s' if hosts > 1 else ''}" if hosts else ""
         return _display.bounded(
             f"TableNetwork({len(self.layers)} table layers, {tables:,} tables, {rows}; {len(self.graph)} graph nodes"

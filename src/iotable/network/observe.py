@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ObserveError
-from ..graph.graph import Graph, NodeKind, TableMeta
+from ..graph.graph import Graph, TableMeta
 from ..runtime.runtime import TableKernel
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
@@ -82,7 +82,7 @@ def observe(
     x = net.encode_input(data, codes=codes, what="observe")
     kernels = {
         node.name: (node.meta.layer, net.runtime.kernel(node.name))
-        for node in net.graph.nodes_of(NodeKind.TABLE)
+        for node in net.graph.table_nodes()
         if isinstance(node.meta, TableMeta)
     }
     for start in range(0, x.shape[0], batch_size):

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 
 from ..domain import Domain
-from ..graph.graph import Graph, Node, NodeKind
+from ..graph.graph import Graph, Node
 from ..graph.nodes import TableMeta, ThresholdMeta
 from ..lutcount import lut_estimate, threshold_luts
 from ..nodekinds.threshold import step_function
@@ -29,10 +29,10 @@ def thresholds(graph: Graph, layers: dict[str, LayerTables]) -> tuple[Graph, dic
     and ``layers`` without those layers."""
     layers = dict(layers)
     for node in graph.nodes:
-        if node.kind is not NodeKind.TABLE or not isinstance(node.domain, Domain):
+        if not node.kind.tabulated or not isinstance(node.domain, Domain):
             continue
         producer = graph[graph.inputs(node.name)[0]] if graph.inputs(node.name) else None
-        if producer is None or producer.kind is not NodeKind.SUM or node.meta.layer not in layers:
+        if producer is None or not producer.kind.sums or node.meta.layer not in layers:
             continue
         replacement = _threshold_node(node, producer, layers[node.meta.layer])
         if replacement is not None:
@@ -74,4 +74,4 @@ def _threshold_node(node: Node, producer: Node, tables: LayerTables) -> Node | N
     for k, r in enumerate(rows):  # one row per element
         padded[k, : len(r)] = r
     record = ThresholdMeta(padded, np.array(starts, np.int64), np.array(directions, np.int64), modules=meta.modules)
-    return dataclasses.replace(node, kind=NodeKind.THRESHOLD, meta=record)
+    return dataclasses.replace(node, kind=record.kind, meta=record)

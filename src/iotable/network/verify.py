@@ -13,9 +13,6 @@ from .._util.modules import module_dtype, run_module
 from ..errors import InputError, ModelError
 from ..front.modelcheck import check_float32, warn_training
 from ..front.trace import trace
-from ..graph.graph import (
-    NodeKind,
-)
 from ..runtime.runtime import decode
 from .network import TableNetwork
 
@@ -145,7 +142,7 @@ def _batch_dependent(model: nn.Module, values: torch.Tensor, got: torch.Tensor, 
 
 def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: torch.Tensor) -> dict[str, Any]:
     """Find the first table node whose codes differ from the model's quantized tensor at the same point."""
-    hosts = frozenset(n.meta.modules[-1] for n in net.graph.nodes_of(NodeKind.HOST))
+    hosts = frozenset(n.meta.modules[-1] for n in net.graph.host_nodes())
     traced = trace(model, host=hosts, example_input=values)
     model_values: dict[str, torch.Tensor] = {}
     flags = [(m, m.training) for m in model.modules()]
@@ -158,7 +155,7 @@ def _locate(model: nn.Module, net: TableNetwork, codes: torch.Tensor, values: to
         for m, training in flags:
             m.training = training
     _, env = net.runtime.run(codes, capture=True)
-    for node in net.graph.nodes_of(NodeKind.TABLE):
+    for node in net.graph.table_nodes():
         reference = model_values.get(node.fx_node) if node.fx_node is not None else None
         if reference is None:
             continue

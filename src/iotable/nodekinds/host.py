@@ -33,6 +33,7 @@ class Host(NodeKindDef):
     """A module the runtime runs with torch; a bundle stores its class name and weights."""
 
     name = "host"
+    hosted = True
     meta = HostMeta
     dot_shape = "component"
     dot_style = 'style="filled,dashed", fillcolor="#e6e6e6", color="#666666", fontcolor="#333333"'

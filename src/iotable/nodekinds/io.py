@@ -19,6 +19,7 @@ class Input(NodeKindDef):
     """The network input: reads nothing; its shape, layout and domain are the network's input codes'."""
 
     name = "input"
+    is_input = True
     meta = InputMeta
     reads = 0
     dot_shape = "invhouse"
@@ -59,6 +60,7 @@ class Output(NodeKindDef):
     """The network output: its producer's output, passed on unchanged."""
 
     name = "output"
+    is_output = True
     meta = OutputMeta
     passes_through = True
     dot_shape = "house"

@@ -11,10 +11,10 @@ import torch
 
 from .. import bits as bitfields
 from ..errors import GraphError, IOTableError, OptionError, SpecError
-from ..front.spec import PaddingMode
 from ..graph.fields import codes_in, index_array, ints_field, node_where, same_fields, split_channels
 from ..graph.kind import Kernel, MetaDecoder, NodeKindDef, register
 from ..graph.nodes import Edge, Meta, Node, PadMeta, pad_index_map
+from ..layout import PaddingMode
 from ..runtime.codes import codes_dtype
 
 
@@ -165,6 +165,7 @@ class Pad(NodeKindDef):
     """Padding: each output element copies the input element its index map names, or holds its pad code."""
 
     name = "pad"
+    pads = True
     meta = PadMeta
     dot_shape = "box"
     dot_style = 'style="rounded,dashed"'

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import GraphError
-from ..front.spec import Layout
 from ..graph.fields import element_domains, node_where
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, Node, ReshapeMeta
+from ..layout import Layout
 
 
 def _check_reshape(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
@@ -50,6 +50,7 @@ class Reshape(NodeKindDef):
     """Flatten / view: the node's shape is the new shape; its domain follows the elements."""
 
     name = "reshape"
+    reshapes = True
     meta = ReshapeMeta
     passes_through = True
     dot_shape = "oval"

@@ -16,10 +16,10 @@ import torch
 
 from ..domain import Domain
 from ..errors import GraphError
-from ..front.spec import Layout
 from ..graph.fields import codes_in, element_radix_bits, index_array, node_where, short_list
 from ..graph.kind import Kernel, NodeKindDef, register
 from ..graph.nodes import Edge, Node, SumMeta
+from ..layout import Layout
 
 #: The largest weight magnitude a sum term may have (a few shifts and adds in hardware).
 MAX_WEIGHT = 2**16
@@ -103,6 +103,7 @@ class Sum(NodeKindDef):
     """Weighted sums of the producer's codes plus constants (see :class:`~iotable.graph.nodes.SumMeta`)."""
 
     name = "sum"
+    sums = True
     meta = SumMeta
     dot_shape = "octagon"
 

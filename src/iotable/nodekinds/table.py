@@ -14,12 +14,12 @@ import numpy as np
 
 from ..domain import Domain
 from ..errors import GraphError
-from ..front.plan import Unit
 from ..graph.fields import codes_in, element_radix_bits, index_array, int_field, ints_field, node_where, short_list
 from ..graph.kind import MetaDecoder, NodeKindDef, register
 from ..graph.liveness import channel_positions
 from ..graph.nodes import Edge, ElementOrder, Meta, Node, NodeKind, TableMeta, WindowMeta
 from ..runtime.table import TableKernel
+from ..units import Unit
 
 
 def _check_table(node: Node, producers: Sequence[Node], incoming: Sequence[Edge], outgoing: Sequence[Edge]) -> None:
@@ -228,6 +228,7 @@ class Table(NodeKindDef):
     """A table layer: its units' tables, looked up at every position (:class:`~iotable.runtime.runtime.TableKernel`)."""
 
     name = "table"
+    tabulated = True
     meta = TableMeta
     dot_shape = "box3d"
     dot_style = 'style=filled, fillcolor="#dce9f7"'

@@ -111,6 +111,7 @@ class Window(NodeKindDef):
     """A sliding window: kernel, stride, dilation, channels, element order and line-buffer depth."""
 
     name = "window"
+    windowed = True
     meta = WindowMeta
     dot_shape = "parallelogram"
     dot_style = "margin=0.02"  # a parallelogram is wide already: no margin on top

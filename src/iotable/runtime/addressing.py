@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..front.spec import PaddingMode
 from ..graph.nodes import Node, PadMeta
+from ..layout import PaddingMode
 
 
 def _vector_at(vectors: torch.Tensor, positions: int) -> Callable[[int], torch.Tensor]:

@@ -33,7 +33,7 @@ import torch
 
 from .._util.modules import eval_mode
 from ..errors import InputError, MissingRowError
-from ..graph.graph import Graph, Node, NodeKind
+from ..graph.graph import Graph, Node
 from ..graph.interpret import GraphInterpreter
 from ..graph.kind import definition
 from .addressing import _constant_pad
@@ -85,7 +85,7 @@ class Runtime(GraphInterpreter[Any]):
         self._steps, self._feature_major = self._schedule(fuse=True)
         self._unfused: tuple[list[_Step], dict[str, bool]] | None = None  # every node's own step, for capture
         self._small: tuple[list[_Step], dict[str, bool]] | None = None  # for small batches (see _SMALL_RUN)
-        self._host = any(node.kind is NodeKind.HOST for node in graph.nodes)
+        self._host = any(node.kind.hosted for node in graph.nodes)
         self._per_sample = self._sample_bytes()
 
     def kernel(self, name: str) -> Any:
@@ -109,7 +109,7 @@ class Runtime(GraphInterpreter[Any]):
         chunk), raw outputs as the last node gives them; captured codes are int64 in the graph's layout.
         """
         with contextlib.ExitStack() as stack:  # host modules in eval mode once for the run, not once per call
-            for node in self.graph.nodes_of(NodeKind.HOST) if self._host else ():
+            for node in self.graph.host_nodes() if self._host else ():
                 stack.enter_context(eval_mode(node.meta.module))
             if self._host:
                 stack.enter_context(torch.inference_mode())
@@ -152,7 +152,7 @@ class Runtime(GraphInterpreter[Any]):
         """A large batch through a graph with host nodes: the tables before the first host in chunks (cache-sized
         intermediates), the host nodes and what follows them on the whole batch, as the model runs them."""
         steps, feature_major = self._steps, self._feature_major
-        first = next(i for i, step in enumerate(steps) if self.graph[step.output[0]].kind is NodeKind.HOST)
+        first = next(i for i, step in enumerate(steps) if self.graph[step.output[0]].kind.hosted)
         before, after = steps[:first], steps[first:]
         made = {(self.graph.nodes[0].name, False)} | {step.output for step in before}
         needed = list(dict.fromkeys(k for step in after for k in step.inputs if k in made))
@@ -264,13 +264,13 @@ class Runtime(GraphInterpreter[Any]):
         """Spatial tables that read their window's input directly (:meth:`TableKernel.fuse`): the window, and
         the constant pad before it, that each reads through."""
         fused: dict[str, tuple[str, ...]] = {}
-        for node in self.graph.nodes_of(NodeKind.TABLE):
+        for node in self.graph.table_nodes():
             compiled = self._kernels[node.name]
             window = self.graph.producers(node.name)[0]
-            if window.kind is not NodeKind.WINDOW or readers[window.name] != 1:
+            if not window.kind.windowed or readers[window.name] != 1:
                 continue
             pad: Node | None = self.graph.producers(window.name)[0]
-            if pad is None or pad.kind is not NodeKind.PAD or readers[pad.name] != 1 or not _constant_pad(pad):
+            if pad is None or not pad.kind.pads or readers[pad.name] != 1 or not _constant_pad(pad):
                 pad = None
             source = self.graph.producers((pad or window).name)[0]
             if compiled.fuse(window, pad, source.shape):
@@ -281,9 +281,9 @@ class Runtime(GraphInterpreter[Any]):
         """Hosts that read one table's codes (through reshapes no one else reads): that table looks up values
         instead of codes, and the host decodes nothing."""
         valued: dict[str, str] = {}
-        for node in self.graph.nodes_of(NodeKind.HOST):
+        for node in self.graph.host_nodes():
             source = self.graph.producers(node.name)[0]
-            while source.kind is NodeKind.RESHAPE and readers[source.name] == 1:
+            while source.kind.reshapes and readers[source.name] == 1:
                 source = self.graph.producers(source.name)[0]
             compiled = self._kernels[source.name]
             if isinstance(compiled, TableKernel) and readers[source.name] == 1 and compiled.can_emit_values():
@@ -297,7 +297,7 @@ class Runtime(GraphInterpreter[Any]):
         for table in fused:
             consumers = [self.graph[name] for name in self.graph.consumers(table)]
             self._kernels[table].channels_inner = bool(consumers) and all(
-                n.kind in (NodeKind.WINDOW, NodeKind.PAD) and n.name in through for n in consumers
+                (n.kind.windowed or n.kind.pads) and n.name in through for n in consumers
             )
 
     def _calls(
@@ -309,7 +309,7 @@ class Runtime(GraphInterpreter[Any]):
         calls: list[tuple[Kernel, tuple[Key, ...], Key]] = []
         switched: set[Key] = set()
         for node in self.graph.nodes:
-            if node.kind is NodeKind.INPUT:
+            if node.kind.is_input:
                 feature_major[node.name] = False
                 continue
             mode = False if small else self._layout_of(node, feature_major)
@@ -335,7 +335,7 @@ class Runtime(GraphInterpreter[Any]):
             return compiled.small
         if definition(node.kind).passes_through:
             return compiled  # type: ignore[no-any-return]
-        if node.kind is NodeKind.HOST:
+        if node.kind.hosted:
             return small_host_kernel(self.graph, node, decoded=decoded)
         return _torch_inputs(compiled)
 
@@ -356,7 +356,7 @@ class Runtime(GraphInterpreter[Any]):
 
     def _layout_of(self, node: Node, feature_major: dict[str, bool]) -> bool:
         """Whether ``node`` runs feature-major: non-spatial tables do; pass-through nodes follow their input."""
-        if node.kind is NodeKind.TABLE:
+        if node.kind.tabulated:
             return not node.spatial_size
         if definition(node.kind).passes_through:
             return feature_major[self.graph.inputs(node.name)[0]]

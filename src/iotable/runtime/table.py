@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from ..domain import Domain
 from ..errors import MissingRowError
-from ..graph.nodes import ElementOrder, Node, NodeKind, TableMeta, WindowMeta
+from ..graph.nodes import ElementOrder, Node, TableMeta, WindowMeta
 from .addressing import _address_matrix, _conv_groups, _vector_at
 from .codes import (
     _DENSE_ENTRIES,
@@ -44,13 +44,13 @@ class TableKernel:
     def __init__(self, node: Node, layer: Any, producer: Node) -> None:
         meta = node.meta
         assert isinstance(meta, TableMeta)  # a checked graph
-        units, tables = layer.plan.units, layer.tables
+        units, tables = meta.units, layer.tables  # the node's own record: the layer's plan is history
         self.node, self.units = node, units
-        self.spatial = producer.kind is NodeKind.WINDOW
+        self.spatial = producer.kind.windowed
         self.channels_last = node.layout is not None and node.layout.channels_last
         index_map = np.asarray(meta.index_map, dtype=np.int64)
         self.fan_out = fan_out = max(t.fan_out for t in tables)
-        offsets, mapped = self._store_tables(tables, raw=layer.plan.output_domain is None)
+        offsets, mapped = self._store_tables(tables, raw=node.domain is None)
         identity = len(mapped) == len(units) * fan_out and (mapped == np.arange(len(mapped))).all()
         self.sources = None if identity else torch.as_tensor(mapped)
         self.index = torch.as_tensor(np.where(index_map < 0, 0, index_map))

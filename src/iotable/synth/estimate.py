@@ -18,16 +18,16 @@ import numpy as np
 from torch import nn
 
 from ..domain import Domain
-from ..front.plan import DEFAULT_MAX_ROWS
-from ..front.spec import Layout
 from ..graph.graph import TableMeta, text_table
 from ..graph.liveness import check_keep_dead, liveness
+from ..layout import Layout
 from ..lutcount import check_k, lut_estimate
 from ..lutnet import table_bits
 from ..network.inputformat import planned_input_format
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import PrecomputeOptions
 from ..table import IOTable
+from ..units import DEFAULT_MAX_ROWS
 from .arith import arithmetic_estimate
 from .records import ArithmeticCost, LayerCost, arithmetic_lines
 

@@ -9,7 +9,6 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..graph.graph import NodeKind
 from ..graph.liveness import Liveness
 from ..lutcount import lut_estimate
 from ..lutnet import BitFunction, LutNetlist, check_netlist
@@ -436,7 +435,7 @@ def layer_registers(tables: Any, live: Liveness | None = None) -> dict[str, int 
     if not isinstance(tables, TableNetwork):
         return {}
     found: dict[str, int | None] = {}
-    for node in tables.graph.nodes_of(NodeKind.TABLE):
+    for node in tables.graph.table_nodes():
         mask = None if live is None else live.elements[node.name]
         layer, bits = node.meta.layer, pipeline_registers(node, mask)  # type: ignore[attr-defined]  # a table node's
         held = found.get(layer, 0)
