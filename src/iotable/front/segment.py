@@ -19,7 +19,7 @@ from torch import nn
 from ..errors import ModelError
 from ..nn import domain_of
 from .glue import Arithmetic, _elementwise_call
-from .infer import inferred_leaf
+from .infer import inferred_leaf, outputs_from_tables
 from .metadata import declared_spec
 from .region import OpenRegion, Region, step_inputs
 from .registry import Role, kind_of, role_of
@@ -193,6 +193,19 @@ class _Segmenter:
             )
             raise ModelError(msg)
 
+    def codes_from_table(self, step: Step) -> bool:
+        """Close the open table layer ``step`` for a reader of codes where its output domain can be the values its
+        own tables hold (:func:`~iotable.front.infer.outputs_from_tables`); the builder takes it from them
+        (``meta["domain_from_table"]``)."""
+        if step.kind != "table" or step.closed or step.mixing not in step.module_names:
+            return False  # a quantized step, a join (``"add"``), or elementwise modules alone
+        m = step.modules[step.module_names.index(step.mixing)]
+        if _averages(m) or not outputs_from_tables(m):
+            return False
+        step.closed = True
+        step.meta["domain_from_table"] = True
+        return True
+
     # The model's input and output.
 
     def placeholder(self, node: fx.Node) -> None:
@@ -235,6 +248,8 @@ class _Segmenter:
             return
         quantizer = _closes(m)
         role = role_of(m) if declared_spec(m) is None else None
+        if role in (Role.POOL, Role.RESHAPE):
+            self.codes_from_table(src)
         if role is Role.POOL:
             if not src.closed:
                 msg = (
@@ -276,7 +291,7 @@ class _Segmenter:
         """A module run with torch: listed in ``host=``, or after one. It reads codes (or a host's values): a
         table layer still open before it would have to run on the host too, which is refused, never done
         silently (:func:`_moves_to_host`)."""
-        if not src.closed and src.kind == "table":
+        if not src.closed and src.kind == "table" and not self.codes_from_table(src):
             raise ModelError(_moves_to_host(target, src, self.root))
         self.produce(node, self.add(Step(target, "host", [src.name], node.meta["shape"], [m], [target], closed=True)))
 
@@ -284,7 +299,7 @@ class _Segmenter:
         """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
         or joins the open one (which takes the mixing layer's name); a quantizer closes the layer."""
         mixing = _is_mixing(m)
-        if src.closed:
+        if src.closed or (mixing and self.codes_from_table(src)):
             step = self.add(Step(target, "table", [src.name], node.meta["shape"]))
         elif mixing and src.mixing is not None:
             raise ModelError(_two_mixing_layers(target, m, src.mixing))
@@ -310,7 +325,7 @@ class _Segmenter:
         target = node.target
         if target in _RESHAPE_FUNCTIONS or (node.op == "call_method" and target in _RESHAPE_METHODS):
             src = self.source(node.args[0], node)
-            if not src.closed:
+            if not src.closed and not self.codes_from_table(src):
                 msg = f"{self.where(node)}: a reshape of an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
             self.produce(node, self.add(Step(node.name, "reshape", [src.name], node.meta["shape"], closed=True)))
@@ -412,6 +427,8 @@ class _Segmenter:
             msg = f"{self.where(node)}: only the add of two tensors is supported; received args {node.args}"
             raise ModelError(msg)
         a, b = (self.source(t, node) for t in tensor_args)
+        for operand in (a, b):
+            self.codes_from_table(operand)
         if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
             msg = f"{self.where(node)}: an add must read two quantized tensors; put a Quantize on each operand"
             raise ModelError(msg)
@@ -441,6 +458,8 @@ class _Segmenter:
         parts = node.args[0]
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
         srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
+        for part in srcs:
+            self.codes_from_table(part)
         if dim == 0 and all(s.closed and s.kind != "host" and s.shape == srcs[0].shape for s in srcs):
             # PolyLUT-Add's sub-neurons handed to their adder stacked along the batch axis: kept as the operands,
             # which a chunk along the same axis gives back (see unstack)
@@ -455,6 +474,7 @@ class _Segmenter:
         """The step producing the codes ``node`` (a sum or an argmax) reads: a closed step, or an open sum, which it
         closes."""
         src = self.source(node.args[0], node)
+        self.codes_from_table(src)
         if src.kind == "sum" or (src.kind == "table" and src.mixing not in (None, "add") and src.modules[-1:] and
                                  src.module_names[-1] == src.mixing):  # fmt: skip
             src.closed = True  # a sum's codes; a layer's outputs, codes where it becomes exact arithmetic
