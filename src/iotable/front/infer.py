@@ -74,12 +74,15 @@ def inferred_leaf(module: nn.Module) -> bool:
 def outputs_from_tables(module: nn.Module) -> bool:
     """Whether a mixing layer that no quantizer follows takes its output domain from its own tables: a module of
     the user's own (inferred, a region, or declared with no output domain), such as a DWN LUT layer or a DiffLogic
-    gate layer, whose exhaustive tables hold every value it can give. torch's and brevitas' layers are not: their
-    floats want a quantizer after them (the refusal says where)."""
+    gate layer, whose exhaustive tables hold every value it can give. torch's and brevitas' layers (and the kinds
+    registered for them), declared or not, are not: their floats want a quantizer after them (the refusal says
+    where)."""
+    if role_of(module) is Role.MIXING:
+        return False
     declared = declared_spec(module)
     if declared is not None:
         return declared.output_domain is None and declared.output_domain_from is None
-    return isinstance(module, Region) or (inferred_leaf(module) and role_of(module) is not Role.MIXING)
+    return isinstance(module, Region) or inferred_leaf(module)
 
 
 #: What the forward of an arithmetic module may call besides arithmetic: shapes, views, sums and argmax.

@@ -193,17 +193,24 @@ class _Segmenter:
             )
             raise ModelError(msg)
 
-    def codes_from_table(self, step: Step) -> bool:
+    def codes_from_table(self, step: Step, *, required: bool = True) -> bool:
         """Close the open table layer ``step`` for a reader of codes where its output domain can be the values its
-        own tables hold (:func:`~iotable.front.infer.outputs_from_tables`); the builder takes it from them
-        (``meta["domain_from_table"]``)."""
-        if step.kind != "table" or step.closed or step.mixing not in step.module_names:
-            return False  # a quantized step, a join (``"add"``), or elementwise modules alone
-        m = step.modules[step.module_names.index(step.mixing)]
-        if _averages(m) or not outputs_from_tables(m):
+        own tables hold (:func:`~iotable.front.infer.outputs_from_tables`; at the model's output, elementwise
+        modules after a quantizer too); the builder takes it from them (``meta["domain_from_table"]``: where not
+        ``required``, more values than codes can stand for leave the outputs raw)."""
+        if step.kind != "table" or step.closed:
             return False
+        if step.mixing is None:  # elementwise modules after codes: a function of one code each
+            if required:
+                return False
+        elif step.mixing not in step.module_names:
+            return False  # a join (``"add"``)
+        else:
+            m = step.modules[step.module_names.index(step.mixing)]
+            if _averages(m) or not outputs_from_tables(m):
+                return False
         step.closed = True
-        step.meta["domain_from_table"] = True
+        step.meta["domain_from_table"] = "required" if required else "if few"
         return True
 
     # The model's input and output.
@@ -229,6 +236,7 @@ class _Segmenter:
                 "of quantized codes followed by a quantizer is one table per window)"
             )
             raise ModelError(msg)
+        self.codes_from_table(last, required=False)  # codes where the tables show few values: hardware reads codes
         last.closed = True
         self.add(Step("output", "output", [last.name], last.shape, closed=True))
 
@@ -381,7 +389,7 @@ class _Segmenter:
         region = regions[0]
         if len(regions) > 1:
             raise region.refuse_other_input(node, regions[1].input, self.where(node))
-        if not self.joins(node):
+        if not self.joins(node, region):
             read = list(dict.fromkeys(n for n in inputs if region.holds(n)))
             if len(read) > 1:
                 raise region.refuse_other_input(node, read[1], self.where(node))
@@ -394,13 +402,16 @@ class _Segmenter:
         self.produce(node, self.steps[region.step])
         return True
 
-    def joins(self, node: fx.Node) -> bool:
-        """Whether a node that reads a region's value is part of it: any call but a quantizer or a host module."""
+    def joins(self, node: fx.Node, region: OpenRegion) -> bool:
+        """Whether a node that reads a region's value is part of it: any call but a quantizer, a host module, or a
+        mixing layer outside the region's module (the next layer, which reads the codes the region's tables hold)."""
         if node.op == "output":
             return False
         if node.op == "call_module":
             target = str(node.target)
-            return target not in self.host and not _closes(self.module.get_submodule(target))
+            m = self.module.get_submodule(target)
+            inside = target.startswith(f"{region.owner}.")
+            return target not in self.host and not _closes(m) and (inside or not _is_mixing(m))
         return True
 
     def close_region(self, region: OpenRegion, output: fx.Node) -> None:

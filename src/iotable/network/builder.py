@@ -289,7 +289,8 @@ class GraphBuilder:
             _refuse_channel_tensors(step, layer_plan)
         if step.meta.get("domain_from_table") and layer_plan.output_domain is None:  # see segment.codes_from_table
             self.arithmetic_tensors += [*module.parameters(), *module.buffers()]  # the domain follows the weights
-            layer_plan = with_table_domain(module, layer_plan, where=step.mixing or step.name, options=self.options)
+            where, required = step.mixing or step.name, step.meta["domain_from_table"] == "required"
+            layer_plan = with_table_domain(module, layer_plan, where=where, options=self.options, required=required)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 

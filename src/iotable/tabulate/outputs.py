@@ -21,13 +21,16 @@ __all__ = ["MAX_TABLE_VALUES", "table_domain", "with_table_domain"]
 MAX_TABLE_VALUES = 256
 
 
-def table_domain(module: nn.Module, plan: LayerPlan, *, where: str, options: dict[str, Any]) -> Domain:
+def table_domain(
+    module: nn.Module, plan: LayerPlan, *, where: str, options: dict[str, Any], required: bool = True
+) -> Domain | None:
     """The union of the values every table of ``plan`` holds, as one :class:`Domain` (float32 values, exactly
     as the module computed them), for the layers that read ``module``'s outputs to enumerate over.
 
     ``where`` names the layer in refusals; ``options`` are the network builder's (``check``, ``memory_budget``,
     ``fast_path``). A layer whose tables hold more than :data:`MAX_TABLE_VALUES` distinct values (or a value
-    that is not finite) is refused, before any later layer is enumerated.
+    that is not finite) is refused, before any later layer is enumerated; where not ``required`` (the model's
+    output, which may be raw values), it gets ``None`` instead.
     """
     keys = ("check", "memory_budget", "fast_path")
     done = tabulate(module, plan, **{k: options[k] for k in keys if k in options})
@@ -35,6 +38,8 @@ def table_domain(module: nn.Module, plan: LayerPlan, *, where: str, options: dic
     for unit, table in zip(done.plan.units, done.tables):
         values = np.unique(np.asarray(table.output_values(), dtype=np.float32))
         if not np.all(np.isfinite(values)):
+            if not required:
+                return None
             bad = values[~np.isfinite(values)][0]
             msg = (
                 f"{where}: unit {unit.index}'s table holds the value {float(bad)!r}, and no quantizer follows the "
@@ -44,6 +49,8 @@ def table_domain(module: nn.Module, plan: LayerPlan, *, where: str, options: dic
             raise ModelError(msg)
         found.update(float(v) + 0.0 for v in values)  # float32 to float64 is exact; -0.0 == 0.0 is one value
     if len(found) > MAX_TABLE_VALUES:
+        if not required:
+            return None
         msg = (
             f"{where}: no quantizer follows this layer, so its output domain is the set of values its tables hold; "
             f"expected at most {MAX_TABLE_VALUES} distinct values, found {len(found)} in its "
@@ -54,10 +61,14 @@ def table_domain(module: nn.Module, plan: LayerPlan, *, where: str, options: dic
     return Domain(sorted(found))
 
 
-def with_table_domain(module: nn.Module, plan: LayerPlan, *, where: str, options: dict[str, Any]) -> LayerPlan:
+def with_table_domain(
+    module: nn.Module, plan: LayerPlan, *, where: str, options: dict[str, Any], required: bool = True
+) -> LayerPlan:
     """``plan`` with the output domain its tables show (:func:`table_domain`), in its spec too, whose source says
-    where the domain came from."""
-    domain = table_domain(module, plan, where=where, options=options)
+    where the domain came from; ``plan`` itself where not ``required`` and the values are too many."""
+    domain = table_domain(module, plan, where=where, options=options, required=required)
+    if domain is None:
+        return plan
     spec = replace(
         plan.spec, output_domain=domain, source=f"{plan.spec.source}; output domain: the values of its tables"
     )
