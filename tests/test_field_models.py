@@ -136,13 +136,18 @@ def test_no_decoration_at_all_where_a_quantizer_closes_every_layer() -> None:
         assert iotable.verify(model, net, x).agreement == 1.0
 
 
-def test_an_inferred_layer_without_an_output_domain_says_what_to_declare() -> None:
-    """A DWN without its output domains: two LUT layers meet with no quantizer between them; the refusal names
-    them and the fix."""
-    model = dwn().eval()
-    with pytest.raises(iotable.errors.ModelError, match="put a quantizer") as caught:
-        _precompute(model, U3, 4, ["3"])
-    assert "0" in str(caught.value) and "1" in str(caught.value)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f[0] in ("dwn", "difflogic")], ids=["dwn", "difflogic"])
+def test_no_output_domain_needed_where_the_tables_show_it(family: tuple) -> None:
+    """DWN and DiffLogic with no decoration at all: each layer's output domain is the values its tables hold
+    ({0, 1}), so the tables and the outputs are those of the model declared by hand."""
+    _, build, domain, features, outputs, host = family
+    model = build().eval()
+    net = _precompute(model, domain, features, host)
+    declared = _precompute(_hand_decorated(model, outputs), domain, features, host)
+    assert {n: layer.plan.output_domain for n, layer in net.layers.items()} == {n: BITS for n in declared.layers}
+    x = torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (500, features))]
+    assert torch.equal(net.run(x), declared.run(x))
+    assert iotable.verify(model, net, x).agreement == 1.0
 
 
 def test_a_mapping_changed_by_training_is_followed() -> None:
