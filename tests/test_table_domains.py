@@ -18,8 +18,6 @@ import iotable
 from iotable import Domain, NodeKind
 from iotable.errors import ModelError
 from iotable.network import network
-from iotable.tabulate import outputs
-from iotable.tabulate.outputs import MAX_TABLE_VALUES
 from tests import upstreamzoo as uz
 
 from .optional import require_program
@@ -27,6 +25,7 @@ from .optional import require_program
 BITS = Domain([0.0, 1.0])
 FEATURES = 24
 FAMILIES = {"dwn": uz.dwn_model, "difflogic": uz.difflogic_model}
+LIMIT = 256  # iotable.tabulate.outputs.MAX_TABLE_VALUES
 
 
 def _bits(n: int, seed: int, features: int = FEATURES) -> torch.Tensor:
@@ -161,7 +160,7 @@ def test_at_most_256_values_become_the_domain() -> None:
     those 256 values as codes, exactly."""
     model = nn.Sequential(Weighted(2, 8), Pick(2)).eval()
     net = _precompute(model, features=16)
-    assert net["0"].plan.output_domain == Domain([float(v) for v in range(MAX_TABLE_VALUES)])
+    assert net["0"].plan.output_domain == Domain([float(v) for v in range(LIMIT)])
     x = _bits(500, 4, features=16)
     assert iotable.verify(model, net, x).agreement == 1.0
 
@@ -169,6 +168,9 @@ def test_at_most_256_values_become_the_domain() -> None:
 def test_more_values_than_the_limit_are_refused_before_later_layers(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tamper: one more bit (512 distinct values) is refused by the layer's name with the count and the limit,
     while planning: only that layer's tables were built, and no layer was enumerated."""
+    from iotable.tabulate import outputs
+
+    assert outputs.MAX_TABLE_VALUES == LIMIT
     tabulated: list[str] = []
     real = outputs.tabulate
 
@@ -206,10 +208,14 @@ def test_values_that_are_not_finite_are_refused() -> None:
         _precompute(model, features=2)
 
 
-def test_the_domain_follows_changed_weights() -> None:
-    """A domain taken from the tables is made again when the layer's tensors change (the structure is reused):
-    doubled weights give the doubled values, and verify agrees."""
+@pytest.mark.parametrize("declared", [False, True], ids=["inferred", "declared"])
+def test_the_domain_follows_changed_weights(declared: bool) -> None:
+    """A domain taken from the tables is made again when the layer's tensors change (the structure is reused), for
+    units inferred or declared (``decompose(fan_in=...)`` with no output domain): doubled weights give the doubled
+    values, and verify agrees."""
     model = nn.Sequential(Weighted(2, 3), Pick(2)).eval()
+    if declared:
+        iotable.decompose(model[0], fan_in=[[0, 1, 2], [3, 4, 5]])
     first = _precompute(model, features=6)
     assert first["0"].plan.output_domain == Domain([float(v) for v in range(8)])
     model[0].weights.mul_(2)
