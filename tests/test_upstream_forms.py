@@ -54,12 +54,16 @@ def test_logicnets_as_upstream_writes_it(tmp_path: Path) -> None:
 
 def test_logicnets_jet_substructure_model_as_upstream_writes_it(tmp_path: Path) -> None:
     """LogicNets' jet-substructure model as its repository writes it (the input quantizer after a batch norm and a
-    scalar bias, the mask a frozen parameter, the truth-table switch off, and a learned scalar bias and scale after
-    the last output quantizer) comes in undecorated: verify 100%, the Verilog simulates equal."""
-    model = uz.JetSubstructureNeqModel().eval()
+    scalar bias, the mask a frozen parameter that SparseLinear's own forward multiplies in, the truth-table switch
+    off, and a learned scalar bias and scale after the last output quantizer), 24 inputs wide, comes in
+    undecorated: each neuron reads its mask's row, verify 100%, the Verilog simulates equal."""
+    model = uz.JetSubstructureNeqModel(widths=(24, 16, 5)).eval()
     inputs = Domain([-1.0, -0.5, 0.0, 0.5])
-    net = iotable.precompute(model, input_domain=inputs, example_input=torch.zeros(1, 8))
-    codes = torch.randint(0, 4, (2300, 8), generator=torch.Generator().manual_seed(1))
+    net = iotable.precompute(model, input_domain=inputs, example_input=torch.zeros(1, 24))
+    for k, layer in enumerate(model.module_list):
+        rows = [set(torch.nonzero(row).flatten().tolist()) for row in layer.fc.mask()]
+        assert all(set(u.in_channels) <= rows[u.index] for u in net[f"module_list.{k}.fc"].plan.units)
+    codes = torch.randint(0, 4, (2300, 24), generator=torch.Generator().manual_seed(1))
     x = torch.tensor(inputs.values, dtype=torch.float32)[codes]
     assert iotable.verify(model, net, x[:2000]).agreement == 1.0
     with torch.no_grad():
