@@ -83,6 +83,16 @@ def test_dwn_and_difflogic_verilog_simulates_equal(name: str, tmp_path: Path) ->
     assert torch.equal(simulate(design, x, simulator="iverilog", timeout=120), net.run(x, return_codes=True))
 
 
+def test_domains_from_tables_survive_a_bundle(tmp_path: Path) -> None:
+    """An undecorated DWN, whose domains came from its tables, saves and loads to the same domains and outputs."""
+    model = uz.dwn_model().eval()
+    net = _precompute(model)
+    loaded = iotable.load(iotable.save(net, tmp_path / "net"))
+    assert [n.domain for n in loaded.graph.nodes] == [n.domain for n in net.graph.nodes]
+    x = _bits(500, 6)
+    assert torch.equal(loaded.run(x), net.run(x))
+
+
 def _flip_lut_entry(model: nn.Sequential, x: torch.Tensor) -> None:
     """Negate the entry of the last LUT layer's node 0 that the first sample of ``x`` reads: its bit flips."""
     layer = model[1]
