@@ -200,6 +200,40 @@ def test_more_values_than_the_limit_are_refused_before_later_layers(monkeypatch:
     assert tabulated == ["0"]
 
 
+class InlineBiasScale(nn.Module):
+    """A quantizer, then ``(q + 0.25) * 0.75`` written in the forward, then a GroupSum of two groups."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from iotable.nn import Quantize
+
+        self.q = Quantize(2, scale=0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = (self.q(x) + 0.25) * 0.75
+        return y.view(y.shape[0], 2, -1).sum(-1)
+
+
+def _bias_scale_module() -> nn.Module:
+    from iotable.nn import Quantize
+
+    return nn.Sequential(Quantize(2, scale=0.5), uz.ScalarBiasScale(scale_init=0.75, bias_init=0.25), uz.GroupSum(2))
+
+
+@pytest.mark.parametrize("build", [_bias_scale_module, InlineBiasScale], ids=["module", "inline"])
+def test_a_bias_and_scale_after_a_quantizer_give_codes_to_a_sum(build: Callable[[], nn.Module]) -> None:
+    """A scalar bias and scale after a quantizer (LogicNets' post-transform as a module, or written in the
+    forward), read by a GroupSum: the table's four values become its domain, the GroupSum a sum node, and the
+    network is exact."""
+    model = build().eval()
+    net = _precompute(model, domain=Domain.uniform(2, scale=0.5), features=6)
+    assert [n.kind for n in net.graph.nodes][-2:] == [NodeKind.SUM, NodeKind.OUTPUT]
+    (table,) = [layer for layer in net.layers.values() if layer.plan.output_domain != Domain.uniform(2, scale=0.5)]
+    assert table.plan.output_domain == Domain([0.1875, 0.5625, 0.9375, 1.3125])  # (q + 0.25) * 0.75
+    x = torch.tensor([0.0, 0.5, 1.0, 1.5])[torch.randint(0, 4, (300, 6), generator=torch.Generator().manual_seed(7))]
+    assert iotable.verify(model, net, x).agreement == 1.0
+
+
 class Reciprocal(nn.Module):
     """``scale / x`` per input: infinite where an input is 0."""
 

@@ -195,17 +195,14 @@ class _Segmenter:
 
     def codes_from_table(self, step: Step, *, required: bool = True) -> bool:
         """Close the open table layer ``step`` for a reader of codes where its output domain can be the values its
-        own tables hold (:func:`~iotable.front.infer.outputs_from_tables`; at the model's output, elementwise
-        modules after a quantizer too); the builder takes it from them (``meta["domain_from_table"]``: where not
-        ``required``, more values than codes can stand for leave the outputs raw)."""
-        if step.kind != "table" or step.closed:
+        own tables hold: elementwise modules after codes, or a layer of the user's own (:func:`~iotable.front.
+        infer.outputs_from_tables`). The builder takes it from them (``meta["domain_from_table"]``); where not
+        ``required`` (the model's output), too many values leave the outputs raw."""
+        if step.kind != "table" or step.closed or step.name in self.regions:
             return False
-        if step.mixing is None:  # elementwise modules after codes: a function of one code each
-            if required:
-                return False
-        elif step.mixing not in step.module_names:
-            return False  # a join (``"add"``)
-        else:
+        if step.mixing is not None:
+            if step.mixing not in step.module_names:
+                return False  # a join (``"add"``)
             m = step.modules[step.module_names.index(step.mixing)]
             if _averages(m) or not outputs_from_tables(m):
                 return False
