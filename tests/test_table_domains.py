@@ -234,6 +234,17 @@ def test_a_bias_and_scale_after_a_quantizer_give_codes_to_a_sum(build: Callable[
     assert iotable.verify(model, net, x).agreement == 1.0
 
 
+def test_elementwise_modules_before_a_layer_still_join_its_table() -> None:
+    """A batch norm between a quantizer and a Linear is part of the Linear's table, not a table of its own."""
+    from iotable.nn import Quantize
+
+    u2 = Domain.uniform(2, scale=0.5)
+    model = nn.Sequential(Quantize(2, scale=0.5), nn.BatchNorm1d(4), nn.Linear(4, 2), Quantize(2, scale=0.5)).eval()
+    net = _precompute(model, domain=u2, features=4)
+    assert list(net.layers) == ["2"]
+    assert iotable.verify(model, net, torch.tensor(u2.values, dtype=torch.float32)[torch.randint(0, 4, (64, 4))]).ok
+
+
 class Reciprocal(nn.Module):
     """``scale / x`` per input: infinite where an input is 0."""
 

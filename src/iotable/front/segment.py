@@ -304,7 +304,7 @@ class _Segmenter:
         """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
         or joins the open one (which takes the mixing layer's name); a quantizer closes the layer."""
         mixing = _is_mixing(m)
-        if src.closed or (mixing and self.codes_from_table(src)):
+        if src.closed or (mixing and src.mixing is not None and self.codes_from_table(src)):
             step = self.add(Step(target, "table", [src.name], node.meta["shape"]))
         elif mixing and src.mixing is not None:
             raise ModelError(_two_mixing_layers(target, m, src.mixing))
