@@ -76,6 +76,7 @@ from .network.network import TableNetwork
 from .network.observe import Observation, observe, restrict
 from .network.precompute import precompute
 from .network.verify import VerifyReport, verify
+from .onnxout import export_onnx
 from .pla import export_pla
 from .synth.estimate import CostEstimate, estimate
 from .table import IOTable
@@ -108,6 +109,7 @@ __all__ = [
     "decompose",
     "errors",
     "estimate",
+    "export_onnx",
     "export_pla",
     "hdl",
     "kinds",
