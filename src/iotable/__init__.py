@@ -18,7 +18,8 @@ The pipeline:
 - **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
-- **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
+- **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model;
+  :func:`export_onnx` writes a network as plain ONNX that onnxruntime runs equal to :meth:`TableNetwork.run`.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (with Graphviz).
 - **hardware** — :mod:`iotable.hdl` writes a table network (or one table) as Verilog or VHDL with

@@ -38,6 +38,7 @@ from .bundle.hosts import unavailable_hosts
 from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
 from .network.network import TableNetwork
+from .onnxout import DEFAULT_OPSET
 from .pla import export_pla
 
 __all__ = ["main"]
@@ -247,7 +248,9 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
     export.add_argument("directory", metavar="DIRECTORY", nargs="?", help="where to write the design (verilog, vhdl)")
     export.add_argument("-o", "--output", metavar="FILE.onnx", help="the ONNX file to write (onnx)")
-    export.add_argument("--opset", type=int, default=17, help="the ONNX opset, 13 to 21 (onnx; default: %(default)s)")
+    export.add_argument(
+        "--opset", type=int, default=DEFAULT_OPSET, help="the ONNX opset, 13 to 21 (onnx; default: %(default)s)"
+    )
     export.add_argument(
         "--codes", action="store_true", help="the ONNX model takes and returns codes instead of values (onnx)"
     )
