@@ -23,6 +23,7 @@ from iotable.nn import Quantize
 from .test_arith_families import FAMILIES
 from .test_cli import assert_clean_error, call
 from .test_kind_conformance import SAMPLE_OF, inputs, sample
+from .test_network import S2, conv_model
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
 ort = pytest.importorskip("onnxruntime", reason="the onnx extra (pip install 'iotable[onnx]')")
@@ -124,6 +125,17 @@ def test_a_two_dimensional_network_runs_equal_to_net_run(tmp_path: Path) -> None
     assert_equal_to_net(net, tmp_path, torch.tensor(domain.values, dtype=torch.float32)[codes], codes)
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_channels_last_networks_run_equal_to_net_run(rank: int, tmp_path: Path) -> None:
+    """Channels-last (NWC, NHWC) grouped convolutions with stride, padding and kernel-major windows equal net.run."""
+    model = conv_model(rank, channels_last=True, stride=2, dilation=1, padding=1, groups=2)
+    shape = (9, 4) if rank == 1 else (7, 6, 4)
+    net = iotable.precompute(model, input_domain=S2, example_input=torch.zeros(1, *shape))
+    assert net.graph.nodes[-1].layout is not None and net.graph.nodes[-1].layout.channels_last
+    codes = torch.randint(0, len(S2), (100, *shape), generator=torch.Generator().manual_seed(rank))
+    assert_equal_to_net(net, tmp_path, torch.tensor(S2.values, dtype=torch.float32)[codes], codes)
+
+
 def test_raw_outputs_and_per_channel_domains_pass_through(tmp_path: Path) -> None:
     """A last layer without a quantizer outputs raw float32 values, and per-channel input domains encode exactly."""
     torch.manual_seed(2)
@@ -133,6 +145,28 @@ def test_raw_outputs_and_per_channel_domains_pass_through(tmp_path: Path) -> Non
     assert net.output_node.domain is None
     codes = torch.stack([torch.randint(0, len(d), (300,), generator=torch.Generator().manual_seed(c)) for c, d in
                          enumerate(domains)], dim=1)  # fmt: skip
+    x = torch.stack([torch.tensor(d.values, dtype=torch.float32)[codes[:, c]] for c, d in enumerate(domains)], dim=1)
+    assert_equal_to_net(net, tmp_path, x, codes)
+
+
+@pytest.mark.parametrize(
+    "domains",
+    [
+        [Domain.uniform(10, scale=1 / 256)] * 3,
+        [Domain.uniform(10, scale=1 / 256), Domain.uniform(9, signed=True, scale=0.1), Domain.uniform(2)],
+    ],
+    ids=["one-domain", "per-channel"],
+)
+def test_large_evenly_spaced_input_domains_encode_on_their_grid(domains: list[Domain], tmp_path: Path) -> None:
+    """Inputs of more than COMPARISONS values are encoded by arithmetic on each channel's grid, equal to net.run
+    on every value of every channel's domain."""
+    torch.manual_seed(3)
+    net = iotable.precompute(nn.Sequential(Quantize(3, scale=0.25)).eval(), input_domain=domains,
+                             example_input=torch.zeros(1, 3))  # fmt: skip
+    model = onnx.load(str(iotable.export_onnx(net, tmp_path / "net.onnx")))
+    assert "GreaterOrEqual" not in {node.op_type for node in model.graph.node}
+    size = max(len(d) for d in domains)
+    codes = torch.stack([torch.arange(size) % len(d) for d in domains], dim=1)
     x = torch.stack([torch.tensor(d.values, dtype=torch.float32)[codes[:, c]] for c, d in enumerate(domains)], dim=1)
     assert_equal_to_net(net, tmp_path, x, codes)
 

@@ -13,11 +13,17 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..domain import Domain
 from ..graph.liveness import pool_sources, window_gather
 from ..graph.nodes import ArgmaxMeta, Node, PadMeta, PoolMeta, SumMeta, TableMeta, ThresholdMeta, WindowMeta
+from ..runtime.codes import _Grid
 from ..runtime.table import TableKernel
+
+#: Input domains of at most this many values are encoded by comparisons with their midpoints; larger evenly
+#: spaced ones by arithmetic on their grid (comparisons would take a tensor of this many per input element).
+COMPARISONS = 256
 
 
 class Lowering:
@@ -70,12 +76,18 @@ class Lowering:
     # -- the boundaries -----------------------------------------------------------------------------------
 
     def encode(self, x: str, node: Node) -> str:
-        """Float32 values to codes: the number of midpoints between consecutive domain values at most each value.
+        """Float32 values to codes: the number of midpoints between consecutive domain values at most each value,
+        or, for evenly spaced domains of more than :data:`COMPARISONS` values, the value's offset from the first
+        in steps, clipped to the codes and rounded.
 
         A value of the domain (within its tolerance, as :meth:`Domain.encode` accepts it) lies far from every
-        midpoint, so it gets its own code; a value off the domain gets its nearest value's code.
+        midpoint, and within half a step of its code on the grid, so either way it gets its own code; a value off
+        the domain gets the code of the value nearest to it.
         """
         domains = node.channel_domains() or ()
+        grid = _Grid.of(domains, torch.float32)
+        if grid is not None and max(len(d) for d in domains) > COMPARISONS:
+            return self._encode_on_grid(x, node, grid)
         mids = [(d.values[1:] + d.values[:-1]) / 2 for d in domains]
         width = max(len(m) for m in mids)
         if width == 0:  # one-value domains: every code is 0
@@ -89,10 +101,26 @@ class Lowering:
         if isinstance(node.domain, Domain):
             table, shape = table[:1], [1] * (len(node.shape) + 1)
         shape[-1] = width
-        grid = self.const("input/midpoints", table.astype(np.float32).reshape(shape))
+        midpoints = self.const("input/midpoints", table.astype(np.float32).reshape(shape))
         column = self.op("Unsqueeze", [x, self.const("input/axis", np.asarray([-1], np.int64))], "input/column")
-        above = self.op("Cast", [self.op("GreaterOrEqual", [column, grid], "input/above")], "input/steps", to=7)
+        above = self.op("Cast", [self.op("GreaterOrEqual", [column, midpoints], "input/above")], "input/steps", to=7)
         return self.reduce("ReduceSum", above, -1, "input/codes")
+
+    def _encode_on_grid(self, x: str, node: Node, grid: _Grid) -> str:
+        """``round(clip((x - first) * scale, 0, top))`` with each channel's grid, as ``net.run`` encodes."""
+        shape = [1] * len(node.shape)
+        channels_last = node.layout is not None and node.layout.channels_last
+        shape[-1 if channels_last else 0] = -1
+
+        def constant(hint: str, value: Any) -> str:
+            array = value.numpy() if isinstance(value, torch.Tensor) else np.asarray([value])
+            return self.const(f"input/{hint}", array.astype(np.float32).reshape(shape if array.size > 1 else [1]))
+
+        steps = self.op("Mul", [self.op("Sub", [x, constant("first", grid.first)], "input/offset"),
+                                constant("scale", grid.scale)], "input/steps")  # fmt: skip
+        steps = self.op("Max", [steps, constant("bottom", 0.0)], "input/above_zero")
+        steps = self.op("Min", [steps, constant("top", grid.top)], "input/clipped")
+        return self.op("Cast", [self.op("Round", [steps], "input/rounded")], "input/codes", to=7)
 
     def decode(self, x: str, node: Node) -> str:
         """Codes to float32 values: each channel's values, gathered by code (plus the channel's offset)."""
