@@ -77,6 +77,10 @@ def export_onnx(net: Any, path: str | os.PathLike[str], *, opset: int = DEFAULT_
     _check_nodes(net)
     _check_size(net)
     model = _build(onnx, net, opset, codes)
+    size = model.ByteSize()
+    if size > PROTOBUF_LIMIT:  # the count above is of the largest initializers only
+        msg = f"export_onnx: the model takes {size:,} bytes, past ONNX's protobuf limit of {PROTOBUF_LIMIT:,} bytes"
+        raise ModelError(f"{msg} (2 GiB); use fewer or smaller tables, or export the layers apart")
     onnx.checker.check_model(model, full_check=True)
     atomic_write(target, model.SerializeToString())
     return target
