@@ -278,6 +278,18 @@ def test_a_network_past_the_protobuf_limit_is_refused_before_building(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_built_model_past_the_limit_is_refused_before_writing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The built model's own size is checked too (here past the count before building, which is skipped): refused,
+    naming its bytes and the limit; nothing written."""
+    monkeypatch.setattr(iotable.onnxout, "_check_size", lambda net: None)
+    monkeypatch.setattr(iotable.onnxout, "PROTOBUF_LIMIT", 100)
+    with pytest.raises(ModelError, match=r"the model takes [0-9,]+ bytes, past ONNX's protobuf limit of 100 bytes"):
+        iotable.export_onnx(small_net(), tmp_path / "net.onnx")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_missing_onnx_package_names_the_extra(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the package onnx, the error names the extra to install; nothing is written."""
     monkeypatch.setitem(sys.modules, "onnx", None)
