@@ -215,7 +215,7 @@ def test_a_changed_table_entry_is_seen(tmp_path: Path) -> None:
 
 def test_a_host_node_is_refused_by_name_before_writing(tmp_path: Path) -> None:
     """A network with a float module run by torch is refused, the host node named, and no file written."""
-    with pytest.raises(ModelError, match=r"host node\(s\) 'head'.*precompute the model without host="):
+    with pytest.raises(ModelError, match=r"host node\(s\) 'head' run float .*precompute without host=, or"):
         iotable.export_onnx(sample("hosted").net, tmp_path / "net.onnx")
     assert list(tmp_path.iterdir()) == []
 
@@ -331,5 +331,6 @@ def test_the_command_line_refuses_bad_onnx_arguments(tmp_path: Path, capsys: pyt
     assert_clean_error(call(capsys, "export", "onnx", str(bundle), "-o", missing), "export", "does not exist")
     out = str(tmp_path / "net.onnx")
     assert_clean_error(call(capsys, "export", "onnx", str(bundle), "-o", out, "--opset", "9"), "export", "opset")
+    assert_clean_error(call(capsys, "export", "onnx", str(bundle), "-o", ""), "export", "the path is empty")
     assert_clean_error(call(capsys, "export", "verilog", str(bundle), "-o", out), "export", "without -o")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]

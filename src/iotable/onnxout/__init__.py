@@ -134,8 +134,8 @@ def _check_nodes(net: Any) -> None:
     if hosts:
         msg = (
             f"export_onnx: host node(s) {', '.join(map(repr, hosts))} run float modules with torch, which plain "
-            "ONNX from tables cannot hold; precompute the model without host= (quantize those layers into tables) "
-            "or export the table part that precedes them"
+            "ONNX from tables cannot hold; quantize those modules so that they become tables and precompute without "
+            "host=, or precompute only the part of the model before them and run the rest with torch"
         )
         raise ModelError(msg)
     for node in net.graph.nodes:
