@@ -40,8 +40,9 @@ def export_onnx(net: Any, path: str | os.PathLike[str], *, opset: int = DEFAULT_
     ``N``. With ``codes=False`` the input is ``float32`` values of the input domain (each encoded to the code
     of its nearest domain value: a value ``net.run`` accepts gets its own code; one it refuses is not refused
     here) and the output is ``float32`` values, as ``net.run(x)`` returns them. With ``codes=True`` the input
-    is ``int64`` codes and the output ``int64`` codes, as ``net.run(x, codes=True, return_codes=True)``; a
-    network that outputs raw values outputs them in both forms. The model uses the default ONNX domain only,
+    is ``int64`` codes and the output ``int64`` codes, as ``net.run(x, codes=True, return_codes=True)`` (codes
+    outside the input domain are not refused: ONNX has no error to raise); a network that outputs raw values
+    outputs them in both forms. The model uses the default ONNX domain only,
     opset ``opset`` (13 to 21; default 17) and the lowest IR version that opset needs (IR 7 for opset 13,
     8 for 17, 10 for 21). It is checked with ``onnx.checker.check_model(full_check=True)`` and written
     atomically: ``path`` holds the whole model or is left as it was.
