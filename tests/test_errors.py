@@ -52,6 +52,7 @@ BUILTIN_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "PLAError": (ValueError,),
     "BrevitasNotInstalledError": (ImportError,),
     "GraphvizNotInstalledError": (ImportError,),
+    "ONNXNotInstalledError": (ImportError,),
     "HDLToolError": (RuntimeError,),
     "SimulatorNotInstalledError": (RuntimeError,),
     "ABCError": (RuntimeError,),
