@@ -252,7 +252,8 @@ MAY_IMPORT = {
     "bundle": SHARED | NEUTRAL | {"tabulate", "graph", "runtime", "network"},
     "synth": SHARED | NEUTRAL | {"graph", "nodekinds", "network"},
     "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
-    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
+    "onnxout": SHARED | NEUTRAL | {"graph", "runtime", "network"},
+    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl", "onnxout"},
     "__main__": {"cli"},
 }
 

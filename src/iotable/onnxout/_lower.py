@@ -18,7 +18,7 @@ import torch
 from ..domain import Domain
 from ..graph.liveness import pool_sources, window_gather
 from ..graph.nodes import ArgmaxMeta, Node, PadMeta, PoolMeta, SumMeta, TableMeta, ThresholdMeta, WindowMeta
-from ..runtime.codes import _Grid
+from ..runtime.codes import Grid
 from ..runtime.table import TableKernel
 
 #: Input domains of at most this many values are encoded by comparisons with their midpoints; larger evenly
@@ -85,7 +85,7 @@ class Lowering:
         the domain gets the code of the value nearest to it.
         """
         domains = node.channel_domains() or ()
-        grid = _Grid.of(domains, torch.float32)
+        grid = Grid.of(domains, torch.float32)
         if grid is not None and max(len(d) for d in domains) > COMPARISONS:
             return self._encode_on_grid(x, node, grid)
         mids = [(d.values[1:] + d.values[:-1]) / 2 for d in domains]
@@ -106,7 +106,7 @@ class Lowering:
         above = self.op("Cast", [self.op("GreaterOrEqual", [column, midpoints], "input/above")], "input/steps", to=7)
         return self.reduce("ReduceSum", above, -1, "input/codes")
 
-    def _encode_on_grid(self, x: str, node: Node, grid: _Grid) -> str:
+    def _encode_on_grid(self, x: str, node: Node, grid: Grid) -> str:
         """``round(clip((x - first) * scale, 0, top))`` with each channel's grid, as ``net.run`` encodes."""
         shape = [1] * len(node.shape)
         channels_last = node.layout is not None and node.layout.channels_last
