@@ -55,6 +55,7 @@ groups and the public modules. Everything else is imported from its home module:
 from __future__ import annotations
 
 from . import bits, errors, hdl, kinds, nn, pla, synth
+from . import onnxin as _onnxin  # noqa: F401  # registers the QONNX front end with precompute and verify
 from ._version import __version__
 from .bundle.bundle import load, save
 from .domain import Domain

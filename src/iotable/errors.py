@@ -57,6 +57,8 @@ __all__ = [
     "NodeExecutionError",
     "NotDecomposedError",
     "ObserveError",
+    "OnnxFileError",
+    "OnnxNotInstalledError",
     "OptionError",
     "PLAError",
     "SimulatorNotInstalledError",
@@ -231,11 +233,21 @@ class PLAError(FileError, ValueError):
     """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
+class OnnxFileError(FileError, ValueError):
+    """An ONNX file (or ``onnx.ModelProto``) that cannot be read and trusted as a QONNX model: truncated, too
+    large, a tensor of an absurd size, data stored outside the file, a missing initializer."""
+
+
 # -- external tools ---------------------------------------------------------------------------------------------
 
 
 class BrevitasNotInstalledError(ToolError, ImportError):
     """brevitas is not installed (or too old); the message names the extra to install."""
+
+
+class OnnxNotInstalledError(ToolError, ImportError):
+    """``onnx`` (or ``qonnx``, ``onnxruntime`` for checks) is not installed; the message names the extra
+    ``iotable[onnx]``."""
 
 
 class GraphvizNotInstalledError(ToolError, ImportError):

@@ -1,0 +1,445 @@
+"""Cutting a QONNX graph into table layers at its quantizers, before any row is computed.
+
+The graph is walked in order. A tensor is a constant (initializers, folded weight quantizers), the raw
+input (which only a ``Quant`` may read: it gives the network's input domain), the codes of a graph node, or
+a float64 function of a node's codes (the arithmetic of a layer in progress: ``MatMul``/``Gemm`` with
+constant weights, ``Add``/``Sub``/``Mul``/``Div`` by constants, ``BatchNormalization``, ``Relu``, ...),
+whose outputs' fan-ins follow the weights' nonzero pattern. A ``Quant`` (or ``MultiThreshold``) of such a
+function closes the layer: one unit per output, reading the inputs it depends on. Every check is made here,
+so a refused model costs no row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..domain import Domain
+from ..errors import ModelError, TableTooLargeError
+from ..graph.graph import InputMeta, Meta, Node, OutputMeta, ReshapeMeta, TableMeta
+from ..graph.kind import definition
+from ..graph.operations import OperationRegistry
+from ..layerplan import LayerPlan
+from ..layout import Layout
+from ..nodekinds.table import expected_index_map
+from ..units import Geometry, Spec, Unit
+from .fold import fold_constant, per_feature
+from .quant import QuantParams, Rounding, Thresholds
+from .read import OnnxGraph, OnnxOp
+
+__all__ = ["Planned", "Walk"]
+
+Step = Callable[[np.ndarray], np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Raw:
+    """The graph's input before its quantizer."""
+
+
+@dataclass(frozen=True)
+class _Codes:
+    """The output of a graph node (codes of its domain)."""
+
+    node: Node
+
+
+@dataclass(frozen=True)
+class _Float:
+    """A float64 function of ``source``'s values: ``steps`` in order; ``reads[o, i]`` whether output ``o``
+    depends on input ``i``; ``ops`` the ONNX nodes it holds."""
+
+    source: Node
+    steps: tuple[Step, ...]
+    reads: np.ndarray
+    ops: tuple[str, ...]
+
+    @property
+    def width(self) -> int:
+        return int(self.reads.shape[0])
+
+    def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None) -> _Float:
+        new = self.reads if reads is None else reads
+        return _Float(self.source, (*self.steps, step), new, (*self.ops, op.name))
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A table layer whose rows are still to be computed: its plan, its arithmetic and its closing quantizer."""
+
+    plan: LayerPlan
+    steps: tuple[Step, ...]
+    closing: QuantParams | Thresholds
+
+
+#: The QONNX front end's node builders by ONNX operation: each a :class:`Walk` method that turns one node of
+#: the graph into the state of its output tensor (and graph nodes where it closes a layer).
+QONNX_OPERATIONS: OperationRegistry[Callable[[Walk, OnnxOp], Any]] = OperationRegistry("qonnx")
+
+_QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "finn", "onnx.brevitas")
+
+
+def _node(name: str, meta: Meta, shape: tuple[int, ...], domain: Any) -> Node:
+    layout = Layout.channels_first(len(shape) + 1) if len(shape) <= 3 else None
+    return Node(name, definition(meta.kind).kind, shape, layout, domain, meta)
+
+
+@dataclass
+class Walk:
+    """The walk over a parsed graph: the state of every tensor, the graph nodes made, the layers planned."""
+
+    graph: OnnxGraph
+    what: str
+    max_rows: int
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    reads: dict[str, str] = field(default_factory=dict)
+    planned: dict[str, Planned] = field(default_factory=dict)
+
+    def run(self) -> None:
+        """Walk every node; the graph's output must be the codes of a quantizer."""
+        self.constants = dict(self.graph.constants)
+        self._check_chain()
+        self.state[self.graph.input_name] = _Raw()
+        for op in self.graph.ops:
+            self._check_domain(op)
+            if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
+                self.constants.update(zip(op.outputs[:1], [fold_constant(op, self.constants, self._where(op))]))
+                continue
+            if op.op_type not in QONNX_OPERATIONS:
+                supported = sorted(QONNX_OPERATIONS.operations())
+                msg = (
+                    f"{self._where(op)}: ONNX operation {op.op_type!r} is not supported between quantizers; "
+                    f"supported: {supported}; export the model without it, or compute it outside the network"
+                )
+                raise ModelError(msg)
+            self.state[op.outputs[0]] = QONNX_OPERATIONS.builder(op.op_type)(self, op)
+        final = self.state.get(self.graph.output_name)
+        if not isinstance(final, _Codes):
+            msg = (
+                f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant "
+                "or MultiThreshold); a table network outputs codes: end the model in a quantizer (e.g. a "
+                "QuantIdentity after the last layer)"
+            )
+            raise ModelError(msg)
+        src = final.node
+        self._add(_node("output", OutputMeta(), src.shape, src.domain), src)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _where(self, op: OnnxOp) -> str:
+        return f"{self.what}: {op.where} in {self.graph.source}"
+
+    def _check_domain(self, op: OnnxOp) -> None:
+        if op.domain not in ("", "ai.onnx") and op.domain not in _QONNX_DOMAINS:
+            msg = (
+                f"{self._where(op)}: operator domain {op.domain[:60]!r} is not ONNX's nor QONNX's "
+                f"({list(_QONNX_DOMAINS)}); export the model with brevitas.export.export_qonnx"
+            )
+            raise ModelError(msg)
+
+    def _check_chain(self) -> None:
+        """Every computed tensor is read by one node at most: the front end reads chains of layers."""
+        readers: dict[str, list[str]] = {}
+        for op in self.graph.ops:
+            for t in dict.fromkeys(op.inputs):
+                if t and t not in self.graph.constants:
+                    readers.setdefault(t, []).append(op.name)
+        for tensor, names in readers.items():
+            if len(names) > 1:
+                msg = (
+                    f"{self.what}: tensor {tensor!r} is read by {len(names)} nodes ({names[:4]}); this front end "
+                    "reads chains of layers (no branches, no residual adds): export a sequential model"
+                )
+                raise ModelError(msg)
+
+    def _add(self, node: Node, source: Node | None = None) -> Node:
+        if any(n.name == node.name for n in self.nodes):
+            k = 1
+            while any(n.name == f"{node.name}_{k}" for n in self.nodes):
+                k += 1
+            node = Node(f"{node.name}_{k}", node.kind, node.shape, node.layout, node.domain, node.meta, node.fx_node)
+        self.nodes.append(node)
+        if source is not None:
+            self.reads[node.name] = source.name
+        return node
+
+    def _tensor(self, op: OnnxOp, k: int = 0) -> Any:
+        name = op.inputs[k] if k < len(op.inputs) else ""
+        if name in self.constants:
+            return self.constants[name]
+        return self.state[name]
+
+    def _float(self, op: OnnxOp) -> _Float:
+        """The operation's data input as a float function (codes of a node start an empty one)."""
+        data = self._tensor(op)
+        if isinstance(data, _Raw):
+            msg = (
+                f"{self._where(op)} reads the graph input before any quantizer; the input's domain comes from "
+                "its first quantizer: put a Quant (a QuantIdentity in brevitas) on the input first"
+            )
+            raise ModelError(msg)
+        if isinstance(data, _Codes):
+            width = math.prod(data.node.shape)
+            if len(data.node.shape) != 1:
+                msg = (
+                    f"{self._where(op)} reads {data.node.name!r} of shape {data.node.shape}; flatten it first "
+                    "(Flatten or Reshape to (N, features)): this front end reads features, not images"
+                )
+                raise ModelError(msg)
+            return _Float(data.node, (), np.eye(width, dtype=bool), ())
+        return data
+
+    def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
+        value = self._tensor(op, k)
+        if not isinstance(value, np.ndarray):
+            msg = (
+                f"{self._where(op)}: its {what} (input {k}) is computed, not a constant; this front end reads "
+                "layers whose weights, biases and quantizer parameters are initializers"
+            )
+            raise ModelError(msg)
+        return value
+
+    # -- operations ---------------------------------------------------------------------------------------
+
+    @QONNX_OPERATIONS.register("Quant")
+    def _quant(self, op: OnnxOp) -> _Codes:
+        params = self._quant_params(op)
+        data = self._tensor(op)
+        if isinstance(data, _Raw):  # the input quantizer: the network's input domain
+            node = self._add(_node("input", InputMeta(), self.graph.input_shape, params.domain()))
+            return _Codes(node)
+        return self._close(op, self._float(op), params)
+
+    @QONNX_OPERATIONS.register("MultiThreshold")
+    def _multithreshold(self, op: OnnxOp) -> _Codes:
+        fn = self._float(op)
+        thresholds = self._constant(op, 1, "thresholds")
+        if thresholds.ndim != 2 or thresholds.shape[0] not in (1, fn.width) or thresholds.shape[1] < 1:
+            msg = (
+                f"{self._where(op)}: thresholds of shape {thresholds.shape}; expected (channels or 1, steps) for "
+                f"{fn.width} channel(s)"
+            )
+            raise ModelError(msg)
+        if np.any(np.diff(thresholds, axis=1) < 0):
+            msg = f"{self._where(op)}: thresholds must ascend along each row (FINN's MultiThreshold sorts them)"
+            raise ModelError(msg)
+        scale = float(op.attributes.get("out_scale", 1.0))
+        bias = float(op.attributes.get("out_bias", 0.0))
+        if not math.isfinite(scale) or scale <= 0 or not math.isfinite(bias):
+            msg = f"{self._where(op)}: out_scale {scale!r} and out_bias {bias!r}; expected out_scale > 0, finite"
+            raise ModelError(msg)
+        return self._close(op, fn, Thresholds(thresholds, scale, bias))
+
+    def _quant_params(self, op: OnnxOp) -> QuantParams:
+        if len(op.inputs) != 4:
+            msg = (
+                f"{self._where(op)}: a Quant has 4 inputs (x, scale, zero point, bit width), this one {len(op.inputs)}"
+            )
+            raise ModelError(msg)
+        scale, zero, bits = (self._constant(op, k, n) for k, n in ((1, "scale"), (2, "zero point"), (3, "bit width")))
+        for value, what in ((scale, "scale"), (zero, "zero point"), (bits, "bit width")):
+            if value.size != 1:
+                msg = (
+                    f"{self._where(op)}: the activation quantizer's {what} has {value.size} values (per channel); "
+                    "this front end reads per-tensor activation quantizers: use one scale for the tensor"
+                )
+                raise ModelError(msg)
+        b = float(bits.reshape(-1)[0])
+        if b != int(b) or not 1 <= b <= 16:
+            msg = f"{self._where(op)}: bit width {b!r}; expected an integer from 1 to 16 (a table's input field)"
+            raise ModelError(msg)
+        s, z = float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
+        if not s > 0:
+            msg = f"{self._where(op)}: scale {s!r}; expected a scale > 0"
+            raise ModelError(msg)
+        signed, narrow = (self._flag(op, a) for a in ("signed", "narrow"))
+        mode = Rounding.parse(str(op.attributes.get("rounding_mode", "ROUND")), self._where(op))
+        return QuantParams(s, z, int(b), signed, narrow, mode)
+
+    def _flag(self, op: OnnxOp, name: str) -> bool:
+        value = op.attributes.get(name, 1 if name == "signed" else 0)
+        if value not in (0, 1):
+            msg = f"{self._where(op)}: attribute {name!r} is {value!r}; expected 0 or 1"
+            raise ModelError(msg)
+        return bool(value)
+
+    @QONNX_OPERATIONS.register("MatMul")
+    def _matmul(self, op: OnnxOp) -> _Float:
+        return self._linear(op, self._constant(op, 1, "weight matrix"), None)
+
+    @QONNX_OPERATIONS.register("Gemm")
+    def _gemm(self, op: OnnxOp) -> _Float:
+        a = op.attributes
+        if a.get("transA", 0):
+            msg = f"{self._where(op)}: Gemm with transA=1 (a transposed input) is not supported; export without it"
+            raise ModelError(msg)
+        weight = self._constant(op, 1, "weight matrix")
+        weight = weight.T if a.get("transB", 0) and weight.ndim == 2 else weight
+        weight = weight * float(a.get("alpha", 1.0))
+        bias = (
+            self._constant(op, 2, "bias") * float(a.get("beta", 1.0)) if len(op.inputs) > 2 and op.inputs[2] else None
+        )
+        return self._linear(op, weight, bias)
+
+    def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> _Float:
+        fn = self._float(op)
+        if weight.ndim != 2 or weight.shape[0] != fn.width:
+            msg = (
+                f"{self._where(op)}: weights of shape {weight.shape} for {fn.width} input feature(s); expected "
+                f"({fn.width}, outputs)"
+            )
+            raise ModelError(msg)
+        b = None if bias is None else per_feature(bias, weight.shape[1], self._where(op))
+        reads = (weight.T != 0).astype(np.int64) @ fn.reads.astype(np.int64) > 0
+        w = weight.copy()
+        return fn.then(lambda x: x @ w if b is None else x @ w + b, op, reads)
+
+    def _elementwise(self, op: OnnxOp, fn: _Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Float:
+        value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
+        return fn.then(lambda x: apply(x, value), op)
+
+    @QONNX_OPERATIONS.register("Add")
+    def _add_op(self, op: OnnxOp) -> _Float:
+        return self._elementwise(op, self._float_first(op), np.add)
+
+    @QONNX_OPERATIONS.register("Sub")
+    def _sub(self, op: OnnxOp) -> _Float:
+        return self._elementwise(op, self._float_first(op), np.subtract)
+
+    @QONNX_OPERATIONS.register("Mul")
+    def _mul(self, op: OnnxOp) -> _Float:
+        return self._elementwise(op, self._float_first(op), np.multiply)
+
+    @QONNX_OPERATIONS.register("Div")
+    def _div(self, op: OnnxOp) -> _Float:
+        return self._elementwise(op, self._float_first(op), np.divide)
+
+    def _float_first(self, op: OnnxOp) -> _Float:
+        """The computed operand of a binary operation, which must come first (a constant second)."""
+        if len(op.inputs) != 2 or op.inputs[0] in self.constants or op.inputs[1] not in self.constants:
+            msg = (
+                f"{self._where(op)}: a {op.op_type} of two computed tensors, or with the constant first; this "
+                "front end reads a computed tensor combined with a constant (bias, scale) given second"
+            )
+            raise ModelError(msg)
+        return self._float(op)
+
+    @QONNX_OPERATIONS.register("Relu")
+    def _relu(self, op: OnnxOp) -> _Float:
+        return self._float(op).then(lambda x: np.maximum(x, 0.0), op)
+
+    @QONNX_OPERATIONS.register("Sigmoid")
+    def _sigmoid(self, op: OnnxOp) -> _Float:
+        return self._float(op).then(lambda x: 1.0 / (1.0 + np.exp(-x)), op)
+
+    @QONNX_OPERATIONS.register("Tanh")
+    def _tanh(self, op: OnnxOp) -> _Float:
+        return self._float(op).then(np.tanh, op)
+
+    @QONNX_OPERATIONS.register("Identity")
+    def _identity(self, op: OnnxOp) -> Any:
+        data = self._tensor(op)
+        if isinstance(data, _Raw):
+            return data
+        return data if isinstance(data, _Codes) else self._float(op)
+
+    @QONNX_OPERATIONS.register("BatchNormalization")
+    def _batchnorm(self, op: OnnxOp) -> _Float:
+        fn = self._float(op)
+        if len(op.inputs) != 5:
+            msg = f"{self._where(op)}: BatchNormalization needs 5 inputs (x, scale, bias, mean, var)"
+            raise ModelError(msg)
+        scale, bias, mean, var = (
+            per_feature(self._constant(op, k, n), fn.width, self._where(op))
+            for k, n in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance"))
+        )
+        eps = float(op.attributes.get("epsilon", 1e-5))
+        factor = scale / np.sqrt(var + eps)
+        return fn.then(lambda x: (x - mean) * factor + bias, op)
+
+    @QONNX_OPERATIONS.register("Reshape")
+    @QONNX_OPERATIONS.register("Flatten")
+    def _reshape(self, op: OnnxOp) -> Any:
+        data = self._tensor(op)
+        if isinstance(data, _Raw):
+            msg = f"{self._where(op)} reshapes the graph input before its quantizer; quantize the input first"
+            raise ModelError(msg)
+        if isinstance(data, _Float):
+            return data  # features stay features: (N, C) to (N, C)
+        src = data.node
+        width = math.prod(src.shape)
+        if len(src.shape) == 1:
+            return data
+        domain = src.domain if isinstance(src.domain, Domain) else None
+        if domain is None:
+            msg = f"{self._where(op)}: flattening channels of different domains is not supported"
+            raise ModelError(msg)
+        return _Codes(self._add(_node(f"{op.name}", ReshapeMeta(), (width,), domain), src))
+
+    # -- closing a layer ----------------------------------------------------------------------------------
+
+    def _close(self, op: OnnxOp, fn: _Float, closing: QuantParams | Thresholds) -> _Codes:
+        """A table layer: one unit per output, reading the inputs it depends on; sizes checked here."""
+        src = fn.source
+        domains = _domains(src)
+        name = f"layer{len(self.planned)}"
+        units = []
+        for o in range(fn.width):
+            channels = tuple(int(i) for i in np.flatnonzero(fn.reads[o]))
+            if not channels:  # every weight 0 after quantization: a constant, as a table over the first input
+                channels = (0,)
+            rows = math.prod(len(domains[c]) for c in channels)
+            if rows > self.max_rows:
+                msg = (
+                    f"{self._where(op)}: output {o} of layer {name!r} reads {len(channels)} inputs, a table of "
+                    f"{rows:,} rows, more than max_rows={self.max_rows:,}; prune its fan-in (sparse weights) or "
+                    "use fewer bits"
+                )
+                raise TableTooLargeError(msg)
+            units.append(Unit(o, channels, (o,), len(channels), rows))
+        output = closing.domain()
+        plan = LayerPlan(
+            name=name,
+            spec=Spec(per_output=True, layout=Layout.NC, output_domain=output, source="QONNX graph"),
+            layout=Layout.NC,
+            geometry=Geometry(),
+            in_channels=len(domains),
+            out_channels=fn.width,
+            units=tuple(units),
+            input_domains=domains,
+            output_domain=output,
+            frame_in=(len(domains),),
+            frame_out=(fn.width,),
+            slots=((),),
+            fill_codes=tuple(d.zero_code or 0 for d in domains),
+            max_rows=self.max_rows,
+        )
+        lengths = np.array([u.fan_in for u in units], np.int64)
+        flat = np.array([c for u in units for c in u.in_channels], np.int64)
+        meta = TableMeta(
+            layer=name,
+            units=plan.units,
+            unit_bits=tuple(int(b) for b in plan.table_bits[0]),
+            index_map=expected_index_map(lengths, flat, taps=1, channels=len(domains), order=None),
+            modules=(*fn.ops, op.name),
+        )
+        node = _node(name, meta, (fn.width,), output)
+        node = self._add(Node(node.name, node.kind, node.shape, node.layout, node.domain, meta, op.outputs[0]), src)
+        self.planned[name] = Planned(plan, fn.steps, closing)
+        return _Codes(node)
+
+
+def _domains(src: Node) -> tuple[Domain, ...]:
+    width = math.prod(src.shape)
+    if isinstance(src.domain, Domain):
+        return (src.domain,) * width
+    if src.domain is None:
+        msg = f"{src.name}: produces raw values, which no table can read"
+        raise ModelError(msg)
+    return tuple(src.domain)
