@@ -1,0 +1,140 @@
+"""Small QONNX models for the QONNX front end's tests: a brevitas MLP exported with ``export_qonnx`` and graphs
+written node by node with ``onnx.helper`` (exact values, chosen rounding modes, FINN's MultiThreshold)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+QONNX = "qonnx.custom_op.general"
+
+
+def brevitas_mlp() -> torch.nn.Module:
+    """A 2-bit brevitas MLP 6 -> 4 -> 3 with sparse weights (a LogicNets-style mask) and batch norm, in eval mode."""
+    import brevitas.nn as qnn
+
+    class MLP(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = qnn.QuantIdentity(bit_width=2, return_quant_tensor=False)
+            self.fc1 = qnn.QuantLinear(6, 4, bias=True, weight_bit_width=2)
+            self.bn = torch.nn.BatchNorm1d(4)
+            self.act = qnn.QuantReLU(bit_width=2, return_quant_tensor=False)
+            self.fc2 = qnn.QuantLinear(4, 3, bias=True, weight_bit_width=2)
+            self.out = qnn.QuantIdentity(bit_width=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(self.fc2(self.act(self.bn(self.fc1(self.inp(x))))))
+
+    torch.manual_seed(0)
+    model = MLP()
+    mask1 = torch.zeros(4, 6)
+    for o, inputs in enumerate(((0, 1, 2), (2, 3), (3, 4, 5), (0, 5))):
+        mask1[o, list(inputs)] = 1
+    mask2 = torch.tensor([[1.0, 1, 0, 0], [0, 1, 1, 0], [1, 0, 1, 1]])
+    with torch.no_grad():
+        model.fc1.weight.copy_(torch.sign(torch.randn(4, 6)) * 0.5 * mask1)
+        model.fc2.weight.copy_(torch.sign(torch.randn(3, 4)) * 0.5 * mask2)
+        model.bn.running_mean.copy_(torch.tensor([0.1, -0.2, 0.05, 0.0]))
+        model.bn.running_var.copy_(torch.tensor([0.8, 1.2, 0.5, 1.0]))
+        model.bn.weight.copy_(torch.tensor([1.1, 0.9, 1.3, 0.7]))
+        model.bn.bias.copy_(torch.tensor([0.2, 0.1, -0.1, 0.3]))
+    return model.eval()
+
+
+def export_brevitas(model: torch.nn.Module, path: Path, features: int) -> Path:
+    """``model`` written as QONNX by brevitas (``export_qonnx``) at ``path``."""
+    import warnings
+
+    from brevitas.export import export_qonnx
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_qonnx(model, torch.zeros(1, features), export_path=str(path))
+    return path
+
+
+def quant(name: str, x: str, out: str, *, bits: int, signed: int, narrow: int = 0, mode: str = "ROUND") -> Any:
+    """A QONNX ``Quant`` node reading scale ``{name}_s``, zero point ``{name}_z`` and bit width ``{name}_b``."""
+    from onnx import helper
+
+    inputs = [x, f"{name}_s", f"{name}_z", f"{name}_b"]
+    return helper.make_node(
+        "Quant", inputs, [out], name=name, domain=QONNX, signed=signed, narrow=narrow, rounding_mode=mode
+    )
+
+
+def constant(name: str, value: Any) -> Any:
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.asarray(value, np.float32), name)
+
+
+def quant_constants(name: str, *, scale: float, zero: float = 0.0, bits: int = 2) -> list[Any]:
+    return [constant(f"{name}_s", scale), constant(f"{name}_z", zero), constant(f"{name}_b", bits)]
+
+
+def model(nodes: list[Any], initializers: list[Any], *, features: int, outputs: int, output: str = "y") -> Any:
+    """A ``ModelProto`` of ``nodes`` reading ``x`` ``(1, features)`` and writing ``output`` ``(1, outputs)``."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, features])],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, [1, outputs])],
+        initializer=initializers,
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 1)])
+    return shapes(proto)
+
+
+def shapes(proto: Any) -> Any:
+    """``proto`` with every tensor's shape recorded (qonnx's executor needs them): inferred by qonnx."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    return ModelWrapper(proto).transform(InferShapes()).model
+
+
+def linear_model(
+    weights: Any, *, in_scale: float = 0.5, out_scale: float = 1.0, mode: str = "ROUND", out_signed: int = 0
+) -> Any:
+    """Input Quant (2-bit unsigned, ``in_scale``) -> MatMul(``weights``) -> Quant (3-bit, ``mode``)."""
+    w = np.asarray(weights, np.float32)
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=0),
+        _matmul("mm", "xq", "w", "h"),
+        quant("qout", "h", "y", bits=3, signed=out_signed, mode=mode),
+    ]
+    inits = [
+        constant("w", w),
+        *quant_constants("qin", scale=in_scale),
+        *quant_constants("qout", scale=out_scale, bits=3),
+    ]
+    return model(nodes, inits, features=w.shape[0], outputs=w.shape[1])
+
+
+def _matmul(name: str, a: str, b: str, out: str) -> Any:
+    from onnx import helper
+
+    return helper.make_node("MatMul", [a, b], [out], name=name)
+
+
+def threshold_model(weights: Any, thresholds: Any, *, out_scale: float = 1.0, out_bias: float = 0.0) -> Any:
+    """FINN's form: input Quant (2-bit unsigned, scale 1) -> MatMul(integer ``weights``) -> MultiThreshold."""
+    from onnx import helper
+
+    w = np.asarray(weights, np.float32)
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=0),
+        _matmul("mm", "xq", "w", "h"),
+        helper.make_node(
+            "MultiThreshold", ["h", "t"], ["y"], name="mt", domain=QONNX, out_scale=out_scale, out_bias=out_bias
+        ),
+    ]
+    inits = [constant("w", w), constant("t", thresholds), *quant_constants("qin", scale=1.0)]
+    return model(nodes, inits, features=w.shape[0], outputs=w.shape[1])

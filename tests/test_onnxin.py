@@ -1,0 +1,217 @@
+"""The QONNX front end: brevitas models exported with export_qonnx as table networks, exact against QONNX's rules
+and qonnx's executor, equal to the torch route, simulated equal as Verilog; nothing in the file ever runs."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import iotable
+from iotable import Domain
+from iotable.errors import ModelError, OnnxNotInstalledError
+
+from . import qonnxmodels as qm
+
+onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
+pytest.importorskip("qonnx", reason="the onnx extra (pip install 'iotable[onnx]')")
+pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
+
+
+@pytest.fixture(scope="module")
+def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, Path]:
+    model = qm.brevitas_mlp()
+    return model, qm.export_brevitas(model, tmp_path_factory.mktemp("qonnx") / "mlp.onnx", 6)
+
+
+def _inputs(n: int, features: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 4, size=(n, features))
+
+
+def test_a_brevitas_mlp_file_becomes_a_network_with_the_masks_fan_ins(mlp_file: tuple[torch.nn.Module, Path]) -> None:
+    """precompute of an export_qonnx file gives one unit per neuron reading exactly its unmasked inputs."""
+    model, path = mlp_file
+    net = iotable.precompute(path)
+    first, second = net.layers.values()
+    assert [u.in_channels for u in first.plan.units] == [(0, 1, 2), (2, 3), (3, 4, 5), (0, 5)]
+    assert [u.in_channels for u in second.plan.units] == [(0, 1), (1, 2), (0, 2, 3)]
+    assert net.input_node.domain == Domain.uniform(2, signed=True, scale=float(model.inp.act_quant.scale()))
+    assert [t.rows for t in net.tables] == [64, 16, 64, 16, 16, 16, 64]
+
+
+def test_verify_agrees_with_execute_onnx_on_2000_inputs(mlp_file: tuple[torch.nn.Module, Path]) -> None:
+    """verify compares the network with qonnx's executor in output codes: all 2,000 samples agree."""
+    _, path = mlp_file
+    net = iotable.precompute(str(path))
+    report = iotable.verify(path, net, _inputs(2000, 6), codes=True)
+    assert report.samples == 2000 and report.ok, str(report)
+
+
+def test_the_tables_equal_the_torch_routes(mlp_file: tuple[torch.nn.Module, Path]) -> None:
+    """The same brevitas model precomputed as a torch module, its masks declared, gives the same tables."""
+    _, path = mlp_file
+    net = iotable.precompute(path)
+    model = qm.brevitas_mlp()  # a copy of its own to declare the masks on, as LogicNets models do
+    iotable.decompose(model.fc1, fan_in=[u.in_channels for u in net["layer0"].plan.units])
+    iotable.decompose(model.fc2, fan_in=[u.in_channels for u in net["layer1"].plan.units])
+    ref = iotable.precompute(model, input_domain=net.input_node.domain, example_input=torch.zeros(1, 6))
+    mine = [(t.input_domains, t.output_domain, t.outputs.tolist()) for t in net.tables]
+    theirs = [(t.input_domains, t.output_domain, t.outputs.tolist()) for t in ref.tables]
+    assert mine == theirs
+
+
+def test_a_model_proto_gives_the_same_network_as_its_file(mlp_file: tuple[torch.nn.Module, Path]) -> None:
+    """precompute and verify take an onnx.ModelProto as well as a path."""
+    _, path = mlp_file
+    proto = onnx.load(str(path))
+    net = iotable.precompute(proto)
+    assert net == iotable.precompute(path)
+    assert iotable.verify(proto, net, _inputs(50, 6), codes=True).ok
+
+
+def test_the_network_simulates_equal_as_verilog(mlp_file: tuple[torch.nn.Module, Path], tmp_path: Path) -> None:
+    """The network of a QONNX file, exported as Verilog, simulates under iverilog equal to net.run."""
+    from .optional import require_program
+
+    require_program("iverilog", package="iverilog")
+    _, path = mlp_file
+    net = iotable.precompute(path)
+    x = torch.from_numpy(_inputs(100, 6, seed=1))
+    design = iotable.hdl.export(net, tmp_path / "rtl", vectors=16)
+    got = iotable.hdl.simulate(design, x, codes=True, timeout=120)
+    assert torch.equal(got.reshape(100, -1), net.run(x, codes=True, return_codes=True).reshape(100, -1))
+
+
+def test_an_input_domain_given_must_be_the_first_quantizers(mlp_file: tuple[torch.nn.Module, Path]) -> None:
+    """input_domain= agrees with the file's first quantizer or is refused, naming both domains and the fix."""
+    _, path = mlp_file
+    net = iotable.precompute(path, input_domain=iotable.precompute(path).input_node.domain)
+    assert net.input_node.domain.params["bits"] == 2
+    with pytest.raises(ModelError, match=r"input_domain=.*first quantizer gives.*leave input_domain unset"):
+        iotable.precompute(path, input_domain=Domain.uniform(2))
+
+
+# -- exact semantics -------------------------------------------------------------------------------------------
+
+_MODES = ["ROUND", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]
+
+
+def _exact_round(v: Fraction, mode: str) -> int:
+    """QONNX's rounding of an exact rational, written from the modes' definitions (not from numpy)."""
+    floor, ceil = math.floor(v), math.ceil(v)
+    half = v - floor == Fraction(1, 2)
+    sign = 1 if v >= 0 else -1
+    if mode == "CEIL":
+        return ceil
+    if mode == "FLOOR":
+        return floor
+    if mode == "UP":
+        return sign * math.ceil(abs(v))
+    if mode == "DOWN":
+        return sign * math.floor(abs(v))
+    if not half:
+        return round(v)
+    if mode == "HALF_UP":
+        return sign * math.ceil(abs(v))
+    if mode == "HALF_DOWN":
+        return sign * math.floor(abs(v))
+    return floor if floor % 2 == 0 else ceil  # ROUND: half to even
+
+
+@pytest.mark.parametrize("mode", _MODES)
+def test_every_rounding_mode_is_exact_on_rows_that_sit_on_ties(mode: str) -> None:
+    """Rows whose sums sit exactly on rounding boundaries follow QONNX's mode, checked in exact rationals."""
+    weights = [[1.0, -1.0], [1.0, 0.5], [-0.5, 1.0]]
+    net = iotable.precompute(qm.linear_model(weights, mode=mode, out_signed=1))
+    for unit, table in enumerate(net.tables):
+        fan = net.graph.nodes[1].meta.units[unit].in_channels
+        for codes, (out,) in table:
+            total = sum(Fraction(c) / 2 * Fraction(weights[i][unit]) for c, i in zip(codes, fan))
+            q = min(3, max(-4, _exact_round(total, mode)))
+            assert out == q + 4, (mode, unit, codes, total)
+
+
+@pytest.mark.parametrize("mode", ["ROUND", "CEIL", "FLOOR", "HALF_UP"])
+def test_hand_written_graphs_agree_with_execute_onnx_on_every_input(mode: str) -> None:
+    """On every input of a small hand-written graph, the network's codes equal qonnx's executor's."""
+    proto = qm.linear_model([[1.0, -1.0], [1.0, 0.5], [-0.5, 1.0]], mode=mode, out_signed=1)
+    net = iotable.precompute(proto)
+    every = np.array(list(itertools.product(range(4), repeat=3)))
+    assert iotable.verify(proto, net, every, codes=True).ok
+
+
+def test_a_wrong_rounding_is_found_and_located() -> None:
+    """Tamper: a network built with another rounding mode is caught by verify at its first table, with the row."""
+    proto = qm.linear_model([[1.0], [1.0], [1.0]], mode="ROUND")
+    wrong = iotable.precompute(qm.linear_model([[1.0], [1.0], [1.0]], mode="CEIL"))
+    report = iotable.verify(proto, wrong, np.array([[1, 0, 0]]), codes=True)  # 0.5: ROUND gives 0, CEIL 1
+    assert not report.ok
+    assert report.first is not None and report.first["node"] == "layer0" and report.first["input_codes"] == (1, 0, 0)
+    assert (report.first["table"], report.first["model"], report.first["tie"]) == (1, 0, True)
+
+
+def test_finns_multithreshold_form_counts_thresholds_reached_inclusively() -> None:
+    """MatMul + MultiThreshold: a value equal to a threshold reaches it (>=), as qonnx's executor says."""
+    proto = qm.threshold_model([[1.0, 2.0], [1.0, -1.0]], [[1.0, 2.0, 4.0], [-1.0, 0.0, 3.0]], out_scale=0.5)
+    net = iotable.precompute(proto)
+    first, second = net.tables
+    assert first.lookup([[1, 0], [1, 1], [3, 1]]).ravel().tolist() == [1, 2, 3]  # sums 1, 2, 4: all reached
+    assert second.lookup([[0, 0], [1, 2], [1, 3], [3, 3]]).ravel().tolist() == [2, 2, 1, 3]  # sums 0, 0, -1, 3
+    every = np.array(list(itertools.product(range(4), repeat=2)))
+    assert iotable.verify(proto, net, every, codes=True).ok
+
+
+# -- nothing stored in the file runs ---------------------------------------------------------------------------
+
+
+def _annotated(path: Path, marker: Path) -> onnx.ModelProto:
+    """The MLP's file with Python code that would create ``marker`` in every tensor_layout and tensor_sparsity."""
+    proto = onnx.load(str(path))
+    code = f"__import__('pathlib').Path({str(marker)!r}).touch() or ['N', 'C']"
+    for tensor in [proto.graph.input[0].name, *[n.output[0] for n in proto.graph.node]]:
+        entry = proto.graph.quantization_annotation.add()
+        entry.tensor_name = tensor
+        for key in ("tensor_layout", "tensor_sparsity"):
+            pair = entry.quant_parameter_tensor_names.add()
+            pair.key, pair.value = key, code
+    return proto
+
+
+def test_code_in_annotations_is_never_run(mlp_file: tuple[torch.nn.Module, Path], tmp_path: Path) -> None:
+    """precompute and verify of a file whose annotations hold Python code leave the code unrun."""
+    _, path = mlp_file
+    marker = tmp_path / "ran"
+    bad = tmp_path / "bad.onnx"
+    onnx.save(_annotated(path, marker), str(bad))
+    net = iotable.precompute(bad)
+    assert iotable.verify(bad, net, _inputs(20, 6), codes=True).ok
+    assert iotable.verify(onnx.load(str(bad)), net, _inputs(20, 6), codes=True).ok
+    assert not marker.exists()
+
+
+def test_the_annotation_payload_would_run_through_qonnxs_layout_reader(
+    mlp_file: tuple[torch.nn.Module, Path], tmp_path: Path
+) -> None:
+    """Tamper: qonnx's own get_tensor_layout runs the payload, so the test above can fail."""
+    from qonnx.core.modelwrapper import ModelWrapper
+
+    _, path = mlp_file
+    marker = tmp_path / "ran"
+    proto = _annotated(path, marker)
+    ModelWrapper(proto).get_tensor_layout(proto.graph.input[0].name)
+    assert marker.exists()
+
+
+def test_a_missing_onnx_package_is_named_with_its_extra(
+    mlp_file: tuple[torch.nn.Module, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the onnx package, precompute of a file says to install iotable[onnx]."""
+    _, path = mlp_file
+    monkeypatch.setitem(__import__("sys").modules, "onnx", None)
+    with pytest.raises(OnnxNotInstalledError, match=r"iotable\[onnx\]"):
+        iotable.precompute(path)
