@@ -215,3 +215,30 @@ def test_a_missing_onnx_package_is_named_with_its_extra(
     monkeypatch.setitem(__import__("sys").modules, "onnx", None)
     with pytest.raises(OnnxNotInstalledError, match=r"iotable\[onnx\]"):
         iotable.precompute(path)
+
+
+# -- the command line ------------------------------------------------------------------------------------------
+
+
+def test_the_command_line_precomputes_a_file_into_a_bundle(
+    mlp_file: tuple[torch.nn.Module, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """iotable precompute MODEL.onnx -o BUNDLE writes a bundle that loads as the network precompute gives."""
+    from .test_cli import call
+
+    _, path = mlp_file
+    result = call(capsys, "precompute", str(path), "-o", str(tmp_path / "bundle"))
+    assert result.returncode == 0 and result.stdout.startswith(f"wrote {tmp_path / 'bundle'}: TableNetwork(2 table")
+    assert iotable.load(tmp_path / "bundle") == iotable.precompute(path)
+    assert call(capsys, "check", str(tmp_path / "bundle")).returncode == 0
+
+
+def test_the_command_line_refuses_a_broken_file_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A truncated model gives one error line naming the fix, and no bundle."""
+    from .test_cli import assert_clean_error, call
+
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(qm.linear_model([[1.0], [1.0]]).SerializeToString()[:-9])
+    result = call(capsys, "precompute", str(bad), "-o", str(tmp_path / "bundle"))
+    assert_clean_error(result, "precompute", "'bad.onnx'", "truncated or not ONNX: export it again")
+    assert not (tmp_path / "bundle").exists()
