@@ -20,11 +20,11 @@ from . import qonnxmodels as qm
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
 pytest.importorskip("qonnx", reason="the onnx extra (pip install 'iotable[onnx]')")
-pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
 
 
 @pytest.fixture(scope="module")
 def mlp_file(tmp_path_factory: pytest.TempPathFactory) -> tuple[torch.nn.Module, Path]:
+    pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
     model = qm.brevitas_mlp()
     return model, qm.export_brevitas(model, tmp_path_factory.mktemp("qonnx") / "mlp.onnx", 6)
 
