@@ -1362,7 +1362,11 @@ CASES += [
         "precompute-model-onnx-path",
         lambda c: precompute_layer(c.root / "model.onnx", input_domain=U2),
         SpecOptionError,
-        ("^precompute_layer: expected a torch.nn.Module", r"received the path '.*model\.onnx'", "not supported yet"),
+        (
+            "^precompute_layer: expected a torch.nn.Module",
+            r"received the path '.*model\.onnx'",
+            "a QONNX model \\(.onnx\\) goes to iotable.precompute",
+        ),
     ),
     Case(
         "precompute-example-of-no-elements",

@@ -343,3 +343,11 @@ def test_torch_only_options_are_refused_for_a_file() -> None:
         iotable.precompute(base(), example_input=np.zeros((1, 3)))
     with pytest.raises(SpecOptionError, match=r"host= has no meaning"):
         iotable.precompute(base(), host=["x"])
+
+
+def test_a_torch_module_still_needs_its_input_domain() -> None:
+    """input_domain= is optional for a QONNX file only: a torch module without it is refused by name."""
+    import torch
+
+    with pytest.raises(SpecOptionError, match=r"input_domain= is required for a torch module"):
+        iotable.precompute(torch.nn.Linear(2, 2))

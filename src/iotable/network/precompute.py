@@ -67,8 +67,9 @@ def _check_module(module: Any, what: str) -> None:
         return
     if isinstance(module, (str, os.PathLike)):
         msg = (
-            f"{what}: expected a torch.nn.Module, received the path {os.fspath(module)!r}; reading a model from a "
-            "file (ONNX or other) is not supported yet: build the model in torch (load its state_dict) and pass it"
+            f"{what}: expected a torch.nn.Module, received the path {os.fspath(module)!r}; a QONNX model (.onnx) "
+            "goes to iotable.precompute, which reads it; any other file: build the model in torch (load its "
+            "state_dict) and pass it"
         )
     else:
         msg = (
