@@ -138,3 +138,59 @@ def threshold_model(weights: Any, thresholds: Any, *, out_scale: float = 1.0, ou
     ]
     inits = [constant("w", w), constant("t", thresholds), *quant_constants("qin", scale=1.0)]
     return model(nodes, inits, features=w.shape[0], outputs=w.shape[1])
+
+
+def export_brevitas_qcdq(model: torch.nn.Module, path: Path, features: int) -> Path:
+    """``model`` written in the QuantizeLinear / Clip / DequantizeLinear form by brevitas (``export_onnx_qcdq``)."""
+    import warnings
+
+    from brevitas.export import export_onnx_qcdq
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export_onnx_qcdq(model, torch.zeros(1, features), export_path=str(path), dynamo=False)
+    return path
+
+
+def qcdq_model(weights: Any, *, clip: tuple[float, float] | None = (0, 3), out_zero: Any = None) -> Any:
+    """QCDQ form: input QuantizeLinear (int8, scale 0.5) -> Clip [-2, 1] -> DequantizeLinear -> MatMul(``weights``)
+    -> QuantizeLinear (scale 1, zero point ``out_zero``, uint8 by default) -> Clip ``clip`` -> DequantizeLinear."""
+    from onnx import helper, numpy_helper
+
+    w = np.asarray(weights, np.float32)
+    zero = np.asarray(0, np.uint8) if out_zero is None else out_zero
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s_in", "z_in"], ["xi"], name="q_in"),
+        helper.make_node("Clip", ["xi", "lo_in", "hi_in"], ["xc"], name="clip_in"),
+        helper.make_node("DequantizeLinear", ["xc", "s_in", "z_in"], ["xq"], name="dq_in"),
+        helper.make_node("MatMul", ["xq", "w"], ["h"], name="mm"),
+        helper.make_node("QuantizeLinear", ["h", "s_out", "z_out"], ["hi"], name="q_out"),
+    ]
+    inits = [
+        constant("w", w),
+        constant("s_in", 0.5),
+        numpy_helper.from_array(np.asarray(0, np.int8), "z_in"),
+        numpy_helper.from_array(np.asarray(-2, np.int8), "lo_in"),
+        numpy_helper.from_array(np.asarray(1, np.int8), "hi_in"),
+        constant("s_out", 1.0),
+        numpy_helper.from_array(zero, "z_out"),
+    ]
+    if clip is None:
+        nodes.append(helper.make_node("DequantizeLinear", ["hi", "s_out", "z_out"], ["y"], name="dq_out"))
+    else:
+        nodes.append(helper.make_node("Clip", ["hi", "lo_out", "hi_out"], ["hc"], name="clip_out"))
+        nodes.append(helper.make_node("DequantizeLinear", ["hc", "s_out", "z_out"], ["y"], name="dq_out"))
+        inits += [
+            numpy_helper.from_array(np.asarray(clip[0], zero.dtype), "lo_out"),
+            numpy_helper.from_array(np.asarray(clip[1], zero.dtype), "hi_out"),
+        ]
+    from onnx import TensorProto
+
+    graph = helper.make_graph(
+        nodes,
+        "qcdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, w.shape[0]])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, w.shape[1]])],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])

@@ -166,6 +166,36 @@ def test_finns_multithreshold_form_counts_thresholds_reached_inclusively() -> No
     assert iotable.verify(proto, net, every, codes=True).ok
 
 
+# -- the QCDQ form --------------------------------------------------------------------------------------------
+
+
+def test_brevitas_qcdq_export_gives_the_tables_of_its_qonnx_export(
+    mlp_file: tuple[torch.nn.Module, Path], tmp_path: Path
+) -> None:
+    """export_onnx_qcdq of the MLP gives the QONNX file's tables and agrees with onnxruntime on 2,000 inputs."""
+    model, path = mlp_file
+    qcdq = qm.export_brevitas_qcdq(model, tmp_path / "mlp_qcdq.onnx", 6)
+    assert {n.op_type for n in onnx.load(str(qcdq)).graph.node} >= {"QuantizeLinear", "Clip", "DequantizeLinear"}
+    net = iotable.precompute(qcdq)
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in iotable.precompute(path).tables]
+    assert iotable.verify(qcdq, net, _inputs(2000, 6), codes=True).ok
+
+
+@pytest.mark.parametrize(
+    ("clip", "bits", "signed", "narrow"), [((0, 3), 2, False, False), ((0, 6), 3, False, True), (None, 8, False, False)]
+)
+def test_qcdq_saturation_and_clip_give_the_output_domain(
+    clip: tuple[int, int] | None, bits: int, signed: bool, narrow: bool
+) -> None:
+    """QuantizeLinear's type and a Clip fix the output range (bits, narrow); every input agrees with onnxruntime."""
+    proto = qm.qcdq_model([[1.0, -1.0], [2.0, 0.5], [-0.5, 3.0]], clip=clip)
+    net = iotable.precompute(proto)
+    assert net.output_node.domain == Domain.uniform(bits, signed=signed, narrow=narrow)
+    assert net.input_node.domain == Domain.uniform(2, signed=True, scale=0.5)
+    every = np.array(list(itertools.product(range(4), repeat=3)))
+    assert iotable.verify(proto, net, every, codes=True).ok
+
+
 # -- nothing stored in the file runs ---------------------------------------------------------------------------
 
 

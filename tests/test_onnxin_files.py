@@ -46,7 +46,9 @@ def _init(proto: Any, name: str) -> Any:
 
 
 def _replace_init(proto: Any, name: str, value: Any) -> None:
-    _init(proto, name).CopyFrom(qm.constant(name, value))
+    array = np.asarray(value)
+    tensor = onnx.numpy_helper.from_array(array, name) if array.dtype.kind in "iu" else qm.constant(name, value)
+    _init(proto, name).CopyFrom(tensor)
 
 
 def _set_attr(node: Any, name: str, value: Any) -> None:
@@ -147,6 +149,15 @@ def _write(tmp_path: Path, made: Any) -> Path:
     path = tmp_path / "model.onnx"
     path.write_bytes(made if isinstance(made, bytes) else made.SerializeToString())
     return path
+
+
+def _qcdq(change: Callable[[Any], Any]) -> Callable[[], Any]:
+    def make() -> Any:
+        proto = qm.qcdq_model(WEIGHTS)
+        change(proto)
+        return proto
+
+    return make
 
 
 CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
@@ -278,6 +289,30 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         _edit(lambda p: _insert(p, 0, helper.make_node("Sqrt", ["w"], ["w2"], name="sq"))),
         ModelError,
         r"node 'sq' \(Sqrt\).*of constants is not folded",
+    ),
+    (
+        "qcdq dequantize of another scale",
+        _qcdq(lambda p: _rewire(p, "dq_out", ["hc", "s_in", "z_out"])),
+        ModelError,
+        r"node 'dq_out' \(DequantizeLinear\).*same scale and zero point \(the QCDQ form",
+    ),
+    (
+        "qcdq clip to no bit width's range",
+        _qcdq(lambda p: _replace_init(p, "hi_out", np.asarray(5, np.uint8))),
+        ModelError,
+        r"node 'dq_out'.*integers saturated to \[0, 5\], which is no bit width's range",
+    ),
+    (
+        "qcdq zero point of type int32",
+        _qcdq(lambda p: _init(p, "z_out").CopyFrom(onnx.numpy_helper.from_array(np.asarray(0, np.int32), "z_out"))),
+        ModelError,
+        r"node 'q_out' \(QuantizeLinear\).*zero point of type int32; expected one of",
+    ),
+    (
+        "qcdq integers read without dequantizing",
+        _qcdq(lambda p: (p.graph.node.remove(_node(p, "dq_in")), _rewire(p, "mm", ["xc", "w"]))),
+        ModelError,
+        r"node 'mm' \(MatMul\).* reads QuantizeLinear's integers; put a DequantizeLinear",
     ),
     (
         "descending thresholds",

@@ -63,24 +63,51 @@ def _batched(proto: Any, computed: set[str], batch: int) -> Any:
 
 
 def _reference(proto: Any, input_name: str, output_name: str, values: np.ndarray, computed: set[str], what: str) -> Any:
-    """The executor's outputs on ``values`` ``(N, ...)``: in one batch where the graph allows it, else sample
-    by sample."""
-    wrapper_class, execute = _executor(what)
+    """The reference's outputs on ``values`` ``(N, ...)``: onnxruntime for a graph of standard operations (the
+    QCDQ form), qonnx's executor for one with QONNX operations; in one batch where the graph allows it, else
+    sample by sample."""
+    qonnx_ops = any(node.domain not in ("", "ai.onnx") for node in proto.graph.node)
+    run = _executor_run(what) if qonnx_ops else _runtime_run(what)
     try:
-        wrapper = wrapper_class(_batched(proto, computed, len(values)))
-        return np.asarray(execute(wrapper, {input_name: values})[output_name])
+        return np.asarray(run(_batched(proto, computed, len(values)), input_name, output_name, values))
     except Exception:  # a shape fixed to one sample inside the graph (a Reshape to (1, -1)): one at a time
         pass
-    wrapper = wrapper_class(_batched(proto, computed, 1))
+    single = _batched(proto, computed, 1)
     outputs = []
     for sample in values:
         try:
-            result = execute(wrapper, {input_name: sample[None]})[output_name]
+            outputs.append(np.asarray(run(single, input_name, output_name, sample[None])))
         except Exception as exc:  # the reference failing is the user's model failing: say so, with its words
-            msg = f"{what}: qonnx's execute_onnx fails on the model ({type(exc).__name__}: {str(exc)[:200]})"
+            reference = "qonnx's execute_onnx" if qonnx_ops else "onnxruntime"
+            msg = f"{what}: {reference} fails on the model ({type(exc).__name__}: {str(exc)[:200]})"
             raise ModelError(msg) from None
-        outputs.append(np.asarray(result))
     return np.concatenate(outputs)
+
+
+def _executor_run(what: str) -> Any:
+    wrapper_class, execute = _executor(what)
+
+    def run(proto: Any, input_name: str, output_name: str, values: np.ndarray) -> Any:
+        return execute(wrapper_class(proto), {input_name: values})[output_name]
+
+    return run
+
+
+def _runtime_run(what: str) -> Any:
+    try:
+        import onnxruntime
+    except ImportError:
+        msg = f"{what}: checking an ONNX model needs onnxruntime, which is not installed; pip install 'iotable[onnx]'"
+        raise OnnxNotInstalledError(msg) from None
+
+    def run(proto: Any, input_name: str, output_name: str, values: np.ndarray) -> Any:
+        del proto.graph.value_info[:]  # shapes of one sample; onnxruntime infers them again
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3  # errors only: initializers listed as inputs are warned about otherwise
+        session = onnxruntime.InferenceSession(proto.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        return session.run([output_name], {input_name: values})[0]
+
+    return run
 
 
 def _nearest_codes(values: np.ndarray, domain_values: np.ndarray) -> np.ndarray:

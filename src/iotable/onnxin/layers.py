@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,7 +27,7 @@ from ..layerplan import LayerPlan
 from ..layout import Layout
 from ..nodekinds.table import expected_index_map
 from ..units import Geometry, Spec, Unit
-from .fold import fold_constant, per_feature
+from .fold import clip_bounds, fold_constant, integer_range, per_feature
 from .quant import QuantParams, Rounding, Thresholds
 from .read import OnnxGraph, OnnxOp
 
@@ -68,6 +68,18 @@ class _Float:
 
 
 @dataclass(frozen=True)
+class _QInt:
+    """QuantizeLinear's integers of the raw input or of a layer's float function, before DequantizeLinear:
+    ``round(x / scale) + zero`` saturated to ``[low, high]`` (narrowed by a Clip)."""
+
+    data: _Raw | _Float
+    scale: float
+    zero: float
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
 class Planned:
     """A table layer whose rows are still to be computed: its plan, its arithmetic and its closing quantizer."""
 
@@ -100,16 +112,20 @@ class Walk:
     nodes: list[Node] = field(default_factory=list)
     reads: dict[str, str] = field(default_factory=dict)
     planned: dict[str, Planned] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> None:
         """Walk every node; the graph's output must be the codes of a quantizer."""
         self.constants = dict(self.graph.constants)
+        self.dtypes = dict(self.graph.dtypes)
         self._check_chain()
         self.state[self.graph.input_name] = _Raw()
         for op in self.graph.ops:
             self._check_domain(op)
             if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
-                self.constants.update(zip(op.outputs[:1], [fold_constant(op, self.constants, self._where(op))]))
+                value = fold_constant(op, self.constants, self._where(op), self.dtypes)
+                self.constants.update(zip(op.outputs[:1], [value]))
+                self._fold_dtype(op)
                 continue
             if op.op_type not in QONNX_OPERATIONS:
                 supported = sorted(QONNX_OPERATIONS.operations())
@@ -131,6 +147,16 @@ class Walk:
         self._add(_node("output", OutputMeta(), src.shape, src.domain), src)
 
     # -- helpers ------------------------------------------------------------------------------------------
+
+    def _fold_dtype(self, op: OnnxOp) -> None:
+        """The stored type of a folded constant: QuantizeLinear's is its zero point's, a Clip's its input's."""
+        if op.op_type == "QuantizeLinear":
+            zero = op.inputs[2] if len(op.inputs) > 2 else ""
+            self.dtypes[op.outputs[0]] = self.dtypes.get(zero, "?") if zero else "uint8"
+        elif op.op_type in ("Clip", "Identity", "Reshape", "Flatten", "Transpose") and op.inputs:
+            self.dtypes[op.outputs[0]] = self.dtypes.get(op.inputs[0], "float32")
+        elif op.op_type != "Constant":
+            self.dtypes[op.outputs[0]] = "float32"
 
     def _where(self, op: OnnxOp) -> str:
         return f"{self.what}: {op.where} in {self.graph.source}"
@@ -184,6 +210,9 @@ class Walk:
                 "its first quantizer: put a Quant (a QuantIdentity in brevitas) on the input first"
             )
             raise ModelError(msg)
+        if isinstance(data, _QInt):
+            msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
+            raise ModelError(msg)
         if isinstance(data, _Codes):
             width = math.prod(data.node.shape)
             if len(data.node.shape) != 1:
@@ -215,6 +244,49 @@ class Walk:
             node = self._add(_node("input", InputMeta(), self.graph.input_shape, params.domain()))
             return _Codes(node)
         return self._close(op, self._float(op), params)
+
+    @QONNX_OPERATIONS.register("QuantizeLinear")
+    def _quantize_linear(self, op: OnnxOp) -> _QInt:
+        data = self._tensor(op)
+        source = data if isinstance(data, _Raw) else self._float(op)
+        scale, zero = self._linear_params(op)
+        low, high = integer_range(op, self.dtypes, self._where(op))
+        return _QInt(source, scale, zero, low, high)
+
+    @QONNX_OPERATIONS.register("Clip")
+    def _clip(self, op: OnnxOp) -> Any:
+        low, high = clip_bounds(op, self.constants, self._where(op))
+        data = self._tensor(op)
+        if isinstance(data, _QInt):
+            return replace(data, low=max(data.low, math.ceil(low)), high=min(data.high, math.floor(high)))
+        return self._float(op).then(lambda x: np.clip(x, low, high), op)
+
+    @QONNX_OPERATIONS.register("DequantizeLinear")
+    def _dequantize_linear(self, op: OnnxOp) -> _Codes:
+        data = self._tensor(op)
+        scale, zero = self._linear_params(op)
+        if not isinstance(data, _QInt) or (data.scale, data.zero) != (scale, zero):
+            msg = (
+                f"{self._where(op)}: a DequantizeLinear reads the integers of a QuantizeLinear of the same scale and "
+                "zero point (the QCDQ form: QuantizeLinear, optionally Clip, DequantizeLinear); this one does not"
+            )
+            raise ModelError(msg)
+        params = range_params(data.low, data.high, scale, zero, self._where(op))
+        if isinstance(data.data, _Raw):
+            return _Codes(self._add(_node("input", InputMeta(), self.graph.input_shape, params.domain())))
+        return self._close(op, data.data, params)
+
+    def _linear_params(self, op: OnnxOp) -> tuple[float, float]:
+        """QuantizeLinear's or DequantizeLinear's scale and zero point, one value each (per tensor)."""
+        scale = self._constant(op, 1, "scale")
+        zero = self._constant(op, 2, "zero point") if len(op.inputs) > 2 and op.inputs[2] else np.zeros(())
+        if scale.size != 1 or zero.size != 1 or not float(scale.reshape(-1)[0]) > 0:
+            msg = (
+                f"{self._where(op)}: scale {scale.reshape(-1)[:4].tolist()} and zero point "
+                f"{zero.reshape(-1)[:4].tolist()}; an activation quantizer has one scale > 0 and one zero point"
+            )
+            raise ModelError(msg)
+        return float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
 
     @QONNX_OPERATIONS.register("MultiThreshold")
     def _multithreshold(self, op: OnnxOp) -> _Codes:
@@ -433,6 +505,20 @@ class Walk:
         node = self._add(Node(node.name, node.kind, node.shape, node.layout, node.domain, meta, op.outputs[0]), src)
         self.planned[name] = Planned(plan, fn.steps, closing)
         return _Codes(node)
+
+
+def range_params(low: int, high: int, scale: float, zero: float, where: str) -> QuantParams:
+    """The QONNX quantizer of integers ``[low, high]`` (QCDQ's saturation and Clip): its bits, signedness and
+    narrowness, rounding half to even as QuantizeLinear does; an error for a range no bit width gives."""
+    for bits in range(1, 17):
+        for signed, narrow in ((False, False), (False, True), (True, False), (True, True)):
+            if (low, high) == Domain.integer_range(bits, signed=signed, narrow=narrow) and not (signed and bits == 1):
+                return QuantParams(scale, zero, bits, signed, narrow, Rounding.ROUND)
+    msg = (
+        f"{where}: integers saturated to [{low}, {high}], which is no bit width's range (signed, unsigned, or "
+        "narrow); quantize to a range of 2^b codes (a Clip to the bit width's bounds)"
+    )
+    raise ModelError(msg)
 
 
 def _domains(src: Node) -> tuple[Domain, ...]:

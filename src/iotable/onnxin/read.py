@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,7 @@ class OnnxGraph:
     input_shape: tuple[int, ...]
     output_name: str
     source: str
+    dtypes: dict[str, str] = field(default_factory=dict)  # the stored type of each constant ("int8", "float32")
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -192,10 +193,11 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
     if not graph.node:
         msg = f"{what}: {source} holds no graph nodes; export the model with brevitas.export.export_qonnx"
         raise OnnxFileError(msg)
-    constants = {}
+    constants, dtypes = {}, {}
     for init in graph.initializer:
         name = _name(init.name, "", f"{what}: an initializer")
         constants[name] = _tensor(onnx, init, f"{what}: initializer {name!r}")
+        dtypes[name] = _dtype(onnx, init)
     inputs = [v for v in graph.input if v.name not in constants]
     if len(inputs) != 1 or len(graph.output) != 1:
         msg = (
@@ -220,9 +222,20 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
                 raise OnnxFileError(msg)
         attributes = {a.name: _attribute(onnx, a, where) for a in node.attribute}
         known.update(node.output)
+        for attribute in node.attribute:
+            if op_type == "Constant" and attribute.type == onnx.AttributeProto.TENSOR and node.output:
+                dtypes[node.output[0]] = _dtype(onnx, attribute.t)
         ops.append(OnnxOp(name, op_type, node.domain, tuple(node.input), tuple(node.output), attributes))
     output_name = graph.output[0].name
     if output_name not in known:
         msg = f"{what}: the graph output {_short(output_name)!r} is produced by no node; export the model again"
         raise OnnxFileError(msg)
-    return OnnxGraph(tuple(ops), constants, input_name, shape, output_name, source)
+    return OnnxGraph(tuple(ops), constants, input_name, shape, output_name, source, dtypes)
+
+
+def _dtype(onnx: Any, tensor: Any) -> str:
+    """The numpy name of a tensor's stored type (what QuantizeLinear's range follows), ``"?"`` if unknown."""
+    try:
+        return str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)))
+    except Exception:  # an unknown type number: _tensor refuses such a tensor when it decodes it
+        return "?"
