@@ -19,85 +19,22 @@ from typing import Any
 import numpy as np
 
 from ..domain import Domain
-from ..errors import ModelError, TableTooLargeError
-from ..graph.graph import InputMeta, Meta, Node, OutputMeta, ReshapeMeta, TableMeta
-from ..graph.kind import definition
+from ..errors import ModelError
+from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
-from ..layerplan import LayerPlan
-from ..layout import Layout
-from ..nodekinds.table import expected_index_map
-from ..units import Geometry, Spec, Unit
 from .fold import clip_bounds, fold_constant, integer_range, per_feature
+from .plans import conv_function, layer_plan, table_node, window_nodes
 from .quant import QuantParams, Rounding, Thresholds
 from .read import OnnxGraph, OnnxOp
+from .state import Codes, Float, Planned, QInt, Raw, node_of
 
-__all__ = ["Planned", "Walk"]
-
-Step = Callable[[np.ndarray], np.ndarray]
-
-
-@dataclass(frozen=True)
-class _Raw:
-    """The graph's input before its quantizer."""
-
-
-@dataclass(frozen=True)
-class _Codes:
-    """The output of a graph node (codes of its domain)."""
-
-    node: Node
-
-
-@dataclass(frozen=True)
-class _Float:
-    """A float64 function of ``source``'s values: ``steps`` in order; ``reads[o, i]`` whether output ``o``
-    depends on input ``i``; ``ops`` the ONNX nodes it holds."""
-
-    source: Node
-    steps: tuple[Step, ...]
-    reads: np.ndarray
-    ops: tuple[str, ...]
-
-    @property
-    def width(self) -> int:
-        return int(self.reads.shape[0])
-
-    def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None) -> _Float:
-        new = self.reads if reads is None else reads
-        return _Float(self.source, (*self.steps, step), new, (*self.ops, op.name))
-
-
-@dataclass(frozen=True)
-class _QInt:
-    """QuantizeLinear's integers of the raw input or of a layer's float function, before DequantizeLinear:
-    ``round(x / scale) + zero`` saturated to ``[low, high]`` (narrowed by a Clip)."""
-
-    data: _Raw | _Float
-    scale: float
-    zero: float
-    low: int
-    high: int
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A table layer whose rows are still to be computed: its plan, its arithmetic and its closing quantizer."""
-
-    plan: LayerPlan
-    steps: tuple[Step, ...]
-    closing: QuantParams | Thresholds
-
+__all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
 #: The QONNX front end's node builders by ONNX operation: each a :class:`Walk` method that turns one node of
 #: the graph into the state of its output tensor (and graph nodes where it closes a layer).
 QONNX_OPERATIONS: OperationRegistry[Callable[[Walk, OnnxOp], Any]] = OperationRegistry("qonnx")
 
 _QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "finn", "onnx.brevitas")
-
-
-def _node(name: str, meta: Meta, shape: tuple[int, ...], domain: Any) -> Node:
-    layout = Layout.channels_first(len(shape) + 1) if len(shape) <= 3 else None
-    return Node(name, definition(meta.kind).kind, shape, layout, domain, meta)
 
 
 @dataclass
@@ -119,7 +56,7 @@ class Walk:
         self.constants = dict(self.graph.constants)
         self.dtypes = dict(self.graph.dtypes)
         self._check_chain()
-        self.state[self.graph.input_name] = _Raw()
+        self.state[self.graph.input_name] = Raw()
         for op in self.graph.ops:
             self._check_domain(op)
             if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
@@ -136,7 +73,7 @@ class Walk:
                 raise ModelError(msg)
             self.state[op.outputs[0]] = QONNX_OPERATIONS.builder(op.op_type)(self, op)
         final = self.state.get(self.graph.output_name)
-        if not isinstance(final, _Codes):
+        if not isinstance(final, Codes):
             msg = (
                 f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant "
                 "or MultiThreshold); a table network outputs codes: end the model in a quantizer (e.g. a "
@@ -144,7 +81,7 @@ class Walk:
             )
             raise ModelError(msg)
         src = final.node
-        self._add(_node("output", OutputMeta(), src.shape, src.domain), src)
+        self._add(node_of("output", OutputMeta(), src.shape, src.domain), src)
 
     # -- helpers ------------------------------------------------------------------------------------------
 
@@ -201,19 +138,19 @@ class Walk:
             return self.constants[name]
         return self.state[name]
 
-    def _float(self, op: OnnxOp) -> _Float:
+    def _float(self, op: OnnxOp) -> Float:
         """The operation's data input as a float function (codes of a node start an empty one)."""
         data = self._tensor(op)
-        if isinstance(data, _Raw):
+        if isinstance(data, Raw):
             msg = (
                 f"{self._where(op)} reads the graph input before any quantizer; the input's domain comes from "
                 "its first quantizer: put a Quant (a QuantIdentity in brevitas) on the input first"
             )
             raise ModelError(msg)
-        if isinstance(data, _QInt):
+        if isinstance(data, QInt):
             msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
             raise ModelError(msg)
-        if isinstance(data, _Codes):
+        if isinstance(data, Codes):
             width = math.prod(data.node.shape)
             if len(data.node.shape) != 1:
                 msg = (
@@ -221,7 +158,7 @@ class Walk:
                     "(Flatten or Reshape to (N, features)): this front end reads features, not images"
                 )
                 raise ModelError(msg)
-            return _Float(data.node, (), np.eye(width, dtype=bool), ())
+            return Float(data.node, (), np.eye(width, dtype=bool), ())
         return data
 
     def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
@@ -237,43 +174,43 @@ class Walk:
     # -- operations ---------------------------------------------------------------------------------------
 
     @QONNX_OPERATIONS.register("Quant")
-    def _quant(self, op: OnnxOp) -> _Codes:
+    def _quant(self, op: OnnxOp) -> Codes:
         params = self._quant_params(op)
         data = self._tensor(op)
-        if isinstance(data, _Raw):  # the input quantizer: the network's input domain
-            node = self._add(_node("input", InputMeta(), self.graph.input_shape, params.domain()))
-            return _Codes(node)
+        if isinstance(data, Raw):  # the input quantizer: the network's input domain
+            node = self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain()))
+            return Codes(node)
         return self._close(op, self._float(op), params)
 
     @QONNX_OPERATIONS.register("QuantizeLinear")
-    def _quantize_linear(self, op: OnnxOp) -> _QInt:
+    def _quantize_linear(self, op: OnnxOp) -> QInt:
         data = self._tensor(op)
-        source = data if isinstance(data, _Raw) else self._float(op)
+        source = data if isinstance(data, Raw) else self._float(op)
         scale, zero = self._linear_params(op)
         low, high = integer_range(op, self.dtypes, self._where(op))
-        return _QInt(source, scale, zero, low, high)
+        return QInt(source, scale, zero, low, high)
 
     @QONNX_OPERATIONS.register("Clip")
     def _clip(self, op: OnnxOp) -> Any:
         low, high = clip_bounds(op, self.constants, self._where(op))
         data = self._tensor(op)
-        if isinstance(data, _QInt):
+        if isinstance(data, QInt):
             return replace(data, low=max(data.low, math.ceil(low)), high=min(data.high, math.floor(high)))
         return self._float(op).then(lambda x: np.clip(x, low, high), op)
 
     @QONNX_OPERATIONS.register("DequantizeLinear")
-    def _dequantize_linear(self, op: OnnxOp) -> _Codes:
+    def _dequantize_linear(self, op: OnnxOp) -> Codes:
         data = self._tensor(op)
         scale, zero = self._linear_params(op)
-        if not isinstance(data, _QInt) or (data.scale, data.zero) != (scale, zero):
+        if not isinstance(data, QInt) or (data.scale, data.zero) != (scale, zero):
             msg = (
                 f"{self._where(op)}: a DequantizeLinear reads the integers of a QuantizeLinear of the same scale and "
                 "zero point (the QCDQ form: QuantizeLinear, optionally Clip, DequantizeLinear); this one does not"
             )
             raise ModelError(msg)
         params = range_params(data.low, data.high, scale, zero, self._where(op))
-        if isinstance(data.data, _Raw):
-            return _Codes(self._add(_node("input", InputMeta(), self.graph.input_shape, params.domain())))
+        if isinstance(data.data, Raw):
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain())))
         return self._close(op, data.data, params)
 
     def _linear_params(self, op: OnnxOp) -> tuple[float, float]:
@@ -289,7 +226,7 @@ class Walk:
         return float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
 
     @QONNX_OPERATIONS.register("MultiThreshold")
-    def _multithreshold(self, op: OnnxOp) -> _Codes:
+    def _multithreshold(self, op: OnnxOp) -> Codes:
         fn = self._float(op)
         thresholds = self._constant(op, 1, "thresholds")
         if thresholds.ndim != 2 or thresholds.shape[0] not in (1, fn.width) or thresholds.shape[1] < 1:
@@ -341,12 +278,25 @@ class Walk:
             raise ModelError(msg)
         return bool(value)
 
+    @QONNX_OPERATIONS.register("Conv")
+    def _conv(self, op: OnnxOp) -> Float:
+        data = self._tensor(op)
+        if not isinstance(data, Codes) or len(data.node.shape) < 2:
+            msg = (
+                f"{self._where(op)}: a Conv reads the output of a quantizer directly (codes of shape (C, ...)); "
+                "this one reads a computed tensor or flat features: quantize its input first"
+            )
+            raise ModelError(msg)
+        weight = self._constant(op, 1, "weights")
+        bias = self._constant(op, 2, "bias") if len(op.inputs) > 2 and op.inputs[2] else None
+        return conv_function(op, data.node, weight, bias, self._where(op))
+
     @QONNX_OPERATIONS.register("MatMul")
-    def _matmul(self, op: OnnxOp) -> _Float:
+    def _matmul(self, op: OnnxOp) -> Float:
         return self._linear(op, self._constant(op, 1, "weight matrix"), None)
 
     @QONNX_OPERATIONS.register("Gemm")
-    def _gemm(self, op: OnnxOp) -> _Float:
+    def _gemm(self, op: OnnxOp) -> Float:
         a = op.attributes
         if a.get("transA", 0):
             msg = f"{self._where(op)}: Gemm with transA=1 (a transposed input) is not supported; export without it"
@@ -359,8 +309,11 @@ class Walk:
         )
         return self._linear(op, weight, bias)
 
-    def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> _Float:
+    def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> Float:
         fn = self._float(op)
+        if fn.geometry is not None:
+            msg = f"{self._where(op)}: a matrix product after a convolution, before its quantizer; quantize first"
+            raise ModelError(msg)
         if weight.ndim != 2 or weight.shape[0] != fn.width:
             msg = (
                 f"{self._where(op)}: weights of shape {weight.shape} for {fn.width} input feature(s); expected "
@@ -372,27 +325,27 @@ class Walk:
         w = weight.copy()
         return fn.then(lambda x: x @ w if b is None else x @ w + b, op, reads)
 
-    def _elementwise(self, op: OnnxOp, fn: _Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> _Float:
+    def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
         value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
         return fn.then(lambda x: apply(x, value), op)
 
     @QONNX_OPERATIONS.register("Add")
-    def _add_op(self, op: OnnxOp) -> _Float:
+    def _add_op(self, op: OnnxOp) -> Float:
         return self._elementwise(op, self._float_first(op), np.add)
 
     @QONNX_OPERATIONS.register("Sub")
-    def _sub(self, op: OnnxOp) -> _Float:
+    def _sub(self, op: OnnxOp) -> Float:
         return self._elementwise(op, self._float_first(op), np.subtract)
 
     @QONNX_OPERATIONS.register("Mul")
-    def _mul(self, op: OnnxOp) -> _Float:
+    def _mul(self, op: OnnxOp) -> Float:
         return self._elementwise(op, self._float_first(op), np.multiply)
 
     @QONNX_OPERATIONS.register("Div")
-    def _div(self, op: OnnxOp) -> _Float:
+    def _div(self, op: OnnxOp) -> Float:
         return self._elementwise(op, self._float_first(op), np.divide)
 
-    def _float_first(self, op: OnnxOp) -> _Float:
+    def _float_first(self, op: OnnxOp) -> Float:
         """The computed operand of a binary operation, which must come first (a constant second)."""
         if len(op.inputs) != 2 or op.inputs[0] in self.constants or op.inputs[1] not in self.constants:
             msg = (
@@ -403,26 +356,26 @@ class Walk:
         return self._float(op)
 
     @QONNX_OPERATIONS.register("Relu")
-    def _relu(self, op: OnnxOp) -> _Float:
+    def _relu(self, op: OnnxOp) -> Float:
         return self._float(op).then(lambda x: np.maximum(x, 0.0), op)
 
     @QONNX_OPERATIONS.register("Sigmoid")
-    def _sigmoid(self, op: OnnxOp) -> _Float:
+    def _sigmoid(self, op: OnnxOp) -> Float:
         return self._float(op).then(lambda x: 1.0 / (1.0 + np.exp(-x)), op)
 
     @QONNX_OPERATIONS.register("Tanh")
-    def _tanh(self, op: OnnxOp) -> _Float:
+    def _tanh(self, op: OnnxOp) -> Float:
         return self._float(op).then(np.tanh, op)
 
     @QONNX_OPERATIONS.register("Identity")
     def _identity(self, op: OnnxOp) -> Any:
         data = self._tensor(op)
-        if isinstance(data, _Raw):
+        if isinstance(data, Raw):
             return data
-        return data if isinstance(data, _Codes) else self._float(op)
+        return data if isinstance(data, Codes) else self._float(op)
 
     @QONNX_OPERATIONS.register("BatchNormalization")
-    def _batchnorm(self, op: OnnxOp) -> _Float:
+    def _batchnorm(self, op: OnnxOp) -> Float:
         fn = self._float(op)
         if len(op.inputs) != 5:
             msg = f"{self._where(op)}: BatchNormalization needs 5 inputs (x, scale, bias, mean, var)"
@@ -439,10 +392,13 @@ class Walk:
     @QONNX_OPERATIONS.register("Flatten")
     def _reshape(self, op: OnnxOp) -> Any:
         data = self._tensor(op)
-        if isinstance(data, _Raw):
+        if isinstance(data, Raw):
             msg = f"{self._where(op)} reshapes the graph input before its quantizer; quantize the input first"
             raise ModelError(msg)
-        if isinstance(data, _Float):
+        if isinstance(data, Float):
+            if data.geometry is not None:
+                msg = f"{self._where(op)} reshapes a convolution's output before its quantizer; quantize it first"
+                raise ModelError(msg)
             return data  # features stay features: (N, C) to (N, C)
         src = data.node
         width = math.prod(src.shape)
@@ -452,59 +408,22 @@ class Walk:
         if domain is None:
             msg = f"{self._where(op)}: flattening channels of different domains is not supported"
             raise ModelError(msg)
-        return _Codes(self._add(_node(f"{op.name}", ReshapeMeta(), (width,), domain), src))
+        return Codes(self._add(node_of(f"{op.name}", ReshapeMeta(), (width,), domain), src))
 
     # -- closing a layer ----------------------------------------------------------------------------------
 
-    def _close(self, op: OnnxOp, fn: _Float, closing: QuantParams | Thresholds) -> _Codes:
-        """A table layer: one unit per output, reading the inputs it depends on; sizes checked here."""
-        src = fn.source
-        domains = _domains(src)
+    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds) -> Codes:
+        """A table layer: one unit per output, reading the inputs it depends on (sizes checked here), and the
+        pad and window nodes a spatial layer reads through."""
         name = f"layer{len(self.planned)}"
-        units = []
-        for o in range(fn.width):
-            channels = tuple(int(i) for i in np.flatnonzero(fn.reads[o]))
-            if not channels:  # every weight 0 after quantization: a constant, as a table over the first input
-                channels = (0,)
-            rows = math.prod(len(domains[c]) for c in channels)
-            if rows > self.max_rows:
-                msg = (
-                    f"{self._where(op)}: output {o} of layer {name!r} reads {len(channels)} inputs, a table of "
-                    f"{rows:,} rows, more than max_rows={self.max_rows:,}; prune its fan-in (sparse weights) or "
-                    "use fewer bits"
-                )
-                raise TableTooLargeError(msg)
-            units.append(Unit(o, channels, (o,), len(channels), rows))
-        output = closing.domain()
-        plan = LayerPlan(
-            name=name,
-            spec=Spec(per_output=True, layout=Layout.NC, output_domain=output, source="QONNX graph"),
-            layout=Layout.NC,
-            geometry=Geometry(),
-            in_channels=len(domains),
-            out_channels=fn.width,
-            units=tuple(units),
-            input_domains=domains,
-            output_domain=output,
-            frame_in=(len(domains),),
-            frame_out=(fn.width,),
-            slots=((),),
-            fill_codes=tuple(d.zero_code or 0 for d in domains),
-            max_rows=self.max_rows,
-        )
-        lengths = np.array([u.fan_in for u in units], np.int64)
-        flat = np.array([c for u in units for c in u.in_channels], np.int64)
-        meta = TableMeta(
-            layer=name,
-            units=plan.units,
-            unit_bits=tuple(int(b) for b in plan.table_bits[0]),
-            index_map=expected_index_map(lengths, flat, taps=1, channels=len(domains), order=None),
-            modules=(*fn.ops, op.name),
-        )
-        node = _node(name, meta, (fn.width,), output)
-        node = self._add(Node(node.name, node.kind, node.shape, node.layout, node.domain, meta, op.outputs[0]), src)
+        plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        reader = fn.source
+        if fn.geometry is not None:
+            for node in window_nodes(name, fn.source, plan):
+                reader = self._add(node, reader)
+        table = table_node(name, plan, (*fn.ops, op.name), op.outputs[0])
         self.planned[name] = Planned(plan, fn.steps, closing)
-        return _Codes(node)
+        return Codes(self._add(table, reader))
 
 
 def range_params(low: int, high: int, scale: float, zero: float, where: str) -> QuantParams:
@@ -519,13 +438,3 @@ def range_params(low: int, high: int, scale: float, zero: float, where: str) -> 
         "narrow); quantize to a range of 2^b codes (a Clip to the bit width's bounds)"
     )
     raise ModelError(msg)
-
-
-def _domains(src: Node) -> tuple[Domain, ...]:
-    width = math.prod(src.shape)
-    if isinstance(src.domain, Domain):
-        return (src.domain,) * width
-    if src.domain is None:
-        msg = f"{src.name}: produces raw values, which no table can read"
-        raise ModelError(msg)
-    return tuple(src.domain)

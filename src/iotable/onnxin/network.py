@@ -88,13 +88,20 @@ def _codes(rows: int, radices: list[int]) -> np.ndarray:
 
 def unit_rows(planned: Planned, index: int, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Output codes, near-tie mask and float64 values of unit ``index`` of a planned layer on rows ``codes``
-    ``(rows, fan_in)``: the codes decoded, the layer's arithmetic in float64, the closing quantizer's rules."""
+    ``(rows, fan_in)``: the codes decoded, the layer's arithmetic in float64, the closing quantizer's rules.
+
+    The arithmetic reads every input element of one unit's view: the features, or one window in channel-major
+    order (channel, then kernel position); the unit's elements are its channels' (the others hold a fill value,
+    which weights of 0 ignore)."""
     plan = planned.plan
     unit = plan.units[index]
+    taps = plan.geometry.window
     fill = np.array([d.values[c] for d, c in zip(plan.input_domains, plan.fill_codes)], np.float64)
-    x = np.repeat(fill[None, :], len(codes), axis=0)
-    for column, channel in enumerate(unit.in_channels):
-        x[:, channel] = np.asarray(plan.input_domains[channel].values, np.float64)[codes[:, column]]
+    x = np.repeat(np.repeat(fill, taps)[None, :], len(codes), axis=0)
+    for column in range(codes.shape[1]):
+        channel, tap = unit.in_channels[column // taps], column % taps
+        values = np.asarray(plan.input_domains[channel].values, np.float64)
+        x[:, channel * taps + tap] = values[codes[:, column]]
     y = x
     for step in planned.steps:
         y = step(y)
@@ -119,7 +126,7 @@ def tabulate_layer(planned: Planned) -> LayerTables:
     tables = []
     near_ties = 0
     for unit in plan.units:
-        domains = [plan.input_domains[c] for c in unit.in_channels]
+        domains = [plan.input_domains[c] for c in unit.in_channels for _ in range(plan.geometry.window)]
         out, near, _ = unit_rows(planned, unit.index, _codes(unit.rows, [len(d) for d in domains]))
         near_ties += int(near.sum())
         dtype = np.uint8 if len(output) <= 256 else np.int64
