@@ -45,15 +45,49 @@ def brevitas_mlp() -> torch.nn.Module:
     return model.eval()
 
 
-def export_brevitas(model: torch.nn.Module, path: Path, features: int) -> Path:
-    """``model`` written as QONNX by brevitas (``export_qonnx``) at ``path``."""
+def brevitas_cnn(rank: int) -> torch.nn.Module:
+    """A 2-bit brevitas CNN of ``rank`` (1 or 2) spatial axes: a padded convolution with batch norm, then a
+    strided one (grouped in 2D), weights of +-0.5 (no channel zeroed), in eval mode."""
+    import brevitas.nn as qnn
+
+    conv = qnn.QuantConv1d if rank == 1 else qnn.QuantConv2d
+    norm = torch.nn.BatchNorm1d if rank == 1 else torch.nn.BatchNorm2d
+
+    class CNN(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = qnn.QuantIdentity(bit_width=2)
+            self.c1 = conv(2 if rank == 1 else 1, 3, 2, padding=1, weight_bit_width=2)
+            self.bn = norm(3)
+            self.act = qnn.QuantReLU(bit_width=2)
+            # grouped in 2D, so that a unit reads one channel's 2x2 window (8 bits), not 3 channels' (24)
+            self.c2 = conv(
+                3, 3 if rank == 2 else 2, 2, stride=2, groups=3 if rank == 2 else 1, weight_bit_width=2, bias=False
+            )
+            self.out = qnn.QuantIdentity(bit_width=2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.out(self.c2(self.act(self.bn(self.c1(self.inp(x))))))
+
+    torch.manual_seed(1)
+    model = CNN()
+    with torch.no_grad():
+        for layer in (model.c1, model.c2):
+            layer.weight.copy_(torch.sign(torch.randn_like(layer.weight)) * 0.5)
+        model.bn.running_mean.copy_(torch.tensor([0.1, -0.2, 0.05]))
+    return model.eval()
+
+
+def export_brevitas(model: torch.nn.Module, path: Path, features: int | tuple[int, ...]) -> Path:
+    """``model`` written as QONNX by brevitas (``export_qonnx``) at ``path``, for inputs of shape ``features``."""
     import warnings
 
     from brevitas.export import export_qonnx
 
+    shape = (features,) if isinstance(features, int) else features
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        export_qonnx(model, torch.zeros(1, features), export_path=str(path))
+        export_qonnx(model, torch.zeros(1, *shape), export_path=str(path))
     return path
 
 
@@ -194,3 +228,35 @@ def qcdq_model(weights: Any, *, clip: tuple[float, float] | None = (0, 3), out_z
         initializer=inits,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def conv_model(*, group: int = 1, pads: tuple[int, int] = (1, 0), stride: int = 1, auto_pad: str | None = None) -> Any:
+    """Input Quant (2-bit signed, scale 0.5) of (2, 5) -> Conv1d(2 -> 2, kernel 2, ``pads``, ``stride``,
+    ``group``) with integer weights and a bias -> Quant (3-bit signed, scale 1, ROUND)."""
+    from onnx import TensorProto, helper
+
+    weight = np.array([[[1.0, -1.0], [0.5, 1.0]], [[-1.0, 0.5], [1.0, 1.0]]], np.float32)[:, : 2 // group]
+    attributes: dict[str, Any] = {"kernel_shape": [2], "pads": list(pads), "strides": [stride], "group": group}
+    if auto_pad is not None:
+        attributes["auto_pad"] = auto_pad
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=1),
+        helper.make_node("Conv", ["xq", "w", "b"], ["h"], name="conv", **attributes),
+        quant("qout", "h", "y", bits=3, signed=1),
+    ]
+    inits = [
+        constant("w", weight),
+        constant("b", [0.25, -0.5]),
+        *quant_constants("qin", scale=0.5),
+        *quant_constants("qout", scale=1.0, bits=3),
+    ]
+    length = (5 + sum(pads) - 2) // stride + 1
+    graph = helper.make_graph(
+        nodes,
+        "conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, length])],
+        initializer=inits,
+    )
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 1)])
+    return shapes(proto)

@@ -96,6 +96,43 @@ def test_an_input_domain_given_must_be_the_first_quantizers(mlp_file: tuple[torc
         iotable.precompute(path, input_domain=Domain.uniform(2))
 
 
+@pytest.mark.parametrize(("group", "pads", "stride"), [(1, (1, 0), 1), (2, (1, 1), 2), (1, (0, 0), 3)])
+def test_a_hand_written_conv_agrees_with_execute_onnx_on_every_input(
+    group: int, pads: tuple[int, int], stride: int
+) -> None:
+    """Conv with asymmetric pads, strides and groups: units over the group's channels, the pad node holding the
+    code of real 0, and the codes of 1,000 inputs equal to qonnx's executor's."""
+    proto = qm.conv_model(group=group, pads=pads, stride=stride)
+    net = iotable.precompute(proto)
+    table = net["layer0"]
+    assert [u.in_channels for u in table.plan.units] == ([(0, 1)] * 2 if group == 1 else [(0,), (1,)])
+    pads_node = [n for n in net.graph.nodes if n.kind.value == "pad"]
+    assert [n.meta.pad_codes for n in pads_node] == ([(2, 2)] if any(pads) else [])  # real 0 in {-1, -.5, 0, .5}
+    every = np.array(list(itertools.product(range(4), repeat=10))).reshape(-1, 2, 5)
+    assert iotable.verify(proto, net, every[:: 1024 // 1024 * 1][:1024], codes=True).ok
+
+
+@pytest.mark.slow  # brevitas' export of a convolution takes ~15 s
+@pytest.mark.parametrize("shape", [(2, 5), (1, 4, 3)], ids=["conv1d", "conv2d"])
+def test_a_brevitas_cnn_gives_the_torch_routes_tables_and_agrees_with_execute_onnx(
+    shape: tuple[int, ...], tmp_path: Path
+) -> None:
+    """Padded, strided convolutions with batch norm: the torch route's pad, window and table nodes and tables,
+    and all of 300 inputs agree with qonnx's executor."""
+    pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
+    model = qm.brevitas_cnn(len(shape) - 1)
+    path = qm.export_brevitas(model, tmp_path / "cnn.onnx", shape)
+    net = iotable.precompute(path)
+    ref = iotable.precompute(model, input_domain=net.input_node.domain, example_input=torch.zeros(1, *shape))
+    assert [n.kind.value for n in net.graph.nodes] == [n.kind.value for n in ref.graph.nodes]
+    assert [n.meta for n in net.graph.nodes if n.kind.value in ("pad", "window")] == [
+        n.meta for n in ref.graph.nodes if n.kind.value in ("pad", "window")
+    ]
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in ref.tables]
+    x = np.random.default_rng(2).integers(0, 4, size=(300, *shape))
+    assert iotable.verify(path, net, x, codes=True).ok
+
+
 # -- exact semantics -------------------------------------------------------------------------------------------
 
 _MODES = ["ROUND", "CEIL", "FLOOR", "UP", "DOWN", "HALF_UP", "HALF_DOWN"]

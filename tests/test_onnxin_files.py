@@ -145,6 +145,21 @@ def _thresholds(values: Any) -> Callable[[], Any]:
     return lambda: qm.threshold_model([[1.0, 2.0], [1.0, -1.0]], values)
 
 
+def _conv_of_conv() -> Any:
+    proto = qm.conv_model()
+    first = helper.make_node("Conv", ["xq", "w", "b"], ["xr"], name="conv0", kernel_shape=[2], pads=[1, 0])
+    _insert(proto, 1, first)
+    _rewire(proto, "conv", ["xr", "w", "b"])
+    return proto
+
+
+def _conv_of_kernel(size: int) -> Any:
+    proto = qm.conv_model(pads=(0, 0))
+    _replace_init(proto, "w", np.ones((2, 2, size)))
+    _set_attr(_node(proto, "conv"), "kernel_shape", [size])
+    return proto
+
+
 def _write(tmp_path: Path, made: Any) -> Path:
     path = tmp_path / "model.onnx"
     path.write_bytes(made if isinstance(made, bytes) else made.SerializeToString())
@@ -313,6 +328,24 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         _qcdq(lambda p: (p.graph.node.remove(_node(p, "dq_in")), _rewire(p, "mm", ["xc", "w"]))),
         ModelError,
         r"node 'mm' \(MatMul\).* reads QuantizeLinear's integers; put a DequantizeLinear",
+    ),
+    (
+        "conv auto_pad",
+        lambda: qm.conv_model(auto_pad="SAME_UPPER", pads=(0, 0)),
+        ModelError,
+        r"node 'conv' \(Conv\).*auto_pad='SAME_UPPER'; export the model with explicit pads",
+    ),
+    (
+        "conv of a conv before its quantizer",
+        _conv_of_conv,
+        ModelError,
+        r"node 'conv' \(Conv\).*reads the output of a quantizer directly",
+    ),
+    (
+        "conv kernel larger than its input",
+        lambda: _conv_of_kernel(9),
+        ModelError,
+        r"node 'conv' \(Conv\).*the kernel \(9,\) does not fit the \(padded\) input \(2, 5\)",
     ),
     (
         "descending thresholds",
