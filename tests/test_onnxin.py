@@ -190,6 +190,7 @@ def test_a_wrong_rounding_is_found_and_located() -> None:
     assert not report.ok
     assert report.first is not None and report.first["node"] == "layer0" and report.first["input_codes"] == (1, 0, 0)
     assert (report.first["table"], report.first["model"], report.first["tie"]) == (1, 0, True)
+    assert report.first["note"].startswith("a float32 tie")
 
 
 def test_finns_multithreshold_form_counts_thresholds_reached_inclusively() -> None:

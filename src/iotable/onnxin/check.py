@@ -152,8 +152,15 @@ def verify_onnx(model: Any, net: TableNetwork, inputs: Any, *, codes: bool = Fal
         sample = int(np.flatnonzero(~same)[0])
         first = _locate(net, walk, proto, parsed, input_codes[sample : sample + 1], values[sample : sample + 1])
         first["sample"] = sample
-        first["ties"] = "all float32 ties" if first.get("tie") else "not a float32 tie: the network differs"
+        first["note"] = first.get("note") or (_TIE if first["tie"] else _NOT_TIE)
     return VerifyReport(samples=len(values), mismatches=mismatches, first=first)
+
+
+_TIE = (
+    "a float32 tie: the row's exact value lies within float32 rounding of a quantization boundary or threshold, "
+    "which the reference's float32 arithmetic rounds the other way; the table holds the exact result"
+)
+_NOT_TIE = "not a float32 tie: the table differs from the model's own semantics"
 
 
 def _locate(net: TableNetwork, walk: Any, proto: Any, parsed: Any, codes: Any, values: np.ndarray) -> dict[str, Any]:
