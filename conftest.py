@@ -20,6 +20,9 @@ if not (importlib.util.find_spec("graphviz") and shutil.which("dot")):
 # fails under CI.
 if not any(shutil.which(name) for name in ("berkeley-abc", "yosys-abc", "abc")):
     collect_ignore.append("src/iotable/synth/_map.py")
+# The ONNX export's example runs onnxruntime, part of the onnx extra.
+if not (importlib.util.find_spec("onnx") and importlib.util.find_spec("onnxruntime")):
+    collect_ignore.append("src/iotable/onnxout/__init__.py")
 
 
 # Names the examples use unqualified besides ``iotable.__all__``: every name of these modules, and the few

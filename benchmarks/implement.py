@@ -7,7 +7,9 @@ sets the clock), the ladder of LUT counts a user can ask iotable for, each with 
 - **estimate**: LogicNets' formula on the design's tables (no tool);
 - **ABC**: every distinct table mapped onto LUT6 by ABC and checked row by row (``iotable.synth.cost``), the
   count of the design's instances;
-- **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the exported design (LUT6, MUXF, flip-flops);
+- **synthesis**: yosys ``synth_xilinx -nobram -nolutram`` of the design with its tables mapped (K=6, placed as
+  ``LUT1``-``LUT6`` cells), the synthesized netlist simulated against the design's vectors (LUT6, MUXF,
+  flip-flops);
 - **place and route**: ``iotable.hdl.implement`` for ECP5 and iCE40 targets (yosys, then nextpnr) with the
   tables mapped (``tables="mapped"``: each table's ABC netlist, K=4, checked row by row, placed as the family's
   LUT cells), ``--seeds`` placements (Fmax median and range) and ``verify``: the synthesized and routed
@@ -104,7 +106,9 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, 
         row["abc4"] = {"luts": report.luts, "seconds": seconds}
         print(f"  ABC: {report.luts} LUT4 over the network's tables in {seconds:.1f} s")
     for target in targets:
-        options = {"tables": "mapped", "seeds": seeds, "verify": 16} if not target.startswith("xilinx") else {}
+        options: dict[str, Any] = {"tables": "mapped", "verify": 16}
+        if not target.startswith("xilinx"):
+            options["seeds"] = seeds
         seconds, result = _timed(
             lambda target=target, options=options: implement(design, target=target, timeout=3600, **options)
         )
@@ -121,8 +125,9 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, 
             "verified": [[v.netlist, v.vectors] for v in result.verified], "tables": options.get("tables", "case"),
             "largest_tool_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
         }  # fmt: skip
-        if "abc4" in row and not target.startswith("xilinx"):
-            row[target]["luts_per_abc4"] = round(result.luts / max(row["abc4"]["luts"], 1), 3)
+        abc = row["abc"] if target.startswith("xilinx") else row.get("abc4")
+        if abc is not None:
+            row[target]["luts_per_abc"] = round(result.luts / max(abc["luts"], 1), 3)
         print(result.summary())
     return row
 

@@ -1,7 +1,7 @@
 """Generate ``docs/api.md``, the API reference, from the docstrings of iotable's public names.
 
 Every name in the ``__all__`` of ``iotable`` and of its public modules (``iotable.nn``, ``iotable.brevitas``,
-``iotable.hdl``, ``iotable.synth``, ``iotable.errors``, ``iotable.bits``, ``iotable.pla``,
+``iotable.hdl``, ``iotable.synth``, ``iotable.errors``, ``iotable.bits``, ``iotable.pla``, ``iotable.onnxout``,
 ``iotable.graph.nodes``) gets its signature and docstring; classes also get their own public methods,
 properties and attributes; error classes also get their group. The names that live in other modules (see the
 package docstring) follow under their home module. Constants, which have no docstring, are described by the
@@ -35,6 +35,7 @@ import iotable.hdl
 import iotable.lutcount
 import iotable.lutnet
 import iotable.nn
+import iotable.onnxout
 import iotable.pla
 import iotable.synth
 
@@ -48,6 +49,7 @@ PUBLIC_MODULES = (
     iotable.errors,
     iotable.bits,
     iotable.pla,
+    iotable.onnxout,
     iotable.graph,
     iotable.lutnet,
     iotable.lutcount,

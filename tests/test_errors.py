@@ -54,6 +54,7 @@ BUILTIN_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "BrevitasNotInstalledError": (ImportError,),
     "OnnxNotInstalledError": (ImportError,),
     "GraphvizNotInstalledError": (ImportError,),
+    "ONNXNotInstalledError": (ImportError,),
     "HDLToolError": (RuntimeError,),
     "SimulatorNotInstalledError": (RuntimeError,),
     "ABCError": (RuntimeError,),

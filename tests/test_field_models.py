@@ -1,5 +1,5 @@
 """Whole models of the 2024–26 families as their authors write them, brought in with no decomposition metadata (or
-only the output domain the structure cannot show): the same tables as the hand-decorated models, layer for
+only an output domain, which the tables also show): the same tables as the hand-decorated models, layer for
 layer and table for table, and ``verify`` 100%."""
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def logicnets() -> nn.Sequential:
     )
 
 
-# name, model, input domain, features, {layer index: the output domain the structure cannot show}, host (none: the
-# class sums of DWN, DiffLogic and TreeLUT become sum nodes)
+# name, model, input domain, features, {layer index: the output domain no quantizer shows (its tables do)}, host
+# (none: the class sums of DWN, DiffLogic and TreeLUT become sum nodes)
 FAMILIES: list[tuple[str, Callable[[], nn.Sequential], Domain, int, dict[int, Domain], list[str]]] = [
     ("dwn", dwn, U3, 4, {0: BITS, 1: BITS, 2: BITS}, []),
     ("difflogic", difflogic, BITS, 12, {0: BITS, 1: BITS}, []),
@@ -136,13 +136,19 @@ def test_no_decoration_at_all_where_a_quantizer_closes_every_layer() -> None:
         assert iotable.verify(model, net, x).agreement == 1.0
 
 
-def test_an_inferred_layer_without_an_output_domain_says_what_to_declare() -> None:
-    """A DWN without its output domains: two LUT layers meet with no quantizer between them; the refusal names
-    them and the fix."""
-    model = dwn().eval()
-    with pytest.raises(iotable.errors.ModelError, match="put a quantizer") as caught:
-        _precompute(model, U3, 4, ["3"])
-    assert "0" in str(caught.value) and "1" in str(caught.value)
+@pytest.mark.parametrize("family", [f for f in FAMILIES if f[4]], ids=[f[0] for f in FAMILIES if f[4]])
+def test_no_output_domain_needed_where_the_tables_show_it(family: tuple) -> None:
+    """DWN, DiffLogic and TreeLUT with no decoration at all: each layer's output domain is the values its tables
+    hold, the domain a user declares by hand ({0, 1}, the leaf scores), so the outputs are those of the model
+    declared by hand."""
+    _, build, domain, features, outputs, host = family
+    model = build().eval()
+    net = _precompute(model, domain, features, host)
+    declared = _precompute(_hand_decorated(model, outputs), domain, features, host)
+    assert {n: layer.plan.output_domain for n, layer in net.layers.items()} == {str(k): d for k, d in outputs.items()}
+    x = torch.tensor(domain.values, dtype=torch.float32)[torch.randint(0, len(domain), (500, features))]
+    assert torch.equal(net.run(x), declared.run(x))
+    assert iotable.verify(model, net, x).agreement == 1.0
 
 
 def test_a_mapping_changed_by_training_is_followed() -> None:

@@ -143,6 +143,19 @@ def test_a_primitive_design_passes_its_benches_and_simulates_as_net_run(designs:
     assert torch.equal(simulate(design, x, codes=True), design.reference(x, codes=True))
 
 
+@pytest.mark.parametrize("family", ["ecp5", "xilinx"])
+def test_verilator_runs_a_primitive_design_with_its_cell_models(
+    designs: dict[str, Design], family: str, tmp_path: Path
+) -> None:
+    """Verilator compiles the cells' models with the design's sources (it stopped at "Cannot find file containing
+    module: 'LUT4'"), and its outputs are net.run's."""
+    require_program("verilator", package="verilator")
+    design = designs[family]
+    x = torch.randint(0, 4, (50, 4), generator=torch.Generator().manual_seed(2))
+    out = simulate(design, x, codes=True, simulator="verilator", cache_dir=tmp_path / "verilator", timeout=600)
+    assert torch.equal(out, design.reference(x, codes=True))
+
+
 @pytest.mark.parametrize("family", ["ecp5", "ice40"])
 def test_synthesis_keeps_every_lut_cell_with_its_init(busy: dict[str, Design], family: str) -> None:
     """synth_ecp5 / synth_ice40 keep each table's LUT cells as written: every instance, with its INIT, is in the

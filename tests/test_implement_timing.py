@@ -106,6 +106,32 @@ def test_seeds_give_the_median_fmax_its_range_and_each_seed(tiny, fakes: Path, t
     assert again.cached and again.fmax_mhz == 300.0 and len(_placements(fakes)) == 3
 
 
+@pytest.mark.parametrize(("count", "together"), [(3, 3), (4, 4), (5, 2)])
+def test_seeds_share_the_cores_rather_than_wait_for_a_second_round(
+    monkeypatch: pytest.MonkeyPatch, count: int, together: int
+) -> None:
+    """On 2 cores, up to 4 seeds run at once (3 placements take 1.5 placement times, not 2); 5 run 2 at a time."""
+    import threading
+    import time
+
+    from iotable.hdl import seeds as seeds_module
+
+    monkeypatch.setattr(seeds_module.os, "cpu_count", lambda: 2)
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def place(seed: int) -> int:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        return seed
+
+    assert seeds_module.run_seeds(place, list(range(1, count + 1))) == {s: s for s in range(1, count + 1)}
+    assert most[0] == together
+
+
 @pytest.mark.parametrize("seeds", [0, -1, True, "3", (1, 1), (), (1.5,), 65])
 def test_bad_seeds_are_refused_before_any_tool_runs(tiny, fakes: Path, seeds: object) -> None:
     """seeds is a count from 1 to 64 or distinct non-negative integers; anything else is refused naming both."""

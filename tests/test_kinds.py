@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import iotable
-from iotable import Domain, Layout, ModelError, Spec, precompute, verify
+from iotable import Domain, Layout, ModelError, Spec, precompute, spec_of, verify
 from iotable.errors import SpecError, SpecMismatchError
 from iotable.kinds import LayerKind, Role, kind_of, register, registered, role_of, unregister
 from iotable.nn import Quantize
@@ -42,6 +42,30 @@ def test_a_subclass_has_its_parents_kind_and_the_fast_paths_read_exact_classes()
     assert kind_of(nn.Linear(2, 2)).fast_path == "linear"
     assert kind_of(nn.Conv2d(1, 1, 1)).fast_path == "conv"
     assert kind_of(nn.Sequential()) is None and role_of(nn.Sequential()) is None
+
+
+def test_a_linear_subclass_with_its_own_forward_gets_the_units_its_structure_shows() -> None:
+    """An nn.Linear subclass whose forward multiplies its weight by a mask (LogicNets' SparseLinear) is planned by
+    the units it reads, not every input; a subclass that keeps nn.Linear's forward keeps the built-in rule."""
+
+    class MaskedLinear(nn.Linear):
+        def __init__(self) -> None:
+            super().__init__(4, 2)
+            self.register_buffer("mask", torch.tensor([[1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]]))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return nn.functional.linear(x, self.weight * self.mask, self.bias)
+
+    class MyLinear(nn.Linear):
+        pass
+
+    assert spec_of(MaskedLinear()).infer and not spec_of(MyLinear(4, 2)).infer
+    plan = iotable.plan(MaskedLinear(), input_domain=Domain.uniform(1), example_input=torch.zeros(1, 4))
+    assert [u.in_channels for u in plan.units] == [(0, 1), (3,)]
+    assert [u.in_channels for u in iotable.plan(MyLinear(4, 2), input_domain=Domain.uniform(1)).units] == [
+        (0, 1, 2, 3),
+        (0, 1, 2, 3),
+    ]
 
 
 class SumPool1d(nn.Module):

@@ -253,7 +253,8 @@ MAY_IMPORT = {
     "synth": SHARED | NEUTRAL | {"graph", "nodekinds", "network"},
     "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
     "onnxin": SHARED | NEUTRAL | {"graph", "nodekinds", "runtime", "tabulate", "network"},
-    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl"},
+    "onnxout": SHARED | NEUTRAL | {"graph", "runtime", "network"},
+    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl", "onnxout"},
     "__main__": {"cli"},
 }
 

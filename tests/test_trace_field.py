@@ -143,13 +143,13 @@ def test_difflogic_with_groupsum_on_host_is_exact():
     assert report.ok and report.samples == 256
 
 
-def test_undecorated_difflogic_is_refused_by_module():
-    """Undecorated LogicLayers are layers of the user's own (their units inferred); with no output domain, two of
-    them meet with no quantizer between, refused by their qualified names with the fix."""
-    with pytest.raises(
-        ModelError, match=r"logic\.0 and logic\.1 sit between the same pair of quantizers.*put a quantizer"
-    ):
-        precompute(difflogic(decorated=False), input_domain=BITS, example_input=torch.zeros(1, 8))
+def test_undecorated_difflogic_takes_its_domains_from_its_tables():
+    """Undecorated LogicLayers are layers of the user's own (their units inferred); with no quantizer after them,
+    their output domain is the {0, 1} their tables hold, and the network agrees with the model on every input."""
+    model = difflogic(decorated=False)
+    net = precompute(model, input_domain=BITS, example_input=torch.zeros(1, 8))
+    assert [net[name].plan.output_domain for name in ("logic.0", "logic.1")] == [BITS, BITS]
+    assert verify(model, net, all_bit_vectors(8)).agreement == 1.0
 
 
 def test_dwn_with_groupsum_on_host_is_exact():

@@ -52,6 +52,28 @@ def test_logicnets_as_upstream_writes_it(tmp_path: Path) -> None:
     _check_family(uz.LogicNetsModel(), tmp_path)
 
 
+def test_logicnets_jet_substructure_model_as_upstream_writes_it(tmp_path: Path) -> None:
+    """LogicNets' jet-substructure model as its repository writes it (the input quantizer after a batch norm and a
+    scalar bias, the mask a frozen parameter that SparseLinear's own forward multiplies in, the truth-table switch
+    off, and a learned scalar bias and scale after the last output quantizer), 24 inputs wide, comes in
+    undecorated: each neuron reads its mask's row, verify 100%, the Verilog simulates equal."""
+    model = uz.JetSubstructureNeqModel(widths=(24, 16, 5)).eval()
+    inputs = Domain([-1.0, -0.5, 0.0, 0.5])
+    net = iotable.precompute(model, input_domain=inputs, example_input=torch.zeros(1, 24))
+    for k, layer in enumerate(model.module_list):
+        rows = [set(torch.nonzero(row).flatten().tolist()) for row in layer.fc.mask()]
+        assert all(set(u.in_channels) <= rows[u.index] for u in net[f"module_list.{k}.fc"].plan.units)
+    codes = torch.randint(0, 4, (2300, 24), generator=torch.Generator().manual_seed(1))
+    x = torch.tensor(inputs.values, dtype=torch.float32)[codes]
+    assert iotable.verify(model, net, x[:2000]).agreement == 1.0
+    with torch.no_grad():
+        assert torch.equal(net.run(x), model(x))
+    design = export(net, tmp_path, top="net", vectors=16)
+    assert torch.equal(
+        simulate(design, x[2000:], simulator="iverilog", timeout=120), net.run(x[2000:], return_codes=True)
+    )
+
+
 def _imask_rows(layer: nn.Module) -> list[set[int]]:
     """The inputs each neuron of an upstream PolyLUT or NeuraLUT layer reads, from its own index tensor."""
     imask = layer.imask() if isinstance(layer.imask, nn.Module) else layer.imask

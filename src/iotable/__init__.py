@@ -18,7 +18,8 @@ The pipeline:
 - **run / verify** — :meth:`TableNetwork.run` evaluates the network from its tables alone; :func:`verify`
   compares it with the model bit for bit. :func:`observe` and :func:`restrict` keep only the rows real
   data reaches (don't-cares elsewhere); :func:`export_pla` writes them for logic minimisers.
-- **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model.
+- **save** — :func:`save` / :func:`load`: a checksummed bundle, loaded memory-mapped without the model;
+  :func:`export_onnx` writes a network as plain ONNX that onnxruntime runs equal to :meth:`TableNetwork.run`.
 - **look at** — networks, layers, graphs and reports show as short reprs in a terminal and as HTML tables
   in a notebook; :meth:`TableNetwork.draw` pictures the graph (with Graphviz).
 - **hardware** — :mod:`iotable.hdl` writes a table network (or one table) as Verilog or VHDL with
@@ -77,6 +78,7 @@ from .network.network import TableNetwork
 from .network.observe import Observation, observe, restrict
 from .network.precompute import precompute
 from .network.verify import VerifyReport, verify
+from .onnxout import export_onnx
 from .pla import export_pla
 from .synth.estimate import CostEstimate, estimate
 from .table import IOTable
@@ -109,6 +111,7 @@ __all__ = [
     "decompose",
     "errors",
     "estimate",
+    "export_onnx",
     "export_pla",
     "hdl",
     "kinds",

@@ -9,7 +9,7 @@
 - ``iotable pla BUNDLE DIRECTORY`` writes every table as a PLA file for logic minimisers;
 - ``iotable export verilog|vhdl BUNDLE DIRECTORY`` writes the network as a hardware design with its testbenches
   (``--style streaming``: pixels in raster order through line buffers; ``--tables mapped``: each table as its
-  LUT netlist);
+  LUT netlist); ``iotable export onnx BUNDLE -o FILE.onnx`` writes it as plain ONNX (``iotable.export_onnx``);
 - ``iotable cost BUNDLE`` maps every table onto LUTs with ABC and prints the LUT report (``--save`` keeps the
   results in the bundle);
 - ``iotable implement BUNDLE TARGET`` synthesizes the network for an FPGA (``ice40-hx8k``, ``ecp5-85k``,
@@ -41,6 +41,7 @@ from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
 from .network.network import TableNetwork
 from .network.precompute import precompute
+from .onnxout import DEFAULT_OPSET
 from .pla import export_pla
 
 __all__ = ["main"]
@@ -272,11 +273,19 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         description="Write a network bundle as a hardware design in DIRECTORY (created if missing): one module per "
         "distinct table, a layer module per table node, a top module with a valid/ready handshake, a self-checking "
         "testbench that checks random input vectors against the network's own outputs, an exhaustive bench per "
-        "table and <top>_design.json. Host nodes stay in software. See docs/hardware.md.",
+        "table and <top>_design.json. Host nodes stay in software. See docs/hardware.md. "
+        "'iotable export onnx BUNDLE -o FILE.onnx' writes the network as plain ONNX instead (docs/graph.md).",
     )
-    export.add_argument("language", choices=("verilog", "vhdl"), help="the language to write")
+    export.add_argument("language", choices=("verilog", "vhdl", "onnx"), help="the language to write")
     export.add_argument("bundle", metavar="BUNDLE", help="the bundle directory (of a network)")
-    export.add_argument("directory", metavar="DIRECTORY", help="where to write the design")
+    export.add_argument("directory", metavar="DIRECTORY", nargs="?", help="where to write the design (verilog, vhdl)")
+    export.add_argument("-o", "--output", metavar="FILE.onnx", help="the ONNX file to write (onnx)")
+    export.add_argument(
+        "--opset", type=int, default=DEFAULT_OPSET, help="the ONNX opset, 13 to 21 (onnx; default: %(default)s)"
+    )
+    export.add_argument(
+        "--codes", action="store_true", help="the ONNX model takes and returns codes instead of values (onnx)"
+    )
     export.add_argument("--top", default="iotable_net", help="the top module's name (default: %(default)s)")
     export.add_argument(
         "--pipeline",
@@ -317,6 +326,11 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
 def _export(args: argparse.Namespace) -> int:
     from .hdl import export
 
+    if args.language == "onnx":
+        return _export_onnx(args)
+    if args.directory is None or args.output is not None:
+        msg = f"export {args.language} writes a design into DIRECTORY: give BUNDLE DIRECTORY, without -o"
+        raise CommandError(msg)
     target = _directory(args.directory, "DIRECTORY", "the design")
     net = _network(args.bundle, "export")
     unloaded = unavailable_hosts(net.graph)
@@ -339,6 +353,21 @@ def _export(args: argparse.Namespace) -> int:
             "the hardware never runs them"
         )
     print(f"wrote {len(design.files)} file(s) to {target}")
+    return 0
+
+
+def _export_onnx(args: argparse.Namespace) -> int:
+    from .onnxout import export_onnx
+
+    if args.output is None or args.directory is not None:
+        msg = "export onnx writes one file: give BUNDLE -o FILE.onnx, without DIRECTORY"
+        raise CommandError(msg)
+    output = _path(args.output, "-o", "a file name such as net.onnx")
+    if not output.parent.is_dir():  # the output path is checked before the bundle is read
+        msg = f"-o {args.output}: the folder {str(output.parent)!r} does not exist; create it first"
+        raise CommandError(msg)
+    path = export_onnx(_network(args.bundle, "export"), output, opset=args.opset, codes=args.codes)
+    print(f"wrote {path}")
     return 0
 
 

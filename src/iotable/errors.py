@@ -56,6 +56,7 @@ __all__ = [
     "NetlistMismatchError",
     "NodeExecutionError",
     "NotDecomposedError",
+    "ONNXNotInstalledError",
     "ObserveError",
     "OnnxFileError",
     "OnnxNotInstalledError",
@@ -252,6 +253,10 @@ class OnnxNotInstalledError(ToolError, ImportError):
 
 class GraphvizNotInstalledError(ToolError, ImportError):
     """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
+
+
+class ONNXNotInstalledError(ToolError, ImportError):
+    """The package ``onnx`` is not installed; the message names the extra to install (``iotable[onnx]``)."""
 
 
 class HDLToolError(ToolError, RuntimeError):

@@ -43,7 +43,12 @@ def is_elementwise(module: nn.Module) -> bool:
 
 
 def _linear(module: nn.Module) -> Spec:
-    """One unit per output over every input, or the fan-ins of a pruning mask."""
+    """One unit per output over every input, or the fan-ins of a pruning mask; for a subclass with a forward of
+    its own (LogicNets' ``SparseLinear``: ``F.linear(x, self.weight * self.mask(), self.bias)``), the units its
+    structure shows, as a module of the user's own gets them."""
+    if type(module).forward is not nn.Linear.forward:
+        source = f"built-in rule for nn.Linear: {type(module).__name__} has a forward of its own, units inferred"
+        return Spec(layout=Layout.NC, infer=True, source=source)
     if isinstance(getattr(module, "weight_mask", None), torch.Tensor):  # torch.nn.utils.prune: mask = fan-in
         return Spec(
             layout=Layout.NC,

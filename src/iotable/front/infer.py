@@ -22,11 +22,19 @@ from ..nn import domain_of
 from .dependence import Dependence, dependence
 from .glue import _ARITHMETIC, _ARITHMETIC_METHODS
 from .layout import Layout
-from .metadata import Spec
+from .metadata import Spec, declared_spec
 from .region import Region
-from .registry import kind_of
+from .registry import Role, kind_of, role_of
 
-__all__ = ["INFERRED", "arithmetic_only", "inferable", "inferred_leaf", "inferred_spec", "units_of"]
+__all__ = [
+    "INFERRED",
+    "arithmetic_only",
+    "inferable",
+    "inferred_leaf",
+    "inferred_spec",
+    "outputs_from_tables",
+    "units_of",
+]
 
 #: The ``source`` of an inferred :class:`Spec` starts with this.
 INFERRED = "inferred from the module's structure"
@@ -61,6 +69,20 @@ def inferred_leaf(module: nn.Module) -> bool:
         return True
     below = next(iter(module.parameters()), None) is not None or next(iter(module.buffers()), None) is not None
     return below and not any(_quantizes(m) for m in module.modules())
+
+
+def outputs_from_tables(module: nn.Module) -> bool:
+    """Whether a mixing layer that no quantizer follows takes its output domain from its own tables: a module of
+    the user's own (inferred, a region, or declared with no output domain), such as a DWN LUT layer or a DiffLogic
+    gate layer, whose exhaustive tables hold every value it can give. torch's and brevitas' layers (and the kinds
+    registered for them), declared or not, are not: their floats want a quantizer after them (the refusal says
+    where)."""
+    if role_of(module) is Role.MIXING:
+        return False
+    declared = declared_spec(module)
+    if declared is not None:
+        return declared.output_domain is None and declared.output_domain_from is None
+    return isinstance(module, Region) or inferred_leaf(module)
 
 
 #: What the forward of an arithmetic module may call besides arithmetic: shapes, views, sums and argmax.

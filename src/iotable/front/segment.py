@@ -19,7 +19,7 @@ from torch import nn
 from ..errors import ModelError
 from ..nn import domain_of
 from .glue import Arithmetic, _elementwise_call
-from .infer import inferred_leaf
+from .infer import inferred_leaf, outputs_from_tables
 from .metadata import declared_spec
 from .region import OpenRegion, Region, step_inputs
 from .registry import Role, kind_of, role_of
@@ -193,6 +193,23 @@ class _Segmenter:
             )
             raise ModelError(msg)
 
+    def codes_from_table(self, step: Step, *, required: bool = True) -> bool:
+        """Close the open table layer ``step`` for a reader of codes where its output domain can be the values its
+        own tables hold: elementwise modules after codes, or a layer of the user's own (:func:`~iotable.front.
+        infer.outputs_from_tables`). The builder takes it from them (``meta["domain_from_table"]``); where not
+        ``required`` (the model's output), too many values leave the outputs raw."""
+        if step.kind != "table" or step.closed or step.name in self.regions:
+            return False
+        if step.mixing is not None:
+            if step.mixing not in step.module_names:
+                return False  # a join (``"add"``)
+            m = step.modules[step.module_names.index(step.mixing)]
+            if _averages(m) or not outputs_from_tables(m):
+                return False
+        step.closed = True
+        step.meta["domain_from_table"] = "required" if required else "if few"
+        return True
+
     # The model's input and output.
 
     def placeholder(self, node: fx.Node) -> None:
@@ -216,6 +233,7 @@ class _Segmenter:
                 "of quantized codes followed by a quantizer is one table per window)"
             )
             raise ModelError(msg)
+        self.codes_from_table(last, required=False)  # codes where the tables show few values: hardware reads codes
         last.closed = True
         self.add(Step("output", "output", [last.name], last.shape, closed=True))
 
@@ -235,6 +253,8 @@ class _Segmenter:
             return
         quantizer = _closes(m)
         role = role_of(m) if declared_spec(m) is None else None
+        if role in (Role.POOL, Role.RESHAPE):
+            self.codes_from_table(src)
         if role is Role.POOL:
             if not src.closed:
                 msg = (
@@ -276,7 +296,7 @@ class _Segmenter:
         """A module run with torch: listed in ``host=``, or after one. It reads codes (or a host's values): a
         table layer still open before it would have to run on the host too, which is refused, never done
         silently (:func:`_moves_to_host`)."""
-        if not src.closed and src.kind == "table":
+        if not src.closed and src.kind == "table" and not self.codes_from_table(src):
             raise ModelError(_moves_to_host(target, src, self.root))
         self.produce(node, self.add(Step(target, "host", [src.name], node.meta["shape"], [m], [target], closed=True)))
 
@@ -284,7 +304,7 @@ class _Segmenter:
         """A quantizer, an elementwise module or a mixing layer: it starts a table layer after a closed step,
         or joins the open one (which takes the mixing layer's name); a quantizer closes the layer."""
         mixing = _is_mixing(m)
-        if src.closed:
+        if src.closed or (mixing and src.mixing is not None and self.codes_from_table(src)):
             step = self.add(Step(target, "table", [src.name], node.meta["shape"]))
         elif mixing and src.mixing is not None:
             raise ModelError(_two_mixing_layers(target, m, src.mixing))
@@ -310,7 +330,7 @@ class _Segmenter:
         target = node.target
         if target in _RESHAPE_FUNCTIONS or (node.op == "call_method" and target in _RESHAPE_METHODS):
             src = self.source(node.args[0], node)
-            if not src.closed:
+            if not src.closed and not self.codes_from_table(src):
                 msg = f"{self.where(node)}: a reshape of an unquantized tensor; put a Quantize before it"
                 raise ModelError(msg)
             self.produce(node, self.add(Step(node.name, "reshape", [src.name], node.meta["shape"], closed=True)))
@@ -366,7 +386,7 @@ class _Segmenter:
         region = regions[0]
         if len(regions) > 1:
             raise region.refuse_other_input(node, regions[1].input, self.where(node))
-        if not self.joins(node):
+        if not self.joins(node, region):
             read = list(dict.fromkeys(n for n in inputs if region.holds(n)))
             if len(read) > 1:
                 raise region.refuse_other_input(node, read[1], self.where(node))
@@ -379,13 +399,16 @@ class _Segmenter:
         self.produce(node, self.steps[region.step])
         return True
 
-    def joins(self, node: fx.Node) -> bool:
-        """Whether a node that reads a region's value is part of it: any call but a quantizer or a host module."""
+    def joins(self, node: fx.Node, region: OpenRegion) -> bool:
+        """Whether a node that reads a region's value is part of it: any call but a quantizer, a host module, or a
+        mixing layer outside the region's module (the next layer, which reads the codes the region's tables hold)."""
         if node.op == "output":
             return False
         if node.op == "call_module":
             target = str(node.target)
-            return target not in self.host and not _closes(self.module.get_submodule(target))
+            m = self.module.get_submodule(target)
+            inside = target.startswith(f"{region.owner}.")
+            return target not in self.host and not _closes(m) and (inside or not _is_mixing(m))
         return True
 
     def close_region(self, region: OpenRegion, output: fx.Node) -> None:
@@ -412,6 +435,8 @@ class _Segmenter:
             msg = f"{self.where(node)}: only the add of two tensors is supported; received args {node.args}"
             raise ModelError(msg)
         a, b = (self.source(t, node) for t in tensor_args)
+        for operand in (a, b):
+            self.codes_from_table(operand)
         if not (a.closed and b.closed) or a.kind == "host" or b.kind == "host":
             msg = f"{self.where(node)}: an add must read two quantized tensors; put a Quantize on each operand"
             raise ModelError(msg)
@@ -441,6 +466,8 @@ class _Segmenter:
         parts = node.args[0]
         dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
         srcs = [self.source(p, node) for p in parts]  # type: ignore[union-attr]  # torch.cat's first argument
+        for part in srcs:
+            self.codes_from_table(part)
         if dim == 0 and all(s.closed and s.kind != "host" and s.shape == srcs[0].shape for s in srcs):
             # PolyLUT-Add's sub-neurons handed to their adder stacked along the batch axis: kept as the operands,
             # which a chunk along the same axis gives back (see unstack)
@@ -455,6 +482,7 @@ class _Segmenter:
         """The step producing the codes ``node`` (a sum or an argmax) reads: a closed step, or an open sum, which it
         closes."""
         src = self.source(node.args[0], node)
+        self.codes_from_table(src)
         if src.kind == "sum" or (src.kind == "table" and src.mixing not in (None, "add") and src.modules[-1:] and
                                  src.module_names[-1] == src.mixing):  # fmt: skip
             src.closed = True  # a sum's codes; a layer's outputs, codes where it becomes exact arithmetic

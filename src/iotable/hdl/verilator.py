@@ -49,6 +49,7 @@ from ..errors import CacheError, HDLError, HDLToolError, OptionError
 from .design import Design
 from .directory import path_error, read_verified
 from .netlist import Style
+from .primitives import models_file
 from .streaming import beats_of, from_beats
 from .tools import _require, _step, _tail
 from .verilator_cache import entry_name, load, open_root, refusal, run_folder, store, verified_copy
@@ -377,12 +378,17 @@ def _version(deadline: float, *, what: str) -> str:
     return done.stdout.strip()
 
 
+def _compiled(design: Design) -> tuple[str, ...]:
+    """The files Verilator compiles: the design's sources and, for device-cell tables, the cells' models."""
+    return design.sources + ((models_file(design.top),) if design.primitives is not None else ())
+
+
 def _key(design: Design, tables: str, driver: str, version: str) -> str:
     record = {
         "format": _FORMAT,
         "top": design.top,
         "style": design.style,
-        "sources": [[name, dict(design.checksums)[name]] for name in design.sources],
+        "sources": [[name, dict(design.checksums)[name]] for name in _compiled(design)],
         "tables": tables,
         "verilator": version,
         "driver": hashlib.sha256(driver.encode()).hexdigest(),
@@ -441,7 +447,7 @@ def verilator_model(
     if found is not None:
         return VerilatorModel(design, entry, key, tables, built=False, seconds=0.0, digests=_digests(found))
     start = time.perf_counter()
-    sources = read_verified(Path(design.directory), dict(design.checksums), design.sources, what=what)
+    sources = read_verified(Path(design.directory), dict(design.checksums), _compiled(design), what=what)
     files = simulation_sources(design, sources, two_state=True) if tables == "memory" else dict(sources)
     stored = _build(files, design.top, driver, (entry, key, secret), deadline, what=what)
     seconds = time.perf_counter() - start

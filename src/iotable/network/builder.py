@@ -48,6 +48,7 @@ from ..lutcount import lut_estimate, threshold_luts
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
+from ..tabulate.outputs import with_table_domain
 from .arithmetic import Inexact, SumHead, argmax_node, sum_groups, sum_node
 from .edges import edge_split
 from .split import declare, linear_split
@@ -300,6 +301,10 @@ class GraphBuilder:
             return self._split(step, src, form)
         if layer_plan.layout.channels_last:
             _refuse_channel_tensors(step, layer_plan)
+        if step.meta.get("domain_from_table") and layer_plan.output_domain is None:  # see segment.codes_from_table
+            self.arithmetic_tensors += [*module.parameters(), *module.buffers()]  # the domain follows the weights
+            where, required = step.mixing or step.name, step.meta["domain_from_table"] == "required"
+            layer_plan = with_table_domain(module, layer_plan, where=where, options=self.options, required=required)
         self.planned[step.name] = (module, layer_plan)
         return self._table_nodes(step, src, layer_plan)
 

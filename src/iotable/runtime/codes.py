@@ -129,7 +129,7 @@ class InputEncoder:
         self.node = node
         self.domains = node.channel_domains() or ()
         self.channels_last = node.layout is not None and node.layout.channels_last
-        self._grid = {dtype: _Grid.of(self.domains, dtype) for dtype in (torch.float32, torch.float64)}
+        self._grid = {dtype: Grid.of(self.domains, dtype) for dtype in (torch.float32, torch.float64)}
         self._radix = len(self.domains[0]) if len(set(self.domains)) == 1 else None
         self._float32_codes = max(len(d) for d in self.domains) <= FLOAT32_EXACT
 
@@ -221,7 +221,7 @@ class InputEncoder:
 
 
 @dataclass(frozen=True)
-class _Grid:
+class Grid:
     """Evenly spaced domains, one per channel: code ``q`` has about the value ``first + q * step``.
 
     ``first``, ``scale`` (``1 / step``), ``top`` (the last code) and ``accept`` (how far, in codes, a value
@@ -235,7 +235,7 @@ class _Grid:
     accept: Any
 
     @classmethod
-    def of(cls, domains: tuple[Domain, ...], dtype: torch.dtype) -> _Grid | None:
+    def of(cls, domains: tuple[Domain, ...], dtype: torch.dtype) -> Grid | None:
         """The grid of ``domains`` computed in ``dtype``, or ``None`` where some domain is not on one."""
         if not domains:
             return None
