@@ -408,7 +408,7 @@ class Walk:
         if domain is None:
             msg = f"{self._where(op)}: flattening channels of different domains is not supported"
             raise ModelError(msg)
-        return Codes(self._add(node_of(f"{op.name}", ReshapeMeta(), (width,), domain), src))
+        return Codes(self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (width,), domain), src))
 
     # -- closing a layer ----------------------------------------------------------------------------------
 
