@@ -310,3 +310,36 @@ def test_the_command_line_refuses_a_broken_file_in_one_line(tmp_path: Path, caps
     result = call(capsys, "precompute", str(bad), "-o", str(tmp_path / "bundle"))
     assert_clean_error(result, "precompute", "'bad.onnx'", "truncated or not ONNX: export it again")
     assert not (tmp_path / "bundle").exists()
+
+
+def test_a_conv_flattened_into_a_sparse_matmul_simulates_equal_as_verilog(tmp_path: Path) -> None:
+    """Conv -> Quant -> Flatten -> sparse MatMul -> Quant: a reshape node between the layers, the MatMul's units
+    reading its nonzero rows, equal to execute_onnx, and its Verilog simulating equal to net.run."""
+    from onnx import TensorProto, helper
+
+    from .optional import require_program
+
+    proto = qm.conv_model()  # y: (2, 5)
+    weight = np.zeros((10, 2), np.float32)
+    weight[[0, 3, 7], 0] = [1.0, -1.0, 2.0]
+    weight[[5, 9], 1] = [1.0, 1.0]
+    proto.graph.node.extend(
+        [
+            helper.make_node("Flatten", ["y"], ["yf"], name="flat"),
+            helper.make_node("MatMul", ["yf", "w2"], ["h2"], name="mm2"),
+            qm.quant("q2", "h2", "z", bits=2, signed=0),
+        ]
+    )
+    proto.graph.initializer.extend([qm.constant("w2", weight), *qm.quant_constants("q2", scale=1.0)])
+    del proto.graph.output[:]
+    proto.graph.output.append(helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 2]))
+    proto = qm.shapes(proto)
+    net = iotable.precompute(proto)
+    assert [n.kind.value for n in net.graph.nodes][-4:] == ["table", "reshape", "table", "output"]
+    assert [u.in_channels for u in net["layer1"].plan.units] == [(0, 3, 7), (5, 9)]
+    x = torch.from_numpy(np.random.default_rng(4).integers(0, 4, size=(200, 2, 5)))
+    assert iotable.verify(proto, net, x.numpy(), codes=True).ok
+    require_program("iverilog", package="iverilog")
+    design = iotable.hdl.export(net, tmp_path / "rtl", vectors=16)
+    got = iotable.hdl.simulate(design, x[:60], codes=True, timeout=120)
+    assert torch.equal(got.reshape(60, -1), net.run(x[:60], codes=True, return_codes=True).reshape(60, -1))
