@@ -234,6 +234,18 @@ def test_qcdq_saturation_and_clip_give_the_output_domain(
     assert iotable.verify(proto, net, every, codes=True).ok
 
 
+def test_a_qcdq_mismatch_is_located_at_its_table() -> None:
+    """Tamper: a network of another Clip range, checked against a QCDQ model, is caught at its table and row."""
+    weights = [[2.0, -2.0], [2.0, 1.0], [-1.0, 3.0]]
+    proto = qm.qcdq_model(weights, clip=(0, 3))
+    wrong = iotable.precompute(qm.qcdq_model(weights, clip=(0, 6)))
+    report = iotable.verify(proto, wrong, np.array([[0, 3, 3]]), codes=True)  # -1, .5, .5: output 1 sums to 4
+    assert not report.ok and report.first is not None
+    found = [report.first[k] for k in ("node", "unit", "input_codes", "table", "model", "tie")]
+    assert found == ["layer0", 1, (0, 3, 3), 4, 3, False]
+    assert report.first["note"].startswith("not a float32 tie")
+
+
 # -- nothing stored in the file runs ---------------------------------------------------------------------------
 
 

@@ -110,6 +110,24 @@ def _runtime_run(what: str) -> Any:
     return run
 
 
+def _intermediates(proto: Any, input_name: str, names: list[str], values: np.ndarray) -> dict[str, Any]:
+    """The reference's tensors ``names`` on one sample: qonnx's executor's whole context for a graph with QONNX
+    operations, onnxruntime asked for them as extra outputs for one of standard operations."""
+    if any(node.domain not in ("", "ai.onnx") for node in proto.graph.node):
+        wrapper_class, execute = _executor("verify")
+        return dict(execute(wrapper_class(proto), {input_name: values}, True))
+    onnx = onnx_module("verify")
+    known = {v.name for v in proto.graph.output}
+    for name in names:
+        if name not in known:
+            proto.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    run = _runtime_run("verify")
+    results = {}
+    for name in names:
+        results[name] = run(copy.deepcopy(proto), input_name, name, values)
+    return results
+
+
 def _nearest_codes(values: np.ndarray, domain_values: np.ndarray) -> np.ndarray:
     return np.abs(values.reshape(len(values), -1, 1) - domain_values[None, None, :]).argmin(axis=2)
 
@@ -165,9 +183,9 @@ _NOT_TIE = "not a float32 tie: the table differs from the model's own semantics"
 
 def _locate(net: TableNetwork, walk: Any, proto: Any, parsed: Any, codes: Any, values: np.ndarray) -> dict[str, Any]:
     """The first table node whose output codes differ from the executor's tensor of the same name."""
-    wrapper_class, execute = _executor("verify")
     computed = {t for op in parsed.ops for t in op.outputs if t not in walk.constants} | {parsed.input_name}
-    context = execute(wrapper_class(_batched(proto, computed, 1)), {parsed.input_name: values}, True)
+    wanted = [n.fx_node for n in net.graph.table_nodes() if n.fx_node is not None]
+    context = _intermediates(_batched(proto, computed, 1), parsed.input_name, wanted, values)
     _, env = net.runtime.run(codes, capture=True)
     for node in net.graph.table_nodes():
         if node.fx_node is None or node.fx_node not in context:
