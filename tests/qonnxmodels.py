@@ -260,3 +260,26 @@ def conv_model(*, group: int = 1, pads: tuple[int, int] = (1, 0), stride: int = 
     )
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX, 1)])
     return shapes(proto)
+
+
+def bipolar_model() -> Any:
+    """Input Quant (2-bit unsigned, scale 0.5) -> MatMul(weights through a BipolarQuant of scale 0.5) ->
+    BipolarQuant (scale 2): outputs -2 or +2."""
+    from onnx import helper
+
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=0),
+        helper.make_node("BipolarQuant", ["w", "ws"], ["wq"], name="wbin", domain=QONNX),
+        helper.make_node("MatMul", ["xq", "wq"], ["h"], name="mm"),
+        helper.make_node("Add", ["h", "b"], ["hb"], name="bias"),
+        helper.make_node("BipolarQuant", ["hb", "os"], ["y"], name="bin", domain=QONNX),
+    ]
+    w = np.array([[0.3, -0.2], [-0.7, 0.1], [0.0, 0.4]], np.float32)  # 0.0 binarizes to +1: no zero weight
+    inits = [
+        constant("w", w),
+        constant("ws", 0.5),
+        constant("b", [0.25, -0.5]),
+        constant("os", 2.0),
+        *quant_constants("qin", scale=0.5),
+    ]
+    return model(nodes, inits, features=3, outputs=2)

@@ -193,6 +193,19 @@ def test_a_wrong_rounding_is_found_and_located() -> None:
     assert report.first["note"].startswith("a float32 tie")
 
 
+def test_bipolar_quantizers_binarize_weights_and_outputs_with_x_at_zero_going_up() -> None:
+    """BipolarQuant: weights folded to +-scale (0 to +scale), outputs -2 or +2 (a sum of exactly 0 gives +2),
+    every input equal to qonnx's executor."""
+    proto = qm.bipolar_model()
+    net = iotable.precompute(proto)
+    assert net.output_node.domain == Domain([-2.0, 2.0])
+    assert [u.in_channels for u in net["layer0"].plan.units] == [(0, 1, 2), (0, 1, 2)]
+    # unit 0: 0.5 * (x0 - x1 + x2) + 0.25 with x0 = 0, x1 = 0.5, x2 = 0 gives 0: +2 (code 1)
+    assert net.tables[0].lookup([[0, 1, 0]]).ravel().tolist() == [1]
+    every = np.array(list(itertools.product(range(4), repeat=3)))
+    assert iotable.verify(proto, net, every, codes=True).ok
+
+
 def test_finns_multithreshold_form_counts_thresholds_reached_inclusively() -> None:
     """MatMul + MultiThreshold: a value equal to a threshold reaches it (>=), as qonnx's executor says."""
     proto = qm.threshold_model([[1.0, 2.0], [1.0, -1.0]], [[1.0, 2.0, 4.0], [-1.0, 0.0, 3.0]], out_scale=0.5)

@@ -46,6 +46,8 @@ def _quant(op: OnnxOp, inputs: list[np.ndarray], where: str) -> np.ndarray:
         msg = f"{where}: scale {scale.shape} and zero point {zero.shape} do not broadcast to the weights {x.shape}"
         raise ModelError(msg) from None
     signed, narrow = bool(op.attributes.get("signed", 1)), bool(op.attributes.get("narrow", 0))
+    if op.op_type == "BipolarQuant":
+        signed, narrow = True, False
     mode = Rounding.parse(str(op.attributes.get("rounding_mode", "ROUND")), where)
     return fold_quant(x, scale, zero, int(b), signed=signed, narrow=narrow, mode=mode)
 
@@ -134,6 +136,7 @@ def _fold(
         return _BINARY[kind](inputs[0], inputs[1])
     folders: dict[str, Callable[[], np.ndarray]] = {
         "Quant": lambda: _quant(op, inputs, where),
+        "BipolarQuant": lambda: _quant(op, [*inputs[:2], np.zeros(()), np.ones(())], where),
         "QuantizeLinear": lambda: _qdq(op, inputs, dtypes, where),
         "DequantizeLinear": lambda: _qdq(op, inputs, dtypes, where),
         "Clip": lambda: np.clip(inputs[0], *clip_bounds(op, constants, where)),

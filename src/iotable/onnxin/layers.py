@@ -182,6 +182,17 @@ class Walk:
             return Codes(node)
         return self._close(op, self._float(op), params)
 
+    @QONNX_OPERATIONS.register("BipolarQuant")
+    def _bipolar(self, op: OnnxOp) -> Codes:
+        scale = self._constant(op, 1, "scale")
+        if scale.size != 1 or not float(scale.reshape(-1)[0]) > 0:
+            msg = f"{self._where(op)}: scale {scale.reshape(-1)[:4].tolist()}; expected one scale > 0 (per tensor)"
+            raise ModelError(msg)
+        params = QuantParams(float(scale.reshape(-1)[0]), 0.0, 1, True, False, Rounding.ROUND)
+        if isinstance(self._tensor(op), Raw):
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain())))
+        return self._close(op, self._float(op), params)
+
     @QONNX_OPERATIONS.register("QuantizeLinear")
     def _quantize_linear(self, op: OnnxOp) -> QInt:
         data = self._tensor(op)
