@@ -14,7 +14,7 @@ import torch
 
 import iotable
 from iotable import Domain
-from iotable.errors import ModelError, OnnxNotInstalledError
+from iotable.errors import ModelError, ONNXNotInstalledError
 
 from . import qonnxmodels as qm
 
@@ -306,7 +306,7 @@ def test_a_missing_onnx_package_is_named_with_its_extra(
     """Without the onnx package, precompute of a file says to install iotable[onnx]."""
     _, path = mlp_file
     monkeypatch.setitem(__import__("sys").modules, "onnx", None)
-    with pytest.raises(OnnxNotInstalledError, match=r"iotable\[onnx\]"):
+    with pytest.raises(ONNXNotInstalledError, match=r"iotable\[onnx\]"):
         iotable.precompute(path)
 
 

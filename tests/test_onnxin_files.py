@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import iotable
-from iotable.errors import IOTableError, ModelError, OnnxFileError, SpecOptionError, TableTooLargeError
+from iotable.errors import IOTableError, ModelError, ONNXFileError, SpecOptionError, TableTooLargeError
 
 from . import qonnxmodels as qm
 
@@ -176,10 +176,10 @@ def _qcdq(change: Callable[[Any], Any]) -> Callable[[], Any]:
 
 
 CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
-    ("truncated", _truncated, OnnxFileError, r"truncated or not ONNX: export it again"),
-    ("not onnx", lambda: b"\xff\xfe not a protobuf \x00\x01" * 3, OnnxFileError, r"not a readable ONNX model"),
-    ("empty file", lambda: b"", OnnxFileError, r"holds no graph nodes; export the model"),
-    ("no nodes", _edit(lambda p: p.graph.ClearField("node")), OnnxFileError, r"holds no graph nodes"),
+    ("truncated", _truncated, ONNXFileError, r"truncated or not ONNX: export it again"),
+    ("not onnx", lambda: b"\xff\xfe not a protobuf \x00\x01" * 3, ONNXFileError, r"not a readable ONNX model"),
+    ("empty file", lambda: b"", ONNXFileError, r"holds no graph nodes; export the model"),
+    ("no nodes", _edit(lambda p: p.graph.ClearField("node")), ONNXFileError, r"holds no graph nodes"),
     (
         "unknown op",
         _edit(_after_matmul(helper.make_node("Softmax", ["h"], ["h2"], name="sm"))),
@@ -195,18 +195,18 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
     (
         "missing initializer",
         _edit(lambda p: p.graph.initializer.remove(_init(p, "w"))),
-        OnnxFileError,
+        ONNXFileError,
         r"node 'mm' \(MatMul\) reads tensor 'w', which no earlier node, initializer or input provides",
     ),
     (
         "nodes out of order",
         _edit(lambda p: p.graph.node.reverse()),
-        OnnxFileError,
+        ONNXFileError,
         r"node 'qout' \(Quant\) reads tensor 'h'.*nodes out of order",
     ),
-    ("dynamic shape", _edit(_dynamic), OnnxFileError, r"axis 1 has a dynamic size \('features'\).*fixed input shape"),
-    ("no input shape", _edit(_no_shape), OnnxFileError, r"graph input 'x' has no tensor shape"),
-    ("two inputs", _edit(_two_inputs), OnnxFileError, r"2 input\(s\) and 1 output\(s\); a table network reads one"),
+    ("dynamic shape", _edit(_dynamic), ONNXFileError, r"axis 1 has a dynamic size \('features'\).*fixed input shape"),
+    ("no input shape", _edit(_no_shape), ONNXFileError, r"graph input 'x' has no tensor shape"),
+    ("two inputs", _edit(_two_inputs), ONNXFileError, r"2 input\(s\) and 1 output\(s\); a table network reads one"),
     ("float model", _float_model, ModelError, r"node 'mm' \(MatMul\).*before any quantizer.*put a Quant"),
     (
         "unquantized output",
@@ -214,19 +214,19 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         ModelError,
         r"graph output 'h' is not the output of a quantizer",
     ),
-    ("absurd tensor", _edit(_absurd), OnnxFileError, r"initializer 'w' claims shape \[1000000, 1000000\]"),
-    ("raw data of the wrong length", _edit(_wrong_length), OnnxFileError, r"initializer 'w' cannot be decoded"),
-    ("external data", _edit(_external), OnnxFileError, r"initializer 'w' stores its data outside the file"),
+    ("absurd tensor", _edit(_absurd), ONNXFileError, r"initializer 'w' claims shape \[1000000, 1000000\]"),
+    ("raw data of the wrong length", _edit(_wrong_length), ONNXFileError, r"initializer 'w' cannot be decoded"),
+    ("external data", _edit(_external), ONNXFileError, r"initializer 'w' stores its data outside the file"),
     (
         "not finite",
         _edit(lambda p: _replace_init(p, "w", [[np.nan, 1.0]] * 3)),
-        OnnxFileError,
+        ONNXFileError,
         r"initializer 'w' holds values that are not finite",
     ),
     (
         "unprintable name",
         _edit(lambda p: setattr(_node(p, "mm"), "name", "m\nm")),
-        OnnxFileError,
+        ONNXFileError,
         r"unprintable character '\\n'; rename it",
     ),
     (
@@ -280,7 +280,7 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         r"node 'mm' \(Gemm\).*transA",
     ),
     ("branch", _edit(_branch), ModelError, r"tensor 'xq' is read by 2 nodes.*export a sequential model"),
-    ("subgraph attribute", _edit(_subgraph), OnnxFileError, r"node 'loop' \(Loop\): attribute 'body'.*not supported"),
+    ("subgraph attribute", _edit(_subgraph), ONNXFileError, r"node 'loop' \(Loop\): attribute 'body'.*not supported"),
     ("add of two computed tensors", _edit(_two_computed), ModelError, r"node 'add' \(Add\).*of two computed tensors"),
     (
         "reshape before the input quantizer",
@@ -393,15 +393,15 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_parsed(
 
     path = _write(tmp_path, base())
     monkeypatch.setattr(read, "MAX_FILE_BYTES", path.stat().st_size - 1)
-    with pytest.raises(OnnxFileError, match=r"more than the .* accepted"):
+    with pytest.raises(ONNXFileError, match=r"more than the .* accepted"):
         iotable.precompute(path)
 
 
 def test_a_missing_file_and_a_folder_are_refused(tmp_path: Path) -> None:
     """A path to nothing, or to a folder, is named with what to pass instead."""
-    with pytest.raises(OnnxFileError, match=r"no file .*missing.onnx.*pass the path of a QONNX model"):
+    with pytest.raises(ONNXFileError, match=r"no file .*missing.onnx.*expected the model: a QONNX model"):
         iotable.precompute(tmp_path / "missing.onnx")
-    with pytest.raises(OnnxFileError, match=r"not a regular file"):
+    with pytest.raises(ONNXFileError, match=r"not a regular file"):
         iotable.precompute(tmp_path)
 
 

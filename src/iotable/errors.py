@@ -56,10 +56,9 @@ __all__ = [
     "NetlistMismatchError",
     "NodeExecutionError",
     "NotDecomposedError",
+    "ONNXFileError",
     "ONNXNotInstalledError",
     "ObserveError",
-    "OnnxFileError",
-    "OnnxNotInstalledError",
     "OptionError",
     "PLAError",
     "SimulatorNotInstalledError",
@@ -234,7 +233,7 @@ class PLAError(FileError, ValueError):
     """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
-class OnnxFileError(FileError, ValueError):
+class ONNXFileError(FileError, ValueError):
     """An ONNX file (or ``onnx.ModelProto``) that cannot be read and trusted as a QONNX model: truncated, too
     large, a tensor of an absurd size, data stored outside the file, a missing initializer."""
 
@@ -246,17 +245,13 @@ class BrevitasNotInstalledError(ToolError, ImportError):
     """brevitas is not installed (or too old); the message names the extra to install."""
 
 
-class OnnxNotInstalledError(ToolError, ImportError):
-    """``onnx`` (or ``qonnx``, ``onnxruntime`` for checks) is not installed; the message names the extra
-    ``iotable[onnx]``."""
-
-
 class GraphvizNotInstalledError(ToolError, ImportError):
     """Graphviz is missing (the ``graphviz`` Python package or the ``dot`` program); the message says which."""
 
 
 class ONNXNotInstalledError(ToolError, ImportError):
-    """The package ``onnx`` is not installed; the message names the extra to install (``iotable[onnx]``)."""
+    """A package of the ``onnx`` extra (``onnx``; ``qonnx`` and ``onnxruntime`` for checking a QONNX model) is not
+    installed; the message names the extra to install (``iotable[onnx]``)."""
 
 
 class HDLToolError(ToolError, RuntimeError):

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..domain import Domain
-from ..errors import InputError, ModelError, OnnxNotInstalledError
+from ..errors import InputError, ModelError, ONNXNotInstalledError
 from ..network.network import TableNetwork
 from ..network.verify import VerifyReport
 from ..runtime.runtime import decode
@@ -34,7 +34,7 @@ def _executor(what: str) -> tuple[Any, Any]:
             f"{what}: checking a QONNX model needs qonnx and onnxruntime, which are not installed; install the "
             "extra: pip install 'iotable[onnx]'"
         )
-        raise OnnxNotInstalledError(msg) from None
+        raise ONNXNotInstalledError(msg) from None
     return ModelWrapper, execute_onnx
 
 
@@ -98,7 +98,7 @@ def _runtime_run(what: str) -> Any:
         import onnxruntime
     except ImportError:
         msg = f"{what}: checking an ONNX model needs onnxruntime, which is not installed; pip install 'iotable[onnx]'"
-        raise OnnxNotInstalledError(msg) from None
+        raise ONNXNotInstalledError(msg) from None
 
     def run(proto: Any, input_name: str, output_name: str, values: np.ndarray) -> Any:
         del proto.graph.value_info[:]  # shapes of one sample; onnxruntime infers them again

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._util.text import unprintable
 from .._util.trust import Untrusted, read_bounded
-from ..errors import OnnxFileError, OnnxNotInstalledError
+from ..errors import ONNXFileError, ONNXNotInstalledError
 
 __all__ = ["MAX_ELEMENTS", "MAX_FILE_BYTES", "OnnxGraph", "OnnxOp", "load_proto", "onnx_module", "read_graph"]
 
@@ -32,7 +32,7 @@ def onnx_module(what: str) -> Any:
         import onnx
     except ImportError:
         msg = f"{what}: reading ONNX models needs the onnx package, which is not installed; {_EXTRA}"
-        raise OnnxNotInstalledError(msg) from None
+        raise ONNXNotInstalledError(msg) from None
     return onnx
 
 
@@ -77,17 +77,20 @@ def load_proto(model: Any, what: str) -> tuple[Any, str]:
         size = model.ByteSize()
         if size > MAX_FILE_BYTES:
             msg = f"{what}: the ModelProto serializes to {size:,} bytes, more than the {MAX_FILE_BYTES:,} accepted"
-            raise OnnxFileError(msg)
+            raise ONNXFileError(msg)
         return model, "the ModelProto"
     path = Path(os.fspath(model))
     try:
         data = read_bounded(path, limit=MAX_FILE_BYTES, owned=False)
     except FileNotFoundError:
-        msg = f"{what}: no file {str(path)!r}; pass the path of a QONNX model (.onnx) or an onnx.ModelProto"
-        raise OnnxFileError(msg) from None
+        msg = (
+            f"{what}: no file {str(path)!r}; expected the model: a QONNX model (the path of an .onnx file, or an "
+            "onnx.ModelProto) or a torch module"
+        )
+        raise ONNXFileError(msg) from None
     except Untrusted as exc:
         msg = f"{what}: the ONNX file cannot be read: {exc}; pass a regular file of at most {MAX_FILE_BYTES:,} bytes"
-        raise OnnxFileError(msg) from None
+        raise ONNXFileError(msg) from None
     try:
         proto = onnx.load_model_from_string(data)
     except Exception as exc:  # protobuf's DecodeError and others: what the bytes are is not ours to know
@@ -95,7 +98,7 @@ def load_proto(model: Any, what: str) -> tuple[Any, str]:
             f"{what}: {path.name!r} is not a readable ONNX model ({type(exc).__name__}: {_short(str(exc))}); the "
             "file is truncated or not ONNX: export it again (brevitas.export.export_qonnx)"
         )
-        raise OnnxFileError(msg) from None
+        raise ONNXFileError(msg) from None
     return proto, repr(path.name)
 
 
@@ -107,22 +110,22 @@ def _tensor(onnx: Any, tensor: Any, what: str) -> np.ndarray:
             f"{what} claims shape {dims} ({math.prod(dims):,} elements); at most {MAX_ELEMENTS:,} elements are "
             "accepted: a table network's weights are small, so the file is damaged or not such a model"
         )
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     if tensor.data_location == onnx.TensorProto.EXTERNAL or tensor.external_data:
         msg = f"{what} stores its data outside the file; save the model with its tensors inside (one .onnx file)"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     try:
         array = onnx.numpy_helper.to_array(tensor)
     except Exception as exc:  # a raw_data of the wrong length, an unknown data type
         msg = f"{what} cannot be decoded ({type(exc).__name__}: {_short(str(exc))}); the file is damaged"
-        raise OnnxFileError(msg) from None
+        raise ONNXFileError(msg) from None
     if array.dtype.kind not in "biuf" or array.size != math.prod(dims):
         msg = f"{what} holds {array.dtype} data of {array.size} element(s) for shape {dims}; expected numbers"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     result = array.astype(np.float64)
     if not np.all(np.isfinite(result)):
         msg = f"{what} holds values that are not finite; a quantized model's constants are finite"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     return result
 
 
@@ -142,21 +145,21 @@ def _attribute(onnx: Any, attribute: Any, where: str) -> Any:
             return attribute.s.decode("utf-8")
         except UnicodeDecodeError:
             msg = f"{where}: attribute {attribute.name!r} is not UTF-8 text; the file is damaged"
-            raise OnnxFileError(msg) from None
+            raise ONNXFileError(msg) from None
     if attribute.type == kind.TENSOR:
         return _tensor(onnx, attribute.t, f"{where}: attribute {attribute.name!r}")
     msg = (
         f"{where}: attribute {_short(attribute.name)!r} is of ONNX type {int(attribute.type)} (a graph, or "
         "a list of tensors); only numbers, strings and tensors are read: this node's kind is not supported"
     )
-    raise OnnxFileError(msg)
+    raise ONNXFileError(msg)
 
 
 def _shape(value: Any, where: str) -> tuple[int, ...]:
     """The per-sample shape of a graph input or output (the first axis is the batch, which may be symbolic)."""
     if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
         msg = f"{where} has no tensor shape; export the model with a fixed input shape (example input)"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     dims = value.type.tensor_type.shape.dim
     shape = []
     for k, dim in enumerate(dims):
@@ -168,12 +171,12 @@ def _shape(value: Any, where: str) -> tuple[int, ...]:
                 f"{where}: axis {k} has a dynamic size ({_short(label)!r}); a table network has fixed shapes: "
                 "export the model with a fixed input shape"
             )
-            raise OnnxFileError(msg)
+            raise ONNXFileError(msg)
         else:
             shape.append(1)
     if len(shape) < 2 or math.prod(shape) > MAX_ELEMENTS:
         msg = f"{where}: shape {shape} is not a batch (N, ...) of at most {MAX_ELEMENTS:,} elements per sample"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     return tuple(shape[1:])
 
 
@@ -181,7 +184,7 @@ def _name(text: str, default: str, what: str) -> str:
     bad = unprintable(text)
     if bad is not None:
         msg = f"{what} {_short(text)!r} holds the unprintable character {bad!r}; rename it in the model"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     return _short(text, 120) if text else default
 
 
@@ -192,7 +195,7 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
     graph = proto.graph
     if not graph.node:
         msg = f"{what}: {source} holds no graph nodes; export the model with brevitas.export.export_qonnx"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     constants, dtypes = {}, {}
     for init in graph.initializer:
         name = _name(init.name, "", f"{what}: an initializer")
@@ -204,7 +207,7 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
             f"{what}: {source} has {len(inputs)} input(s) and {len(graph.output)} output(s); a table network reads "
             "one input tensor and writes one output tensor"
         )
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     input_name = _name(inputs[0].name, "", f"{what}: the graph input")
     shape = _shape(inputs[0], f"{what}: graph input {input_name!r}")
     ops = []
@@ -219,7 +222,7 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
                     f"{where} reads tensor {_short(tensor)!r}, which no earlier node, initializer or input provides "
                     "(a missing initializer, or nodes out of order); export the model again"
                 )
-                raise OnnxFileError(msg)
+                raise ONNXFileError(msg)
         attributes = {a.name: _attribute(onnx, a, where) for a in node.attribute}
         known.update(node.output)
         for attribute in node.attribute:
@@ -229,7 +232,7 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
     output_name = graph.output[0].name
     if output_name not in known:
         msg = f"{what}: the graph output {_short(output_name)!r} is produced by no node; export the model again"
-        raise OnnxFileError(msg)
+        raise ONNXFileError(msg)
     return OnnxGraph(tuple(ops), constants, input_name, shape, output_name, source, dtypes)
 
 
