@@ -45,6 +45,7 @@ from iotable.errors import (
     GraphError,
     MissingRowError,
     NotDecomposedError,
+    ONNXFileError,
     PLAError,
     SpecError,
     SpecMismatchError,
@@ -1163,7 +1164,10 @@ CASES = [
         ("no table layer named 'nope'", "layers are"),
     ),
     Case(
-        "run-verify-not-a-model", lambda c: verify("model", c.net, c.every_input), ModelError, ("expected the model",)
+        "run-verify-not-a-model",
+        lambda c: verify("model", c.net, c.every_input),
+        ONNXFileError,
+        ("no file 'model'; expected the model", "or a torch module"),
     ),
     Case(
         "run-verify-not-a-net",
@@ -1362,7 +1366,11 @@ CASES += [
         "precompute-model-onnx-path",
         lambda c: precompute_layer(c.root / "model.onnx", input_domain=U2),
         SpecOptionError,
-        ("^precompute_layer: expected a torch.nn.Module", r"received the path '.*model\.onnx'", "not supported yet"),
+        (
+            "^precompute_layer: expected a torch.nn.Module",
+            r"received the path '.*model\.onnx'",
+            "a QONNX model \\(.onnx\\) goes to iotable.precompute",
+        ),
     ),
     Case(
         "precompute-example-of-no-elements",

@@ -225,7 +225,7 @@ SHARED = {"_util", "_version", "errors", "domain", "bits", "table", "lutcount", 
 #: The front-end-neutral vocabulary of layers and units, which every part may use and no front end owns.
 NEUTRAL = {"layout", "units", "layerplan"}
 #: The parts that stand without a front end: a second front end (or none) builds on them unchanged.
-FRONT_FREE = ("graph", "runtime", "bundle", "hdl", "synth", "nodekinds")
+FRONT_FREE = ("graph", "runtime", "bundle", "hdl", "synth", "nodekinds", "onnxin")
 MAY_IMPORT = {
     "errors": set(),
     "_version": set(),
@@ -252,6 +252,7 @@ MAY_IMPORT = {
     "bundle": SHARED | NEUTRAL | {"tabulate", "graph", "runtime", "network"},
     "synth": SHARED | NEUTRAL | {"graph", "nodekinds", "network"},
     "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
+    "onnxin": SHARED | NEUTRAL | {"graph", "nodekinds", "runtime", "tabulate", "network"},
     "onnxout": SHARED | NEUTRAL | {"graph", "runtime", "network"},
     "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl", "onnxout"},
     "__main__": {"cli"},
@@ -289,7 +290,7 @@ def _front_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
 
 
 def test_the_graph_and_what_reads_it_import_no_front_end() -> None:
-    """No module of graph, runtime, bundle, hdl, synth or nodekinds imports iotable.front."""
+    """No module of graph, runtime, bundle, hdl, synth, nodekinds or the QONNX front end imports iotable.front."""
     assert _front_imports(import_graph()) == []
 
 

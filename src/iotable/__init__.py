@@ -10,6 +10,9 @@ The pipeline:
 - **enumerate** — :func:`precompute` feeds every combination of input codes of every unit through the
   module as a black box and returns one :class:`IOTable` per unit; :func:`check_decomposition` probes that
   the metadata is right.
+- **QONNX in** — :func:`precompute` also reads a QONNX file (a path or an ``onnx.ModelProto``; brevitas'
+  ``export_qonnx``, FINN's ``MultiThreshold`` form, QCDQ), cuts it at its quantizers and computes every row
+  exactly by QONNX's rules; :func:`verify` then compares with qonnx's own executor (extra ``iotable[onnx]``).
 - **look up** — :meth:`IOTable.lookup` maps input codes to outputs, vectorized, by packed address.
 - **graph** — on a whole model, :func:`precompute` returns a :class:`TableNetwork`: the tables and the
   interlayer :class:`Graph`, whose :class:`Node` records carry typed metadata per :class:`NodeKind`
@@ -56,6 +59,7 @@ groups and the public modules. Everything else is imported from its home module:
 from __future__ import annotations
 
 from . import bits, errors, hdl, kinds, nn, pla, synth
+from . import onnxin as _onnxin  # noqa: F401  # registers the QONNX front end with precompute and verify
 from ._version import __version__
 from .bundle.bundle import load, save
 from .domain import Domain

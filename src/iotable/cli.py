@@ -1,5 +1,7 @@
 """The ``iotable`` command line: inspect, check, draw and export bundles written by :func:`iotable.save`.
 
+- ``iotable precompute MODEL.onnx -o BUNDLE`` reads a QONNX model (brevitas' ``export_qonnx``), builds its
+  table network exactly by QONNX's rules and saves it as a bundle (needs the extra ``iotable[onnx]``);
 - ``iotable info BUNDLE`` prints the network's summary (or the layer's unit table);
 - ``iotable check BUNDLE`` re-verifies the manifest's checksum, every field and file, the graph's invariants
   and the golden vectors;
@@ -33,11 +35,12 @@ import torch
 from torch import nn
 
 from ._util.files import atomic_write
-from .bundle.bundle import open_bundle
+from .bundle.bundle import open_bundle, save
 from .bundle.hosts import unavailable_hosts
 from .bundle.manifest import CHECKSUMMED
 from .errors import CommandError, IOTableError
 from .network.network import TableNetwork
+from .network.precompute import precompute
 from .onnxout import DEFAULT_OPSET
 from .pla import export_pla
 
@@ -197,6 +200,35 @@ def _dot(args: argparse.Namespace) -> int:
     text = graph.to_svg() if output.suffix.lower() == ".svg" else graph.to_dot()
     atomic_write(output, text.encode("utf-8"))
     print(f"wrote {output}")
+    return 0
+
+
+# -- precompute ---------------------------------------------------------------------------------------------------
+
+
+def _add_precompute(commands: argparse._SubParsersAction) -> None:
+    precompute = commands.add_parser(
+        "precompute",
+        help="build the table network of a QONNX model (.onnx) and save it as a bundle",
+        description="Read MODEL, a QONNX file (brevitas.export.export_qonnx writes one), cut it into table layers "
+        "at its quantizers, compute every table exactly by QONNX's rules and save the network as the bundle "
+        "BUNDLE. The input domain is the model's first quantizer's. Needs the extra iotable[onnx]. See the QONNX "
+        "section of docs/models.md.",
+    )
+    precompute.add_argument("model", metavar="MODEL", help="the QONNX model (.onnx file)")
+    precompute.add_argument("-o", "--output", metavar="BUNDLE", required=True, help="the bundle directory to write")
+    precompute.add_argument(
+        "--max-rows", type=_positive("--max-rows"), default=2**24, help="the largest table allowed (default: 2**24)"
+    )
+    precompute.set_defaults(run=_precompute)
+
+
+def _precompute(args: argparse.Namespace) -> int:
+    target = _directory(args.output, "-o", "the bundle")
+    model = _path(args.model, "MODEL", "the path of a QONNX model (.onnx)")
+    net = precompute(model, max_rows=args.max_rows)
+    save(net, target)
+    print(f"wrote {target}: {net!r}")
     return 0
 
 
@@ -466,6 +498,7 @@ def _implement(args: argparse.Namespace) -> int:
 # -- main ---------------------------------------------------------------------------------------------------------
 
 _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
+    _add_precompute,
     _add_info,
     _add_check,
     _add_dot,

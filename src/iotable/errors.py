@@ -56,6 +56,7 @@ __all__ = [
     "NetlistMismatchError",
     "NodeExecutionError",
     "NotDecomposedError",
+    "ONNXFileError",
     "ONNXNotInstalledError",
     "ObserveError",
     "OptionError",
@@ -232,6 +233,11 @@ class PLAError(FileError, ValueError):
     """A table cannot be written as PLA, or a PLA file does not match what it should hold."""
 
 
+class ONNXFileError(FileError, ValueError):
+    """An ONNX file (or ``onnx.ModelProto``) that cannot be read and trusted as a QONNX model: truncated, too
+    large, a tensor of an absurd size, data stored outside the file, a missing initializer."""
+
+
 # -- external tools ---------------------------------------------------------------------------------------------
 
 
@@ -244,7 +250,8 @@ class GraphvizNotInstalledError(ToolError, ImportError):
 
 
 class ONNXNotInstalledError(ToolError, ImportError):
-    """The package ``onnx`` is not installed; the message names the extra to install (``iotable[onnx]``)."""
+    """A package of the ``onnx`` extra (``onnx``; ``qonnx`` and ``onnxruntime`` for checking a QONNX model) is not
+    installed; the message names the extra to install (``iotable[onnx]``)."""
 
 
 class HDLToolError(ToolError, RuntimeError):

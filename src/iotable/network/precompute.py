@@ -20,6 +20,7 @@ from ..front.spec import declared_spec, has_spec
 from ..tabulate.cache import check_cache_dir
 from ..tabulate.enumerate import DEFAULT_MEMORY_BUDGET
 from ..tabulate.layers import LayerTables, tabulate
+from .frontends import file_front_end
 from .network import TableNetwork, build_network
 
 __all__ = ["LayerTables", "precompute", "precompute_layer", "precompute_model"]
@@ -66,8 +67,9 @@ def _check_module(module: Any, what: str) -> None:
         return
     if isinstance(module, (str, os.PathLike)):
         msg = (
-            f"{what}: expected a torch.nn.Module, received the path {os.fspath(module)!r}; reading a model from a "
-            "file (ONNX or other) is not supported yet: build the model in torch (load its state_dict) and pass it"
+            f"{what}: expected a torch.nn.Module, received the path {os.fspath(module)!r}; a QONNX model (.onnx) "
+            "goes to iotable.precompute, which reads it; any other file: build the model in torch (load its "
+            "state_dict) and pass it"
         )
     else:
         msg = (
@@ -93,6 +95,25 @@ def _check_front(*, reuse: Any, name: Any, options: PrecomputeOptions) -> None:
         raise SpecOptionError(msg)
     if options.cache_dir is not None:
         check_cache_dir(options.cache_dir)  # a bad cache_dir is refused before any work
+
+
+@overload
+def precompute(
+    module: str | os.PathLike[str],
+    *,
+    input_domain: Domain | None = None,
+    example_input: None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    memory_budget: int = DEFAULT_MEMORY_BUDGET,
+    check: bool = True,
+    progress: bool | None = None,
+    name: str | None = None,
+    host: tuple[()] = (),
+    input_layout: None = None,
+    cache_dir: None = None,
+    fast_path: bool = True,
+    reuse: bool = True,
+) -> TableNetwork: ...
 
 
 @overload
@@ -153,9 +174,9 @@ def precompute(
 
 
 def precompute(
-    module: nn.Module,
+    module: Any,
     *,
-    input_domain: Domain | Sequence[Domain],
+    input_domain: Domain | Sequence[Domain] | None = None,
     example_input: Any = None,
     max_rows: int = DEFAULT_MAX_ROWS,
     memory_budget: int = DEFAULT_MEMORY_BUDGET,
@@ -182,11 +203,17 @@ def precompute(
     training mode that behave differently there (dropout, batch norm, ...) are named in an
     :class:`~iotable.IOTableWarning`. Whole models must compute in float32 (``model.float()``).
 
+    A QONNX model (a path to an ``.onnx`` file, or an ``onnx.ModelProto``; brevitas writes one with
+    ``brevitas.export.export_qonnx``) is read by the QONNX front end (extra ``iotable[onnx]``): cut into table
+    layers at its quantizers, each unit's rows computed exactly by QONNX's rules, the input domain read from its
+    first quantizer (see docs/models.md).
+
     Args:
         module: a layer with a built-in rule (``nn.Linear``, ``nn.Conv1d``/``2d``, elementwise modules, a
             ``nn.Sequential`` of one layer and elementwise modules), a module decorated with
             :func:`iotable.decompose`, or a whole model.
-        input_domain: the domain of every input element, or one domain per input channel.
+        input_domain: the domain of every input element, or one domain per input channel (for a QONNX model:
+            optional, and the first quantizer's when given).
         example_input: a batch giving the input shape when the module cannot state it (required for
             whole models).
         max_rows: the largest table allowed (default ``2**24``).
@@ -223,6 +250,20 @@ def precompute(
         >>> len(tables), tables[0].rows, tables[0].lookup([2, 2, 2]).tolist()
         (3, 64, [6.0])
     """
+    front_end = file_front_end(module)
+    if front_end is not None:  # a model given as a file (a QONNX .onnx path or ModelProto): its own front end
+        return front_end.precompute(  # type: ignore[no-any-return]
+            module,
+            input_domain=input_domain,
+            max_rows=max_rows,
+            example_input=example_input,
+            host=host,
+            input_layout=input_layout,
+            cache_dir=cache_dir,
+        )
+    if input_domain is None:
+        msg = "precompute: input_domain= is required for a torch module (the domain of its input elements)"
+        raise SpecOptionError(msg)
     options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
     _check_module(module, "precompute")
     _check_front(reuse=reuse, name=name, options=options)

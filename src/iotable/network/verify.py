@@ -14,6 +14,7 @@ from ..errors import InputError, ModelError
 from ..front.modelcheck import check_float32, warn_training
 from ..front.trace import trace
 from ..runtime.runtime import decode
+from .frontends import file_front_end
 from .network import TableNetwork
 
 
@@ -68,11 +69,12 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return equal.reshape(a.shape[0], -1).all(dim=1)
 
 
-def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = False) -> VerifyReport:
+def verify(model: Any, net: TableNetwork, inputs: Any, *, codes: bool = False) -> VerifyReport:
     """Compare ``net.run`` with the model's own forward, bit for bit, on a batch of inputs.
 
     Args:
-        model: the model the network was built from.
+        model: the model the network was built from (a torch module; or the QONNX file or ``onnx.ModelProto``,
+            then compared with qonnx's ``execute_onnx`` in output codes, float32 ties named).
         net: the table network.
         inputs: a batch of input values (or codes with ``codes=True``).
 
@@ -80,6 +82,9 @@ def verify(model: nn.Module, net: TableNetwork, inputs: Any, *, codes: bool = Fa
         A :class:`VerifyReport`; for the first mismatching sample it names the first table node whose
         output codes differ from the model's, the unit, the output element and that unit's input codes.
     """
+    front_end = file_front_end(model)
+    if front_end is not None:  # a QONNX file or ModelProto: compared with its own reference executor
+        return front_end.verify(model, net, inputs, codes=codes)  # type: ignore[no-any-return]
     if not isinstance(model, nn.Module):
         msg = f"verify: expected the model (a torch.nn.Module) first, received {type(model).__name__}"
         raise ModelError(msg)

@@ -1,0 +1,451 @@
+"""Cutting a QONNX graph into table layers at its quantizers, before any row is computed.
+
+The graph is walked in order. A tensor is a constant (initializers, folded weight quantizers), the raw
+input (which only a ``Quant`` may read: it gives the network's input domain), the codes of a graph node, or
+a float64 function of a node's codes (the arithmetic of a layer in progress: ``MatMul``/``Gemm`` with
+constant weights, ``Add``/``Sub``/``Mul``/``Div`` by constants, ``BatchNormalization``, ``Relu``, ...),
+whose outputs' fan-ins follow the weights' nonzero pattern. A ``Quant`` (or ``MultiThreshold``) of such a
+function closes the layer: one unit per output, reading the inputs it depends on. Every check is made here,
+so a refused model costs no row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from ..domain import Domain
+from ..errors import ModelError
+from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
+from ..graph.operations import OperationRegistry
+from .fold import clip_bounds, fold_constant, integer_range, per_feature
+from .plans import conv_function, layer_plan, table_node, window_nodes
+from .quant import QuantParams, Rounding, Thresholds
+from .read import OnnxGraph, OnnxOp
+from .state import Codes, Float, Planned, QInt, Raw, node_of
+
+__all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
+
+#: The QONNX front end's node builders by ONNX operation: each a :class:`Walk` method that turns one node of
+#: the graph into the state of its output tensor (and graph nodes where it closes a layer).
+QONNX_OPERATIONS: OperationRegistry[Callable[[Walk, OnnxOp], Any]] = OperationRegistry("qonnx")
+
+_QONNX_DOMAINS = ("qonnx.custom_op.general", "finn.custom_op.general", "finn", "onnx.brevitas")
+
+
+@dataclass
+class Walk:
+    """The walk over a parsed graph: the state of every tensor, the graph nodes made, the layers planned."""
+
+    graph: OnnxGraph
+    what: str
+    max_rows: int
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+    state: dict[str, Any] = field(default_factory=dict)
+    nodes: list[Node] = field(default_factory=list)
+    reads: dict[str, str] = field(default_factory=dict)
+    planned: dict[str, Planned] = field(default_factory=dict)
+    dtypes: dict[str, str] = field(default_factory=dict)
+
+    def run(self) -> None:
+        """Walk every node; the graph's output must be the codes of a quantizer."""
+        self.constants = dict(self.graph.constants)
+        self.dtypes = dict(self.graph.dtypes)
+        self._check_chain()
+        self.state[self.graph.input_name] = Raw()
+        for op in self.graph.ops:
+            self._check_domain(op)
+            if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
+                value = fold_constant(op, self.constants, self._where(op), self.dtypes)
+                self.constants.update(zip(op.outputs[:1], [value]))
+                self._fold_dtype(op)
+                continue
+            if op.op_type not in QONNX_OPERATIONS:
+                supported = sorted(QONNX_OPERATIONS.operations())
+                msg = (
+                    f"{self._where(op)}: ONNX operation {op.op_type!r} is not supported between quantizers; "
+                    f"supported: {supported}; export the model without it, or compute it outside the network"
+                )
+                raise ModelError(msg)
+            self.state[op.outputs[0]] = QONNX_OPERATIONS.builder(op.op_type)(self, op)
+        final = self.state.get(self.graph.output_name)
+        if not isinstance(final, Codes):
+            msg = (
+                f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant "
+                "or MultiThreshold); a table network outputs codes: end the model in a quantizer (e.g. a "
+                "QuantIdentity after the last layer)"
+            )
+            raise ModelError(msg)
+        src = final.node
+        self._add(node_of("output", OutputMeta(), src.shape, src.domain), src)
+
+    # -- helpers ------------------------------------------------------------------------------------------
+
+    def _fold_dtype(self, op: OnnxOp) -> None:
+        """The stored type of a folded constant: QuantizeLinear's is its zero point's, a Clip's its input's."""
+        if op.op_type == "QuantizeLinear":
+            zero = op.inputs[2] if len(op.inputs) > 2 else ""
+            self.dtypes[op.outputs[0]] = self.dtypes.get(zero, "?") if zero else "uint8"
+        elif op.op_type in ("Clip", "Identity", "Reshape", "Flatten", "Transpose") and op.inputs:
+            self.dtypes[op.outputs[0]] = self.dtypes.get(op.inputs[0], "float32")
+        elif op.op_type != "Constant":
+            self.dtypes[op.outputs[0]] = "float32"
+
+    def _where(self, op: OnnxOp) -> str:
+        return f"{self.what}: {op.where} in {self.graph.source}"
+
+    def _check_domain(self, op: OnnxOp) -> None:
+        if op.domain not in ("", "ai.onnx") and op.domain not in _QONNX_DOMAINS:
+            msg = (
+                f"{self._where(op)}: operator domain {op.domain[:60]!r} is not ONNX's nor QONNX's "
+                f"({list(_QONNX_DOMAINS)}); export the model with brevitas.export.export_qonnx"
+            )
+            raise ModelError(msg)
+
+    def _check_chain(self) -> None:
+        """Every computed tensor is read by one node at most: the front end reads chains of layers."""
+        readers: dict[str, list[str]] = {}
+        for op in self.graph.ops:
+            for t in dict.fromkeys(op.inputs):
+                if t and t not in self.graph.constants:
+                    readers.setdefault(t, []).append(op.name)
+        for tensor, names in readers.items():
+            if len(names) > 1:
+                msg = (
+                    f"{self.what}: tensor {tensor!r} is read by {len(names)} nodes ({names[:4]}); this front end "
+                    "reads chains of layers (no branches, no residual adds): export a sequential model"
+                )
+                raise ModelError(msg)
+
+    def _add(self, node: Node, source: Node | None = None) -> Node:
+        if any(n.name == node.name for n in self.nodes):
+            k = 1
+            while any(n.name == f"{node.name}_{k}" for n in self.nodes):
+                k += 1
+            node = Node(f"{node.name}_{k}", node.kind, node.shape, node.layout, node.domain, node.meta, node.fx_node)
+        self.nodes.append(node)
+        if source is not None:
+            self.reads[node.name] = source.name
+        return node
+
+    def _tensor(self, op: OnnxOp, k: int = 0) -> Any:
+        name = op.inputs[k] if k < len(op.inputs) else ""
+        if name in self.constants:
+            return self.constants[name]
+        return self.state[name]
+
+    def _float(self, op: OnnxOp) -> Float:
+        """The operation's data input as a float function (codes of a node start an empty one)."""
+        data = self._tensor(op)
+        if isinstance(data, Raw):
+            msg = (
+                f"{self._where(op)} reads the graph input before any quantizer; the input's domain comes from "
+                "its first quantizer: put a Quant (a QuantIdentity in brevitas) on the input first"
+            )
+            raise ModelError(msg)
+        if isinstance(data, QInt):
+            msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
+            raise ModelError(msg)
+        if isinstance(data, Codes):
+            width = math.prod(data.node.shape)
+            if len(data.node.shape) != 1:
+                msg = (
+                    f"{self._where(op)} reads {data.node.name!r} of shape {data.node.shape}; flatten it first "
+                    "(Flatten or Reshape to (N, features)): this front end reads features, not images"
+                )
+                raise ModelError(msg)
+            return Float(data.node, (), np.eye(width, dtype=bool), ())
+        return data
+
+    def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
+        value = self._tensor(op, k)
+        if not isinstance(value, np.ndarray):
+            msg = (
+                f"{self._where(op)}: its {what} (input {k}) is computed, not a constant; this front end reads "
+                "layers whose weights, biases and quantizer parameters are initializers"
+            )
+            raise ModelError(msg)
+        return value
+
+    # -- operations ---------------------------------------------------------------------------------------
+
+    @QONNX_OPERATIONS.register("Quant")
+    def _quant(self, op: OnnxOp) -> Codes:
+        params = self._quant_params(op)
+        data = self._tensor(op)
+        if isinstance(data, Raw):  # the input quantizer: the network's input domain
+            node = self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain()))
+            return Codes(node)
+        return self._close(op, self._float(op), params)
+
+    @QONNX_OPERATIONS.register("BipolarQuant")
+    def _bipolar(self, op: OnnxOp) -> Codes:
+        scale = self._constant(op, 1, "scale")
+        if scale.size != 1 or not float(scale.reshape(-1)[0]) > 0:
+            msg = f"{self._where(op)}: scale {scale.reshape(-1)[:4].tolist()}; expected one scale > 0 (per tensor)"
+            raise ModelError(msg)
+        params = QuantParams(float(scale.reshape(-1)[0]), 0.0, 1, True, False, Rounding.ROUND)
+        if isinstance(self._tensor(op), Raw):
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain())))
+        return self._close(op, self._float(op), params)
+
+    @QONNX_OPERATIONS.register("QuantizeLinear")
+    def _quantize_linear(self, op: OnnxOp) -> QInt:
+        data = self._tensor(op)
+        source = data if isinstance(data, Raw) else self._float(op)
+        scale, zero = self._linear_params(op)
+        low, high = integer_range(op, self.dtypes, self._where(op))
+        return QInt(source, scale, zero, low, high)
+
+    @QONNX_OPERATIONS.register("Clip")
+    def _clip(self, op: OnnxOp) -> Any:
+        low, high = clip_bounds(op, self.constants, self._where(op))
+        data = self._tensor(op)
+        if isinstance(data, QInt):
+            return replace(data, low=max(data.low, math.ceil(low)), high=min(data.high, math.floor(high)))
+        return self._float(op).then(lambda x: np.clip(x, low, high), op)
+
+    @QONNX_OPERATIONS.register("DequantizeLinear")
+    def _dequantize_linear(self, op: OnnxOp) -> Codes:
+        data = self._tensor(op)
+        scale, zero = self._linear_params(op)
+        if not isinstance(data, QInt) or (data.scale, data.zero) != (scale, zero):
+            msg = (
+                f"{self._where(op)}: a DequantizeLinear reads the integers of a QuantizeLinear of the same scale and "
+                "zero point (the QCDQ form: QuantizeLinear, optionally Clip, DequantizeLinear); this one does not"
+            )
+            raise ModelError(msg)
+        params = range_params(data.low, data.high, scale, zero, self._where(op))
+        if isinstance(data.data, Raw):
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain())))
+        return self._close(op, data.data, params)
+
+    def _linear_params(self, op: OnnxOp) -> tuple[float, float]:
+        """QuantizeLinear's or DequantizeLinear's scale and zero point, one value each (per tensor)."""
+        scale = self._constant(op, 1, "scale")
+        zero = self._constant(op, 2, "zero point") if len(op.inputs) > 2 and op.inputs[2] else np.zeros(())
+        if scale.size != 1 or zero.size != 1 or not float(scale.reshape(-1)[0]) > 0:
+            msg = (
+                f"{self._where(op)}: scale {scale.reshape(-1)[:4].tolist()} and zero point "
+                f"{zero.reshape(-1)[:4].tolist()}; an activation quantizer has one scale > 0 and one zero point"
+            )
+            raise ModelError(msg)
+        return float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
+
+    @QONNX_OPERATIONS.register("MultiThreshold")
+    def _multithreshold(self, op: OnnxOp) -> Codes:
+        fn = self._float(op)
+        thresholds = self._constant(op, 1, "thresholds")
+        if thresholds.ndim != 2 or thresholds.shape[0] not in (1, fn.width) or thresholds.shape[1] < 1:
+            msg = (
+                f"{self._where(op)}: thresholds of shape {thresholds.shape}; expected (channels or 1, steps) for "
+                f"{fn.width} channel(s)"
+            )
+            raise ModelError(msg)
+        if np.any(np.diff(thresholds, axis=1) < 0):
+            msg = f"{self._where(op)}: thresholds must ascend along each row (FINN's MultiThreshold sorts them)"
+            raise ModelError(msg)
+        scale = float(op.attributes.get("out_scale", 1.0))
+        bias = float(op.attributes.get("out_bias", 0.0))
+        if not math.isfinite(scale) or scale <= 0 or not math.isfinite(bias):
+            msg = f"{self._where(op)}: out_scale {scale!r} and out_bias {bias!r}; expected out_scale > 0, finite"
+            raise ModelError(msg)
+        return self._close(op, fn, Thresholds(thresholds, scale, bias))
+
+    def _quant_params(self, op: OnnxOp) -> QuantParams:
+        if len(op.inputs) != 4:
+            msg = (
+                f"{self._where(op)}: a Quant has 4 inputs (x, scale, zero point, bit width), this one {len(op.inputs)}"
+            )
+            raise ModelError(msg)
+        scale, zero, bits = (self._constant(op, k, n) for k, n in ((1, "scale"), (2, "zero point"), (3, "bit width")))
+        for value, what in ((scale, "scale"), (zero, "zero point"), (bits, "bit width")):
+            if value.size != 1:
+                msg = (
+                    f"{self._where(op)}: the activation quantizer's {what} has {value.size} values (per channel); "
+                    "this front end reads per-tensor activation quantizers: use one scale for the tensor"
+                )
+                raise ModelError(msg)
+        b = float(bits.reshape(-1)[0])
+        if b != int(b) or not 1 <= b <= 16:
+            msg = f"{self._where(op)}: bit width {b!r}; expected an integer from 1 to 16 (a table's input field)"
+            raise ModelError(msg)
+        s, z = float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
+        if not s > 0:
+            msg = f"{self._where(op)}: scale {s!r}; expected a scale > 0"
+            raise ModelError(msg)
+        signed, narrow = (self._flag(op, a) for a in ("signed", "narrow"))
+        mode = Rounding.parse(str(op.attributes.get("rounding_mode", "ROUND")), self._where(op))
+        return QuantParams(s, z, int(b), signed, narrow, mode)
+
+    def _flag(self, op: OnnxOp, name: str) -> bool:
+        value = op.attributes.get(name, 1 if name == "signed" else 0)
+        if value not in (0, 1):
+            msg = f"{self._where(op)}: attribute {name!r} is {value!r}; expected 0 or 1"
+            raise ModelError(msg)
+        return bool(value)
+
+    @QONNX_OPERATIONS.register("Conv")
+    def _conv(self, op: OnnxOp) -> Float:
+        data = self._tensor(op)
+        if not isinstance(data, Codes) or len(data.node.shape) < 2:
+            msg = (
+                f"{self._where(op)}: a Conv reads the output of a quantizer directly (codes of shape (C, ...)); "
+                "this one reads a computed tensor or flat features: quantize its input first"
+            )
+            raise ModelError(msg)
+        weight = self._constant(op, 1, "weights")
+        bias = self._constant(op, 2, "bias") if len(op.inputs) > 2 and op.inputs[2] else None
+        return conv_function(op, data.node, weight, bias, self._where(op))
+
+    @QONNX_OPERATIONS.register("MatMul")
+    def _matmul(self, op: OnnxOp) -> Float:
+        return self._linear(op, self._constant(op, 1, "weight matrix"), None)
+
+    @QONNX_OPERATIONS.register("Gemm")
+    def _gemm(self, op: OnnxOp) -> Float:
+        a = op.attributes
+        if a.get("transA", 0):
+            msg = f"{self._where(op)}: Gemm with transA=1 (a transposed input) is not supported; export without it"
+            raise ModelError(msg)
+        weight = self._constant(op, 1, "weight matrix")
+        weight = weight.T if a.get("transB", 0) and weight.ndim == 2 else weight
+        weight = weight * float(a.get("alpha", 1.0))
+        bias = (
+            self._constant(op, 2, "bias") * float(a.get("beta", 1.0)) if len(op.inputs) > 2 and op.inputs[2] else None
+        )
+        return self._linear(op, weight, bias)
+
+    def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> Float:
+        fn = self._float(op)
+        if fn.geometry is not None:
+            msg = f"{self._where(op)}: a matrix product after a convolution, before its quantizer; quantize first"
+            raise ModelError(msg)
+        if weight.ndim != 2 or weight.shape[0] != fn.width:
+            msg = (
+                f"{self._where(op)}: weights of shape {weight.shape} for {fn.width} input feature(s); expected "
+                f"({fn.width}, outputs)"
+            )
+            raise ModelError(msg)
+        b = None if bias is None else per_feature(bias, weight.shape[1], self._where(op))
+        reads = (weight.T != 0).astype(np.int64) @ fn.reads.astype(np.int64) > 0
+        w = weight.copy()
+        return fn.then(lambda x: x @ w if b is None else x @ w + b, op, reads)
+
+    def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
+        value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
+        return fn.then(lambda x: apply(x, value), op)
+
+    @QONNX_OPERATIONS.register("Add")
+    def _add_op(self, op: OnnxOp) -> Float:
+        return self._elementwise(op, self._float_first(op), np.add)
+
+    @QONNX_OPERATIONS.register("Sub")
+    def _sub(self, op: OnnxOp) -> Float:
+        return self._elementwise(op, self._float_first(op), np.subtract)
+
+    @QONNX_OPERATIONS.register("Mul")
+    def _mul(self, op: OnnxOp) -> Float:
+        return self._elementwise(op, self._float_first(op), np.multiply)
+
+    @QONNX_OPERATIONS.register("Div")
+    def _div(self, op: OnnxOp) -> Float:
+        return self._elementwise(op, self._float_first(op), np.divide)
+
+    def _float_first(self, op: OnnxOp) -> Float:
+        """The computed operand of a binary operation, which must come first (a constant second)."""
+        if len(op.inputs) != 2 or op.inputs[0] in self.constants or op.inputs[1] not in self.constants:
+            msg = (
+                f"{self._where(op)}: a {op.op_type} of two computed tensors, or with the constant first; this "
+                "front end reads a computed tensor combined with a constant (bias, scale) given second"
+            )
+            raise ModelError(msg)
+        return self._float(op)
+
+    @QONNX_OPERATIONS.register("Relu")
+    def _relu(self, op: OnnxOp) -> Float:
+        return self._float(op).then(lambda x: np.maximum(x, 0.0), op)
+
+    @QONNX_OPERATIONS.register("Sigmoid")
+    def _sigmoid(self, op: OnnxOp) -> Float:
+        return self._float(op).then(lambda x: 1.0 / (1.0 + np.exp(-x)), op)
+
+    @QONNX_OPERATIONS.register("Tanh")
+    def _tanh(self, op: OnnxOp) -> Float:
+        return self._float(op).then(np.tanh, op)
+
+    @QONNX_OPERATIONS.register("Identity")
+    def _identity(self, op: OnnxOp) -> Any:
+        data = self._tensor(op)
+        if isinstance(data, Raw):
+            return data
+        return data if isinstance(data, Codes) else self._float(op)
+
+    @QONNX_OPERATIONS.register("BatchNormalization")
+    def _batchnorm(self, op: OnnxOp) -> Float:
+        fn = self._float(op)
+        if len(op.inputs) != 5:
+            msg = f"{self._where(op)}: BatchNormalization needs 5 inputs (x, scale, bias, mean, var)"
+            raise ModelError(msg)
+        scale, bias, mean, var = (
+            per_feature(self._constant(op, k, n), fn.width, self._where(op))
+            for k, n in ((1, "scale"), (2, "bias"), (3, "mean"), (4, "variance"))
+        )
+        eps = float(op.attributes.get("epsilon", 1e-5))
+        factor = scale / np.sqrt(var + eps)
+        return fn.then(lambda x: (x - mean) * factor + bias, op)
+
+    @QONNX_OPERATIONS.register("Reshape")
+    @QONNX_OPERATIONS.register("Flatten")
+    def _reshape(self, op: OnnxOp) -> Any:
+        data = self._tensor(op)
+        if isinstance(data, Raw):
+            msg = f"{self._where(op)} reshapes the graph input before its quantizer; quantize the input first"
+            raise ModelError(msg)
+        if isinstance(data, Float):
+            if data.geometry is not None:
+                msg = f"{self._where(op)} reshapes a convolution's output before its quantizer; quantize it first"
+                raise ModelError(msg)
+            return data  # features stay features: (N, C) to (N, C)
+        src = data.node
+        width = math.prod(src.shape)
+        if len(src.shape) == 1:
+            return data
+        domain = src.domain if isinstance(src.domain, Domain) else None
+        if domain is None:
+            msg = f"{self._where(op)}: flattening channels of different domains is not supported"
+            raise ModelError(msg)
+        return Codes(self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (width,), domain), src))
+
+    # -- closing a layer ----------------------------------------------------------------------------------
+
+    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds) -> Codes:
+        """A table layer: one unit per output, reading the inputs it depends on (sizes checked here), and the
+        pad and window nodes a spatial layer reads through."""
+        name = f"layer{len(self.planned)}"
+        plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        reader = fn.source
+        if fn.geometry is not None:
+            for node in window_nodes(name, fn.source, plan):
+                reader = self._add(node, reader)
+        table = table_node(name, plan, (*fn.ops, op.name), op.outputs[0])
+        self.planned[name] = Planned(plan, fn.steps, closing)
+        return Codes(self._add(table, reader))
+
+
+def range_params(low: int, high: int, scale: float, zero: float, where: str) -> QuantParams:
+    """The QONNX quantizer of integers ``[low, high]`` (QCDQ's saturation and Clip): its bits, signedness and
+    narrowness, rounding half to even as QuantizeLinear does; an error for a range no bit width gives."""
+    for bits in range(1, 17):
+        for signed, narrow in ((False, False), (False, True), (True, False), (True, True)):
+            if (low, high) == Domain.integer_range(bits, signed=signed, narrow=narrow) and not (signed and bits == 1):
+                return QuantParams(scale, zero, bits, signed, narrow, Rounding.ROUND)
+    msg = (
+        f"{where}: integers saturated to [{low}, {high}], which is no bit width's range (signed, unsigned, or "
+        "narrow); quantize to a range of 2^b codes (a Clip to the bit width's bounds)"
+    )
+    raise ModelError(msg)
