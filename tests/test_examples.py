@@ -129,3 +129,14 @@ def test_cnn_example_head_is_partial_sums_and_a_threshold() -> None:
     assert kinds[-3:] == ["table", "sum", "threshold"]
     assert "host nodes" not in decision
     assert "quantized-head accuracy on the 360 test digits" in decision
+
+
+def test_qonnx_roundtrip_checks_every_step() -> None:
+    """The QONNX example reads brevitas' file back as tables that agree with qonnx's executor on every input, and
+    its Verilog (under iverilog) and plain ONNX (under onnxruntime) are equal to net.run."""
+    require_program("iverilog", package="iverilog")
+    result = run_example(EXAMPLES / "qonnx_roundtrip.py")
+    assert result.returncode == 0, result.stderr
+    assert "3. against qonnx's executor: 100.0% of 2000 inputs agree" in result.stdout
+    assert "iverilog on 200 inputs: equal to net.run" in result.stdout
+    assert "under onnxruntime: equal to net.run on 2000 inputs" in result.stdout
