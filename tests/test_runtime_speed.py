@@ -22,7 +22,7 @@ from iotable.errors import DomainError, MissingRowError
 from iotable.front.spec import Layout
 from iotable.graph.graph import Node
 from iotable.nn import Quantize
-from iotable.runtime.codes import _Grid
+from iotable.runtime.codes import Grid
 from iotable.runtime.runtime import InputEncoder, Runtime
 
 from .strategies import domains
@@ -334,7 +334,7 @@ def test_value_encoding_takes_the_arithmetic_path(dtype):
     node = input_node(chosen, (4, 3), Layout.NWC)
     codes = torch.stack([torch.randint(0, len(d), (5, 4)) for d in chosen], dim=-1)
     x = torch.stack([torch.tensor(d.values)[codes[..., c]] for c, d in enumerate(chosen)], dim=-1).to(dtype)
-    grid = _Grid.of(chosen, torch.float64 if dtype == torch.int64 else dtype)
+    grid = Grid.of(chosen, torch.float64 if dtype == torch.int64 else dtype)
     assert grid is not None and grid.encode(x.to(torch.float64) if dtype == torch.int64 else x, 2) is not None
     got = InputEncoder(node)(x, codes=False, input_shape=(4, 3))
     assert got.dtype == torch.float32 and torch.equal(got.to(torch.int64), codes)
@@ -343,7 +343,7 @@ def test_value_encoding_takes_the_arithmetic_path(dtype):
 def test_value_encoding_of_an_uneven_domain_searches_its_values():
     """A domain off any grid has no arithmetic path; Domain.encode decides its values and errors."""
     domain = Domain.values([0.0, 0.1, 0.5])
-    assert _Grid.of((domain,), torch.float32) is None
+    assert Grid.of((domain,), torch.float32) is None
     encoder = InputEncoder(input_node(domain, (2,), Layout.NC))
     got = encoder(torch.tensor([[0.5, 0.1]]), codes=False, input_shape=(2,))
     assert got.tolist() == [[2, 1]]
