@@ -202,7 +202,7 @@ def export(
     vectors: int = 256,
     seed: int = 0,
     dont_cares: str = "x",
-    table_benches: bool = True,
+    table_benches: bool = False,
     tables: str = "case",
     k: int = 6,
     primitives: str | None = None,
@@ -221,8 +221,8 @@ def export(
     address bits written inline in their layer module instead), a layer module per table node, and registers
     after every ``pipeline``-th table layer. Its top module streams vectors through a valid/ready
     handshake (docs/hardware.md: ports, bit packing, latency, reset). The network bench feeds ``inputs`` (or
-    ``vectors`` random input vectors) and checks every output against ``net.run``; each distinct table module
-    gets an exhaustive bench (``table_benches``). Everything is checked before the first file is written.
+    ``vectors`` random input vectors) and checks every output against ``net.run``; with ``table_benches``,
+    each distinct table module gets an exhaustive bench too. Everything is checked before the first file is written.
 
     Args:
         net: the table network (``iotable.precompute`` or ``iotable.load``).
@@ -236,8 +236,8 @@ def export(
         vectors: how many random vectors when ``inputs`` is not given.
         seed: the random vectors' seed.
         dont_cares: rows a partial table lacks drive ``"x"`` (don't-care) or code 0 (``"zero"``).
-        table_benches: write an exhaustive bench (and its vectors) for every table module; the tables written
-            inline have none (the network bench covers them).
+        table_benches: also write an exhaustive bench (and its vectors) for every table module, two files per
+            distinct table (by default only the network bench is written); the tables written inline have none.
         tables: ``"case"``: each table module a ``case`` over its rows; ``"mapped"``: each distinct table
             mapped onto ``k``-input LUTs by :func:`iotable.synth.map_luts` (needs ABC; every netlist checked
             on every row) and written as that LUT netlist, same ports (needs ``dont_cares="x"``).
