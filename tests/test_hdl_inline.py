@@ -208,15 +208,18 @@ def test_a_design_of_inline_tables_passes_check(difflogic: iotable.TableNetwork,
 @pytest.mark.parametrize("language", ["verilog", "vhdl"])
 def test_a_dwn_exports_in_a_few_files(dwn: iotable.TableNetwork, tmp_path: Path, language: str) -> None:
     """A DWN of 60 LUT-6 tables exports as one source file, its bench, its vectors and the manifest: a handful of
-    files, every one in the manifest; with ``inline_bits=0`` each distinct table is a module, a bench and its
-    vectors again."""
+    files, every one in the manifest; with ``inline_bits=0`` and ``table_benches=True`` each distinct table is a
+    module, a bench and its vectors again."""
     design = export(dwn, tmp_path / "inline", language=language, top="dwn", vectors=16)
     assert sum(layer.tables for layer in design.layers) >= 50
     written = sorted(p.name for p in (tmp_path / "inline").iterdir())
     assert written == sorted(design.files) and len(written) <= 6
     assert {name for name, _ in design.checksums} == set(design.files)
-    modules = export(dwn, tmp_path / "modules", language=language, top="dwn", vectors=16, inline_bits=0)
-    assert len(modules.files) > 3 * sum(layer.distinct for layer in modules.layers)
+    modules = export(
+        dwn, tmp_path / "modules", language=language, top="dwn", vectors=16, inline_bits=0, table_benches=True
+    )
+    # a file, a bench and vectors per distinct table; the top, the network bench, its two vector files, the manifest
+    assert len(modules.files) == 3 * sum(layer.distinct for layer in modules.layers) + 5
 
 
 @pytest.mark.parametrize("value", [-1, 9, True, "6", 2.0])
