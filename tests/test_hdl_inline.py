@@ -13,6 +13,7 @@ import torch
 
 import iotable
 from iotable import Domain, IOTable, OptionError
+from iotable.cli import main
 from iotable.hdl import check, export, simulate, simulate_files, table_verilog, table_vhdl, verilog, vhdl
 from iotable.hdl.inline import leaves, tree
 from iotable.hdl.netlist import Layer, Netlist, TableModule
@@ -230,3 +231,18 @@ def test_inline_bits_out_of_range_is_refused_before_writing(
     with pytest.raises(OptionError, match=r"inline_bits must be .* 0 to 8"):
         export(difflogic, tmp_path / "out", vectors=4, inline_bits=value)  # type: ignore[arg-type]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_command_line_inlines_by_default_and_writes_modules_and_benches_on_request(
+    dwn: iotable.TableNetwork, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``iotable export`` writes a DWN in a few files; with ``--inline-bits 0 --table-benches`` a module, a bench
+    and vectors per distinct table."""
+    bundle = iotable.save(dwn, tmp_path / "bundle")
+    assert main(["export", "verilog", str(bundle), str(tmp_path / "few"), "--top", "dwn", "--vectors", "4"]) == 0
+    assert "wrote 5 file(s)" in capsys.readouterr().out
+    args = ["--top", "dwn", "--vectors", "4", "--inline-bits", "0", "--table-benches"]
+    assert main(["export", "verilog", str(bundle), str(tmp_path / "many"), *args]) == 0
+    distinct = sum(layer.distinct for layer in export(dwn, tmp_path / "again", top="dwn", vectors=4).layers)
+    assert f"wrote {3 * distinct + 5} file(s)" in capsys.readouterr().out
+    assert (tmp_path / "many" / "dwn_layer0_u0_tb.v").is_file() and (tmp_path / "many" / "dwn_layer0_u0.v").is_file()
