@@ -503,8 +503,9 @@ def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     """Synthesize a design's sources and raise unless they are clean (:func:`check_files`): for Verilog, yosys
     ``check -assert`` (nothing undriven, no multiple drivers, no combinational loop) and no latch; for VHDL,
     ghdl's synthesis. Each distinct table module is checked once, on its own (elaborated, then as generic
-    gates: no ABC), and the rest with the tables as black boxes through yosys's generic ``synth``; ``cells``
-    counts the whole design (each table's gates times its instances, and the rest's cells).
+    gates: no ABC), and the rest (the tables written inline among it) with the table modules as black boxes
+    through yosys's generic ``synth``; ``cells`` counts the whole design (each table module's gates times its
+    instances, and the rest's cells).
 
     Raises:
         SimulatorNotInstalledError: yosys (or ghdl) is not installed; HDLToolError: the check failed.
