@@ -164,12 +164,22 @@ def test_a_difflogic_design_of_inline_gates_simulates_equal_to_net_run(
 
 
 def _flip_verilog(text: str) -> str:
-    """The first tree of layer module ``gates_layer1`` with its first ``1'b1`` leaf turned to ``1'b0``."""
+    """The first ``1'b1`` leaf of the first tree of layer module ``gates_layer1`` turned to ``1'b0``."""
     start = text.index("module gates_layer1 ")
     found = re.compile(r"assign y\[\d+\] = .*1'b1.*;").search(text, start)
     assert found is not None
     line = found.group(0)
     return text[: found.start()] + line.replace("1'b1", "1'b0", 1) + text[found.end() :]
+
+
+def _flip_constant(text: str) -> str:
+    """Every bit of the first constant of layer module ``gates_layer1`` flipped: its output bit inverted at every
+    address, whichever the vectors read."""
+    start = text.index("module gates_layer1 ")
+    found = re.compile(r"localparam \[\d+:0\] \w+ = \d+'b([01x]+);").search(text, start)
+    assert found is not None
+    flipped = found.group(1).translate(str.maketrans("01", "10"))
+    return text[: found.start(1)] + flipped + text[found.end(1) :]
 
 
 def _flip_vhdl(text: str) -> str:
@@ -181,19 +191,23 @@ def _flip_vhdl(text: str) -> str:
     return text[: found.start(2)] + flipped + text[found.end(2) :]
 
 
-@pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
+@pytest.mark.parametrize(
+    ("family", "simulator"), [("difflogic", "iverilog"), ("dwn", "iverilog"), ("difflogic", "ghdl")]
+)
 def test_a_flipped_bit_of_an_inline_table_fails_the_network_bench(
-    difflogic: iotable.TableNetwork, tmp_path: Path, simulator: str
+    request: pytest.FixtureRequest, tmp_path: Path, family: str, simulator: str
 ) -> None:
-    """One leaf of a last-layer gate's tree (Verilog) or one row of its constant (VHDL) flipped, the network bench
-    fails and names a mismatch; the file as written passes."""
+    """One leaf of a last-layer gate's tree (Verilog, DiffLogic's 2-input gates), the bits of a last-layer LUT-6's
+    constant (Verilog, DWN) or one row of a gate's constant array (VHDL) flipped, the network bench fails and
+    names a mismatch; the file as written passes."""
     require_program(simulator, package=simulator)
-    language = SIMULATORS[simulator]
-    design = export(difflogic, tmp_path, language=language, top="gates", inputs=_bits(128, 2))
+    net, language = request.getfixturevalue(family), SIMULATORS[simulator]
+    design = export(net, tmp_path, language=language, top="gates", inputs=_bits(128, 2))
     files = {name: (tmp_path / name).read_text() for name in design.sources + design.bench}
     assert simulate_files(files, "gates_tb", simulator=simulator, timeout=120).passed
     source = design.sources[0]
-    files[source] = (_flip_verilog if language == "verilog" else _flip_vhdl)(files[source])
+    flip = _flip_vhdl if language == "vhdl" else _flip_constant if family == "dwn" else _flip_verilog
+    files[source] = flip(files[source])
     result = simulate_files(files, "gates_tb", simulator=simulator, timeout=120)
     assert not result.passed and "mismatch at vector" in result.stdout + result.stderr
 

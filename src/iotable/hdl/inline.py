@@ -4,12 +4,16 @@ module instead of a ``case`` module of its own (:func:`~iotable.hdl.export`'s ``
 A layer of many tiny tables (DiffLogic's 2-input gates, DWN's LUT-6 nodes) written as one ``case`` module per
 distinct table and one instance per unit is what an event-driven simulator is slowest at: iverilog runs every
 instance's ``always`` block and walks its ``case`` on each change of its address. Written inline, each output
-bit of each unit is one continuous assignment, a multiplexer tree over the unit's address bits (the table's
-Shannon expansion, first address bit at the root; branches with the same leaves merged)::
+bit of each unit is one continuous assignment: for a table of at most :data:`TREE_BITS` address bits a
+multiplexer tree over the unit's address bits (the table's Shannon expansion, first address bit at the root;
+branches with the same leaves merged), for a larger one a constant holding the output bit at every address,
+selected by the address::
 
     wire x_2 = x[2];
     wire x_29 = x[29];
     assign y[0] = (x_2 ? (x_29 ? 1'b1 : 1'b0) : 1'b1);
+    localparam [63:0] net_layer1_u4_bit0 = 64'b0110...;
+    assign y[7] = net_layer1_u4_bit0[{x_3, x_8, x_15, x_16, x_30, x_31}];
 
 and in VHDL a constant array of the table's codes, one entry per address, indexed by the unit's address::
 
@@ -18,8 +22,8 @@ and in VHDL a constant array of the table's codes, one entry per address, indexe
 
 It is the same function as the ``case`` module on every address: a row the table lacks, and a bit pattern that
 is no input code, drives the fill (``x`` / ``'-'`` with ``dont_cares="x"``, 0 with ``"zero"``), the ``case``'s
-default. (On an unknown address the Verilog tree gives the bits its branches disagree on as ``x`` where the
-``case`` gives its default; the benches never drive one.) Synthesis reads either as the table's logic.
+default. (On an unknown address the Verilog forms give ``x`` bits where the ``case`` gives its default; the benches
+never drive one.) Synthesis reads either as the table's logic.
 """
 
 from __future__ import annotations
@@ -35,13 +39,17 @@ from ..table import IOTable
 from .netlist import Layer, Netlist
 from .table import DontCares, TableLayout
 
-__all__ = ["INLINE_BITS", "MAX_INLINE_BITS", "check_inline_bits", "inline_modules", "leaves", "tree"]
+__all__ = ["INLINE_BITS", "MAX_INLINE_BITS", "TREE_BITS", "check_inline_bits", "inline_modules", "leaves", "tree"]
 
-#: Tables of at most this many address bits are written inline by default. Measured on a DiffLogic network
-#: (64 -> 400 -> 400 -> GroupSum, ``python -m benchmarks.hdl``) and a DWN of LUT-6 nodes, the inline form
-#: simulates faster under iverilog at every size up to 6 bits; 6 is also the LUT6 every FPGA family has, so
-#: an inline table is at most one LUT per output bit for synthesis.
+#: Tables of at most this many address bits are written inline by default. Measured under iverilog
+#: (``python -m benchmarks.hdl``, the network bench on 1,000 vectors): inline, a DiffLogic network of 2-input gates
+#: and LogicNets' JSC-S (6-bit neurons) ran 1.4 to 1.6 times as fast as with ``case`` modules, 64 tables of 8
+#: address bits slower; 6 is also the LUT6 of FPGA families, at most one LUT per output bit for synthesis.
 INLINE_BITS = 6
+#: Inline tables of at most this many address bits are multiplexer trees in Verilog, larger ones a constant per
+#: output bit selected by the address: on 2-input gates the tree simulates faster under iverilog, on 6-input
+#: tables of random contents (JSC-S, DWN) the bit-select, about twice the ``case`` module's speed.
+TREE_BITS = 3
 #: The largest ``inline_bits`` accepted: a tree of 2**bits leaves per output bit, per unit, is text that grows
 #: faster than the ``case`` module it replaces (one module for all the units that share the table).
 MAX_INLINE_BITS = 8
@@ -122,9 +130,11 @@ def layer_comment(netlist: Netlist, block: Layer) -> str:
 
 
 def verilog_layer(netlist: Netlist, block: Layer) -> tuple[list[str], list[str]]:
-    """The declarations (a wire per bit of ``x`` an inline table reads) and the assignments (a tree per output
-    bit) of the inline tables of ``block``; the other instances are left to the caller."""
+    """The declarations (a wire per bit of ``x`` an inline table reads; the constants of the tables over
+    :data:`TREE_BITS` address bits) and the assignments (one per output bit) of the inline tables of ``block``;
+    the other instances are left to the caller."""
     used: set[int] = set()
+    constants: dict[str, str] = {}
     lines = []
     for (_, module, elements), lsb in zip(block.instances, block.y_lsb.tolist()):
         if module not in netlist.inline:
@@ -136,8 +146,14 @@ def verilog_layer(netlist: Netlist, block: Layer) -> tuple[list[str], list[str]]
         columns = leaves(table.table, table.layout, netlist.inline[module])
         cw = table.layout.code_bits
         for j in range(cw):  # codes bit j (0: lowest) is column cw - 1 - j
-            lines.append(f"    assign y[{lsb + j}] = {tree(''.join(columns[:, cw - 1 - j])).format(*names)};")
-    return [f"    wire x_{b} = x[{b}];" for b in sorted(used)], lines
+            column = "".join(columns[:, cw - 1 - j])
+            if len(bits) <= TREE_BITS:
+                lines.append(f"    assign y[{lsb + j}] = {tree(column).format(*names)};")
+                continue
+            constant = f"{module}_bit{j}"  # bit a of it: the output bit at address a
+            constants[constant] = f"    localparam [{len(column) - 1}:0] {constant} = {len(column)}'b{column[::-1]};"
+            lines.append(f"    assign y[{lsb + j}] = {constant}[{{{', '.join(names)}}}];")
+    return [*constants.values(), *(f"    wire x_{b} = x[{b}];" for b in sorted(used))], lines
 
 
 def vhdl_layer(netlist: Netlist, block: Layer) -> tuple[list[str], list[str]]:
