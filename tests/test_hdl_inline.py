@@ -143,15 +143,20 @@ def test_an_inline_table_drives_what_its_case_module_drives(simulator: str, fill
 
 
 @pytest.mark.parametrize(
-    "simulator", ["iverilog", "ghdl", pytest.param("verilator", marks=pytest.mark.slow)]
+    ("family", "simulator"),
+    [
+        ("difflogic", "iverilog"), ("difflogic", "ghdl"), pytest.param("difflogic", "verilator", marks=pytest.mark.slow),
+        ("dwn", "iverilog"), ("dwn", "ghdl"), pytest.param("dwn", "verilator", marks=pytest.mark.slow),
+    ],
 )  # fmt: skip
-def test_a_difflogic_design_of_inline_gates_simulates_equal_to_net_run(
-    difflogic: iotable.TableNetwork, tmp_path: Path, simulator: str
+def test_a_design_of_inline_tables_simulates_equal_to_net_run(
+    request: pytest.FixtureRequest, tmp_path: Path, family: str, simulator: str
 ) -> None:
-    """Every gate of a DiffLogic network written inline (no table module), the design equals ``net.run`` under the
-    simulator, and its network bench passes."""
+    """Every table of a DiffLogic network (2-input gates: trees) or a DWN (LUT-6 nodes: constants) written inline
+    (no table module), the design equals ``net.run`` under the simulator, and its network bench passes."""
+    net = request.getfixturevalue(family)
     require_program(simulator, package=simulator)
-    design = export(difflogic, tmp_path, language=SIMULATORS[simulator], top="gates", vectors=64)
+    design = export(net, tmp_path, language=SIMULATORS[simulator], top="gates", vectors=64)
     assert design.sources == (f"gates{'.v' if design.language == 'verilog' else '.vhd'}",)
     assert design.inline_bits == 6 and not design.table_benches
     x = _bits(100, 1)
