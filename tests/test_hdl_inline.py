@@ -156,14 +156,14 @@ def test_a_design_of_inline_tables_simulates_equal_to_net_run(
     (no table module), the design equals ``net.run`` under the simulator, and its network bench passes."""
     net = request.getfixturevalue(family)
     require_program(simulator, package=simulator)
-    design = export(net, tmp_path, language=SIMULATORS[simulator], top="gates", vectors=64)
+    design = export(net, tmp_path / "hw", language=SIMULATORS[simulator], top="gates", vectors=64)
     assert design.sources == (f"gates{'.v' if design.language == 'verilog' else '.vhd'}",)
     assert design.inline_bits == 6 and not design.table_benches
     x = _bits(100, 1)
     kwargs = {"cache_dir": tmp_path / "cache"} if simulator == "verilator" else {}
     assert torch.equal(simulate(design, x, simulator=simulator, **kwargs), design.reference(x))
     if simulator != "verilator":
-        files = {name: (tmp_path / name).read_text() for name in design.sources + design.bench}
+        files = {name: (tmp_path / "hw" / name).read_text() for name in design.sources + design.bench}
         result = simulate_files(files, "gates_tb", simulator=simulator, timeout=120)
         assert result.passed and "64/64 vectors match" in result.stdout, result.stdout + result.stderr
 
