@@ -13,6 +13,10 @@
   (``iotable.hdl.verilator_model``, into an empty cache: the build time) and runs one batch of 100 times the
   larger size through it (jsc-m: 200,000 vectors; packing and reading back included); it builds the ``case``
   files of jsc-m too (minutes), not with ``--quick``.
+- **tiny tables**: a DiffLogic network (64 input bits -> 400 -> 400 two-input gates -> GroupSum of 10 classes),
+  exported with its gates as ``case`` modules (``inline_bits=0``, what export wrote before) and inline (the
+  default), in one run: the files written, and iverilog compiling and running the network bench on 1,000
+  vectors (seconds, median).
 - **table bench**: the exhaustive bench of one 2^18-row table of the digits CNN (in blocks), under iverilog
   and ghdl: rows per second.
 
@@ -152,6 +156,57 @@ def bench_simulation(
     return rows
 
 
+class _Gates(torch.nn.Module):
+    """A DiffLogic gate layer at evaluation: output j is gate ``ops[j]`` (one of the 16 two-input Boolean functions,
+    as a truth table) of inputs ``a[j]`` and ``b[j]``."""
+
+    def __init__(self, inputs: int, outputs: int, seed: int) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        pairs = torch.stack([torch.randperm(inputs, generator=generator)[:2] for _ in range(outputs)])
+        self.register_buffer("a", pairs[:, 0].clone())
+        self.register_buffer("b", pairs[:, 1].clone())
+        ops = torch.randint(0, 16, (outputs,), generator=generator)
+        # row op of the truth tables: bit (2a + b) of op
+        self.register_buffer("truth", ((ops[:, None] >> torch.arange(4)) & 1).float())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        address = (2 * x[..., self.a] + x[..., self.b]).long()
+        return self.truth.expand(*x.shape[:-1], -1, -1).gather(-1, address[..., None])[..., 0]
+
+
+class _GroupSum(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.reshape(*x.shape[:-1], 10, -1).sum(-1)
+
+
+def bench_tiny(work: Path, repeats: int, vectors: int = 1000) -> list[dict[str, Any]]:
+    """The DiffLogic network's design with its gates as ``case`` modules and inline: files, iverilog's time."""
+    if shutil.which("iverilog") is None:
+        print("tiny tables: iverilog not installed, skipped")
+        return []
+    model = torch.nn.Sequential(_Gates(64, 400, 0), _Gates(400, 400, 1), _GroupSum()).eval()
+    net = iotable.precompute(model, input_domain=iotable.Domain([0.0, 1.0]), example_input=torch.zeros(1, 64))
+    rows = []
+    for label, inline_bits in (("case modules", 0), ("inline", 6)):
+        target = work / f"tiny-{inline_bits}"
+        design = export(net, target, top="net", vectors=vectors, inline_bits=inline_bits, overwrite=True)
+        files = {n: (target / n).read_text() for n in design.sources + design.bench}
+
+        def run(files: dict[str, str] = files) -> Any:
+            result = simulate_files(files, "net_tb", simulator="iverilog", timeout=3600)
+            assert result.passed, result.stdout + result.stderr
+            return result
+
+        seconds, _ = _median(run, repeats)
+        size = sum((target / f).stat().st_size for f in design.files) / 1e6
+        rows.append({"tables": label, "files": len(design.files), "megabytes": size, "vectors": vectors,
+                     "iverilog_s": seconds})  # fmt: skip
+        print(f"tiny tables {label:12s} {len(design.files):4d} files {size:6.2f} MB  iverilog {seconds:6.2f} s "
+              f"for {vectors} vectors (compile and run)")  # fmt: skip
+    return rows
+
+
 def bench_table(work: Path) -> list[dict[str, Any]]:
     net = _network("digits-cnn")
     rows = []
@@ -197,6 +252,7 @@ def main(argv: list[str] | None = None) -> None:
                 work,
                 sources=not args.quick,
             ),
+            "tiny_tables": bench_tiny(work, repeats, 100 if args.quick else 1000),
             "table_bench": [] if args.quick else bench_table(work),
         }
     if args.json:

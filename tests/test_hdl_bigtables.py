@@ -121,7 +121,7 @@ def test_blocks_of_wide_codes_stay_within_8192_bits(language: str) -> None:
 def test_export_benches_every_table_with_rows(tmp_path: Path) -> None:
     """export writes an exhaustive bench for each distinct table with rows, whatever its width."""
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), nn.Quantize(2)).eval()
-    design = export(precompute(model, input_domain=D2), tmp_path / "hw")
+    design = export(precompute(model, input_domain=D2), tmp_path / "hw", table_benches=True, inline_bits=0)
     assert design.table_benches == ("iotable_net_layer0_u0_tb", "iotable_net_layer0_u1_tb")
 
 
@@ -181,7 +181,7 @@ _BIG = textwrap.dedent(
 
     model = torch.nn.Sequential(torch.nn.Linear(3, 1), nn.Quantize(8)).eval()
     net = precompute(model, input_domain=Domain.uniform(8))
-    design = export(net, sys.argv[1], language=sys.argv[2], vectors=16)
+    design = export(net, sys.argv[1], language=sys.argv[2], vectors=16, table_benches=True)
     print(len(net.layers["0"].tables[0]), design.table_benches, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     """
 )

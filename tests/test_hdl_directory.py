@@ -367,7 +367,7 @@ export(tiny(2), sys.argv[3], top="tiny", vectors=4, overwrite=True)
 """
 
 
-@pytest.mark.parametrize(("point", "count"), [("write", 1), ("write", 14), ("rename", 2), ("rename", 3)])
+@pytest.mark.parametrize(("point", "count"), [("write", 1), ("write", 8), ("rename", 2), ("rename", 3)])
 def test_a_killed_export_leaves_the_old_design_or_none_and_is_cleaned(
     nets, tmp_path: Path, point: str, count: int
 ) -> None:

@@ -146,7 +146,7 @@ def test_pipeline_every_k_layers_and_combinational(mlp: iotable.TableNetwork, tm
 def test_layer_module_wires_units_by_the_index_map(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
     """Each instance of the first layer module reads exactly its unit's inputs, first input most significant; a
     dead unit has no instance."""
-    export(mlp, tmp_path, top="mlp", vectors=4)
+    export(mlp, tmp_path, top="mlp", vectors=4, inline_bits=0)
     text = (tmp_path / "mlp.v").read_text()
     index_map = mlp.graph["fc1"].meta.index_map
     live = mlp.liveness.units["fc1"]
@@ -181,7 +181,9 @@ def test_network_bench_passes_under_verilator(mlp: iotable.TableNetwork, tmp_pat
 @pytest.mark.parametrize("simulator", ["iverilog", "ghdl"])
 def test_every_table_passes_its_exhaustive_bench(mlp: iotable.TableNetwork, tmp_path: Path, simulator: str) -> None:
     """Each distinct table module passes its bench of every row."""
-    design = export(mlp, tmp_path, language=SIMULATORS[simulator], top="mlp", vectors=4)
+    design = export(
+        mlp, tmp_path, language=SIMULATORS[simulator], top="mlp", vectors=4, inline_bits=0, table_benches=True
+    )
     require_program(simulator, package=simulator)
     assert design.table_benches
     suffix = ".v" if simulator == "iverilog" else ".vhd"
@@ -252,7 +254,7 @@ def test_a_flipped_row_fails_the_bench_naming_vector_node_and_unit(
     it, naming the vector, the node and the unit."""
     language = SIMULATORS[simulator]
     x = values(D2, (100, 12), 4)
-    design = export(mlp, tmp_path, language=language, top="mlp", inputs=x)
+    design = export(mlp, tmp_path, language=language, top="mlp", inputs=x, inline_bits=0)
     _, env = mlp.runtime.run(mlp.encode_input(x), capture=True)
     index_map = mlp.graph["fc3"].meta.index_map
     top = (tmp_path / design.sources[-1]).read_text()

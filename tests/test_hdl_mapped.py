@@ -59,6 +59,7 @@ def export_mapped(net: iotable.TableNetwork, directory: Path, language: str, **o
     """``net`` exported with mapped tables, ABC run in this process (no pool to start)."""
     _abc()
     with ThreadPoolExecutor(max_workers=1) as pool:
+        options = {"table_benches": True, **options}
         return export(net, directory, language=language, tables="mapped", executor=pool, **options)
 
 

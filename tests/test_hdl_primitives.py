@@ -109,7 +109,7 @@ def _export(net: iotable.TableNetwork, directory: Path, family: str, **options) 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return export(
             net, directory, top="tiny", vectors=8, tables="mapped", k=K[family], primitives=family, executor=pool,
-            **options,
+            **{"table_benches": True, **options},
         )  # fmt: skip
 
 

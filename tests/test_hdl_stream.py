@@ -185,7 +185,7 @@ def test_a_flipped_row_fails_the_streaming_bench(nets, tmp_path: Path, simulator
     fail, naming the vector, the position and the channel of the pool that unit 1 feeds."""
     net, language = nets["conv1d"], SIMULATORS[simulator]
     x = values(D2, (10, 2, 13), 3)
-    design = stream(net, tmp_path, language=language, top="s1", inputs=x)
+    design = stream(net, tmp_path, language=language, top="s1", inputs=x, inline_bits=0)
     _, env = net.runtime.run(net.encode_input(x), capture=True)
     row = env["pw:window"][0, 0].tolist()  # the window vector of position 0 of vector 0: the dw output channels
     unit = net.graph["pw"].meta.units[1]
@@ -307,7 +307,7 @@ def test_digits_cnn_tables_pass_their_exhaustive_benches(digits_cnn, tmp_path: P
     rows = {name: len(layer.tables[0]) for name, layer in net.layers.items()}
     for language, simulator in (("vhdl", "ghdl"), ("verilog", "iverilog")):
         require_program(simulator, package=simulator)
-        design = stream(net, tmp_path / language, language=language, top="cnn", vectors=2)
+        design = stream(net, tmp_path / language, language=language, top="cnn", vectors=2, table_benches=True)
         assert len(design.table_benches) == 32
         first = ("cnn_layer0_u0_tb", "cnn_layer1_u0_tb", "cnn_layer2_u0_tb")
         suffix = ".v" if language == "verilog" else ".vhd"

@@ -316,6 +316,18 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
         "netlist (needs berkeley-abc) (default: %(default)s)",
     )
     export.add_argument(
+        "--inline-bits",
+        type=int,
+        default=6,
+        help="case tables of at most this many address bits are written inline in their layer module, no file "
+        "of their own (0 to 8; 0: every table its own module) (default: %(default)s)",
+    )
+    export.add_argument(
+        "--table-benches",
+        action="store_true",
+        help="also write an exhaustive bench and its vectors for every table module (default: the network bench only)",
+    )
+    export.add_argument(
         "--overwrite",
         action="store_true",
         help="replace the design an earlier export wrote in DIRECTORY (default: refuse a non-empty DIRECTORY)",
@@ -345,6 +357,8 @@ def _export(args: argparse.Namespace) -> int:
         style=args.style,
         tables=args.tables,
         overwrite=args.overwrite,
+        inline_bits=args.inline_bits,
+        table_benches=args.table_benches,
     )
     print(design.summary())
     if unloaded:

@@ -1,8 +1,9 @@
 """Hardware: IOTables and whole table networks as Verilog and VHDL, proved equal by open simulators.
 
 - :func:`export` — a table network as a design: table modules, layer modules wired by the graph's index
-  maps, pipeline registers and a valid/ready top module, with a network bench from ``net.run`` and a bench per
-  table; returns a :class:`Design` (files, :class:`Port` packing, latency, :class:`~iotable.synth.LayerCost` per layer).
+  maps (tiny tables inline in them, :mod:`.inline`), pipeline registers and a valid/ready top module, with a
+  network bench from ``net.run`` (and, on request, a bench per table); returns a :class:`Design` (files,
+  :class:`Port` packing, latency, :class:`~iotable.synth.LayerCost` per layer).
   :func:`simulate` runs a design on a batch and returns its output codes; :func:`check` synthesizes it;
   :func:`implement` synthesizes it for an FPGA (iCE40, ECP5, Xilinx) and places and routes it (iCE40, ECP5):
   LUTs, flip-flops and Fmax after routing, an :class:`Implementation`. :func:`verilator_model` builds a
@@ -26,8 +27,9 @@ graph, every node built by its kind's hardware method for the style (:mod:`iotab
 style's builder (:mod:`.unrolled`, :mod:`.streaming`, sharing :mod:`.builder`; :mod:`.arithmetic`: the levels
 of adder trees and the arithmetic blocks); :mod:`.verilog` and :mod:`.vhdl` print it, and one table, its LUT
 netlist and the benches (with :mod:`.verilog_tables`, :mod:`.vhdl_tables`, :mod:`.verilog_blocks`,
-:mod:`.vhdl_blocks`; :mod:`.emit`: what they share; :mod:`.sources`: the files and the
-one choice of a printer by :class:`~.language.Language`), every identifier and comment through :mod:`.names`;
+:mod:`.vhdl_blocks`; :mod:`.inline`: tiny tables as expressions in their layer modules; :mod:`.emit`: what
+they share; :mod:`.sources`: the files and the one choice of a printer by :class:`~.language.Language`),
+every identifier and comment through :mod:`.names`;
 :mod:`.table`, :mod:`.mapped`, :mod:`.bench` and :mod:`.netbench` say what to write, in no language;
 :mod:`.writer` is :func:`export` and its kin, :mod:`.design` what
 it returns. :mod:`.verilog_simtables` writes a table as a memory read from a hex file, for simulation only

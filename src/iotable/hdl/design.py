@@ -92,6 +92,8 @@ class Design:
             ``"xilinx"``; ``export``'s ``primitives``), ``None`` for generic LUTs or ``case`` tables.
         pipeline_luts: a register after every ``pipeline_luts`` LUT levels inside each mapped table (0: none);
             ``latency`` counts them (each layer's ``latency`` in the top file's header).
+        inline_bits: ``case`` tables of at most this many address bits are written inline in their layer
+            modules, no file of their own (``export``'s ``inline_bits``; 0: none).
     """
 
     top: str
@@ -118,6 +120,7 @@ class Design:
     keep_dead: bool = False
     primitives: str | None = None
     pipeline_luts: int = 0
+    inline_bits: int = 0
 
     @property
     def files(self) -> tuple[str, ...]:

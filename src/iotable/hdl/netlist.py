@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import OptionError
 from ..table import IOTable
-from .table import TableLayout
+from .table import DontCares, TableLayout
 
 __all__ = [
     "Adder",
@@ -328,6 +328,8 @@ class Netlist:
     output_node: str = "output"
     latency: int = 0
     origin: dict[int, str] = field(default_factory=dict)  # element id -> what writes it, for the bench
+    # table modules written inline in their layer modules (hdl.inline), each with what its missing rows drive
+    inline: dict[str, DontCares] = field(default_factory=dict)
 
     # -- the element store ----------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ arguments, converts the language once and hands language-neutral plans to the pr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from .arithmetic import TREE_TERMS
 from .bench import check_bench, vectors_file
 from .bench import vectors as table_vectors
 from .emit import Printer, part_text
+from .inline import inline_modules
 from .language import Language
 from .mapped import lut_body, staged
 from .names import check_name, check_unique
@@ -121,6 +123,7 @@ def design_files(
     mapped: Mapping[str, Any] | None = None,
     primitives: Any = None,
     stages: tuple[int, Mapping[str, int]] = (0, {}),
+    inline_bits: int = 0,
 ) -> dict[str, str | Text]:
     """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
@@ -128,13 +131,18 @@ def design_files(
     :class:`~.table.Text`, made as it is written. With ``primitives`` (a :class:`~.primitives.Primitives`), a
     mapped table's LUTs are that family's device cells (:func:`~.primitives.primitive_text`). ``stages``: a
     register after every ``stages[0]`` LUT levels, ``stages[1]`` registers in all inside each mapped table
-    module (by name; :func:`~.mapped.staged`)."""
+    module (by name; :func:`~.mapped.staged`). ``case`` tables of at most ``inline_bits`` address bits have no
+    file: their layer modules hold them as expressions (:mod:`.inline`)."""
     p = PRINTERS[language]
     # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
     named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
     check_unique([*(part.name for part in named), netlist.top], what="export")
+    if mapped is None:
+        netlist = replace(netlist, inline=dict.fromkeys(inline_modules(netlist.modules, inline_bits), dont_cares))
     files: dict[str, str | Text] = {}
     for module in netlist.modules.values():
+        if module.name in netlist.inline:
+            continue
         if mapped is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
         else:

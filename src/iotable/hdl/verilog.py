@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import emit
+from . import emit, inline
 from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, RegisterStage, WindowStage
 from .results import results_file, verilog_nonce
@@ -64,24 +64,24 @@ def _ports(module: str, in_width: int, out_width: int) -> list[str]:
 
 def layer(netlist: Netlist, block: Layer) -> str:
     p = _this()
-    lines = []
+    wires, lines = inline.verilog_layer(netlist, block)
     for (instance, module, elements), lsb in zip(block.instances, block.y_lsb.tolist()):
+        if module in netlist.inline:
+            continue
         cw = netlist.modules[module].layout.code_bits
         address = emit.local_parts(p, block.x_widths, elements)
         codes = slice("y", lsb + cw - 1, lsb)
         clock = ".clk(clk), .en(en), " if block.latency else ""
         lines.append(f"    {name(module)} {name(instance)} ({clock}.address({address}), .codes({codes}));")
     head = [
-        comment(
-            f"Layer module of {block.kind} node '{block.node}' (layer '{block.layer}'): "
-            f"{len(block.instances)} instance(s) of {len({m for _, m, _ in block.instances})} table module(s)."
-        ),
+        comment(inline.layer_comment(netlist, block)),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
     if block.latency:
         head.append(comment(f"Its tables are pipelined inside: y follows x by {block.latency} clock edge(s) where en."))
     xw = int(block.x_widths.sum())
-    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, lines, clocked=bool(block.latency))
+    body = wires + lines
+    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, body, clocked=bool(block.latency))
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:

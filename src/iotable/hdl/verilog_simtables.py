@@ -148,7 +148,8 @@ def simulation_sources(design: Design, sources: Mapping[str, str], *, two_state:
     for simulation. The table modules are found again from the design's network (the netlist ``export``
     built); each keeps its own don't-care fill (read from its header), and ``two_state`` (Verilator) writes
     ``0`` where that fill is ``x``, as Verilator makes of an ``x``. Tables over :data:`MEMORY_BITS` address
-    bits, and the LUT netlists of ``tables="mapped"``, stay as written.
+    bits, the tables written inline in their layer modules, and the LUT netlists of ``tables="mapped"``, stay
+    as written.
 
     Raises:
         HDLError: the design's network does not give the table modules its sources hold.
@@ -160,7 +161,7 @@ def simulation_sources(design: Design, sources: Mapping[str, str], *, two_state:
     netlist = build_netlist(
         net.graph, net.layers, Style(design.style), top=design.top, pipeline=design.pipeline, keep_dead=design.keep_dead
     )
-    modules = {f"{m.name}.v": m for m in netlist.modules.values()}
+    modules = {f"{m.name}.v": m for m in netlist.modules.values() if m.layout.address_bits > design.inline_bits}
     files = [name for name in sources if name != f"{design.top}.v"]
     if sorted(modules) != sorted(files):
         msg = (

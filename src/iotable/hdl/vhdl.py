@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from . import emit
+from . import emit, inline
 from .netbench import BenchPlan
 from .netlist import Layer, Netlist, PadStage, RegisterStage, WindowStage
 from .results import results_file, vhdl_nonce
@@ -66,8 +66,10 @@ def _clocked(entity: str, head: str, in_width: int, out_width: int, declarations
 
 def layer(netlist: Netlist, block: Layer) -> str:
     p = _this()
-    lines = []
+    declarations, lines = inline.vhdl_layer(netlist, block)
     for (instance, module, elements), lsb in zip(block.instances, block.y_lsb.tolist()):
+        if module in netlist.inline:
+            continue
         cw = netlist.modules[module].layout.code_bits
         address = emit.local_parts(p, block.x_widths, elements)
         clock = "clk => clk, en => en, " if block.latency else ""
@@ -76,16 +78,13 @@ def layer(netlist: Netlist, block: Layer) -> str:
             f"codes => {slice('y', lsb + cw - 1, lsb)});"
         )
     head = [
-        comment(
-            f"Layer module of {block.kind} node '{block.node}' (layer '{block.layer}'): "
-            f"{len(block.instances)} instance(s) of {len({m for _, m, _ in block.instances})} table module(s)."
-        ),
+        comment(inline.layer_comment(netlist, block)),
         comment("x: the tensor the node reads (element i at the bits after elements 0..i-1), y: its output codes."),
     ]
     if block.latency:
         head.append(comment(f"Its tables are pipelined inside: y follows x by {block.latency} clock edge(s) where en."))
     xw, clocked = int(block.x_widths.sum()), bool(block.latency)
-    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, [], lines, clocked=clocked)
+    return "\n".join(head) + "\n" + module_text(block.name, xw, block.y_width, declarations, lines, clocked=clocked)
 
 
 def _raster(frame: tuple[int, int], rows: tuple[bool, ...], columns: tuple[bool, ...]) -> list[str]:

@@ -31,6 +31,7 @@ from .build import build_netlist
 from .builder import hardware_nodes
 from .design import Design, Port, codes_at
 from .directory import read_verified, target_directory, write_design
+from .inline import INLINE_BITS, check_inline_bits
 from .language import Language
 from .mapped import check_mapped_options, check_pipeline_luts, layer_luts, map_modules, table_latency
 from .names import check_name
@@ -201,7 +202,7 @@ def export(
     vectors: int = 256,
     seed: int = 0,
     dont_cares: str = "x",
-    table_benches: bool = True,
+    table_benches: bool = False,
     tables: str = "case",
     k: int = 6,
     primitives: str | None = None,
@@ -211,15 +212,17 @@ def export(
     keep_dead: bool = False,
     backpressure: int | None = None,
     pipeline_luts: int | None = 0,
+    inline_bits: int = INLINE_BITS,
 ) -> Design:
     """Write a table network as a Verilog or VHDL design with its testbenches; return its description.
 
     The design computes the network up to its first host node (host nodes stay in software; the
-    description says which) with one table module per distinct table, a layer module per table node, and
-    registers after every ``pipeline``-th table layer. Its top module streams vectors through a valid/ready
+    description says which) with one table module per distinct table (tables of at most ``inline_bits``
+    address bits written inline in their layer module instead), a layer module per table node, and registers
+    after every ``pipeline``-th table layer. Its top module streams vectors through a valid/ready
     handshake (docs/hardware.md: ports, bit packing, latency, reset). The network bench feeds ``inputs`` (or
-    ``vectors`` random input vectors) and checks every output against ``net.run``; each distinct table gets
-    an exhaustive bench. Everything is checked before the first file is written.
+    ``vectors`` random input vectors) and checks every output against ``net.run``; with ``table_benches``,
+    each distinct table module gets an exhaustive bench too. Everything is checked before the first file is written.
 
     Args:
         net: the table network (``iotable.precompute`` or ``iotable.load``).
@@ -233,7 +236,8 @@ def export(
         vectors: how many random vectors when ``inputs`` is not given.
         seed: the random vectors' seed.
         dont_cares: rows a partial table lacks drive ``"x"`` (don't-care) or code 0 (``"zero"``).
-        table_benches: write an exhaustive bench for every distinct table.
+        table_benches: also write an exhaustive bench (and its vectors) for every table module, two files per
+            distinct table (by default only the network bench is written); the tables written inline have none.
         tables: ``"case"``: each table module a ``case`` over its rows; ``"mapped"``: each distinct table
             mapped onto ``k``-input LUTs by :func:`iotable.synth.map_luts` (needs ABC; every netlist checked
             on every row) and written as that LUT netlist, same ports (needs ``dont_cares="x"``).
@@ -257,6 +261,11 @@ def export(
             stage boundary registered (inputs that skip a stage too); every table of a layer gets as many
             registers as its deepest one needs (the others padded at their outputs), and the design's latency
             counts them (docs/hardware.md, "Pipelined tables"). 0 or ``None``: tables stay combinational.
+        inline_bits: with ``tables="case"``, a table of at most this many address bits (0 to 8) is no module
+            of its own but an expression in its layer module (:mod:`iotable.hdl.inline`: in Verilog a
+            multiplexer tree per output bit, in VHDL a constant array indexed by the address), the same
+            function, don't-care rows included; a design of many tiny tables (DiffLogic's gates, DWN's LUT-6
+            nodes) then simulates several times faster and is a few files. 0: every table its own module.
 
     The directory is one unit: every file is written into a hidden staging directory beside it, which is
     then renamed into place, so that it holds the old design or the whole new one, never a mix; its
@@ -271,6 +280,7 @@ def export(
             without ``overwrite``, not an earlier design with it, a dangling or looping link, a disk error: the
             message names the path).
         OptionError: an unknown language, style, pipeline, dont_cares or tables; an empty ``inputs`` batch;
+            ``inline_bits`` not 0 to 8;
             ``pipeline_luts`` not a count, or without ``tables="mapped"`` and the unrolled style.
 
     Example:
@@ -294,6 +304,7 @@ def export(
     table_kind = check_mapped_options(tables, k, mode.value, what=what)
     cells = check_primitives(primitives, tables=table_kind.value, k=k, language=lang.value, what=what)
     every = check_pipeline_luts(pipeline_luts, tables=table_kind, style=chosen.value, what=what)
+    inline_bits = check_inline_bits(inline_bits, tables=table_kind.value, what=what)
     if not isinstance(overwrite, bool):
         msg = f"{what}: overwrite must be True or False, received {overwrite!r}"
         raise OptionError(msg)
@@ -315,7 +326,14 @@ def export(
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
     header = header_lines(netlist, depth, pipeline_luts=every)
     files = design_files(
-        netlist, lang, dont_cares=mode, header=header, mapped=mapped, primitives=cells, stages=(every, latency)
+        netlist,
+        lang,
+        dont_cares=mode,
+        header=header,
+        mapped=mapped,
+        primitives=cells,
+        stages=(every, latency),
+        inline_bits=inline_bits,
     )
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
@@ -331,7 +349,7 @@ def export(
     benches = []
     if table_benches:
         for module in netlist.modules.values():
-            if module.layout.rows:
+            if module.layout.rows and module.layout.address_bits > inline_bits:
                 files.update(table_bench(module.table, module.name, language=lang, latency=latency.get(module.name, 0)))
                 benches.append(f"{module.name}_tb")
     layers, delays = _resources(netlist)
@@ -360,6 +378,7 @@ def export(
         keep_dead=keep_dead,
         primitives=None if cells is None else cells.value,
         pipeline_luts=every,
+        inline_bits=inline_bits,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
@@ -484,8 +503,9 @@ def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     """Synthesize a design's sources and raise unless they are clean (:func:`check_files`): for Verilog, yosys
     ``check -assert`` (nothing undriven, no multiple drivers, no combinational loop) and no latch; for VHDL,
     ghdl's synthesis. Each distinct table module is checked once, on its own (elaborated, then as generic
-    gates: no ABC), and the rest with the tables as black boxes through yosys's generic ``synth``; ``cells``
-    counts the whole design (each table's gates times its instances, and the rest's cells).
+    gates: no ABC), and the rest (the tables written inline among it) with the table modules as black boxes
+    through yosys's generic ``synth``; ``cells`` counts the whole design (each table module's gates times its
+    instances, and the rest's cells).
 
     Raises:
         SimulatorNotInstalledError: yosys (or ghdl) is not installed; HDLToolError: the check failed.
