@@ -132,8 +132,8 @@ def test_the_default_reads_everything() -> None:
 @pytest.mark.parametrize("style", ["unrolled", "streaming"])
 def test_jsc_s_without_dead_units_equals_net_run(jsc_s: iotable.TableNetwork, tmp_path: Path, style: str) -> None:
     """The export instantiates only the live units (their outputs tied to constants) and still equals net.run."""
-    design = export(jsc_s, tmp_path / "live", style=style, vectors=200, table_benches=False)
-    whole = export(jsc_s, tmp_path / "all", style=style, vectors=8, table_benches=False, keep_dead=True)
+    design = export(jsc_s, tmp_path / "live", style=style, vectors=200, table_benches=False, inline_bits=0)
+    whole = export(jsc_s, tmp_path / "all", style=style, vectors=8, table_benches=False, keep_dead=True, inline_bits=0)
     instances = sum(layer.instances for layer in design.layers)
     assert instances == jsc_s.liveness.live < sum(layer.instances for layer in whole.layers) == len(jsc_s.tables)
     assert [layer.dead for layer in design.layers] == [jsc_s.liveness.dead(n) for n in jsc_s.layers]

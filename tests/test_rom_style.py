@@ -76,7 +76,7 @@ def test_vhdl_tables_carry_the_rom_style_attributes(tmp_path: Path) -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(3, 1), Quantize(2)).eval()
     net = iotable.precompute(model, input_domain=iotable.Domain.uniform(1), example_input=torch.zeros(1, 3))
-    design = export(net, tmp_path / "hw", top="rom", language="vhdl", vectors=4)
+    design = export(net, tmp_path / "hw", top="rom", language="vhdl", vectors=4, inline_bits=0)
     table = (design.directory / design.sources[0]).read_text()
     assert 'attribute rom_style of codes : signal is "logic";' in table
     assert 'attribute syn_romstyle of codes : signal is "logic";' in table
