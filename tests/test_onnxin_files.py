@@ -413,6 +413,18 @@ def test_torch_only_options_are_refused_for_a_file() -> None:
         iotable.precompute(base(), host=["x"])
 
 
+@pytest.mark.parametrize(
+    "option", [{"memory_budget": 1 << 20}, {"check": False}, {"name": "mlp"}, {"fast_path": False}, {"reuse": False}]
+)
+def test_options_a_file_would_ignore_are_refused_by_name(option: dict) -> None:
+    """An option of the torch route that would change nothing for a QONNX model is refused, never silently
+    ignored; left at its default, the same model precomputes."""
+    (key,) = option
+    with pytest.raises(SpecOptionError, match=rf"{key}= has no meaning for a model read by the onnx front end"):
+        iotable.precompute(base(), **option)
+    assert len(iotable.precompute(base()).tables) > 0
+
+
 def test_a_torch_module_still_needs_its_input_domain() -> None:
     """input_domain= is optional for a QONNX file only: a torch module without it is refused by name."""
     import torch

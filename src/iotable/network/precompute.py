@@ -252,6 +252,17 @@ def precompute(
     """
     front_end = file_front_end(module)
     if front_end is not None:  # a model given as a file (a QONNX .onnx path or ModelProto): its own front end
+        unused = {
+            "memory_budget": memory_budget != DEFAULT_MEMORY_BUDGET, "check": check is not True,
+            "name": name is not None, "fast_path": fast_path is not True, "reuse": reuse is not True,
+        }  # fmt: skip
+        if any(unused.values()):
+            given = ", ".join(f"{option}=" for option, set_ in unused.items() if set_)
+            msg = (
+                f"precompute: {given} has no meaning for a model read by the {front_end.name} front end (its rows "
+                "are computed from the file's semantics, not by running torch); leave it unset"
+            )
+            raise SpecOptionError(msg)
         return front_end.precompute(  # type: ignore[no-any-return]
             module,
             input_domain=input_domain,
