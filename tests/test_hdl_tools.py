@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import sys
 import textwrap
 import time
@@ -114,6 +116,41 @@ def test_a_grandchild_left_behind_by_a_finished_tool_is_ended(tmp_path: Path) ->
     assert time.monotonic() - start < 25
     assert not late and done.returncode == 0 and done.stdout == "done\n"
     assert _ended(int(pid_file.read_text()))
+
+
+_TERMINATED = """
+import os, signal, sys
+from iotable._util.process import run_in_group
+if sys.argv[2] == "own":  # a handler of the caller's own: the library leaves SIGTERM to it
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(3))
+run_in_group(["sh", "-c", "echo $$ > " + sys.argv[1] + "; exec sleep 60"], ".", 120)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="process states are read from /proc (Linux)")
+@pytest.mark.parametrize("handler", ["default", "own"])
+def test_a_caller_ended_by_sigterm_ends_its_running_tool(handler: str, tmp_path: Path) -> None:
+    """SIGTERM to a Python running a tool (in its own session, out of the signal's reach) ends the tool too and
+    then the Python by the default action; a caller with a SIGTERM handler of its own keeps it, and the tool
+    outlives it (so the check can fail)."""
+    pid_file = tmp_path / "pid"
+    child = subprocess.Popen([sys.executable, "-c", _TERMINATED, str(pid_file), handler], cwd=tmp_path)
+    try:
+        for _ in range(400):
+            if pid_file.is_file() and pid_file.read_text().strip():
+                break
+            time.sleep(0.05)
+        tool = int(pid_file.read_text())
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == (-signal.SIGTERM if handler == "default" else 3)
+        if handler == "default":
+            assert _ended(tool)
+        else:
+            assert _alive(tool)
+            os.kill(tool, signal.SIGKILL)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
 
 
 # -- the results file and the verdict --------------------------------------------------------------------------

@@ -5,6 +5,11 @@ not fill memory). When the tool ends, runs past its timeout or the caller is int
 started is ended: its process group, and on Linux every descendant that left the group (``setsid``, a double
 fork), found by a token in its environment, which children inherit. A descendant that keeps the output pipes
 open therefore cannot make the run hang.
+
+A tool runs in a session of its own, so a signal sent to the caller does not reach it. When the caller is ended
+by SIGTERM (a job scheduler's or a container's stop) while tools run, in any thread, every running tool is ended
+first: the first run installs a SIGTERM handler where the process has none of its own (the default action),
+which ends the tools and then lets the default action end the process as before.
 """
 
 from __future__ import annotations
@@ -13,9 +18,11 @@ import os
 import selectors
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from .programs import search_path
 
@@ -93,6 +100,32 @@ def _end_all(process: subprocess.Popen[bytes], token: str) -> None:
         time.sleep(0.01)
 
 
+_RUNNING: dict[int, tuple[subprocess.Popen[bytes], str]] = {}  # id -> (tool, token) of every run in flight
+_RUNNING_LOCK = threading.Lock()
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """End every running tool, then end this process by SIGTERM's default action."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.values())
+    for process, token in running:
+        _end_all(process, token)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _guard_sigterm() -> None:
+    """Install :func:`_on_sigterm` where SIGTERM has its default action (never over a handler of the caller's;
+    only the main thread may install one)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # no signals here (an embedded interpreter): the tools are ended at timeouts
+        pass
+
+
 def _pump(selector: selectors.BaseSelector, tails: dict[int, _Tail], wait: float) -> None:
     """Read whatever is ready within ``wait`` seconds; unregister a pipe at its end."""
     for key, _ in selector.select(timeout=max(wait, 0.0)):
@@ -115,6 +148,7 @@ def run_in_group(
     program is looked up as :func:`~iotable._util.programs.find_program` finds it (``PATH``, then the folder
     of the running Python), and the tool's own ``PATH`` is that too.
     """
+    _guard_sigterm()
     token = uuid.uuid4().hex
     process = subprocess.Popen(
         command,
@@ -131,6 +165,8 @@ def run_in_group(
     tails = {fd: _Tail(tail) for fd in fds}
     deadline = time.monotonic() + timeout
     late = False
+    with _RUNNING_LOCK:
+        _RUNNING[id(process)] = (process, token)
     try:
         with selectors.DefaultSelector() as selector:
             for fd in fds:
@@ -154,6 +190,8 @@ def run_in_group(
         _end_all(process, token)
         raise
     finally:
+        with _RUNNING_LOCK:
+            _RUNNING.pop(id(process), None)
         for pipe in pipes:
             pipe.close()
         process.wait()
