@@ -17,6 +17,7 @@ from iotable import Domain
 from iotable.errors import ModelError, ONNXNotInstalledError
 
 from . import qonnxmodels as qm
+from .optional import require_program
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
 pytest.importorskip("qonnx", reason="the onnx extra (pip install 'iotable[onnx]')")
@@ -368,3 +369,39 @@ def test_a_conv_flattened_into_a_sparse_matmul_simulates_equal_as_verilog(tmp_pa
     design = iotable.hdl.export(net, tmp_path / "rtl", vectors=16)
     got = iotable.hdl.simulate(design, x[:60], codes=True, timeout=120)
     assert torch.equal(got.reshape(60, -1), net.run(x[:60], codes=True, return_codes=True).reshape(60, -1))
+
+
+# -- the whole way: file, tables, Verilog, plain ONNX ------------------------------------------------------------
+
+
+def _acceptance_model(name: str, folder: Path) -> tuple[object, tuple[int, ...]]:
+    if name == "brevitas-cnn1d":
+        return qm.export_brevitas(qm.brevitas_cnn(1), folder / "cnn.onnx", (2, 5)), (2, 5)
+    if name == "finn-multithreshold":
+        return qm.threshold_model([[1.0, 2.0], [1.0, -1.0]], [[1.0, 2.0, 4.0], [-1.0, 0.0, 3.0]], out_scale=0.5), (2,)
+    return qm.export_brevitas_qcdq(qm.brevitas_mlp(), folder / "mlp_qcdq.onnx", 6), (6,)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param("brevitas-cnn1d", marks=pytest.mark.slow), "finn-multithreshold", "brevitas-mlp-qcdq"],
+)
+def test_each_form_runs_equal_from_file_to_verilog_and_plain_onnx(name: str, tmp_path: Path) -> None:
+    """A brevitas CNN's QONNX file, FINN's MatMul + MultiThreshold and brevitas' QCDQ MLP: verify agrees with the
+    reference executor on 2,000 inputs, the Verilog under iverilog and the plain ONNX under onnxruntime give
+    net.run's codes."""
+    from iotable.hdl import export, simulate
+
+    require_program("iverilog", package="iverilog")
+    onnxruntime = pytest.importorskip("onnxruntime", reason="the onnx extra (pip install 'iotable[onnx]')")
+    model, shape = _acceptance_model(name, tmp_path)
+    net = iotable.precompute(model)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(rng.integers(0, len(net.input_node.domain), size=(2000, *shape)))
+    assert iotable.verify(model, net, x.numpy(), codes=True).ok
+    design = export(net, tmp_path / "hdl", top="t", vectors=8)
+    assert torch.equal(simulate(design, x[:100], codes=True), design.reference(x[:100], codes=True))
+    path = iotable.export_onnx(net, tmp_path / "tables.onnx", codes=True)
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = session.run(None, {session.get_inputs()[0].name: x.numpy().astype(np.int64)})[0]
+    assert np.array_equal(got, net.run(x, codes=True, return_codes=True).numpy())
