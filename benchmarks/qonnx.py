@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import tempfile
-import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
 import iotable
+
+from .measure import measure
 
 WIDTHS, FAN_IN, BITS, FEATURES = (64, 32, 32, 32, 5), 4, 3, 16
 
@@ -64,15 +63,6 @@ def build() -> tuple[nn.Module, list[list[list[int]]]]:
     return model.eval(), fan_ins
 
 
-def _median(fn: Any, repeats: int) -> tuple[float, Any]:
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.qonnx", description=__doc__)
     parser.add_argument("--repeats", type=int, default=3, help="runs per route, the median reported")
@@ -88,15 +78,18 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             export_qonnx(model, torch.zeros(1, FEATURES), export_path=str(path))
         size = path.stat().st_size
-        qonnx_s, from_file = _median(lambda: iotable.precompute(path), args.repeats)
+        timed = measure(lambda: iotable.precompute(path), repeats=args.repeats)
+        qonnx_s, from_file = timed.seconds, timed.result
     linears = [m for m in model if type(m).__name__ == "QuantLinear"]
     for linear, chosen in zip(linears, fan_ins):
         iotable.decompose(linear, fan_in=chosen)
     domain = from_file.input_node.domain  # the first quantizer's values, as the file gives them
     example = torch.zeros(1, FEATURES)
-    torch_s, from_model = _median(
-        lambda: iotable.precompute(model, input_domain=domain, example_input=example, progress=False), args.repeats
+    timed = measure(
+        lambda: iotable.precompute(model, input_domain=domain, example_input=example, progress=False),
+        repeats=args.repeats,
     )
+    torch_s, from_model = timed.seconds, timed.result
     codes = torch.randint(0, len(domain), (10_000, FEATURES), generator=torch.Generator().manual_seed(1))
     x = torch.tensor(domain.values, dtype=torch.float32)[codes]
     same = torch.equal(from_file.run(x), from_model.run(x))

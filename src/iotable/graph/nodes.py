@@ -32,6 +32,8 @@ from .kind import BUILTIN_KINDS, NodeKind, definitions, find
 if TYPE_CHECKING:
     from torch import nn
 
+    from ..layerplan import LayerPlan
+
 __all__ = [
     "META",
     "ArgmaxMeta",
@@ -189,6 +191,19 @@ class WindowMeta(Meta):
     def taps(self) -> int:
         """Kernel positions in one window."""
         return math.prod(self.kernel)
+
+    @classmethod
+    def of_plan(cls, plan: LayerPlan, size: tuple[int, ...]) -> WindowMeta:
+        """The window a spatial layer ``plan`` slides over an input of spatial ``size`` (after its padding)."""
+        g = plan.geometry
+        return cls(
+            kernel=g.kernel,
+            stride=g.stride,
+            dilation=g.dilation,
+            channels=plan.in_channels,
+            element_order=ElementOrder.of(plan.layout),
+            buffer_depth=window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
+        )
 
 
 @dataclass(frozen=True, eq=False)

@@ -40,7 +40,6 @@ from ..graph.graph import (
     TableMeta,
     WindowMeta,
     pad_index_map,
-    window_buffer_depth,
 )
 from ..graph.kind import definition
 from ..graph.operations import OperationRegistry
@@ -446,14 +445,7 @@ class GraphBuilder:
         if g.padded:
             reader = self._add(self._pad_node(step, src, plan), src)
             size = g.padded_size(size)
-        meta = WindowMeta(
-            kernel=g.kernel,
-            stride=g.stride,
-            dilation=g.dilation,
-            channels=plan.in_channels,
-            element_order=ElementOrder.of(plan.layout),
-            buffer_depth=window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
-        )
+        meta = WindowMeta.of_plan(plan, size)
         window = _node(
             self._unique(f"{step.name}:window"),
             meta,

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..domain import Domain
 from ..errors import ModelError, TableTooLargeError
-from ..graph.graph import ElementOrder, Node, PadMeta, TableMeta, WindowMeta, pad_index_map, window_buffer_depth
+from ..graph.graph import ElementOrder, Node, PadMeta, TableMeta, WindowMeta, pad_index_map
 from ..layerplan import LayerPlan
 from ..layout import Layout, PaddingMode
 from ..nodekinds.table import expected_index_map
@@ -124,14 +124,7 @@ def window_nodes(name: str, src: Node, plan: LayerPlan) -> list[Node]:
         meta = PadMeta(padding=g.padding, mode=PaddingMode.ZEROS, pad_codes=tuple(codes), index_map=index_map)
         nodes.append(node_of(f"{name}:pad", meta, tuple(index_map.shape), domain))
         size = g.padded_size(size)
-    window = WindowMeta(
-        kernel=g.kernel,
-        stride=g.stride,
-        dilation=g.dilation,
-        channels=plan.in_channels,
-        element_order=ElementOrder.of(plan.layout),
-        buffer_depth=window_buffer_depth(g.kernel, g.dilation, size, plan.in_channels),
-    )
+    window = WindowMeta.of_plan(plan, size)
     per_element = domain if isinstance(domain, Domain) else tuple(d for d in domain for _ in range(g.window))
     positions = tuple(plan.frame_out[1:])
     nodes.append(node_of(f"{name}:window", window, (*positions, plan.in_channels * g.window), per_element))
