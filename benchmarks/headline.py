@@ -82,14 +82,14 @@ def loop(options: argparse.Namespace, work: Path) -> dict[str, Any]:
         stages, "implement",
         lambda: implement(
             design, target=options.target, seeds=options.seeds, verify=options.verify, timeout=3600,
-            tables=None if cells else "mapped",
+            tables=None if cells else "mapped", placer=options.placer,
         ),
     )  # fmt: skip
     total = round(sum(stages.values()), 1)
     cost = iotable.synth.cost(net, k=k, cache_dir=cache, progress=False)
     print(result.summary())
     row = {
-        "workload": options.workload, "target": options.target, "seeds": list(result.seeds),
+        "workload": options.workload, "target": options.target, "seeds": list(result.seeds), "placer": result.placer,
         "pipeline_luts": options.pipeline_luts, "cells": cells, "vectors": options.vectors, "stages_s": stages,
         "total_s": total,
         "luts": result.luts, "abc_luts": cost.luts, "luts_per_abc": round(result.luts / max(cost.luts, 1), 3),
@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workload", default="jsc-m", help="a benchmarks.workloads name (default: %(default)s)")
     parser.add_argument("--target", default="ecp5-85k", help="an implement target (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=3, help="placement seeds (default: %(default)s)")
+    parser.add_argument("--placer", default="heap", help="nextpnr's placer: heap, static, sa (default: %(default)s)")
     parser.add_argument("--vectors", type=int, default=200_000, help="Verilator's vectors (0: none; %(default)s)")
     parser.add_argument("--verify", type=int, default=64, help="vectors run on the netlists (default: %(default)s)")
     parser.add_argument("--pipeline-luts", type=int, default=0, help="registers every N LUT levels (0: none)")

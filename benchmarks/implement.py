@@ -89,7 +89,9 @@ def _timed(fn: Any) -> tuple[float, Any]:
     return time.perf_counter() - start, result
 
 
-def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, seeds: int) -> dict[str, Any]:
+def ladder(
+    name: str, targets: tuple[str, ...], work: Path, cache: Path | None, seeds: int, placer: str = "heap"
+) -> dict[str, Any]:
     net = _network(name)
     style = "streaming" if name in STREAMING else "unrolled"
     design = export(net, work / name, style=style, top="net", vectors=16, table_benches=False, overwrite=True)
@@ -108,7 +110,7 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, 
     for target in targets:
         options: dict[str, Any] = {"tables": "mapped", "verify": 16}
         if not target.startswith("xilinx"):
-            options["seeds"] = seeds
+            options.update(seeds=seeds, placer=placer)
         seconds, result = _timed(
             lambda target=target, options=options: implement(design, target=target, timeout=3600, **options)
         )
@@ -120,7 +122,7 @@ def ladder(name: str, targets: tuple[str, ...], work: Path, cache: Path | None, 
             "luts": result.luts, "lut_inputs": result.lut_inputs, "flip_flops": result.flip_flops,
             "carry": result.carry, "muxes": result.muxes, "block_ram": result.block_ram,
             "fmax_mhz": result.fmax_mhz, "fmax_range_mhz": result.fmax_range, "seeds": [list(s) for s in result.seeds],
-            "seconds": result.seconds, "tools": dict(result.tools),
+            "seconds": result.seconds, "tools": dict(result.tools), "placer": result.placer,
             "utilization": [list(u) for u in result.utilization],
             "verified": [[v.netlist, v.vectors] for v in result.verified], "tables": options.get("tables", "case"),
             "largest_tool_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
@@ -138,13 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--targets", nargs="*", default=list(TARGETS), help="targets (default: %(default)s)")
     parser.add_argument("--cache", default=None, help="a folder for ABC's cache of mapped tables")
     parser.add_argument("--seeds", type=int, default=3, help="placement seeds per target (default: %(default)s)")
+    parser.add_argument("--placer", default="heap", help="nextpnr's placer: heap, static, sa (default: %(default)s)")
     parser.add_argument("--json", default=None, help="also write the rows as JSON")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotable-bench-implement-") as tmp:
         for name in args.only:
             cache = Path(args.cache) if args.cache else None
-            rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds))
+            rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds, args.placer))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

