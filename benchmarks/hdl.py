@@ -53,7 +53,8 @@ def _median(fn: Any, repeats: int) -> tuple[float, Any]:
     return statistics.median(times), result
 
 
-def _network(name: str) -> iotable.TableNetwork:
+def network(name: str) -> iotable.TableNetwork:
+    """A workload's tables; ``"digits-cnn"``: the digits CNN with its float classifier a host node."""
     if name == "digits-cnn":
         model = workloads.build_digits_cnn()
         return iotable.precompute(
@@ -65,7 +66,7 @@ def _network(name: str) -> iotable.TableNetwork:
 def bench_export(names: list[str], repeats: int, work: Path) -> list[dict[str, Any]]:
     rows = []
     for name in names:
-        net = _network(name)
+        net = network(name)
         styles = ("unrolled",) if name == "jsc-m" else ("unrolled", "streaming")
         for style, language in [(s, lang) for s in styles for lang in ("verilog", "vhdl")]:
             target = work / f"{name}-{style}-{language}"
@@ -129,7 +130,7 @@ def bench_simulation(
     ``sources=False`` it builds only the memory model (the case files take it minutes)."""
     rows = []
     for name, style, sizes in cases:
-        net = _network(name)
+        net = network(name)
         for simulator, language in SIMULATORS.items():
             if shutil.which(simulator) is None:
                 print(f"simulate {name} {simulator}: not installed, skipped")
@@ -208,7 +209,7 @@ def bench_tiny(work: Path, repeats: int, vectors: int = 1000) -> list[dict[str, 
 
 
 def bench_table(work: Path) -> list[dict[str, Any]]:
-    net = _network("digits-cnn")
+    net = network("digits-cnn")
     rows = []
     for simulator, language in (("iverilog", "verilog"), ("ghdl", "vhdl")):
         if shutil.which(simulator) is None:

@@ -1,8 +1,10 @@
-"""From estimate to device: ``python -m benchmarks.implement`` (``--only jsc-s``, ``--targets ...``, ``--json FILE``).
+"""From estimate to device: ``python -m benchmarks.implement`` (``--only jsc-s``, ``--targets ...``, ``--seeds``,
+``--placer``, ``--no-check``, ``--json FILE``).
 
 For jsc-s, jsc-m and the digits MLP (examples/digits_mlp.py, trained as the example trains it), unrolled, and
-for ``chain-8`` (eight layers of four 1-bit units of fan-in 4, streaming: tables so small that the handshake
-sets the clock), the ladder of LUT counts a user can ask iotable for, each with its time:
+for the digits CNN (benchmarks/workloads.py's, calibrated random weights, its float classifier a host node) and
+``chain-8`` (eight layers of four 1-bit units of fan-in 4: tables so small that the handshake sets the clock),
+streaming, the ladder of LUT counts a user can ask iotable for, each with its time:
 
 - **estimate**: LogicNets' formula on the design's tables (no tool);
 - **ABC**: every distinct table mapped onto LUT6 by ABC and checked row by row (``iotable.synth.cost``), the
@@ -41,12 +43,12 @@ from iotable.errors import HDLToolError
 from iotable.hdl import check, export, implement
 from iotable.nn import Quantize
 
-from . import workloads
+from . import hdl, workloads
 
 #: The workloads of the ladder, and the targets each is implemented for.
-WORKLOADS = ("jsc-s", "jsc-m", "digits-mlp", "chain-8")
+WORKLOADS = ("jsc-s", "jsc-m", "digits-mlp", "digits-cnn", "chain-8")
 #: The workloads exported streaming (the others are unrolled).
-STREAMING = ("chain-8",)
+STREAMING = ("chain-8", "digits-cnn")
 TARGETS = ("xilinx", "ecp5-85k", "ice40-hx8k")
 
 
@@ -77,6 +79,8 @@ def chain(depth: int) -> iotable.TableNetwork:
 def _network(name: str) -> iotable.TableNetwork:
     if name.startswith("chain-"):
         return chain(int(name.removeprefix("chain-")))
+    if name == "digits-cnn":
+        return hdl.network(name)
     return digits_mlp() if name == "digits-mlp" else workloads.build(name).precompute()
 
 
@@ -90,7 +94,13 @@ def _timed(fn: Any) -> tuple[float, Any]:
 
 
 def ladder(
-    name: str, targets: tuple[str, ...], work: Path, cache: Path | None, seeds: int, placer: str = "heap"
+    name: str,
+    targets: tuple[str, ...],
+    work: Path,
+    cache: Path | None,
+    seeds: int,
+    placer: str = "heap",
+    checked: bool = True,
 ) -> dict[str, Any]:
     net = _network(name)
     style = "streaming" if name in STREAMING else "unrolled"
@@ -100,9 +110,10 @@ def ladder(
     seconds, report = _timed(lambda: iotable.synth.cost(net, progress=False, cache_dir=cache))
     row["abc"] = {"luts": report.luts, "seconds": seconds, "abc_version": report.abc_version}
     print(f"  ABC: {report.luts} LUT6 over the network's tables in {seconds:.1f} s ({report.abc_version})")
-    seconds, result = _timed(lambda: check(design, timeout=3600))
-    row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
-    print(f"  check: {row['check']['cells']} cells (the wiring's, a table's ROM 2) in {seconds:.1f} s")
+    if checked:
+        seconds, result = _timed(lambda: check(design, timeout=3600))
+        row["check"] = {"cells": getattr(result, "cells", None), "seconds": seconds}
+        print(f"  check: {row['check']['cells']} cells (the wiring's, a table's ROM 2) in {seconds:.1f} s")
     if any(not target.startswith("xilinx") for target in targets):
         seconds, report = _timed(lambda: iotable.synth.cost(net, k=4, progress=False, cache_dir=cache))
         row["abc4"] = {"luts": report.luts, "seconds": seconds}
@@ -141,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=None, help="a folder for ABC's cache of mapped tables")
     parser.add_argument("--seeds", type=int, default=3, help="placement seeds per target (default: %(default)s)")
     parser.add_argument("--placer", default="heap", help="nextpnr's placer: heap, static, sa (default: %(default)s)")
+    parser.add_argument("--no-check", action="store_true", help="leave out hdl.check (minutes on the digits CNN)")
     parser.add_argument("--json", default=None, help="also write the rows as JSON")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotable-bench-implement-") as tmp:
         for name in args.only:
             cache = Path(args.cache) if args.cache else None
-            rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds, args.placer))
+            rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds, args.placer, not args.no_check))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0
