@@ -33,7 +33,7 @@ from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from ..network.heldluts import held_luts
 from .design import Design
-from .devices import check_fits, check_floor, clock_limit
+from .devices import check_fits, check_min_luts, clock_limit
 from .directory import read_verified
 from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
@@ -392,7 +392,7 @@ def implement(
 
     The design's sources are read from its directory and verified against its checksums first. A design
     whose tables are the family's LUT cells (``tables="mapped"``, or exported with ``primitives``) and whose
-    floor of LUT cells (:mod:`.floor`) exceeds the device is refused before synthesis; a design whose
+    lower bound of LUT cells (:mod:`.fit`) exceeds the device is refused before synthesis; a design whose
     synthesized cells cannot fit the device is refused before place and route (:mod:`.devices`). With
     ``cache_dir``, each placement's result is kept under the design's checksums, the target, the options,
     its seed and the tools' versions, and a later call with the same returns it without running anything
@@ -421,7 +421,7 @@ def implement(
 
     Raises:
         OptionError: an unknown target or a bad option. HDLError: not a Design, not Verilog, a design whose
-            LUT floor exceeds the device (refused before synthesis) or whose synthesized cells do not fit it
+            lower bound of LUTs exceeds the device (refused before synthesis) or whose synthesized cells do not fit it
             (refused before place and route).
         SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
         HDLToolError: a tool failed (the design has more I/O than the package, ...) or timed out.
@@ -443,7 +443,7 @@ def implement(
     vectors = check_verify(verify, design, what=what)
     context = choose(out_of_context, design, chosen, verify=vectors, what=what)
     design = for_target(design, chosen.family, tables, what=what)
-    check_floor(chosen, design.lut_floor, top=design.top, what=what)  # before any tool: too large fails in seconds
+    check_min_luts(chosen, design.min_luts, top=design.top, what=what)  # before any tool: too large fails in seconds
     folder = cache_folder(cache_dir, what=what)
     deadline = started + float(timeout)
     # the directory is verified on a cache hit too: a result is only the design's if its files are there

@@ -31,7 +31,7 @@ from .build import build_netlist
 from .builder import hardware_nodes
 from .design import Design, Port, codes_at
 from .directory import read_verified, target_directory, write_design
-from .floor import floor_of
+from .fit import min_luts_of
 from .inline import INLINE_BITS, check_inline_bits
 from .language import Language
 from .mapped import check_mapped_options, check_pipeline_luts, layer_luts, map_modules, table_latency
@@ -380,7 +380,7 @@ def export(
         primitives=None if cells is None else cells.value,
         pipeline_luts=every,
         inline_bits=inline_bits,
-        lut_floor=floor_of(netlist, mapped, (every, latency)) if cells is not None else None,
+        min_luts=min_luts_of(netlist, mapped, (every, latency)) if cells is not None else None,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)

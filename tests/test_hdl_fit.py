@@ -1,6 +1,6 @@
-"""The LUT floor of a design whose tables are device cells: what synthesis must keep of them, counted before
-synthesis, merged (duplicates, constants, wires), without dead cells, never above what yosys reports; and
-implement's refusal, before any tool runs, of a design whose floor exceeds the device."""
+"""The lower bound of LUT cells of a design whose tables are device cells (Design.min_luts): what synthesis must
+keep of them, counted before synthesis, merged (duplicates, constants, wires), without dead cells, never above
+what yosys reports; and implement's refusal, before any tool runs, of a design whose bound exceeds the device."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from iotable import Domain
 from iotable.errors import HDLError
 from iotable.hdl import Design, export, implement
 from iotable.hdl import devices as devices_module
-from iotable.hdl import floor as floor_module
-from iotable.hdl.floor import _reduce
+from iotable.hdl import fit as fit_module
+from iotable.hdl.fit import _reduce
 from iotable.hdl.target import parse_target
 from iotable.nn import Quantize
 from tests.optional import require_program
@@ -43,7 +43,7 @@ def _mapped(net: iotable.TableNetwork, folder: Path, family: str = "ice40", **op
 @pytest.fixture(scope="module")
 def cells(tmp_path_factory: pytest.TempPathFactory) -> Design:
     """Two layers of 8- and 6-input tables, exported as iCE40 LUT cells."""
-    return _mapped(_two_layers(), tmp_path_factory.mktemp("floor") / "d")
+    return _mapped(_two_layers(), tmp_path_factory.mktemp("fit") / "d")
 
 
 class _ToolRan(Exception):
@@ -72,24 +72,24 @@ def no_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_design_above_the_device_is_refused_before_any_tool(
     cells: Design, no_tools: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A floor above the device's logic cells is refused naming the design, the floor (a lower bound), the
+    """A bound above the device's logic cells is refused naming the design, the bound (said to be one), the
     device, its capacity and the fixes, and no tool is started."""
-    assert cells.lut_floor is not None and cells.lut_floor > 1
-    monkeypatch.setitem(devices_module._ICE40_CELLS, "hx1k", cells.lut_floor - 1)
+    assert cells.min_luts is not None and cells.min_luts > 1
+    monkeypatch.setitem(devices_module._ICE40_CELLS, "hx1k", cells.min_luts - 1)
     with pytest.raises(HDLError) as caught:
         implement(cells, target="ice40-hx1k")
     text = str(caught.value)
-    assert f"design 't' needs at least {cells.lut_floor:,} LUT4 cells (a lower bound" in text
-    assert f"ice40-hx1k has {cells.lut_floor - 1:,} logic cells" in text
+    assert f"design 't' needs at least {cells.min_luts:,} LUT4 cells (a lower bound" in text
+    assert f"ice40-hx1k has {cells.min_luts - 1:,} logic cells" in text
     assert "larger device (target=)" in text and "smaller model" in text and "out_of_context=True does not" in text
 
 
 def test_a_design_at_the_device_size_goes_on_to_the_tools(
     cells: Design, no_tools: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A floor equal to the device's logic cells is not refused: implement goes on to run the tools."""
-    assert cells.lut_floor is not None
-    monkeypatch.setitem(devices_module._ICE40_CELLS, "hx1k", cells.lut_floor)
+    """A bound equal to the device's logic cells is not refused: implement goes on to run the tools."""
+    assert cells.min_luts is not None
+    monkeypatch.setitem(devices_module._ICE40_CELLS, "hx1k", cells.min_luts)
     with pytest.raises(_ToolRan):
         implement(cells, target="ice40-hx1k")
 
@@ -97,10 +97,10 @@ def test_a_design_at_the_device_size_goes_on_to_the_tools(
 def test_tables_mapped_refuses_a_case_design_before_synthesis(
     tmp_path: Path, no_tools: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A ``case`` design has no floor (synthesis maps its tables its own way) and goes on to the tools; with
-    ``tables="mapped"`` its tables become cells with a floor, and a device below it is refused first."""
+    """A ``case`` design has no bound (synthesis maps its tables its own way) and goes on to the tools; with
+    ``tables="mapped"`` its tables become cells with a bound, and a device below it is refused first."""
     design = export(_two_layers(), tmp_path / "d", top="t", vectors=4)
-    assert design.lut_floor is None
+    assert design.min_luts is None
     monkeypatch.setitem(devices_module._ICE40_CELLS, "hx1k", 1)
     with pytest.raises(_ToolRan):
         implement(design, target="ice40-hx1k")
@@ -108,7 +108,7 @@ def test_tables_mapped_refuses_a_case_design_before_synthesis(
         implement(design, target="ice40-hx1k", tables="mapped")
 
 
-# -- what the floor takes off ---------------------------------------------------------------------------------------
+# -- what the bound takes off ---------------------------------------------------------------------------------------
 
 
 def _duplicates(units: int) -> iotable.TableNetwork:
@@ -127,31 +127,30 @@ def test_cells_that_duplicate_cells_count_once(tmp_path: Path, monkeypatch: pyte
     one = _mapped(_duplicates(1), tmp_path / "one")
     three = _mapped(_duplicates(3), tmp_path / "three")
     assert three.layers[0].luts == 3 * one.layers[0].luts
-    assert one.lut_floor and three.lut_floor == one.lut_floor
+    assert one.min_luts and three.min_luts == one.min_luts
 
     def unmerged(self: Any, key: tuple[Any, ...]) -> int:
         self.keys.append(key)
         return len(self.keys) - 1
 
-    monkeypatch.setattr(floor_module._Nets, "net", unmerged)
-    assert _mapped(_duplicates(3), tmp_path / "tampered").lut_floor == 3 * one.lut_floor
+    monkeypatch.setattr(fit_module._Nets, "net", unmerged)
+    assert _mapped(_duplicates(3), tmp_path / "tampered").min_luts == 3 * one.min_luts
 
 
 def test_cells_no_output_reads_count_nothing(tmp_path: Path) -> None:
-    """Units whose outputs reach no network output add no cell to the floor when instantiated (keep_dead), and
-    a design whose output reads none of its tables has a floor of 0."""
+    """Units whose outputs reach no network output add no cell to the bound when instantiated (keep_dead)."""
     from benchmarks import workloads
 
     net = workloads.build("tiny").precompute()
     live, kept = _mapped(net, tmp_path / "live"), _mapped(net, tmp_path / "kept", keep_dead=True)
     assert sum(layer.dead for layer in live.layers) > 0
     assert sum(layer.luts or 0 for layer in kept.layers) > sum(layer.luts or 0 for layer in live.layers)
-    assert kept.lut_floor == live.lut_floor and live.lut_floor and live.lut_floor > 0
+    assert kept.min_luts == live.min_luts and live.min_luts and live.min_luts > 0
 
 
-def test_a_streaming_design_has_no_floor(tmp_path: Path) -> None:
-    """The streaming style's line buffers and handshakes are not followed: no floor, so no early refusal."""
-    assert _mapped(_two_layers(), tmp_path / "s", style="streaming").lut_floor is None
+def test_a_streaming_design_has_no_bound(tmp_path: Path) -> None:
+    """The streaming style's line buffers and handshakes are not followed: no bound, so no early refusal."""
+    assert _mapped(_two_layers(), tmp_path / "s", style="streaming").min_luts is None
 
 
 @pytest.mark.parametrize(
@@ -190,23 +189,23 @@ def _require_yosys() -> None:
 
 
 @pytest.mark.parametrize(("family", "target"), [("ice40", "ice40-hx8k"), ("ecp5", "ecp5-85k")])
-def test_the_floor_is_at_most_what_yosys_keeps(tmp_path: Path, family: str, target: str) -> None:
-    """Two small layers as iCE40 and ECP5 cells, pipelined and combinational: the floor never exceeds the
+def test_the_bound_is_at_most_what_yosys_keeps(tmp_path: Path, family: str, target: str) -> None:
+    """Two small layers as iCE40 and ECP5 cells, pipelined and combinational: the bound never exceeds the
     synthesized LUT4."""
     _require_yosys()
     for pipeline in (1, 0):
         design = _mapped(_two_layers(), tmp_path / f"d{pipeline}", family=family, pipeline=pipeline)
-        assert design.lut_floor is not None and 0 < design.lut_floor <= _synthesized_luts(design, target)
+        assert design.min_luts is not None and 0 < design.min_luts <= _synthesized_luts(design, target)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "target"), [("ice40", "ice40-hx8k"), ("ecp5", "ecp5-85k")])
-def test_a_jsc_s_sized_floor_is_close_below_what_yosys_keeps(tmp_path: Path, family: str, target: str) -> None:
-    """JSC-S (165 tables) as iCE40 and ECP5 cells: the floor is below the synthesized LUT4 and within 10% of it
-    (the rest: the handshake's logic, cells synthesis keeps that the floor leaves out)."""
+def test_a_jsc_s_sized_bound_is_close_below_what_yosys_keeps(tmp_path: Path, family: str, target: str) -> None:
+    """JSC-S (165 tables) as iCE40 and ECP5 cells: the bound is below the synthesized LUT4 and within 10% of it
+    (the rest: the handshake's logic, cells synthesis keeps that the bound leaves out)."""
     from benchmarks import workloads
 
     _require_yosys()
     design = _mapped(workloads.build("jsc-s").precompute(), tmp_path / "d", family=family)
     luts = _synthesized_luts(design, target)
-    assert design.lut_floor is not None and 0.9 * luts <= design.lut_floor <= luts
+    assert design.min_luts is not None and 0.9 * luts <= design.min_luts <= luts

@@ -1,10 +1,11 @@
-"""The fewest LUT cells synthesis can leave of a design whose tables are device cells, counted before synthesis.
+"""Whether a design can fit, before synthesis: the fewest LUT cells synthesis can leave of a design whose tables
+are device cells (:func:`min_luts`).
 
 A design exported with ``primitives=`` (:mod:`.primitives`) instantiates each table's verified LUT netlist as
 the family's LUT cells, which yosys keeps as they are: it only deletes cells, never maps them again. So the
-cells as placed, less what yosys could delete, are a floor of the LUTs it reports, and
-:func:`~iotable.hdl.implement` refuses a design whose floor exceeds the device before synthesizing it
-(:func:`~iotable.hdl.devices.check_floor`). What is taken off, each more than yosys takes off, never less:
+cells as placed, less what yosys could delete, are a lower bound of the LUTs it reports, and
+:func:`~iotable.hdl.implement` refuses a design whose bound exceeds the device before synthesizing it
+(:func:`~iotable.hdl.devices.check_min_luts`). What is taken off, each more than yosys takes off, never less:
 
 - **constants and wires**: a cell's inputs that are constants (dead units' outputs, constant pad codes) are
   folded into its function, an input the function does not depend on is dropped, and a cell left with fewer
@@ -17,7 +18,7 @@ cells as placed, less what yosys could delete, are a floor of the LUTs it report
   since yosys may simplify that arithmetic away.
 
 Registers are kept apart from the net they copy, except a register of a constant, which is that constant.
-The floor is computed for the unrolled style (one valid pipeline); a streaming design has none (``None``):
+The bound is computed for the unrolled style (one valid pipeline); a streaming design has none (``None``):
 its line buffers and handshakes are logic this model does not follow.
 """
 
@@ -29,7 +30,7 @@ from typing import Any
 from .mapped import CellKind, LutBody, Source, lut_body, staged
 from .netlist import Layer, Netlist
 
-__all__ = ["floor_of", "lut_floor", "table_bodies"]
+__all__ = ["min_luts", "min_luts_of", "table_bodies"]
 
 _ZERO, _ONE = 0, 1  # the nets of the constants
 
@@ -47,7 +48,7 @@ def table_bodies(
     return bodies
 
 
-def lut_floor(netlist: Netlist, bodies: Mapping[str, LutBody]) -> int | None:
+def min_luts(netlist: Netlist, bodies: Mapping[str, LutBody]) -> int | None:
     """The LUT cells synthesis keeps at least of ``netlist`` with its tables as ``bodies`` (module name ->
     :class:`~.mapped.LutBody`), as the module docstring says; ``None`` for a streaming design or a table
     module without a body."""
@@ -197,8 +198,10 @@ def _cofactors(table: int, j: int, n: int) -> tuple[int, int]:
     return low, high
 
 
-def floor_of(netlist: Netlist, mapped: Mapping[str, Any] | None, stages: tuple[int, Mapping[str, int]]) -> int | None:
-    """:func:`lut_floor` of a netlist whose tables ``mapped`` holds (``None``: no floor)."""
+def min_luts_of(
+    netlist: Netlist, mapped: Mapping[str, Any] | None, stages: tuple[int, Mapping[str, int]]
+) -> int | None:
+    """:func:`min_luts` of a netlist whose tables ``mapped`` holds (``None``: no bound)."""
     if mapped is None or netlist.streaming:
         return None
-    return lut_floor(netlist, table_bodies(netlist, mapped, stages))
+    return min_luts(netlist, table_bodies(netlist, mapped, stages))
