@@ -190,11 +190,12 @@ def _require_yosys() -> None:
 
 @pytest.mark.parametrize(("family", "target"), [("ice40", "ice40-hx8k"), ("ecp5", "ecp5-85k")])
 def test_the_bound_is_at_most_what_yosys_keeps(tmp_path: Path, family: str, target: str) -> None:
-    """Two small layers as iCE40 and ECP5 cells, pipelined and combinational: the bound never exceeds the
-    synthesized LUT4."""
+    """Two small layers as iCE40 and ECP5 cells, pipelined, combinational and with registers inside the tables:
+    the bound never exceeds the synthesized LUT4."""
     _require_yosys()
-    for pipeline in (1, 0):
-        design = _mapped(_two_layers(), tmp_path / f"d{pipeline}", family=family, pipeline=pipeline)
+    for pipeline, inside in ((1, 0), (0, 0), (1, 1)):
+        folder = tmp_path / f"d{pipeline}{inside}"
+        design = _mapped(_two_layers(), folder, family=family, pipeline=pipeline, pipeline_luts=inside)
         assert design.min_luts is not None and 0 < design.min_luts <= _synthesized_luts(design, target)
 
 
