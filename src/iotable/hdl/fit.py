@@ -24,22 +24,27 @@ its line buffers and handshakes are logic this model does not follow.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from .mapped import CellKind, LutBody, Source, lut_body, staged
 from .netlist import Layer, Netlist
 
-__all__ = ["min_luts", "min_luts_of", "table_bodies"]
+__all__ = ["min_luts", "table_bodies"]
 
 _ZERO, _ONE = 0, 1  # the nets of the constants
 
 
 def table_bodies(
-    netlist: Netlist, mapped: Mapping[str, Any], stages: tuple[int, Mapping[str, int]] = (0, {})
-) -> dict[str, LutBody]:
-    """Each table module's :class:`~.mapped.LutBody` as the design's files hold it (registers inside where
-    ``stages`` puts them, as :func:`~.sources.design_files` writes them)."""
+    netlist: Netlist, mapped: Mapping[str, Any] | None, stages: tuple[int, Mapping[str, int]] = (0, {})
+) -> dict[str, LutBody] | None:
+    """Each table module's :class:`~.mapped.LutBody` from its mapped netlist (``mapped``: module name ->
+    :class:`~iotable.synth.MappedTable`), with registers inside where ``stages`` puts them (a register after
+    every ``stages[0]`` LUT levels, ``stages[1][name]`` in all: :func:`~.mapped.staged`); ``None`` without
+    ``mapped`` (``case`` tables)."""
+    if mapped is None:
+        return None
     every, latency = stages
     bodies = {}
     for name, module in netlist.modules.items():
@@ -48,11 +53,11 @@ def table_bodies(
     return bodies
 
 
-def min_luts(netlist: Netlist, bodies: Mapping[str, LutBody]) -> int | None:
+def min_luts(netlist: Netlist, bodies: Mapping[str, LutBody] | None) -> int | None:
     """The LUT cells synthesis keeps at least of ``netlist`` with its tables as ``bodies`` (module name ->
-    :class:`~.mapped.LutBody`), as the module docstring says; ``None`` for a streaming design or a table
-    module without a body."""
-    if netlist.streaming or any(name not in bodies for name in netlist.modules):
+    :class:`~.mapped.LutBody`), as the module docstring says; ``None`` for a streaming design, without bodies
+    (``case`` tables) or with a table module that has none."""
+    if bodies is None or netlist.streaming or any(name not in bodies for name in netlist.modules):
         return None
     nets = _Nets(netlist)
     for block in netlist.blocks:
@@ -172,20 +177,29 @@ def _reduce(truth: int, inputs: list[int]) -> tuple[int, list[int]]:
     order of their nets: ``(truth table, inputs)`` (bit ``r`` of the table: the output where input ``j``
     reads bit ``j`` of ``r``)."""
     free = sorted({net for net in inputs if net not in (_ZERO, _ONE)})
+    rank = {_ZERO: -1, _ONE: -2, **{net: j for j, net in enumerate(free)}}
+    table, kept = _reduced(truth, tuple(rank[net] for net in inputs))
+    return table, [free[j] for j in kept]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _reduced(truth: int, pattern: tuple[int, ...]) -> tuple[int, tuple[int, ...]]:
+    """:func:`_reduce` on the shape of a LUT's inputs: each input's place among the distinct ones (-1: the
+    constant 0, -2: the constant 1); the table and the places kept. LUTs of one shape and function are many."""
+    places = max(pattern, default=-1) + 1
     table = 0
-    for row in range(1 << len(free)):  # at most 2**6 rows: a loop over one LUT's inputs, never a table's rows
-        reads = {_ZERO: 0, _ONE: 1, **{net: (row >> j) & 1 for j, net in enumerate(free)}}
-        index = sum(reads[net] << i for i, net in enumerate(inputs))
+    for row in range(1 << places):  # at most 2**6 rows: a loop over one LUT's inputs, never a table's rows
+        index = sum((0 if j == -1 else 1 if j == -2 else (row >> j) & 1) << i for i, j in enumerate(pattern))
         table |= ((truth >> index) & 1) << row
-    j = 0
-    while j < len(free):
-        low, high = _cofactors(table, j, len(free))
+    kept, j = list(range(places)), 0
+    while j < len(kept):
+        low, high = _cofactors(table, j, len(kept))
         if low == high:
             table = low
-            free.pop(j)
+            kept.pop(j)
         else:
             j += 1
-    return table, free
+    return table, tuple(kept)
 
 
 def _cofactors(table: int, j: int, n: int) -> tuple[int, int]:
@@ -196,12 +210,3 @@ def _cofactors(table: int, j: int, n: int) -> tuple[int, int]:
         low |= ((table >> row) & 1) << k
         high |= ((table >> (row | 1 << j)) & 1) << k
     return low, high
-
-
-def min_luts_of(
-    netlist: Netlist, mapped: Mapping[str, Any] | None, stages: tuple[int, Mapping[str, int]]
-) -> int | None:
-    """:func:`min_luts` of a netlist whose tables ``mapped`` holds (``None``: no bound)."""
-    if mapped is None or netlist.streaming:
-        return None
-    return min_luts(netlist, table_bodies(netlist, mapped, stages))
