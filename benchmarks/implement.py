@@ -21,7 +21,10 @@ streaming, the ladder of LUT counts a user can ask iotable for, each with its ti
   through yosys's generic synthesis with the tables as black boxes), with its time.
 
 A target a design does not fit (more LUTs or I/O than the device has) is reported as such, with the time the
-refusal took. Timings are wall-clock seconds of one run on the machine that runs it.
+refusal took. ``--refuse WORKLOAD TARGET`` (``jsc-m ice40-hx8k``) times that refusal alone: from the call of
+``implement(design, target=TARGET, tables="mapped")`` on the exported design (its tables mapped onto LUT4 by ABC,
+cold, exported as the family's cells, the lower bound of their LUT cells counted) to the error, and whether it
+came before synthesis. Timings are wall-clock seconds of one run on the machine that runs it.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 import torch
 
 import iotable
-from iotable.errors import HDLToolError
+from iotable.errors import HDLError, HDLToolError
 from iotable.hdl import check, export, implement
 from iotable.nn import Quantize
 
@@ -88,7 +91,7 @@ def _timed(fn: Any) -> tuple[float, Any]:
     start = time.perf_counter()
     try:
         result = fn()
-    except HDLToolError as exc:  # a design that does not fit the device: the tool's last words
+    except (HDLError, HDLToolError) as exc:  # a design that does not fit the device: the refusal, or a tool's words
         result = exc
     return time.perf_counter() - start, result
 
@@ -145,6 +148,22 @@ def ladder(
     return row
 
 
+def refusal(name: str, target: str, work: Path) -> dict[str, Any]:
+    """How long implement takes to refuse ``name`` on ``target`` with its tables mapped, what it says, and whether
+    it came before synthesis (the lower bound's refusal) or after (the synthesized cells')."""
+    net = _network(name)
+    design = export(net, work / name, top="net", vectors=16, table_benches=False, overwrite=True)
+    seconds, result = _timed(lambda: implement(design, target=target, tables="mapped", timeout=3600))
+    if not isinstance(result, Exception):
+        raise SystemExit(f"{name} fits {target} ({result.luts} LUTs): nothing to refuse")
+    row = {
+        "workload": name, "target": target, "refused_s": round(seconds, 1), "error": type(result).__name__,
+        "before_synthesis": "not synthesized" in str(result), "message": str(result)[:600],
+    }  # fmt: skip
+    print(f"{name} on {target}: refused in {seconds:.1f} s ({type(result).__name__}): {str(result)[:400]}")
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.implement", description=__doc__)
     parser.add_argument("--only", nargs="*", default=list(WORKLOADS), help="workloads (default: all)")
@@ -154,12 +173,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--placer", default="heap", help="nextpnr's placer: heap, static, sa (default: %(default)s)")
     parser.add_argument("--no-check", action="store_true", help="leave out hdl.check (minutes on the digits CNN)")
     parser.add_argument("--json", default=None, help="also write the rows as JSON")
+    parser.add_argument("--refuse", nargs=2, metavar=("WORKLOAD", "TARGET"), help="time this refusal alone")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="iotable-bench-implement-") as tmp:
-        for name in args.only:
+        for name in [] if args.refuse else args.only:
             cache = Path(args.cache) if args.cache else None
             rows.append(ladder(name, tuple(args.targets), Path(tmp), cache, args.seeds, args.placer, not args.no_check))
+        if args.refuse:
+            rows.append(refusal(*args.refuse, Path(tmp)))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
     return 0

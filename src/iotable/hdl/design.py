@@ -94,6 +94,10 @@ class Design:
             ``latency`` counts them (each layer's ``latency`` in the top file's header).
         inline_bits: ``case`` tables of at most this many address bits are written inline in their layer
             modules, no file of their own (``export``'s ``inline_bits``; 0: none).
+        min_luts: with ``primitives``, the fewest LUT cells synthesis can leave of the design (a lower
+            bound, counted from its tables' cells as placed: :mod:`iotable.hdl.fit`), which
+            :func:`~iotable.hdl.implement` holds against the device before synthesizing; ``None`` otherwise
+            (``case`` tables, generic LUTs, the streaming style).
     """
 
     top: str
@@ -121,6 +125,7 @@ class Design:
     primitives: str | None = None
     pipeline_luts: int = 0
     inline_bits: int = 0
+    min_luts: int | None = None
 
     @property
     def files(self) -> tuple[str, ...]:

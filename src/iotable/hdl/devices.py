@@ -17,7 +17,7 @@ from __future__ import annotations
 from ..errors import HDLError
 from .target import Target
 
-__all__ = ["cells_needed", "check_fits", "clock_limit", "logic_cells", "package_pins"]
+__all__ = ["cells_needed", "check_fits", "check_min_luts", "clock_limit", "logic_cells", "package_pins"]
 
 _ICE40_CELLS = {
     "lp384": 384, "lp1k": 1280, "lp4k": 3520, "lp8k": 7680, "hx1k": 1280, "hx4k": 3520, "hx8k": 7680,
@@ -75,5 +75,23 @@ def check_fits(target: Target, counts: dict[str, int], *, what: str) -> None:
         f"{counts['carry']:,} carry cells, {counts['flip_flops']:,} flip-flops) and {target.name} has "
         f"{available:,} ({100 * needed / available:.0f}%); not placed: pick a larger device (target=), or make "
         "the design smaller"
+    )
+    raise HDLError(msg)
+
+
+def check_min_luts(target: Target, luts: int | None, *, top: str, what: str) -> None:
+    """Refuse, before synthesis, a design whose lower bound of LUT cells (:mod:`.fit`: the fewest synthesis can
+    leave of its tables' cells as placed) exceeds ``target``'s logic cells: an :class:`HDLError` naming the
+    design, both counts and the fix. No bound (``None``) or no table of the device: nothing is checked here,
+    and :func:`check_fits` checks the synthesized cells."""
+    available = logic_cells(target)
+    if luts is None or available is None or luts <= available:
+        return
+    msg = (
+        f"{what}: design {top!r} needs at least {luts:,} LUT4 cells (a lower bound, counted before synthesis "
+        f"from its tables' verified LUT netlists as placed, less every cell synthesis could remove) and "
+        f"{target.name} has {available:,} logic cells ({100 * luts / available:.0f}%); not synthesized: pick a "
+        "larger device (target=), or a smaller model (fewer or narrower tables); out_of_context=True does not "
+        "shrink the logic"
     )
     raise HDLError(msg)

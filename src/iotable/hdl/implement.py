@@ -33,7 +33,7 @@ from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from ..network.heldluts import held_luts
 from .design import Design
-from .devices import check_fits, clock_limit
+from .devices import check_fits, check_min_luts, clock_limit
 from .directory import read_verified
 from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
@@ -431,7 +431,9 @@ def implement(
       LUT6, MUXF, CARRY and flip-flop counts, synthesis only.
 
     The design's sources are read from its directory and verified against its checksums first. A design
-    whose synthesized cells cannot fit the device is refused before place and route (:mod:`.devices`). With
+    whose tables are the family's LUT cells (``tables="mapped"``, or exported with ``primitives``) and whose
+    lower bound of LUT cells (:mod:`.fit`) exceeds the device is refused before synthesis; a design whose
+    synthesized cells cannot fit the device is refused before place and route (:mod:`.devices`). With
     ``cache_dir``, each placement's result is kept under the design's checksums, the target, the options,
     its seed and the tools' versions, and a later call with the same returns it without running anything
     (``cached=True`` when every seed was cached).
@@ -460,8 +462,9 @@ def implement(
         An :class:`Implementation`; ``summary()`` prints it.
 
     Raises:
-        OptionError: an unknown target or a bad option. HDLError: not a Design, not Verilog, or a design
-            whose synthesized cells do not fit the device (refused before place and route).
+        OptionError: an unknown target or a bad option. HDLError: not a Design, not Verilog, a design whose
+            lower bound of LUTs exceeds the device (refused before synthesis) or whose synthesized cells do not fit it
+            (refused before place and route).
         SimulatorNotInstalledError: yosys or nextpnr is missing (the message names what to install).
         HDLToolError: a tool failed (the design has more I/O than the package, ...) or timed out.
         CacheError: ``cache_dir`` cannot be used.
@@ -483,6 +486,7 @@ def implement(
     vectors = check_verify(verify, design, what=what)
     context = choose(out_of_context, design, chosen, verify=vectors, what=what)
     design = for_target(design, chosen.family, tables, what=what)
+    check_min_luts(chosen, design.min_luts, top=design.top, what=what)  # before any tool: too large fails in seconds
     folder = cache_folder(cache_dir, what=what)
     deadline = started + float(timeout)
     # the directory is verified on a cache hit too: a result is only the design's if its files are there

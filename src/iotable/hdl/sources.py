@@ -23,9 +23,10 @@ from .arithmetic import TREE_TERMS
 from .bench import check_bench, vectors_file
 from .bench import vectors as table_vectors
 from .emit import Printer, part_text
+from .fit import table_bodies
 from .inline import inline_modules
 from .language import Language
-from .mapped import lut_body, staged
+from .mapped import lut_body
 from .names import check_name, check_unique
 from .netbench import bench_plan, vector_files
 from .netlist import Adder, Argmax, Layer, Netlist, Thresholds
@@ -124,6 +125,7 @@ def design_files(
     primitives: Any = None,
     stages: tuple[int, Mapping[str, int]] = (0, {}),
     inline_bits: int = 0,
+    bodies: Mapping[str, Any] | None = None,
 ) -> dict[str, str | Text]:
     """Every source file of the design: ``<table module><suffix>`` for each distinct table (a ``case``, or with
     ``mapped``, a :class:`~iotable.synth.MappedTable` per module name, its LUT netlist), then ``<top><suffix>``
@@ -131,24 +133,25 @@ def design_files(
     :class:`~.table.Text`, made as it is written. With ``primitives`` (a :class:`~.primitives.Primitives`), a
     mapped table's LUTs are that family's device cells (:func:`~.primitives.primitive_text`). ``stages``: a
     register after every ``stages[0]`` LUT levels, ``stages[1]`` registers in all inside each mapped table
-    module (by name; :func:`~.mapped.staged`). ``case`` tables of at most ``inline_bits`` address bits have no
-    file: their layer modules hold them as expressions (:mod:`.inline`)."""
+    module (by name; :func:`~.mapped.staged`); ``bodies``: each mapped module's :class:`~.mapped.LutBody` made
+    so already (:func:`~.fit.table_bodies`), else made here. ``case`` tables of at most ``inline_bits`` address
+    bits have no file: their layer modules hold them as expressions (:mod:`.inline`)."""
     p = PRINTERS[language]
     # module names are the top's name and a fixed suffix with indices, never a layer's name: unique by design
     named = [*netlist.modules.values(), *netlist.blocks, *netlist.stages]
     check_unique([*(part.name for part in named), netlist.top], what="export")
     if mapped is None:
         netlist = replace(netlist, inline=dict.fromkeys(inline_modules(netlist.modules, inline_bits), dont_cares))
+    if mapped is not None and bodies is None:
+        bodies = table_bodies(netlist, mapped, stages)
     files: dict[str, str | Text] = {}
     for module in netlist.modules.values():
         if module.name in netlist.inline:
             continue
-        if mapped is None:
+        if bodies is None:
             text = p.table(module.table, module.name, dont_cares=dont_cares)
         else:
-            body = lut_body(module.table, mapped[module.name], module.name, what="export")
-            if stages[1].get(module.name):
-                body = staged(body, stages[0], stages[1][module.name])
+            body = bodies[module.name]
             text = p.mapped(body, module.name) if primitives is None else primitive_text(body, module.name, primitives)
         files[f"{module.name}{p.suffix()}"] = text
     parts = "".join(part_text(p, netlist, part) for part in [*netlist.blocks, *netlist.stages])

@@ -31,6 +31,7 @@ from .build import build_netlist
 from .builder import hardware_nodes
 from .design import Design, Port, codes_at
 from .directory import read_verified, target_directory, write_design
+from .fit import min_luts, table_bodies
 from .inline import INLINE_BITS, check_inline_bits
 from .language import Language
 from .mapped import check_mapped_options, check_pipeline_luts, layer_luts, map_modules, table_latency
@@ -325,6 +326,7 @@ def export(
     expected = codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
     header = header_lines(netlist, depth, pipeline_luts=every)
+    bodies = table_bodies(netlist, mapped, (every, latency))
     files = design_files(
         netlist,
         lang,
@@ -334,6 +336,7 @@ def export(
         primitives=cells,
         stages=(every, latency),
         inline_bits=inline_bits,
+        bodies=bodies,
     )
     sources = tuple(files)
     in_widths, out_widths = netlist.width[netlist.input_ids], netlist.width[netlist.output_ids]
@@ -379,6 +382,7 @@ def export(
         primitives=None if cells is None else cells.value,
         pipeline_luts=every,
         inline_bits=inline_bits,
+        min_luts=min_luts(netlist, bodies) if cells is not None else None,
     )
     description = f"{top}_design.json"
     checksums = write_design(target, files, description, lambda sums: _description_json(design, sums), what=what)
