@@ -22,9 +22,10 @@ from ..domain import Domain
 from ..errors import ModelError
 from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
+from ..units import Geometry
 from .fold import clip_bounds, fold_constant, integer_range, per_feature
 from .plans import conv_function, layer_plan, table_node, window_nodes
-from .quant import QuantParams, Rounding, Thresholds
+from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
 from .state import Codes, Float, Planned, QInt, Raw, node_of
 
@@ -151,14 +152,19 @@ class Walk:
             msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
             raise ModelError(msg)
         if isinstance(data, Codes):
-            width = math.prod(data.node.shape)
-            if len(data.node.shape) != 1:
+            shape = data.node.shape
+            if len(shape) not in (1, 2, 3):
                 msg = (
-                    f"{self._where(op)} reads {data.node.name!r} of shape {data.node.shape}; flatten it first "
-                    "(Flatten or Reshape to (N, features)): this front end reads features, not images"
+                    f"{self._where(op)} reads {data.node.name!r} of shape {shape}; expected features (N, C) or "
+                    "channels-first codes of 1 or 2 spatial axes: reshape it first"
                 )
                 raise ModelError(msg)
-            return Float(data.node, (), np.eye(width, dtype=bool), ())
+            if len(shape) == 1:
+                return Float(data.node, (), np.eye(shape[0], dtype=bool), ())
+            # elementwise over channels-first codes: a window of one position, as the torch route reads it
+            rank = len(shape) - 1
+            geometry = Geometry(kernel=(1,) * rank, stride=(1,) * rank, dilation=(1,) * rank, padding=((0, 0),) * rank)
+            return Float(data.node, (), np.eye(shape[0], dtype=bool), (), geometry)
         return data
 
     def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
@@ -322,6 +328,12 @@ class Walk:
 
     def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> Float:
         fn = self._float(op)
+        if fn.geometry is not None and not fn.ops:
+            msg = (
+                f"{self._where(op)} reads {fn.source.name!r} of shape {fn.source.shape}; flatten it first "
+                "(Flatten or Reshape to (N, features)): a matrix product reads features, not images"
+            )
+            raise ModelError(msg)
         if fn.geometry is not None:
             msg = f"{self._where(op)}: a matrix product after a convolution, before its quantizer; quantize first"
             raise ModelError(msg)
@@ -423,7 +435,7 @@ class Walk:
 
     # -- closing a layer ----------------------------------------------------------------------------------
 
-    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds) -> Codes:
+    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds | TruncParams) -> Codes:
         """A table layer: one unit per output, reading the inputs it depends on (sizes checked here), and the
         pad and window nodes a spatial layer reads through."""
         name = f"layer{len(self.planned)}"
@@ -433,7 +445,7 @@ class Walk:
             for node in window_nodes(name, fn.source, plan):
                 reader = self._add(node, reader)
         table = table_node(name, plan, (*fn.ops, op.name), op.outputs[0])
-        self.planned[name] = Planned(plan, fn.steps, closing)
+        self.planned[name] = Planned(plan, fn.steps, closing, fn.float32)
         return Codes(self._add(table, reader))
 
 

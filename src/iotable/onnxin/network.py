@@ -15,8 +15,9 @@ from ..network.network import TableNetwork
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
 from ..units import DEFAULT_MAX_ROWS
+from . import pooling  # noqa: F401  (registers its operations)
 from .layers import Planned, Walk
-from .quant import QuantParams
+from .quant import Thresholds
 from .read import OnnxGraph, read_graph
 
 __all__ = ["is_onnx_model", "plan_onnx", "precompute_onnx", "tabulate_layer", "unit_rows"]
@@ -110,10 +111,10 @@ def unit_rows(planned: Planned, index: int, codes: np.ndarray) -> tuple[np.ndarr
         msg = f"{plan.name}: unit {unit.index} computes values that are not finite; check the model's constants"
         raise ModelError(msg)
     closing = planned.closing
-    if isinstance(closing, QuantParams):
-        out, near = closing.codes(values)
-    else:
+    if isinstance(closing, Thresholds):
         out, near = closing.codes(values, unit.out_channels[0])
+    else:
+        out, near = closing.codes(values, float32=planned.float32)
     return out, near, values
 
 
