@@ -15,6 +15,7 @@ import iotable
 from iotable.errors import IOTableError, ModelError, ONNXFileError, SpecOptionError, TableTooLargeError
 
 from . import qonnxmodels as qm
+from . import qonnxopmodels as om
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
 pytest.importorskip("qonnx", reason="the onnx extra (pip install 'iotable[onnx]')")
@@ -173,6 +174,143 @@ def _qcdq(change: Callable[[Any], Any]) -> Callable[[], Any]:
         return proto
 
     return make
+
+
+def _op_edit(make: Callable[[], Any], change: Callable[[Any], Any]) -> Callable[[], Any]:
+    """A model of ``make`` changed by ``change`` (the shapes of the good model kept: no inference again)."""
+
+    def edited() -> Any:
+        proto = make()
+        change(proto)
+        return proto
+
+    return edited
+
+
+def _flat_pool(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Flatten", ["xq"], ["xf"], name="flat"))
+    _rewire(proto, "pool", ["xf"])
+
+
+def _indices(proto: Any) -> None:
+    _node(proto, "pool").output.append("where")
+
+
+def _trunc_per_channel(proto: Any) -> None:
+    _replace_init(proto, "ts", np.asarray([0.25, 0.25], np.float32))
+
+
+def _trunc_opset(proto: Any) -> None:
+    for opset in proto.opset_import:
+        if opset.domain == qm.QONNX:
+            opset.version = 1
+
+
+def _pool_of_computed(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
+    _rewire(proto, "pool", ["xr"])
+
+
+_POOL_FIX = r"export the pooling with explicit kernel_shape, strides and pads"
+
+OP_CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
+    (
+        "maxpool auto_pad",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "auto_pad", "SAME_UPPER")),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*auto_pad='SAME_UPPER'; " + _POOL_FIX,
+    ),
+    (
+        "maxpool ceil_mode",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "ceil_mode", 1)),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*ceil_mode=1; a window past the input's end",
+    ),
+    (
+        "maxpool without kernel_shape",
+        _op_edit(om.pool_model, lambda p: _node(p, "pool").attribute.remove(_node(p, "pool").attribute[0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*no attribute 'kernel_shape'",
+    ),
+    (
+        "maxpool stride 0",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "strides", [0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*attribute 'strides' is \(0,\); expected 1 integers >= 1",
+    ),
+    (
+        "maxpool kernel of two axes on one",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "kernel_shape", [2, 2])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*attribute 'kernel_shape' is \(2, 2\); expected 1 integers",
+    ),
+    (
+        "maxpool asymmetric pads",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "pads", [1, 0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*pads \(1, 0\); a max-pool pads each axis the same before and after",
+    ),
+    (
+        "maxpool of flat features",
+        _op_edit(om.pool_model, _flat_pool),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*reads codes of shape \(10,\): quantize the pooling's input",
+    ),
+    (
+        "maxpool of a tensor no quantizer ends",
+        _op_edit(om.pool_model, _pool_of_computed),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*reads a tensor no quantizer ends",
+    ),
+    (
+        "maxpool with indices",
+        _op_edit(om.pool_model, _indices),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*with 2 outputs \(indices\); export it with one output",
+    ),
+    (
+        "averagepool padded without the pads counted",
+        lambda: om.pool_model("AveragePool", pads=[1, 1]),
+        ONNXFileError,
+        r"node 'pool' \(AveragePool\).*count_include_pad=0; .*export it with count_include_pad=1 or without pads",
+    ),
+    (
+        "averagepool kernel larger than its input",
+        _op_edit(lambda: om.pool_model("AveragePool"), lambda p: _set_attr(_node(p, "pool"), "kernel_shape", [9])),
+        ONNXFileError,
+        r"node 'pool' \(AveragePool\).*the kernel \(9,\) does not fit the \(padded\) input \(2, 5\)",
+    ),
+    (
+        "trunc of opset 1",
+        _op_edit(om.trunc_model, _trunc_opset),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*QONNX opset 1 with 6 inputs; expected opset 2 .*brevitas >= 0.11",
+    ),
+    (
+        "trunc per-channel scale",
+        _op_edit(om.trunc_model, _trunc_per_channel),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*scale has 2 values; expected one \(per tensor\)",
+    ),
+    (
+        "trunc signed 2",
+        _op_edit(om.trunc_model, lambda p: _set_attr(_node(p, "trunc"), "signed", 2)),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*attribute 'signed' is 2; expected 0 or 1",
+    ),
+    (
+        "trunc output bits 0",
+        _op_edit(om.trunc_model, lambda p: _replace_init(p, "tob", 0.0)),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*output bit width 0.0; expected scales > 0 and 1 to 16 output bits",
+    ),
+    (
+        "trunc unknown rounding",
+        _op_edit(om.trunc_model, lambda p: _set_attr(_node(p, "trunc"), "rounding_mode", "STOCHASTIC")),
+        ModelError,
+        r"node 'trunc' \(Trunc\).*rounding_mode 'STOCHASTIC' is not one QONNX defines",
+    ),
+]
 
 
 CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
@@ -362,6 +500,9 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
 ]
 
 
+CASES += OP_CASES
+
+
 @pytest.mark.parametrize(("case", "make", "error", "words"), CASES, ids=[c[0] for c in CASES])
 def test_a_malformed_or_unsupported_file_is_refused_by_name(
     case: str, make: Callable[[], Any], error: type[IOTableError], words: str, tmp_path: Path
@@ -374,6 +515,12 @@ def test_a_malformed_or_unsupported_file_is_refused_by_name(
 def test_the_good_model_the_cases_break_is_read() -> None:
     """Tamper for the cases above: the model they start from gives a network (the refusals come from the edits)."""
     assert len(iotable.precompute(base()).tables) == 2
+
+
+@pytest.mark.parametrize("make", [om.pool_model, lambda: om.pool_model("AveragePool"), om.trunc_model])
+def test_the_good_pool_and_trunc_models_the_cases_break_are_read(make: Callable[[], Any]) -> None:
+    """Tamper for the pooling and truncation cases: the models they start from give networks."""
+    assert iotable.precompute(make()).tables
 
 
 def test_a_table_over_max_rows_is_refused_before_any_row() -> None:
