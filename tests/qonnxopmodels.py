@@ -134,3 +134,71 @@ def every_input(shape: tuple[int, ...], levels: int, limit: int = 4096) -> np.nd
         grid = np.indices((levels,) * size).reshape(size, -1).T
         return grid.reshape(-1, *shape)
     return np.random.default_rng(0).integers(0, levels, size=(limit, *shape))
+
+
+def brevitas_branches(kind: str) -> torch.nn.Module:
+    """A 2-bit brevitas model over (2, 4) that branches at its input quantizer: a 1x1 convolution quantized, then
+    joined to the input by ``kind`` ("add": a residual add; "concat": along the channels), and a QuantIdentity;
+    or ("transpose") the input's codes transposed to (4, 2), flattened, into a sparse QuantLinear."""
+    import brevitas.nn as qnn
+
+    class Branches(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inp = qnn.QuantIdentity(bit_width=2)
+            self.conv = qnn.QuantConv1d(2, 2, 1, weight_bit_width=3, bias=False)
+            self.mid = qnn.QuantReLU(bit_width=2)
+            self.fc = qnn.QuantLinear(8, 3, bias=True, weight_bit_width=3)
+            self.out = qnn.QuantIdentity(bit_width=3 if kind == "add" else 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = self.inp(x)
+            if kind == "transpose":
+                return self.out(self.fc(x.transpose(1, 2).flatten(1)))
+            y = self.mid(self.conv(x))
+            return self.out(x + y if kind == "add" else torch.cat([x, y], dim=1))
+
+    torch.manual_seed(4)
+    model = Branches()
+    with torch.no_grad():
+        model.conv.weight.copy_(torch.tensor([[0.9, -0.37], [0.41, 0.83]]).reshape(model.conv.weight.shape))
+        mask = torch.zeros(3, 8)
+        for o, inputs in enumerate(((0, 1, 2), (3, 4), (5, 6, 7))):
+            mask[o, list(inputs)] = 1
+        model.fc.weight.copy_(torch.sign(torch.randn(3, 8)) * 0.5 * mask)  # no masked weight quantized to 0
+    return model.eval()
+
+
+def join_model(kind: str) -> Any:
+    """Input Quant (2-bit signed, scale 0.5) of (2, 3) to ``xq``, a second quantizer of it (3-bit unsigned, scale
+    0.25, after a Relu) to ``r``, then ``kind``: "add" (xq + r), "concat" (xq, r along the channels) or
+    "transpose" (xq transposed to (3, 2), flattened, into a sparse MatMul); a Quant (3-bit signed, scale 0.5)."""
+    from onnx import helper
+
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=1),
+        helper.make_node("Relu", ["xq"], ["xr"], name="relu"),
+        quant("qr", "xr", "r", bits=3, signed=0),
+    ]
+    inits = [*quant_constants("qin", scale=0.5), *quant_constants("qr", scale=0.25, bits=3)]
+    out_shape: tuple[int, ...] = (2, 3)
+    if kind == "add":
+        nodes.append(helper.make_node("Add", ["xq", "r"], ["h"], name="add"))
+    elif kind == "concat":
+        nodes.append(helper.make_node("Concat", ["xq", "r"], ["h"], name="cat", axis=1))
+        out_shape = (4, 3)
+    else:
+        weight = np.zeros((6, 2), np.float32)
+        weight[[0, 1, 4], 0] = [1.0, -0.5, 0.75]
+        weight[[2, 5], 1] = [1.0, 1.0]
+        nodes = [
+            nodes[0],
+            helper.make_node("Transpose", ["xq"], ["t"], name="tr", perm=[0, 2, 1]),
+            helper.make_node("Flatten", ["t"], ["f"], name="flat"),
+            helper.make_node("MatMul", ["f", "w"], ["h"], name="mm"),
+        ]
+        inits = [*quant_constants("qin", scale=0.5), constant("w", weight)]
+        out_shape = (2,)
+    nodes.append(quant("qout", "h", "y", bits=3, signed=1))
+    inits += quant_constants("qout", scale=0.5, bits=3)
+    return graph(nodes, inits, (2, 3), out_shape)

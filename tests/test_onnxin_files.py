@@ -122,6 +122,10 @@ def _branch(proto: Any) -> None:
     _insert(proto, 2, helper.make_node("Relu", ["xq"], ["r"], name="side"))
 
 
+def _branch_of_float(proto: Any) -> None:
+    _insert(proto, 3, helper.make_node("Relu", ["h"], ["r"], name="side"))
+
+
 def _subgraph(proto: Any) -> None:
     body = helper.make_graph([], "body", [], [])
     _insert(proto, 1, helper.make_node("Loop", ["xq"], ["xl"], name="loop", body=body))
@@ -209,6 +213,36 @@ def _trunc_opset(proto: Any) -> None:
 def _pool_of_computed(proto: Any) -> None:
     _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
     _rewire(proto, "pool", ["xr"])
+
+
+def _join(kind: str, change: Callable[[Any], Any]) -> Callable[[], Any]:
+    return _op_edit(lambda: om.join_model(kind), change)
+
+
+def _operand_of_float(name: str) -> Callable[[Any], None]:
+    def change(proto: Any) -> None:
+        _rewire(proto, "qr", ["xq", "qr_s", "qr_z", "qr_b"])
+        _rewire(proto, name, ["r", "xr"])
+
+    return change
+
+
+def _reshape_to_computed(proto: Any) -> None:
+    flat = _node(proto, "flat")
+    flat.op_type = "Reshape"
+    flat.input.append("xq")
+
+
+def _transpose_of_float(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
+    _rewire(proto, "tr", ["xr"])
+
+
+def _transpose_into_quant(proto: Any) -> None:
+    _rewire(proto, "qout", ["t", "qout_s", "qout_z", "qout_b"])
+    for name in ("flat", "mm"):
+        proto.graph.node.remove(_node(proto, name))
+    proto.graph.output[0].name = "y"
 
 
 _POOL_FIX = r"export the pooling with explicit kernel_shape, strides and pads"
@@ -309,6 +343,66 @@ OP_CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         _op_edit(om.trunc_model, lambda p: _set_attr(_node(p, "trunc"), "rounding_mode", "STOCHASTIC")),
         ModelError,
         r"node 'trunc' \(Trunc\).*rounding_mode 'STOCHASTIC' is not one QONNX defines",
+    ),
+    (
+        "concat along the positions",
+        _join("concat", lambda p: _set_attr(_node(p, "cat"), "axis", 2)),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*axis=2 joins along no channel axis of 3-axis tensors.*concatenate along the channels",
+    ),
+    (
+        "concat without an axis",
+        _join("concat", lambda p: _node(p, "cat").attribute.remove(_node(p, "cat").attribute[0])),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*attribute 'axis' is None; expected one integer",
+    ),
+    (
+        "concat of a tensor no quantizer ends",
+        _join("concat", _operand_of_float("cat")),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*input 'xr' is no quantizer's output.*quantize each operand first",
+    ),
+    (
+        "add of a constant first",
+        _join("add", lambda p: _rewire(p, "add", ["qr_s", "r"])),
+        ModelError,
+        r"node 'add' \(Add\).*takes the constant second; this one reads \['a constant', 'Codes'\]",
+    ),
+    (
+        "add of a tensor no quantizer ends",
+        _join("add", _operand_of_float("add")),
+        ModelError,
+        r"node 'add' \(Add\).*reads \['Codes', 'Float'\].*quantize both operands \(brevitas' QuantEltwiseAdd\)",
+    ),
+    (
+        "transpose moving the batch axis",
+        _join("transpose", lambda p: _set_attr(_node(p, "tr"), "perm", [1, 0, 2])),
+        ONNXFileError,
+        r"node 'tr' \(Transpose\).*perm=\(1, 0, 2\).*keeps the batch axis first",
+    ),
+    (
+        "transpose of a tensor no quantizer ends",
+        _join("transpose", _transpose_of_float),
+        ONNXFileError,
+        r"node 'tr' \(Transpose\).*a Transpose of a tensor no quantizer ends.*quantize before the Transpose",
+    ),
+    (
+        "transpose reshaped to a computed shape",
+        _join("transpose", _reshape_to_computed),
+        ONNXFileError,
+        r"node 'flat' \(Reshape\).*computed \(a dynamic shape\).*export the model with a fixed shape",
+    ),
+    (
+        "transpose flattened from axis 2",
+        _join("transpose", lambda p: _set_attr(_node(p, "flat"), "axis", 2)),
+        ONNXFileError,
+        r"node 'flat' \(Flatten\).*axis=2 merges the batch axis",
+    ),
+    (
+        "transpose read without a flatten",
+        _join("transpose", _transpose_into_quant),
+        ONNXFileError,
+        r"node 'qout' \(Quant\).*reads a Transpose's output of shape \(3, 2\).*put a Flatten",
     ),
 ]
 
@@ -417,7 +511,13 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         ModelError,
         r"node 'mm' \(Gemm\).*transA",
     ),
-    ("branch", _edit(_branch), ModelError, r"tensor 'xq' is read by 2 nodes.*export a sequential model"),
+    ("branch to nowhere", _edit(_branch), ModelError, r"node 'side' \(Relu\).*output 'r' is read by no node"),
+    (
+        "branch of a layer in progress",
+        _edit(_branch_of_float),
+        ModelError,
+        r"node 'side' \(Relu\).*reads tensor 'h', which an earlier node reads too and no quantizer ends",
+    ),
     ("subgraph attribute", _edit(_subgraph), ONNXFileError, r"node 'loop' \(Loop\): attribute 'body'.*not supported"),
     ("add of two computed tensors", _edit(_two_computed), ModelError, r"node 'add' \(Add\).*of two computed tensors"),
     (

@@ -181,3 +181,83 @@ def test_a_wrong_trunc_rounding_is_found() -> None:
     wrong = iotable.precompute(om.trunc_model(mode="FLOOR"))
     report = iotable.verify(om.trunc_model(mode="CEIL"), wrong, om.every_input((2, 4), 8), codes=True)
     assert not report.ok
+
+
+# -- Concat, residual Add, Transpose -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow  # brevitas' exports take ~10 s
+@pytest.mark.parametrize("kind", ["add", "concat"])
+def test_brevitas_joins_give_the_torch_routes_nodes_and_tables_and_run_equal(kind: str, tmp_path: Path) -> None:
+    """A residual add and a concat of the input quantizer's codes and a quantized convolution of them: the torch
+    route's duplicate, join and table nodes and its tables; all of 300 inputs agree with both reference
+    executors; plain ONNX and Verilog give net.run."""
+    pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
+    model = om.brevitas_branches(kind)
+    path = om.export(model, tmp_path / "joins.onnx", (2, 4))
+    net = iotable.precompute(path)
+    ref = iotable.precompute(model, input_domain=net.input_node.domain, example_input=torch.zeros(1, 2, 4))
+    kinds = [n.kind.value for n in net.graph.nodes]
+    assert kinds == ["input", "duplicate", "window", "table", "join", "window", "table", "output"]
+    assert kinds == [n.kind.value for n in ref.graph.nodes]
+    assert [n.meta.for_add for n in net.graph.nodes if n.kind.value == "join"] == [kind == "add"]
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in ref.tables]
+    x = np.random.default_rng(5).integers(0, 4, size=(300, 2, 4))
+    assert iotable.verify(path, net, x, codes=True).ok
+    qcdq = om.export(model, tmp_path / "joins_qcdq.onnx", (2, 4), qcdq=True)
+    assert iotable.verify(qcdq, iotable.precompute(qcdq), x, codes=True).ok
+    assert _plain_onnx_equal(net, x, tmp_path / "tables.onnx")
+    _simulates_equal(net, x[:40], tmp_path)
+
+
+def _simulates_equal(net: iotable.TableNetwork, x: np.ndarray, folder: Path) -> None:
+    from iotable.hdl import export, simulate
+
+    require_program("iverilog", package="iverilog")
+    design = export(net, folder / "hdl", top="t", vectors=8)
+    inputs = torch.from_numpy(x)
+    assert torch.equal(simulate(design, inputs, codes=True), design.reference(inputs, codes=True))
+
+
+@pytest.mark.slow  # brevitas' exports take ~10 s
+def test_a_brevitas_transpose_and_flatten_feed_the_moved_elements_to_the_next_layer(tmp_path: Path) -> None:
+    """x.transpose(1, 2).flatten(1) of the input's codes into a sparse QuantLinear: each neuron's unit reads the
+    elements the permutation puts under its weights, and all of 300 inputs agree with both reference executors."""
+    pytest.importorskip("brevitas", reason="the brevitas extra (pip install 'iotable[brevitas]')")
+    model = om.brevitas_branches("transpose")
+    path = om.export(model, tmp_path / "transpose.onnx", (2, 4))
+    net = iotable.precompute(path)
+    assert [n.kind.value for n in net.graph.nodes] == ["input", "reshape", "table", "output"]
+    # transposed element (l, c) is element (c, l): the neurons' inputs 0-2, 3-4, 5-7 are these of the (2, 4) input
+    assert [u.in_channels for u in net["layer0"].plan.units] == [(0, 1, 4), (2, 5), (3, 6, 7)]
+    x = np.random.default_rng(6).integers(0, 4, size=(300, 2, 4))
+    assert iotable.verify(path, net, x, codes=True).ok
+    qcdq = om.export(model, tmp_path / "transpose_qcdq.onnx", (2, 4), qcdq=True)
+    assert iotable.verify(qcdq, iotable.precompute(qcdq), x, codes=True).ok
+    assert _plain_onnx_equal(net, x, tmp_path / "tables.onnx")
+
+
+@pytest.mark.parametrize("kind", ["add", "concat", "transpose"])
+def test_hand_written_joins_agree_with_execute_onnx_on_every_input(kind: str, tmp_path: Path) -> None:
+    """A residual add, a concat and a transpose of quantized codes: every one of 4,096 inputs agrees with qonnx's
+    executor, and plain ONNX gives net.run."""
+    proto = om.join_model(kind)
+    net = iotable.precompute(proto)
+    x = om.every_input((2, 3), 4)
+    assert iotable.verify(proto, net, x, codes=True).ok
+    assert _plain_onnx_equal(net, x[::7], tmp_path / "tables.onnx")
+    units = [u.in_channels for u in net.graph.table_nodes()[-1].meta.units]
+    assert (
+        units == {"add": [(0, 2), (1, 3)], "concat": [(0,), (1,), (2,), (3,)], "transpose": [(0, 2, 3), (1, 5)]}[kind]
+    )
+
+
+def test_a_transpose_read_in_the_wrong_order_is_found() -> None:
+    """Tamper: the network of the untransposed graph (the same MatMul on the codes as they lie) fails verify."""
+    proto = om.join_model("transpose")
+    plain = onnx.load_from_string(proto.SerializeToString())
+    node = next(n for n in plain.graph.node if n.name == "tr")
+    del node.attribute[:]
+    node.attribute.append(onnx.helper.make_attribute("perm", [0, 1, 2]))
+    report = iotable.verify(proto, iotable.precompute(plain), om.every_input((2, 3), 4), codes=True)
+    assert not report.ok

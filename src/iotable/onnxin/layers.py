@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..domain import Domain
-from ..errors import ModelError
+from ..errors import ModelError, ONNXFileError
 from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
 from ..units import Geometry
@@ -27,7 +27,7 @@ from .fold import clip_bounds, fold_constant, integer_range, per_feature
 from .plans import conv_function, layer_plan, table_node, window_nodes
 from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
-from .state import Codes, Float, Planned, QInt, Raw, node_of
+from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of
 
 __all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
@@ -48,7 +48,7 @@ class Walk:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
-    reads: dict[str, str] = field(default_factory=dict)
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
     planned: dict[str, Planned] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)
 
@@ -56,8 +56,8 @@ class Walk:
         """Walk every node; the graph's output must be the codes of a quantizer."""
         self.constants = dict(self.graph.constants)
         self.dtypes = dict(self.graph.dtypes)
-        self._check_chain()
         self.state[self.graph.input_name] = Raw()
+        read: set[str] = set()
         for op in self.graph.ops:
             self._check_domain(op)
             if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
@@ -65,6 +65,7 @@ class Walk:
                 self.constants.update(zip(op.outputs[:1], [value]))
                 self._fold_dtype(op)
                 continue
+            self._check_branch(op, read)
             if op.op_type not in QONNX_OPERATIONS:
                 supported = sorted(QONNX_OPERATIONS.operations())
                 msg = (
@@ -73,6 +74,7 @@ class Walk:
                 )
                 raise ModelError(msg)
             self.state[op.outputs[0]] = QONNX_OPERATIONS.builder(op.op_type)(self, op)
+        self._check_dead_ends(read)
         final = self.state.get(self.graph.output_name)
         if not isinstance(final, Codes):
             msg = (
@@ -107,30 +109,40 @@ class Walk:
             )
             raise ModelError(msg)
 
-    def _check_chain(self) -> None:
-        """Every computed tensor is read by one node at most: the front end reads chains of layers."""
-        readers: dict[str, list[str]] = {}
-        for op in self.graph.ops:
-            for t in dict.fromkeys(op.inputs):
-                if t and t not in self.graph.constants:
-                    readers.setdefault(t, []).append(op.name)
-        for tensor, names in readers.items():
-            if len(names) > 1:
+    def _check_branch(self, op: OnnxOp, read: set[str]) -> None:
+        """A tensor read a second time must be codes (a quantizer's output): a layer in progress (a tensor no
+        quantizer ends) is one table layer, which a branch would split."""
+        for t in dict.fromkeys(op.inputs):
+            if not t or t in self.constants:
+                continue
+            if t in read and not isinstance(self.state.get(t), Codes):
                 msg = (
-                    f"{self.what}: tensor {tensor!r} is read by {len(names)} nodes ({names[:4]}); this front end "
-                    "reads chains of layers (no branches, no residual adds): export a sequential model"
+                    f"{self._where(op)} reads tensor {t!r}, which an earlier node reads too and no quantizer ends; "
+                    "a branch reads a quantizer's codes: quantize the tensor before it branches (a QuantIdentity)"
+                )
+                raise ModelError(msg)
+            read.add(t)
+
+    def _check_dead_ends(self, read: set[str]) -> None:
+        """Every computed tensor leads somewhere: a node whose output nothing reads is a branch to nowhere."""
+        for op in self.graph.ops:
+            out = op.outputs[0] if op.outputs else ""
+            if out and out not in self.constants and out not in read and out != self.graph.output_name:
+                msg = (
+                    f"{self._where(op)}: its output {out!r} is read by no node and is not the graph's output; a "
+                    "table network has one output: remove the node, or export the model without it"
                 )
                 raise ModelError(msg)
 
-    def _add(self, node: Node, source: Node | None = None) -> Node:
+    def _add(self, node: Node, *sources: Node) -> Node:
         if any(n.name == node.name for n in self.nodes):
             k = 1
             while any(n.name == f"{node.name}_{k}" for n in self.nodes):
                 k += 1
             node = Node(f"{node.name}_{k}", node.kind, node.shape, node.layout, node.domain, node.meta, node.fx_node)
         self.nodes.append(node)
-        if source is not None:
-            self.reads[node.name] = source.name
+        if sources:
+            self.reads[node.name] = tuple(s.name for s in sources)
         return node
 
     def _tensor(self, op: OnnxOp, k: int = 0) -> Any:
@@ -151,6 +163,8 @@ class Walk:
         if isinstance(data, QInt):
             msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
             raise ModelError(msg)
+        if isinstance(data, Moved):
+            return self._moved(op, data)
         if isinstance(data, Codes):
             shape = data.node.shape
             if len(shape) not in (1, 2, 3):
@@ -166,6 +180,21 @@ class Walk:
             geometry = Geometry(kernel=(1,) * rank, stride=(1,) * rank, dilation=(1,) * rank, padding=((0, 0),) * rank)
             return Float(data.node, (), np.eye(shape[0], dtype=bool), (), geometry)
         return data
+
+    def _moved(self, op: OnnxOp, data: Moved) -> Float:
+        """Transposed codes read as features: the flat codes picked in their new order (no node: the layer's
+        units read the elements the permutation names)."""
+        if len(data.shape) != 1:
+            msg = (
+                f"{self._where(op)} reads a Transpose's output of shape {data.shape}; a transposed tensor is read as "
+                "features: put a Flatten (or Reshape to (N, features)) after the Transpose"
+            )
+            raise ONNXFileError(msg)
+        flat = self._flat(op, data.node)
+        index = data.index.copy()
+        reads = np.zeros((index.size, index.size), bool)
+        reads[np.arange(index.size), index] = True
+        return Float(flat, (lambda x: x[:, index],), reads, ())
 
     def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
         value = self._tensor(op, k)
@@ -352,10 +381,6 @@ class Walk:
         value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
         return fn.then(lambda x: apply(x, value), op)
 
-    @QONNX_OPERATIONS.register("Add")
-    def _add_op(self, op: OnnxOp) -> Float:
-        return self._elementwise(op, self._float_first(op), np.add)
-
     @QONNX_OPERATIONS.register("Sub")
     def _sub(self, op: OnnxOp) -> Float:
         return self._elementwise(op, self._float_first(op), np.subtract)
@@ -411,8 +436,6 @@ class Walk:
         factor = scale / np.sqrt(var + eps)
         return fn.then(lambda x: (x - mean) * factor + bias, op)
 
-    @QONNX_OPERATIONS.register("Reshape")
-    @QONNX_OPERATIONS.register("Flatten")
     def _reshape(self, op: OnnxOp) -> Any:
         data = self._tensor(op)
         if isinstance(data, Raw):
@@ -423,15 +446,17 @@ class Walk:
                 msg = f"{self._where(op)} reshapes a convolution's output before its quantizer; quantize it first"
                 raise ModelError(msg)
             return data  # features stay features: (N, C) to (N, C)
-        src = data.node
-        width = math.prod(src.shape)
+        return Codes(self._flat(op, data.node))
+
+    def _flat(self, op: OnnxOp, src: Node) -> Node:
+        """``src``'s codes as features (a reshape node where they are not already)."""
         if len(src.shape) == 1:
-            return data
+            return src
         domain = src.domain if isinstance(src.domain, Domain) else None
         if domain is None:
             msg = f"{self._where(op)}: flattening channels of different domains is not supported"
             raise ModelError(msg)
-        return Codes(self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (width,), domain), src))
+        return self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (math.prod(src.shape),), domain), src)
 
     # -- closing a layer ----------------------------------------------------------------------------------
 

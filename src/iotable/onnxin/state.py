@@ -17,7 +17,7 @@ from ..units import Geometry
 from .quant import QuantParams, Thresholds, TruncParams
 from .read import OnnxOp
 
-__all__ = ["Codes", "Float", "Planned", "QInt", "Raw", "Step", "node_of"]
+__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "node_of"]
 
 Step = Callable[[np.ndarray], np.ndarray]
 
@@ -53,6 +53,16 @@ class Float:
     def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None) -> Float:
         new = self.reads if reads is None else reads
         return Float(self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry)
+
+
+@dataclass(frozen=True, eq=False)
+class Moved:
+    """A quantizer's codes moved (``Transpose``, then ``Reshape``/``Flatten``): of per-sample ``shape``, element
+    ``k`` (C order) being element ``index[k]`` of ``node``'s codes (C order)."""
+
+    node: Node
+    shape: tuple[int, ...]
+    index: np.ndarray
 
 
 @dataclass(frozen=True)
