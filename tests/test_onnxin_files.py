@@ -12,7 +12,14 @@ import numpy as np
 import pytest
 
 import iotable
-from iotable.errors import IOTableError, ModelError, ONNXFileError, SpecOptionError, TableTooLargeError
+from iotable.errors import (
+    IOTableError,
+    ModelError,
+    ONNXFileError,
+    SpecOptionError,
+    TableTooLargeError,
+    UnsupportedQuantizerError,
+)
 
 from . import qonnxmodels as qm
 from . import qonnxopmodels as om
@@ -196,6 +203,11 @@ def _flat_pool(proto: Any) -> None:
     _rewire(proto, "pool", ["xf"])
 
 
+def _pool_head(proto: Any) -> None:
+    proto.graph.node.remove(_node(proto, "qout"))
+    proto.graph.output[0].name = "p"
+
+
 def _indices(proto: Any) -> None:
     _node(proto, "pool").output.append("where")
 
@@ -307,6 +319,13 @@ OP_CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         lambda: om.pool_model("AveragePool", pads=[1, 1]),
         ONNXFileError,
         r"node 'pool' \(AveragePool\).*count_include_pad=0; .*export it with count_include_pad=1 or without pads",
+    ),
+    (
+        "averagepool as a float head",
+        _op_edit(lambda: om.pool_model("AveragePool"), _pool_head),
+        ModelError,
+        r"graph output 'p' is not the output of a quantizer.*node 'pool' \(AveragePool\) writes it, a float head "
+        r"\(\['pool'\]\)",
     ),
     (
         "averagepool kernel larger than its input",
@@ -444,7 +463,8 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         "unquantized output",
         _edit(_unquantized_output),
         ModelError,
-        r"graph output 'h' is not the output of a quantizer",
+        r"graph output 'h' is not the output of a quantizer.*node 'mm' \(MatMul\) writes it, a float head "
+        r"\(\['mm'\]\).*end the model in a quantizer.*or export the model up to its last quantizer",
     ),
     ("absurd tensor", _edit(_absurd), ONNXFileError, r"initializer 'w' claims shape \[1000000, 1000000\]"),
     ("raw data of the wrong length", _edit(_wrong_length), ONNXFileError, r"initializer 'w' cannot be decoded"),
@@ -470,8 +490,16 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
     (
         "per-channel activation scale",
         _edit(lambda p: _replace_init(p, "qout_s", [1.0, 2.0])),
-        ModelError,
-        r"node 'qout' \(Quant\).*scale has 2 values \(per channel\).*use one scale",
+        UnsupportedQuantizerError,
+        r"node 'qout' \(Quant\).*activation quantizer's scale has shape \(2,\); a table layer's output has one "
+        r"domain \(as in the torch route.*use one scale",
+    ),
+    (
+        "input scale per channel of the wrong count",
+        _edit(lambda p: _replace_init(p, "qin_s", [1.0, 2.0])),
+        UnsupportedQuantizerError,
+        r"node 'qin' \(Quant\).*input quantizer's scale has shape \(2,\).*one scale per channel \(shape \(1, C, "
+        r"\.\.\.\), C = 3\)",
     ),
     (
         "fractional bit width",

@@ -14,6 +14,7 @@ import torch
 
 import iotable
 
+from . import qonnxmodels as qm
 from . import qonnxopmodels as om
 from .optional import require_program
 
@@ -261,3 +262,37 @@ def test_a_transpose_read_in_the_wrong_order_is_found() -> None:
     node.attribute.append(onnx.helper.make_attribute("perm", [0, 1, 2]))
     report = iotable.verify(proto, iotable.precompute(plain), om.every_input((2, 3), 4), codes=True)
     assert not report.ok
+
+
+# -- per-channel input quantizers --------------------------------------------------------------------------------
+
+
+def _per_channel_input(proto: object, scale: list[float], shape: tuple[int, ...]) -> None:
+    for node in proto.graph.initializer:  # type: ignore[attr-defined]
+        if node.name == "qin_s":
+            node.CopyFrom(om.constant("qin_s", np.asarray(scale, np.float32).reshape(shape)))
+
+
+@pytest.mark.parametrize(
+    ("make", "scale", "shape"),
+    [
+        (lambda: qm.linear_model([[1.0, -1.0], [1.0, 0.5], [-0.5, 1.0]]), [0.5, 0.25, 1.0], (3,)),
+        (qm.conv_model, [0.5, 0.25], (1, 2, 1)),
+    ],
+    ids=["features", "conv1d"],
+)
+def test_an_input_quantizer_per_channel_gives_per_channel_input_domains(
+    make: object, scale: list, shape: tuple
+) -> None:
+    """An input Quant with one scale per channel gives the input node one domain per channel (the torch route's
+    per-channel input domains), and every input agrees with qonnx's executor."""
+    proto = make()  # type: ignore[operator]
+    _per_channel_input(proto, scale, shape)
+    net = iotable.precompute(proto)
+    domains = net.input_node.domain
+    assert isinstance(domains, tuple) and [float(d.values[-1] - d.values[-2]) for d in domains] == scale
+    features = (3,) if shape == (3,) else (2, 5)
+    x = om.every_input(features, 4)
+    assert iotable.verify(proto, net, x, codes=True).ok
+    uniform = make()  # type: ignore[operator]
+    assert not iotable.verify(proto, iotable.precompute(uniform), x, codes=True).ok  # the scales matter

@@ -14,12 +14,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..domain import Domain
-from ..errors import ModelError, ONNXFileError
+from ..errors import ModelError, ONNXFileError, UnsupportedQuantizerError
 from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
 from ..units import Geometry
@@ -77,12 +77,7 @@ class Walk:
         self._check_dead_ends(read)
         final = self.state.get(self.graph.output_name)
         if not isinstance(final, Codes):
-            msg = (
-                f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant "
-                "or MultiThreshold); a table network outputs codes: end the model in a quantizer (e.g. a "
-                "QuantIdentity after the last layer)"
-            )
-            raise ModelError(msg)
+            self._refuse_float_head(final)
         src = final.node
         self._add(node_of("output", OutputMeta(), src.shape, src.domain), src)
 
@@ -122,6 +117,21 @@ class Walk:
                 )
                 raise ModelError(msg)
             read.add(t)
+
+    def _refuse_float_head(self, final: Any) -> NoReturn:
+        """A graph output no quantizer ends (a float head): the torch route keeps such a tail out of the tables
+        (a host node, run by torch), which a file cannot carry; so it is refused with the node that makes it."""
+        maker = next((op for op in self.graph.ops if self.graph.output_name in op.outputs), None)
+        node = f"node {maker.name!r} ({maker.op_type})" if maker is not None else "no node"
+        head = list(final.ops) if isinstance(final, Float) else []
+        msg = (
+            f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant, "
+            f"Trunc or MultiThreshold): {node} writes it, a float head ({head or 'no arithmetic'}) after the last "
+            "quantizer; a table network outputs codes (the torch route runs such a tail as a host node, which a "
+            "file cannot hold): end the model in a quantizer (e.g. a QuantIdentity after the last layer), or "
+            "export the model up to its last quantizer and compute the head outside the network"
+        )
+        raise ModelError(msg)
 
     def _check_dead_ends(self, read: set[str]) -> None:
         """Every computed tensor leads somewhere: a node whose output nothing reads is a branch to nowhere."""
@@ -210,12 +220,13 @@ class Walk:
 
     @QONNX_OPERATIONS.register("Quant")
     def _quant(self, op: OnnxOp) -> Codes:
-        params = self._quant_params(op)
         data = self._tensor(op)
-        if isinstance(data, Raw):  # the input quantizer: the network's input domain
-            node = self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain()))
-            return Codes(node)
-        return self._close(op, self._float(op), params)
+        if isinstance(data, Raw):  # the input quantizer: the network's input domain, per tensor or per channel
+            channels = self.graph.input_shape[0]
+            domains = tuple(self._quant_params(op, c, channels).domain() for c in range(channels))
+            domain: Any = domains[0] if len(set(domains)) == 1 else domains
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, domain)))
+        return self._close(op, self._float(op), self._quant_params(op))
 
     @QONNX_OPERATIONS.register("BipolarQuant")
     def _bipolar(self, op: OnnxOp) -> Codes:
@@ -291,7 +302,9 @@ class Walk:
             raise ModelError(msg)
         return self._close(op, fn, Thresholds(thresholds, scale, bias))
 
-    def _quant_params(self, op: OnnxOp) -> QuantParams:
+    def _quant_params(self, op: OnnxOp, channel: int = 0, channels: int = 0) -> QuantParams:
+        """A ``Quant``'s parameters (of input channel ``channel`` where the input quantizer of ``channels``
+        channels has a scale or zero point per channel, as the torch route's per-channel input domains)."""
         if len(op.inputs) != 4:
             msg = (
                 f"{self._where(op)}: a Quant has 4 inputs (x, scale, zero point, bit width), this one {len(op.inputs)}"
@@ -299,23 +312,34 @@ class Walk:
             raise ModelError(msg)
         scale, zero, bits = (self._constant(op, k, n) for k, n in ((1, "scale"), (2, "zero point"), (3, "bit width")))
         for value, what in ((scale, "scale"), (zero, "zero point"), (bits, "bit width")):
-            if value.size != 1:
+            if value.size != 1 and not (channels and what != "bit width" and self._along_channels(value)):
+                where = "the input quantizer's" if channels else "the activation quantizer's"
                 msg = (
-                    f"{self._where(op)}: the activation quantizer's {what} has {value.size} values (per channel); "
-                    "this front end reads per-tensor activation quantizers: use one scale for the tensor"
+                    f"{self._where(op)}: {where} {what} has shape {value.shape}; a table layer's output has one "
+                    "domain (as in the torch route, which refuses per-channel activation scales), and an input "
+                    f"quantizer may have one {what} per channel (shape (1, C, ...), C = {self.graph.input_shape[0]}): "
+                    "use one scale for the tensor"
                 )
-                raise ModelError(msg)
+                raise UnsupportedQuantizerError(msg)
         b = float(bits.reshape(-1)[0])
         if b != int(b) or not 1 <= b <= 16:
             msg = f"{self._where(op)}: bit width {b!r}; expected an integer from 1 to 16 (a table's input field)"
             raise ModelError(msg)
-        s, z = float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
+        s, z = (float(v.reshape(-1)[channel if v.size > 1 else 0]) for v in (scale, zero))
         if not s > 0:
             msg = f"{self._where(op)}: scale {s!r}; expected a scale > 0"
             raise ModelError(msg)
         signed, narrow = (self._flag(op, a) for a in ("signed", "narrow"))
         mode = Rounding.parse(str(op.attributes.get("rounding_mode", "ROUND")), self._where(op))
         return QuantParams(s, z, int(b), signed, narrow, mode)
+
+    def _along_channels(self, value: np.ndarray) -> bool:
+        """Whether ``value`` holds one entry per channel of the graph input, broadcast along its channel axis."""
+        shape, full = value.shape, (1, *self.graph.input_shape)
+        channels = full[1]
+        if len(full) == 2:  # features: (F,) or (1, F)
+            return shape in ((channels,), (1, channels))
+        return len(shape) == len(full) and shape[1] == channels and math.prod(shape) == channels
 
     def _flag(self, op: OnnxOp, name: str) -> bool:
         value = op.attributes.get(name, 1 if name == "signed" else 0)
