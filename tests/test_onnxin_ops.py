@@ -177,11 +177,19 @@ def test_trunc_is_exact_by_its_definition_and_agrees_with_execute_onnx(
     assert iotable.verify(proto, net, om.every_input((2, 4), 8), codes=True).ok
 
 
-def test_a_wrong_trunc_rounding_is_found() -> None:
-    """Tamper: a network built with FLOOR is caught by verify against a CEIL Trunc."""
+def test_a_wrong_trunc_rounding_is_found_and_located_at_its_window() -> None:
+    """Tamper: a network built with FLOOR is caught by verify against a CEIL Trunc, and the report names the
+    unit's window of two input codes at the element that differs, its mean and both roundings."""
     wrong = iotable.precompute(om.trunc_model(mode="FLOOR"))
     report = iotable.verify(om.trunc_model(mode="CEIL"), wrong, om.every_input((2, 4), 8), codes=True)
-    assert not report.ok
+    assert not report.ok and report.first is not None
+    first = report.first
+    codes = first["input_codes"]
+    assert len(codes) == 2 and first["value"] == sum(codes) * 0.5 / 2
+    assert (first["table"], first["model"]) == (
+        _exact_trunc(codes, "FLOOR", 1.0, 2, 0),
+        _exact_trunc(codes, "CEIL", 1.0, 2, 0),
+    )
 
 
 # -- Concat, residual Add, Transpose -----------------------------------------------------------------------------
