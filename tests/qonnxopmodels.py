@@ -171,8 +171,9 @@ def brevitas_branches(kind: str) -> torch.nn.Module:
 
 def join_model(kind: str) -> Any:
     """Input Quant (2-bit signed, scale 0.5) of (2, 3) to ``xq``, a second quantizer of it (3-bit unsigned, scale
-    0.25, after a Relu) to ``r``, then ``kind``: "add" (xq + r), "concat" (xq, r along the channels) or
-    "transpose" (xq transposed to (3, 2), flattened, into a sparse MatMul); a Quant (3-bit signed, scale 0.5)."""
+    0.25, after a Relu) to ``r``, then ``kind``: "add" (xq + r), "concat" (xq, r along the channels),
+    "concat-features" (both flattened, joined, into a sparse MatMul) or "transpose" (xq transposed to (3, 2),
+    flattened, into a sparse MatMul); a Quant (3-bit signed, scale 0.5)."""
     from onnx import helper
 
     nodes = [
@@ -187,6 +188,18 @@ def join_model(kind: str) -> Any:
     elif kind == "concat":
         nodes.append(helper.make_node("Concat", ["xq", "r"], ["h"], name="cat", axis=1))
         out_shape = (4, 3)
+    elif kind == "concat-features":
+        weight = np.zeros((12, 2), np.float32)
+        weight[[0, 7, 11], 0] = [1.0, -1.0, 0.5]
+        weight[[3, 6], 1] = [1.0, 1.0]
+        nodes += [
+            helper.make_node("Flatten", ["xq"], ["a"], name="fa"),
+            helper.make_node("Flatten", ["r"], ["b"], name="fb"),
+            helper.make_node("Concat", ["a", "b"], ["c"], name="cat", axis=-1),
+            helper.make_node("MatMul", ["c", "w"], ["h"], name="mm"),
+        ]
+        inits.append(constant("w", weight))
+        out_shape = (2,)
     else:
         weight = np.zeros((6, 2), np.float32)
         weight[[0, 1, 4], 0] = [1.0, -0.5, 0.75]

@@ -246,19 +246,23 @@ def test_a_brevitas_transpose_and_flatten_feed_the_moved_elements_to_the_next_la
     assert _plain_onnx_equal(net, x, tmp_path / "tables.onnx")
 
 
-@pytest.mark.parametrize("kind", ["add", "concat", "transpose"])
+@pytest.mark.parametrize("kind", ["add", "concat", "concat-features", "transpose"])
 def test_hand_written_joins_agree_with_execute_onnx_on_every_input(kind: str, tmp_path: Path) -> None:
-    """A residual add, a concat and a transpose of quantized codes: every one of 4,096 inputs agrees with qonnx's
-    executor, and plain ONNX gives net.run."""
+    """A residual add, a concat (of images, and of features of two domains) and a transpose of quantized codes:
+    every one of 4,096 inputs agrees with qonnx's executor, and plain ONNX gives net.run."""
     proto = om.join_model(kind)
     net = iotable.precompute(proto)
     x = om.every_input((2, 3), 4)
     assert iotable.verify(proto, net, x, codes=True).ok
     assert _plain_onnx_equal(net, x[::7], tmp_path / "tables.onnx")
     units = [u.in_channels for u in net.graph.table_nodes()[-1].meta.units]
-    assert (
-        units == {"add": [(0, 2), (1, 3)], "concat": [(0,), (1,), (2,), (3,)], "transpose": [(0, 2, 3), (1, 5)]}[kind]
-    )
+    expected = {
+        "add": [(0, 2), (1, 3)],
+        "concat": [(0,), (1,), (2,), (3,)],
+        "concat-features": [(0, 7, 11), (3, 6)],
+        "transpose": [(0, 2, 3), (1, 5)],
+    }
+    assert units == expected[kind]
 
 
 def test_a_transpose_read_in_the_wrong_order_is_found() -> None:
