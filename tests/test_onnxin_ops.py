@@ -308,3 +308,27 @@ def test_an_input_quantizer_per_channel_gives_per_channel_input_domains(
     assert iotable.verify(proto, net, x, codes=True).ok
     uniform = make()  # type: ignore[operator]
     assert not iotable.verify(proto, iotable.precompute(uniform), x, codes=True).ok  # the scales matter
+
+
+def test_an_input_quantizer_per_channel_gives_the_torch_routes_tables() -> None:
+    """A padded Conv1d after an input Quant of one scale per channel gives the tables (and the pad node's codes of
+    real 0) of the same convolution precomputed as a torch module with per-channel input domains."""
+    from iotable import Domain
+    from iotable.nn import Quantize
+
+    proto = qm.conv_model(pads=(1, 1))
+    _per_channel_input(proto, [0.5, 0.25], (1, 2, 1))
+    net = iotable.precompute(proto)
+    conv = torch.nn.Conv1d(2, 2, 2, padding=1)
+    with torch.no_grad():
+        conv.weight.copy_(torch.tensor([[[1.0, -1.0], [0.5, 1.0]], [[-1.0, 0.5], [1.0, 1.0]]]))  # conv_model's
+        conv.bias.copy_(torch.tensor([0.25, -0.5]))
+    model = torch.nn.Sequential(conv, Quantize(3, signed=True, scale=1.0)).eval()
+    domains = (Domain.uniform(2, signed=True, scale=0.5), Domain.uniform(2, signed=True, scale=0.25))
+    ref = iotable.precompute(model, input_domain=domains, example_input=torch.zeros(1, 2, 5))
+    assert net.input_node.domain == ref.input_node.domain
+    assert [n.kind.value for n in net.graph.nodes] == [n.kind.value for n in ref.graph.nodes]
+    assert [n.meta.pad_codes for n in net.graph.nodes_of("pad")] == [
+        n.meta.pad_codes for n in ref.graph.nodes_of("pad")
+    ]
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in ref.tables]
