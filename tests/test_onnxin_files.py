@@ -12,9 +12,17 @@ import numpy as np
 import pytest
 
 import iotable
-from iotable.errors import IOTableError, ModelError, ONNXFileError, SpecOptionError, TableTooLargeError
+from iotable.errors import (
+    IOTableError,
+    ModelError,
+    ONNXFileError,
+    SpecOptionError,
+    TableTooLargeError,
+    UnsupportedQuantizerError,
+)
 
 from . import qonnxmodels as qm
+from . import qonnxopmodels as om
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra (pip install 'iotable[onnx]')")
 pytest.importorskip("qonnx", reason="the onnx extra (pip install 'iotable[onnx]')")
@@ -121,6 +129,10 @@ def _branch(proto: Any) -> None:
     _insert(proto, 2, helper.make_node("Relu", ["xq"], ["r"], name="side"))
 
 
+def _branch_of_float(proto: Any) -> None:
+    _insert(proto, 3, helper.make_node("Relu", ["h"], ["r"], name="side"))
+
+
 def _subgraph(proto: Any) -> None:
     body = helper.make_graph([], "body", [], [])
     _insert(proto, 1, helper.make_node("Loop", ["xq"], ["xl"], name="loop", body=body))
@@ -175,6 +187,245 @@ def _qcdq(change: Callable[[Any], Any]) -> Callable[[], Any]:
     return make
 
 
+def _op_edit(make: Callable[[], Any], change: Callable[[Any], Any]) -> Callable[[], Any]:
+    """A model of ``make`` changed by ``change`` (the shapes of the good model kept: no inference again)."""
+
+    def edited() -> Any:
+        proto = make()
+        change(proto)
+        return proto
+
+    return edited
+
+
+def _flat_pool(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Flatten", ["xq"], ["xf"], name="flat"))
+    _rewire(proto, "pool", ["xf"])
+
+
+def _pool_head(proto: Any) -> None:
+    proto.graph.node.remove(_node(proto, "qout"))
+    proto.graph.output[0].name = "p"
+
+
+def _indices(proto: Any) -> None:
+    _node(proto, "pool").output.append("where")
+
+
+def _trunc_per_channel(proto: Any) -> None:
+    _replace_init(proto, "ts", np.asarray([0.25, 0.25], np.float32))
+
+
+def _trunc_opset(proto: Any) -> None:
+    for opset in proto.opset_import:
+        if opset.domain == qm.QONNX:
+            opset.version = 1
+
+
+def _pool_of_computed(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
+    _rewire(proto, "pool", ["xr"])
+
+
+def _join(kind: str, change: Callable[[Any], Any]) -> Callable[[], Any]:
+    return _op_edit(lambda: om.join_model(kind), change)
+
+
+def _operand_of_float(name: str) -> Callable[[Any], None]:
+    def change(proto: Any) -> None:
+        _rewire(proto, "qr", ["xq", "qr_s", "qr_z", "qr_b"])
+        _rewire(proto, name, ["r", "xr"])
+
+    return change
+
+
+def _reshape_to_computed(proto: Any) -> None:
+    flat = _node(proto, "flat")
+    flat.op_type = "Reshape"
+    flat.input.append("xq")
+
+
+def _transpose_of_float(proto: Any) -> None:
+    _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
+    _rewire(proto, "tr", ["xr"])
+
+
+def _transpose_into_quant(proto: Any) -> None:
+    _rewire(proto, "qout", ["t", "qout_s", "qout_z", "qout_b"])
+    for name in ("flat", "mm"):
+        proto.graph.node.remove(_node(proto, name))
+    proto.graph.output[0].name = "y"
+
+
+_POOL_FIX = r"export the pooling with explicit kernel_shape, strides and pads"
+
+OP_CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
+    (
+        "maxpool auto_pad",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "auto_pad", "SAME_UPPER")),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*auto_pad='SAME_UPPER'; " + _POOL_FIX,
+    ),
+    (
+        "maxpool ceil_mode",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "ceil_mode", 1)),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*ceil_mode=1; a window past the input's end",
+    ),
+    (
+        "maxpool without kernel_shape",
+        _op_edit(om.pool_model, lambda p: _node(p, "pool").attribute.remove(_node(p, "pool").attribute[0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*no attribute 'kernel_shape'",
+    ),
+    (
+        "maxpool stride 0",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "strides", [0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*attribute 'strides' is \(0,\); expected 1 integers >= 1",
+    ),
+    (
+        "maxpool kernel of two axes on one",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "kernel_shape", [2, 2])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*attribute 'kernel_shape' is \(2, 2\); expected 1 integers",
+    ),
+    (
+        "maxpool asymmetric pads",
+        _op_edit(om.pool_model, lambda p: _set_attr(_node(p, "pool"), "pads", [1, 0])),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*pads \(1, 0\); a max-pool pads each axis the same before and after",
+    ),
+    (
+        "maxpool of flat features",
+        _op_edit(om.pool_model, _flat_pool),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*reads codes of shape \(10,\): quantize the pooling's input",
+    ),
+    (
+        "maxpool of a tensor no quantizer ends",
+        _op_edit(om.pool_model, _pool_of_computed),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*reads a tensor no quantizer ends",
+    ),
+    (
+        "maxpool with indices",
+        _op_edit(om.pool_model, _indices),
+        ONNXFileError,
+        r"node 'pool' \(MaxPool\).*with 2 outputs \(indices\); export it with one output",
+    ),
+    (
+        "averagepool padded without the pads counted",
+        lambda: om.pool_model("AveragePool", pads=[1, 1]),
+        ONNXFileError,
+        r"node 'pool' \(AveragePool\).*count_include_pad=0; .*export it with count_include_pad=1 or without pads",
+    ),
+    (
+        "averagepool as a float head",
+        _op_edit(lambda: om.pool_model("AveragePool"), _pool_head),
+        ModelError,
+        r"graph output 'p' is not the output of a quantizer.*node 'pool' \(AveragePool\) writes it, a float head "
+        r"\(\['pool'\]\)",
+    ),
+    (
+        "averagepool kernel larger than its input",
+        _op_edit(lambda: om.pool_model("AveragePool"), lambda p: _set_attr(_node(p, "pool"), "kernel_shape", [9])),
+        ONNXFileError,
+        r"node 'pool' \(AveragePool\).*the kernel \(9,\) does not fit the \(padded\) input \(2, 5\)",
+    ),
+    (
+        "trunc of opset 1",
+        _op_edit(om.trunc_model, _trunc_opset),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*QONNX opset 1 with 6 inputs; expected opset 2 .*brevitas >= 0.11",
+    ),
+    (
+        "trunc per-channel scale",
+        _op_edit(om.trunc_model, _trunc_per_channel),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*scale has 2 values; expected one \(per tensor\)",
+    ),
+    (
+        "trunc signed 2",
+        _op_edit(om.trunc_model, lambda p: _set_attr(_node(p, "trunc"), "signed", 2)),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*attribute 'signed' is 2; expected 0 or 1",
+    ),
+    (
+        "trunc output bits 0",
+        _op_edit(om.trunc_model, lambda p: _replace_init(p, "tob", 0.0)),
+        ONNXFileError,
+        r"node 'trunc' \(Trunc\).*output bit width 0.0; expected scales > 0 and 1 to 16 output bits",
+    ),
+    (
+        "trunc unknown rounding",
+        _op_edit(om.trunc_model, lambda p: _set_attr(_node(p, "trunc"), "rounding_mode", "STOCHASTIC")),
+        ModelError,
+        r"node 'trunc' \(Trunc\).*rounding_mode 'STOCHASTIC' is not one QONNX defines",
+    ),
+    (
+        "concat along the positions",
+        _join("concat", lambda p: _set_attr(_node(p, "cat"), "axis", 2)),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*axis=2 joins along no channel axis of 3-axis tensors.*concatenate along the channels",
+    ),
+    (
+        "concat without an axis",
+        _join("concat", lambda p: _node(p, "cat").attribute.remove(_node(p, "cat").attribute[0])),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*attribute 'axis' is None; expected one integer",
+    ),
+    (
+        "concat of a tensor no quantizer ends",
+        _join("concat", _operand_of_float("cat")),
+        ONNXFileError,
+        r"node 'cat' \(Concat\).*input 'xr' is no quantizer's output.*quantize each operand first",
+    ),
+    (
+        "add of a constant first",
+        _join("add", lambda p: _rewire(p, "add", ["qr_s", "r"])),
+        ModelError,
+        r"node 'add' \(Add\).*takes the constant second; this one reads \['a constant', 'Codes'\]",
+    ),
+    (
+        "add of a tensor no quantizer ends",
+        _join("add", _operand_of_float("add")),
+        ModelError,
+        r"node 'add' \(Add\).*reads \['Codes', 'Float'\].*quantize both operands \(brevitas' QuantEltwiseAdd\)",
+    ),
+    (
+        "transpose moving the batch axis",
+        _join("transpose", lambda p: _set_attr(_node(p, "tr"), "perm", [1, 0, 2])),
+        ONNXFileError,
+        r"node 'tr' \(Transpose\).*perm=\(1, 0, 2\).*keeps the batch axis first",
+    ),
+    (
+        "transpose of a tensor no quantizer ends",
+        _join("transpose", _transpose_of_float),
+        ONNXFileError,
+        r"node 'tr' \(Transpose\).*a Transpose of a tensor no quantizer ends.*quantize before the Transpose",
+    ),
+    (
+        "transpose reshaped to a computed shape",
+        _join("transpose", _reshape_to_computed),
+        ONNXFileError,
+        r"node 'flat' \(Reshape\).*computed \(a dynamic shape\).*export the model with a fixed shape",
+    ),
+    (
+        "transpose flattened from axis 2",
+        _join("transpose", lambda p: _set_attr(_node(p, "flat"), "axis", 2)),
+        ONNXFileError,
+        r"node 'flat' \(Flatten\).*axis=2 merges the batch axis",
+    ),
+    (
+        "transpose read without a flatten",
+        _join("transpose", _transpose_into_quant),
+        ONNXFileError,
+        r"node 'qout' \(Quant\).*reads a Transpose's output of shape \(3, 2\).*put a Flatten",
+    ),
+]
+
+
 CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
     ("truncated", _truncated, ONNXFileError, r"truncated or not ONNX: export it again"),
     ("not onnx", lambda: b"\xff\xfe not a protobuf \x00\x01" * 3, ONNXFileError, r"not a readable ONNX model"),
@@ -212,7 +463,8 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         "unquantized output",
         _edit(_unquantized_output),
         ModelError,
-        r"graph output 'h' is not the output of a quantizer",
+        r"graph output 'h' is not the output of a quantizer.*node 'mm' \(MatMul\) writes it, a float head "
+        r"\(\['mm'\]\).*end the model in a quantizer.*or export the model up to its last quantizer",
     ),
     ("absurd tensor", _edit(_absurd), ONNXFileError, r"initializer 'w' claims shape \[1000000, 1000000\]"),
     ("raw data of the wrong length", _edit(_wrong_length), ONNXFileError, r"initializer 'w' cannot be decoded"),
@@ -238,8 +490,16 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
     (
         "per-channel activation scale",
         _edit(lambda p: _replace_init(p, "qout_s", [1.0, 2.0])),
-        ModelError,
-        r"node 'qout' \(Quant\).*scale has 2 values \(per channel\).*use one scale",
+        UnsupportedQuantizerError,
+        r"node 'qout' \(Quant\).*activation quantizer's scale has shape \(2,\); a table layer's output has one "
+        r"domain \(as in the torch route.*use one scale",
+    ),
+    (
+        "input scale per channel of the wrong count",
+        _edit(lambda p: _replace_init(p, "qin_s", [1.0, 2.0])),
+        UnsupportedQuantizerError,
+        r"node 'qin' \(Quant\).*input quantizer's scale has shape \(2,\).*one scale per channel \(shape \(1, C, "
+        r"\.\.\.\), C = 3\)",
     ),
     (
         "fractional bit width",
@@ -279,7 +539,13 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         ModelError,
         r"node 'mm' \(Gemm\).*transA",
     ),
-    ("branch", _edit(_branch), ModelError, r"tensor 'xq' is read by 2 nodes.*export a sequential model"),
+    ("branch to nowhere", _edit(_branch), ModelError, r"node 'side' \(Relu\).*output 'r' is read by no node"),
+    (
+        "branch of a layer in progress",
+        _edit(_branch_of_float),
+        ModelError,
+        r"node 'side' \(Relu\).*reads tensor 'h', which an earlier node reads too and no quantizer ends",
+    ),
     ("subgraph attribute", _edit(_subgraph), ONNXFileError, r"node 'loop' \(Loop\): attribute 'body'.*not supported"),
     ("add of two computed tensors", _edit(_two_computed), ModelError, r"node 'add' \(Add\).*of two computed tensors"),
     (
@@ -362,6 +628,9 @@ CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
 ]
 
 
+CASES += OP_CASES
+
+
 @pytest.mark.parametrize(("case", "make", "error", "words"), CASES, ids=[c[0] for c in CASES])
 def test_a_malformed_or_unsupported_file_is_refused_by_name(
     case: str, make: Callable[[], Any], error: type[IOTableError], words: str, tmp_path: Path
@@ -374,6 +643,12 @@ def test_a_malformed_or_unsupported_file_is_refused_by_name(
 def test_the_good_model_the_cases_break_is_read() -> None:
     """Tamper for the cases above: the model they start from gives a network (the refusals come from the edits)."""
     assert len(iotable.precompute(base()).tables) == 2
+
+
+@pytest.mark.parametrize("make", [om.pool_model, lambda: om.pool_model("AveragePool"), om.trunc_model])
+def test_the_good_pool_and_trunc_models_the_cases_break_are_read(make: Callable[[], Any]) -> None:
+    """Tamper for the pooling and truncation cases: the models they start from give networks."""
+    assert iotable.precompute(make()).tables
 
 
 def test_a_table_over_max_rows_is_refused_before_any_row() -> None:

@@ -10,6 +10,7 @@ transform applied: qonnx evaluates strings stored in some annotations (``tensor_
 from __future__ import annotations
 
 import copy
+import math
 from typing import Any
 
 import numpy as np
@@ -199,9 +200,13 @@ def _locate(net: TableNetwork, walk: Any, proto: Any, parsed: Any, codes: Any, v
             continue
         element = int(differs[0])
         meta = node.meta
-        unit = next(u for u in meta.units if element in u.out_channels)
-        reader = env[net.graph.inputs(node.name)[0]].numpy().reshape(-1)
-        row = reader[np.asarray(unit.in_channels)][None, :]
+        plan = walk.planned[meta.layer].plan
+        taps, positions = plan.geometry.window, math.prod(node.shape[1:]) if len(node.shape) > 1 else 1
+        unit = next(u for u in meta.units if element // positions in u.out_channels)
+        # the reader holds, per position, every input channel's window (channel-major): the unit's row is its
+        # channels' taps at the element's position
+        reader = env[net.graph.inputs(node.name)[0]].numpy().reshape(positions, -1)[element % positions]
+        row = reader[np.asarray([c * taps + t for c in unit.in_channels for t in range(taps)])][None, :]
         _, near, value = unit_rows(walk.planned[meta.layer], unit.index, row)
         return {
             "node": node.name,

@@ -14,19 +14,20 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
 from ..domain import Domain
-from ..errors import ModelError
+from ..errors import ModelError, ONNXFileError, UnsupportedQuantizerError
 from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
+from ..units import Geometry
 from .fold import clip_bounds, fold_constant, integer_range, per_feature
 from .plans import conv_function, layer_plan, table_node, window_nodes
-from .quant import QuantParams, Rounding, Thresholds
+from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
-from .state import Codes, Float, Planned, QInt, Raw, node_of
+from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of
 
 __all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
@@ -47,7 +48,7 @@ class Walk:
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     nodes: list[Node] = field(default_factory=list)
-    reads: dict[str, str] = field(default_factory=dict)
+    reads: dict[str, tuple[str, ...]] = field(default_factory=dict)
     planned: dict[str, Planned] = field(default_factory=dict)
     dtypes: dict[str, str] = field(default_factory=dict)
 
@@ -55,8 +56,8 @@ class Walk:
         """Walk every node; the graph's output must be the codes of a quantizer."""
         self.constants = dict(self.graph.constants)
         self.dtypes = dict(self.graph.dtypes)
-        self._check_chain()
         self.state[self.graph.input_name] = Raw()
+        read: set[str] = set()
         for op in self.graph.ops:
             self._check_domain(op)
             if op.op_type == "Constant" or (op.inputs and all(t in self.constants or not t for t in op.inputs)):
@@ -64,6 +65,7 @@ class Walk:
                 self.constants.update(zip(op.outputs[:1], [value]))
                 self._fold_dtype(op)
                 continue
+            self._check_branch(op, read)
             if op.op_type not in QONNX_OPERATIONS:
                 supported = sorted(QONNX_OPERATIONS.operations())
                 msg = (
@@ -72,14 +74,10 @@ class Walk:
                 )
                 raise ModelError(msg)
             self.state[op.outputs[0]] = QONNX_OPERATIONS.builder(op.op_type)(self, op)
+        self._check_dead_ends(read)
         final = self.state.get(self.graph.output_name)
         if not isinstance(final, Codes):
-            msg = (
-                f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant "
-                "or MultiThreshold); a table network outputs codes: end the model in a quantizer (e.g. a "
-                "QuantIdentity after the last layer)"
-            )
-            raise ModelError(msg)
+            self._refuse_float_head(final)
         src = final.node
         self._add(node_of("output", OutputMeta(), src.shape, src.domain), src)
 
@@ -106,30 +104,55 @@ class Walk:
             )
             raise ModelError(msg)
 
-    def _check_chain(self) -> None:
-        """Every computed tensor is read by one node at most: the front end reads chains of layers."""
-        readers: dict[str, list[str]] = {}
-        for op in self.graph.ops:
-            for t in dict.fromkeys(op.inputs):
-                if t and t not in self.graph.constants:
-                    readers.setdefault(t, []).append(op.name)
-        for tensor, names in readers.items():
-            if len(names) > 1:
+    def _check_branch(self, op: OnnxOp, read: set[str]) -> None:
+        """A tensor read a second time must be codes (a quantizer's output): a layer in progress (a tensor no
+        quantizer ends) is one table layer, which a branch would split."""
+        for t in dict.fromkeys(op.inputs):
+            if not t or t in self.constants:
+                continue
+            if t in read and not isinstance(self.state.get(t), Codes):
                 msg = (
-                    f"{self.what}: tensor {tensor!r} is read by {len(names)} nodes ({names[:4]}); this front end "
-                    "reads chains of layers (no branches, no residual adds): export a sequential model"
+                    f"{self._where(op)} reads tensor {t!r}, which an earlier node reads too and no quantizer ends; "
+                    "a branch reads a quantizer's codes: quantize the tensor before it branches (a QuantIdentity)"
+                )
+                raise ModelError(msg)
+            read.add(t)
+
+    def _refuse_float_head(self, final: Any) -> NoReturn:
+        """A graph output no quantizer ends (a float head): the torch route keeps such a tail out of the tables
+        (a host node, run by torch), which a file cannot carry; so it is refused with the node that makes it."""
+        maker = next((op for op in self.graph.ops if self.graph.output_name in op.outputs), None)
+        node = f"node {maker.name!r} ({maker.op_type})" if maker is not None else "no node"
+        head = list(final.ops) if isinstance(final, Float) else []
+        msg = (
+            f"{self.what}: the graph output {self.graph.output_name!r} is not the output of a quantizer (Quant, "
+            f"Trunc or MultiThreshold): {node} writes it, a float head ({head or 'no arithmetic'}) after the last "
+            "quantizer; a table network outputs codes (the torch route runs such a tail as a host node, which a "
+            "file cannot hold): end the model in a quantizer (e.g. a QuantIdentity after the last layer), or "
+            "export the model up to its last quantizer and compute the head outside the network"
+        )
+        raise ModelError(msg)
+
+    def _check_dead_ends(self, read: set[str]) -> None:
+        """Every computed tensor leads somewhere: a node whose output nothing reads is a branch to nowhere."""
+        for op in self.graph.ops:
+            out = op.outputs[0] if op.outputs else ""
+            if out and out not in self.constants and out not in read and out != self.graph.output_name:
+                msg = (
+                    f"{self._where(op)}: its output {out!r} is read by no node and is not the graph's output; a "
+                    "table network has one output: remove the node, or export the model without it"
                 )
                 raise ModelError(msg)
 
-    def _add(self, node: Node, source: Node | None = None) -> Node:
+    def _add(self, node: Node, *sources: Node) -> Node:
         if any(n.name == node.name for n in self.nodes):
             k = 1
             while any(n.name == f"{node.name}_{k}" for n in self.nodes):
                 k += 1
             node = Node(f"{node.name}_{k}", node.kind, node.shape, node.layout, node.domain, node.meta, node.fx_node)
         self.nodes.append(node)
-        if source is not None:
-            self.reads[node.name] = source.name
+        if sources:
+            self.reads[node.name] = tuple(s.name for s in sources)
         return node
 
     def _tensor(self, op: OnnxOp, k: int = 0) -> Any:
@@ -150,16 +173,38 @@ class Walk:
         if isinstance(data, QInt):
             msg = f"{self._where(op)} reads QuantizeLinear's integers; put a DequantizeLinear (of the same scale) first"
             raise ModelError(msg)
+        if isinstance(data, Moved):
+            return self._moved(op, data)
         if isinstance(data, Codes):
-            width = math.prod(data.node.shape)
-            if len(data.node.shape) != 1:
+            shape = data.node.shape
+            if len(shape) not in (1, 2, 3):
                 msg = (
-                    f"{self._where(op)} reads {data.node.name!r} of shape {data.node.shape}; flatten it first "
-                    "(Flatten or Reshape to (N, features)): this front end reads features, not images"
+                    f"{self._where(op)} reads {data.node.name!r} of shape {shape}; expected features (N, C) or "
+                    "channels-first codes of 1 or 2 spatial axes: reshape it first"
                 )
                 raise ModelError(msg)
-            return Float(data.node, (), np.eye(width, dtype=bool), ())
+            if len(shape) == 1:
+                return Float(data.node, (), np.eye(shape[0], dtype=bool), ())
+            # elementwise over channels-first codes: a window of one position, as the torch route reads it
+            rank = len(shape) - 1
+            geometry = Geometry(kernel=(1,) * rank, stride=(1,) * rank, dilation=(1,) * rank, padding=((0, 0),) * rank)
+            return Float(data.node, (), np.eye(shape[0], dtype=bool), (), geometry)
         return data
+
+    def _moved(self, op: OnnxOp, data: Moved) -> Float:
+        """Transposed codes read as features: the flat codes picked in their new order (no node: the layer's
+        units read the elements the permutation names)."""
+        if len(data.shape) != 1:
+            msg = (
+                f"{self._where(op)} reads a Transpose's output of shape {data.shape}; a transposed tensor is read as "
+                "features: put a Flatten (or Reshape to (N, features)) after the Transpose"
+            )
+            raise ONNXFileError(msg)
+        flat = self._flat(op, data.node)
+        index = data.index.copy()
+        reads = np.zeros((index.size, index.size), bool)
+        reads[np.arange(index.size), index] = True
+        return Float(flat, (lambda x: x[:, index],), reads, ())
 
     def _constant(self, op: OnnxOp, k: int, what: str) -> np.ndarray:
         value = self._tensor(op, k)
@@ -175,12 +220,13 @@ class Walk:
 
     @QONNX_OPERATIONS.register("Quant")
     def _quant(self, op: OnnxOp) -> Codes:
-        params = self._quant_params(op)
         data = self._tensor(op)
-        if isinstance(data, Raw):  # the input quantizer: the network's input domain
-            node = self._add(node_of("input", InputMeta(), self.graph.input_shape, params.domain()))
-            return Codes(node)
-        return self._close(op, self._float(op), params)
+        if isinstance(data, Raw):  # the input quantizer: the network's input domain, per tensor or per channel
+            channels = self.graph.input_shape[0]
+            domains = tuple(self._quant_params(op, c, channels).domain() for c in range(channels))
+            domain: Any = domains[0] if len(set(domains)) == 1 else domains
+            return Codes(self._add(node_of("input", InputMeta(), self.graph.input_shape, domain)))
+        return self._close(op, self._float(op), self._quant_params(op))
 
     @QONNX_OPERATIONS.register("BipolarQuant")
     def _bipolar(self, op: OnnxOp) -> Codes:
@@ -256,7 +302,9 @@ class Walk:
             raise ModelError(msg)
         return self._close(op, fn, Thresholds(thresholds, scale, bias))
 
-    def _quant_params(self, op: OnnxOp) -> QuantParams:
+    def _quant_params(self, op: OnnxOp, channel: int = 0, channels: int = 0) -> QuantParams:
+        """A ``Quant``'s parameters (of input channel ``channel`` where the input quantizer of ``channels``
+        channels has a scale or zero point per channel, as the torch route's per-channel input domains)."""
         if len(op.inputs) != 4:
             msg = (
                 f"{self._where(op)}: a Quant has 4 inputs (x, scale, zero point, bit width), this one {len(op.inputs)}"
@@ -264,23 +312,34 @@ class Walk:
             raise ModelError(msg)
         scale, zero, bits = (self._constant(op, k, n) for k, n in ((1, "scale"), (2, "zero point"), (3, "bit width")))
         for value, what in ((scale, "scale"), (zero, "zero point"), (bits, "bit width")):
-            if value.size != 1:
+            if value.size != 1 and not (channels and what != "bit width" and self._along_channels(value)):
+                where = "the input quantizer's" if channels else "the activation quantizer's"
                 msg = (
-                    f"{self._where(op)}: the activation quantizer's {what} has {value.size} values (per channel); "
-                    "this front end reads per-tensor activation quantizers: use one scale for the tensor"
+                    f"{self._where(op)}: {where} {what} has shape {value.shape}; a table layer's output has one "
+                    "domain (as in the torch route, which refuses per-channel activation scales), and an input "
+                    f"quantizer may have one {what} per channel (shape (1, C, ...), C = {self.graph.input_shape[0]}): "
+                    "use one scale for the tensor"
                 )
-                raise ModelError(msg)
+                raise UnsupportedQuantizerError(msg)
         b = float(bits.reshape(-1)[0])
         if b != int(b) or not 1 <= b <= 16:
             msg = f"{self._where(op)}: bit width {b!r}; expected an integer from 1 to 16 (a table's input field)"
             raise ModelError(msg)
-        s, z = float(scale.reshape(-1)[0]), float(zero.reshape(-1)[0])
+        s, z = (float(v.reshape(-1)[channel if v.size > 1 else 0]) for v in (scale, zero))
         if not s > 0:
             msg = f"{self._where(op)}: scale {s!r}; expected a scale > 0"
             raise ModelError(msg)
         signed, narrow = (self._flag(op, a) for a in ("signed", "narrow"))
         mode = Rounding.parse(str(op.attributes.get("rounding_mode", "ROUND")), self._where(op))
         return QuantParams(s, z, int(b), signed, narrow, mode)
+
+    def _along_channels(self, value: np.ndarray) -> bool:
+        """Whether ``value`` holds one entry per channel of the graph input, broadcast along its channel axis."""
+        shape, full = value.shape, (1, *self.graph.input_shape)
+        channels = full[1]
+        if len(full) == 2:  # features: (F,) or (1, F)
+            return shape in ((channels,), (1, channels))
+        return len(shape) == len(full) and shape[1] == channels and math.prod(shape) == channels
 
     def _flag(self, op: OnnxOp, name: str) -> bool:
         value = op.attributes.get(name, 1 if name == "signed" else 0)
@@ -322,6 +381,12 @@ class Walk:
 
     def _linear(self, op: OnnxOp, weight: np.ndarray, bias: np.ndarray | None) -> Float:
         fn = self._float(op)
+        if fn.geometry is not None and not fn.ops:
+            msg = (
+                f"{self._where(op)} reads {fn.source.name!r} of shape {fn.source.shape}; flatten it first "
+                "(Flatten or Reshape to (N, features)): a matrix product reads features, not images"
+            )
+            raise ModelError(msg)
         if fn.geometry is not None:
             msg = f"{self._where(op)}: a matrix product after a convolution, before its quantizer; quantize first"
             raise ModelError(msg)
@@ -339,10 +404,6 @@ class Walk:
     def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
         value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
         return fn.then(lambda x: apply(x, value), op)
-
-    @QONNX_OPERATIONS.register("Add")
-    def _add_op(self, op: OnnxOp) -> Float:
-        return self._elementwise(op, self._float_first(op), np.add)
 
     @QONNX_OPERATIONS.register("Sub")
     def _sub(self, op: OnnxOp) -> Float:
@@ -399,8 +460,6 @@ class Walk:
         factor = scale / np.sqrt(var + eps)
         return fn.then(lambda x: (x - mean) * factor + bias, op)
 
-    @QONNX_OPERATIONS.register("Reshape")
-    @QONNX_OPERATIONS.register("Flatten")
     def _reshape(self, op: OnnxOp) -> Any:
         data = self._tensor(op)
         if isinstance(data, Raw):
@@ -411,19 +470,21 @@ class Walk:
                 msg = f"{self._where(op)} reshapes a convolution's output before its quantizer; quantize it first"
                 raise ModelError(msg)
             return data  # features stay features: (N, C) to (N, C)
-        src = data.node
-        width = math.prod(src.shape)
+        return Codes(self._flat(op, data.node))
+
+    def _flat(self, op: OnnxOp, src: Node) -> Node:
+        """``src``'s codes as features (a reshape node where they are not already)."""
         if len(src.shape) == 1:
-            return data
+            return src
         domain = src.domain if isinstance(src.domain, Domain) else None
         if domain is None:
             msg = f"{self._where(op)}: flattening channels of different domains is not supported"
             raise ModelError(msg)
-        return Codes(self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (width,), domain), src))
+        return self._add(node_of(f"reshape{len(self.nodes)}", ReshapeMeta(), (math.prod(src.shape),), domain), src)
 
     # -- closing a layer ----------------------------------------------------------------------------------
 
-    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds) -> Codes:
+    def _close(self, op: OnnxOp, fn: Float, closing: QuantParams | Thresholds | TruncParams) -> Codes:
         """A table layer: one unit per output, reading the inputs it depends on (sizes checked here), and the
         pad and window nodes a spatial layer reads through."""
         name = f"layer{len(self.planned)}"
@@ -433,7 +494,7 @@ class Walk:
             for node in window_nodes(name, fn.source, plan):
                 reader = self._add(node, reader)
         table = table_node(name, plan, (*fn.ops, op.name), op.outputs[0])
-        self.planned[name] = Planned(plan, fn.steps, closing)
+        self.planned[name] = Planned(plan, fn.steps, closing, fn.float32)
         return Codes(self._add(table, reader))
 
 

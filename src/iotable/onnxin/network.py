@@ -4,20 +4,23 @@ every unit's rows computed exactly in float64 and quantized by QONNX's rules."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ..domain import Domain
 from ..errors import ModelError, SpecOptionError
-from ..graph.graph import Edge, Graph
+from ..graph.graph import DuplicateMeta, Edge, Graph, Node
 from ..network.network import TableNetwork
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
 from ..units import DEFAULT_MAX_ROWS
+from . import joins, pooling  # noqa: F401  (register their operations)
 from .layers import Planned, Walk
-from .quant import QuantParams
+from .quant import Thresholds
 from .read import OnnxGraph, read_graph
+from .state import node_of
 
 __all__ = ["is_onnx_model", "plan_onnx", "precompute_onnx", "tabulate_layer", "unit_rows"]
 
@@ -62,14 +65,35 @@ def precompute_onnx(
         )
         raise ModelError(msg)
     layers = {name: tabulate_layer(planned) for name, planned in walk.planned.items()}
-    by_name = {n.name: n for n in walk.nodes}
-    edges = []
+    return TableNetwork(graph=_graph(walk), layers=layers, input_shape=parsed.input_shape)
+
+
+def _graph(walk: Walk) -> Graph:
+    """The walk's nodes and edges, with a duplicate node after each node that several nodes read (a branch)."""
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for name, sources in walk.reads.items():
+        for port, source in enumerate(sources):
+            readers.setdefault(source, []).append((name, port))
+    nodes: list[Node] = []
+    producer: dict[tuple[str, int], tuple[str, int]] = {}  # (reader, port) -> (node, output port)
     for node in walk.nodes:
-        if node.name in walk.reads:
-            src = by_name[walk.reads[node.name]]
-            edges.append(Edge(src.name, 0, node.name, 0, src.shape, src.layout, src.domain))
-    graph = Graph(walk.nodes, edges).check()
-    return TableNetwork(graph=graph, layers=layers, input_shape=parsed.input_shape)
+        nodes.append(node)
+        mine = readers.get(node.name, [])
+        if len(mine) > 1:
+            dup = node_of(f"{node.name}:dup", DuplicateMeta(outputs=len(mine)), node.shape, node.domain)
+            nodes.append(replace(dup, layout=node.layout))
+            producer[(dup.name, 0)] = (node.name, 0)
+            producer.update({reader: (dup.name, k) for k, reader in enumerate(mine)})
+    by_name = {n.name: n for n in nodes}
+    edges = []
+    for node in nodes:
+        ports = len(walk.reads.get(node.name, ())) or int((node.name, 0) in producer)
+        for port in range(ports):
+            key = (node.name, port)
+            source, out_port = producer[key] if key in producer else (walk.reads[node.name][port], 0)
+            src = by_name[source]
+            edges.append(Edge(source, out_port, node.name, port, src.shape, src.layout, src.domain))
+    return Graph(nodes, edges).check()
 
 
 def plan_onnx(model: Any, *, what: str, max_rows: int = DEFAULT_MAX_ROWS) -> tuple[OnnxGraph, Walk]:
@@ -110,10 +134,10 @@ def unit_rows(planned: Planned, index: int, codes: np.ndarray) -> tuple[np.ndarr
         msg = f"{plan.name}: unit {unit.index} computes values that are not finite; check the model's constants"
         raise ModelError(msg)
     closing = planned.closing
-    if isinstance(closing, QuantParams):
-        out, near = closing.codes(values)
-    else:
+    if isinstance(closing, Thresholds):
         out, near = closing.codes(values, unit.out_channels[0])
+    else:
+        out, near = closing.codes(values, float32=planned.float32)
     return out, near, values
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..domain import Domain
 from ..errors import ModelError
 
-__all__ = ["QuantParams", "Rounding", "Thresholds", "fold_quant"]
+__all__ = ["QuantParams", "Rounding", "Thresholds", "TruncParams", "fold_quant"]
 
 
 class Rounding(Enum):
@@ -74,6 +74,15 @@ def _near(distance: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
     return np.abs(distance) <= NEAR * np.maximum(1.0, np.abs(magnitude))
 
 
+def _scaled(y: np.ndarray, scale: float, zero_point: float, float32: bool) -> np.ndarray:
+    """``y / scale + zero_point``: in float64, or in float32 as QONNX's reference and onnxruntime compute it where
+    ``y`` is a float32 result of the model (a scale of 1/6 puts 0.25 a hair below 1.5 in float64, on it in
+    float32)."""
+    if not float32:
+        return y / scale + zero_point
+    return (y.astype(np.float32) / np.float32(scale) + np.float32(zero_point)).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class QuantParams:
     """One activation quantizer's parameters (a per-tensor scale and zero point; float32 values as stored)."""
@@ -107,9 +116,10 @@ class QuantParams:
             self.bits, signed=self.signed, narrow=self.narrow, scale=self.scale, zero_point=self.zero_point
         )
 
-    def codes(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Output codes of float64 values ``y`` and a mask of the rows within float32 rounding of a boundary."""
-        t = y / self.scale + self.zero_point
+    def codes(self, y: np.ndarray, *, float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Output codes of float64 values ``y`` and a mask of the rows within float32 rounding of a boundary
+        (``float32``: ``y`` holds float32 values the model divides by its scale in float32)."""
+        t = _scaled(y, self.scale, self.zero_point, float32)
         if self.bipolar:
             return (t >= 0).astype(np.int64), _near(t, t)
         clipped = np.clip(t, self.qmin, self.qmax)
@@ -117,6 +127,50 @@ class QuantParams:
         boundary = np.floor(clipped) + 0.5 if self.rounding.halves else np.round(clipped)
         inside = (t > self.qmin) & (t < self.qmax)
         return (q - self.qmin).astype(np.int64), inside & _near(clipped - boundary, t)
+
+
+@dataclass(frozen=True)
+class TruncParams:
+    """QONNX's ``Trunc`` (opset 2, brevitas' ``TruncIntQuant``): the input's integers ``round(x / scale +
+    zero_point)`` (half to even) divided by ``2 ** round(log2(output_scale / scale))``, clamped to the output
+    bit width's range, rounded by ``rounding``; the value ``(q - zero_point / shift) * output_scale``."""
+
+    scale: float
+    zero_point: float
+    output_scale: float
+    bits: int
+    signed: bool
+    narrow: bool
+    rounding: Rounding
+
+    @property
+    def shift(self) -> float:
+        """The power of two the integers are divided by (QONNX rounds the scales' ratio to one)."""
+        return float(2.0 ** np.round(np.log2(np.float32(self.output_scale) / np.float32(self.scale))))
+
+    @property
+    def qmin(self) -> int:
+        return Domain.integer_range(self.bits, signed=self.signed, narrow=self.narrow)[0]
+
+    @property
+    def qmax(self) -> int:
+        return Domain.integer_range(self.bits, signed=self.signed, narrow=self.narrow)[1]
+
+    def domain(self) -> Domain:
+        zero = float(np.float32(self.zero_point) / np.float32(self.shift))
+        return Domain.uniform(
+            self.bits, signed=self.signed, narrow=self.narrow, scale=self.output_scale, zero_point=zero
+        )
+
+    def codes(self, y: np.ndarray, *, float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Output codes of float64 values ``y`` and a mask of the rows within float32 rounding of a boundary
+        (of the first rounding to the input's integers; the division by a power of two is exact)."""
+        t = _scaled(y, self.scale, self.zero_point, float32)
+        integers = np.round(t)
+        shifted = np.clip(integers / self.shift, self.qmin, self.qmax)
+        q = self.rounding.apply(shifted)
+        near = _near(t - (np.floor(t) + 0.5), t)
+        return (q - self.qmin).astype(np.int64), near
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class OnnxGraph:
     output_name: str
     source: str
     dtypes: dict[str, str] = field(default_factory=dict)  # the stored type of each constant ("int8", "float32")
+    opsets: dict[str, int] = field(default_factory=dict)  # the opset version of each operator domain
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -233,7 +234,8 @@ def read_graph(model: Any, *, what: str) -> OnnxGraph:
     if output_name not in known:
         msg = f"{what}: the graph output {_short(output_name)!r} is produced by no node; export the model again"
         raise ONNXFileError(msg)
-    return OnnxGraph(tuple(ops), constants, input_name, shape, output_name, source, dtypes)
+    opsets = {str(o.domain): int(o.version) for o in proto.opset_import}
+    return OnnxGraph(tuple(ops), constants, input_name, shape, output_name, source, dtypes, opsets)
 
 
 def _dtype(onnx: Any, tensor: Any) -> str:

@@ -14,10 +14,10 @@ from ..graph.kind import definition
 from ..layerplan import LayerPlan
 from ..layout import Layout
 from ..units import Geometry
-from .quant import QuantParams, Thresholds
+from .quant import QuantParams, Thresholds, TruncParams
 from .read import OnnxOp
 
-__all__ = ["Codes", "Float", "Planned", "QInt", "Raw", "Step", "node_of"]
+__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "node_of"]
 
 Step = Callable[[np.ndarray], np.ndarray]
 
@@ -44,6 +44,7 @@ class Float:
     reads: np.ndarray
     ops: tuple[str, ...]
     geometry: Geometry | None = None  # a convolution's window: the steps read one window, channel-major
+    float32: bool = False  # the last step gives float32 values, as the model computes them (an average pool)
 
     @property
     def width(self) -> int:
@@ -52,6 +53,16 @@ class Float:
     def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None) -> Float:
         new = self.reads if reads is None else reads
         return Float(self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry)
+
+
+@dataclass(frozen=True, eq=False)
+class Moved:
+    """A quantizer's codes moved (``Transpose``, then ``Reshape``/``Flatten``): of per-sample ``shape``, element
+    ``k`` (C order) being element ``index[k]`` of ``node``'s codes (C order)."""
+
+    node: Node
+    shape: tuple[int, ...]
+    index: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,8 @@ class Planned:
 
     plan: LayerPlan
     steps: tuple[Step, ...]
-    closing: QuantParams | Thresholds
+    closing: QuantParams | Thresholds | TruncParams
+    float32: bool = False  # the closing quantizer divides by its scale in float32, as the model does
 
 
 def node_of(name: str, meta: Meta, shape: tuple[int, ...], domain: Any, fx_node: str | None = None) -> Node:
