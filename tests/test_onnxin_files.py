@@ -245,6 +245,13 @@ def _reshape_to_computed(proto: Any) -> None:
     flat.input.append("xq")
 
 
+def _reshape_codes_to_image(proto: Any) -> None:
+    flat = _node(proto, "fa")
+    flat.op_type = "Reshape"
+    flat.input.append("shape")
+    proto.graph.initializer.append(onnx.numpy_helper.from_array(np.asarray([-1, 3, 2], np.int64), "shape"))
+
+
 def _transpose_of_float(proto: Any) -> None:
     _insert(proto, 1, helper.make_node("Relu", ["xq"], ["xr"], name="relu"))
     _rewire(proto, "tr", ["xr"])
@@ -404,6 +411,12 @@ OP_CASES: list[tuple[str, Callable[[], Any], type[IOTableError], str]] = [
         _join("transpose", _transpose_of_float),
         ONNXFileError,
         r"node 'tr' \(Transpose\).*a Transpose of a tensor no quantizer ends.*quantize before the Transpose",
+    ),
+    (
+        "codes reshaped to another image",
+        _join("concat-features", _reshape_codes_to_image),
+        ONNXFileError,
+        r"node 'fa' \(Reshape\).* reshapes codes of shape \(2, 3\) per sample to \(3, 2\).*reshape to \(N, features\)",
     ),
     (
         "transpose reshaped to a computed shape",

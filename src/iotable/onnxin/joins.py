@@ -16,7 +16,7 @@ from ..graph.graph import JoinMeta, Node
 from ..units import Geometry
 from .layers import QONNX_OPERATIONS, Walk
 from .read import OnnxOp
-from .state import Codes, Float, Moved, node_of
+from .state import Codes, Float, Moved, node_of, reshaped
 
 __all__: list[str] = []
 
@@ -146,31 +146,7 @@ def _transpose(walk: Walk, op: OnnxOp) -> Any:
 
 def reshape_moved(walk: Walk, op: OnnxOp, data: Moved) -> Moved:
     """A ``Reshape`` or ``Flatten`` of moved codes: the same elements in their new order, of the new shape."""
-    where, size = walk._where(op), data.index.size
-    if op.op_type == "Flatten":
-        if op.attributes.get("axis", 1) not in (1, -len(data.shape)):
-            msg = f"{where}: a Flatten with axis={op.attributes['axis']!r} merges the batch axis; flatten from axis 1"
-            raise ONNXFileError(msg)
-        return Moved(data.node, (size,), data.index)
-    shape = op.inputs[1] if len(op.inputs) > 1 else ""
-    if shape not in walk.constants:
-        msg = (
-            f"{where}: the shape it reshapes to is computed (a dynamic shape), not a constant; export the model "
-            "with a fixed shape (torch.flatten, or view with constant sizes)"
-        )
-        raise ONNXFileError(msg)
-    target = [int(v) for v in walk.constants[shape].reshape(-1)]
-    rest = [data.shape[k - 1] if v == 0 and 0 < k <= len(data.shape) else v for k, v in enumerate(target)][1:]
-    known = math.prod(v for v in rest if v != -1)
-    if rest.count(-1) == 1 and known and size % known == 0:
-        rest = [size // known if v == -1 else v for v in rest]
-    if target[:1] not in ([1], [-1], [0]) or any(v < 1 for v in rest) or math.prod(rest) != size:
-        msg = (
-            f"{where}: reshapes {data.shape} per sample to {target}; expected the batch first and {size} elements "
-            "per sample: export the model with a fixed shape"
-        )
-        raise ONNXFileError(msg)
-    return Moved(data.node, tuple(rest), data.index)
+    return Moved(data.node, reshaped(op, data.shape, walk.constants, walk._where(op)), data.index)
 
 
 @QONNX_OPERATIONS.register("Reshape")

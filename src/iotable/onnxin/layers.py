@@ -27,7 +27,7 @@ from .fold import clip_bounds, fold_constant, integer_range, per_feature
 from .plans import conv_function, layer_plan, table_node, window_nodes
 from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
-from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of
+from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of, reshaped
 
 __all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
@@ -470,6 +470,17 @@ class Walk:
                 msg = f"{self._where(op)} reshapes a convolution's output before its quantizer; quantize it first"
                 raise ModelError(msg)
             return data  # features stay features: (N, C) to (N, C)
+        shape = tuple(data.node.shape)
+        new = reshaped(op, shape, self.constants, self._where(op))
+        if new == shape:
+            return data
+        if new != (math.prod(shape),):
+            msg = (
+                f"{self._where(op)} reshapes codes of shape {shape} per sample to {new}; this front end reads codes "
+                "kept in their shape or flattened to features: reshape to (N, features), or quantize after the "
+                "reshape"
+            )
+            raise ONNXFileError(msg)
         return Codes(self._flat(op, data.node))
 
     def _flat(self, op: OnnxOp, src: Node) -> Node:

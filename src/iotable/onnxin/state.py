@@ -3,12 +3,14 @@ codes, QuantizeLinear's integers) and of each planned table layer."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..errors import ONNXFileError
 from ..graph.graph import Meta, Node
 from ..graph.kind import definition
 from ..layerplan import LayerPlan
@@ -17,7 +19,7 @@ from ..units import Geometry
 from .quant import QuantParams, Thresholds, TruncParams
 from .read import OnnxOp
 
-__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "node_of"]
+__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "node_of", "reshaped"]
 
 Step = Callable[[np.ndarray], np.ndarray]
 
@@ -91,3 +93,33 @@ def node_of(name: str, meta: Meta, shape: tuple[int, ...], domain: Any, fx_node:
     """A graph node of the kind ``meta`` belongs to, channels-first (features, or channels and positions)."""
     layout = Layout.channels_first(len(shape) + 1) if len(shape) <= 3 else None
     return Node(name, definition(meta.kind).kind, shape, layout, domain, meta, fx_node)
+
+
+def reshaped(op: OnnxOp, shape: tuple[int, ...], constants: Mapping[str, np.ndarray], where: str) -> tuple[int, ...]:
+    """The per-sample shape a ``Reshape`` or ``Flatten`` gives a tensor of per-sample ``shape``: the batch axis
+    kept first, the same number of elements, the target a constant (an :class:`ONNXFileError` otherwise)."""
+    size = math.prod(shape)
+    if op.op_type == "Flatten":
+        if op.attributes.get("axis", 1) not in (1, -len(shape)):
+            msg = f"{where}: a Flatten with axis={op.attributes['axis']!r} merges the batch axis; flatten from axis 1"
+            raise ONNXFileError(msg)
+        return (size,)
+    name = op.inputs[1] if len(op.inputs) > 1 else ""
+    if name not in constants:
+        msg = (
+            f"{where}: the shape it reshapes to is computed (a dynamic shape), not a constant; export the model "
+            "with a fixed shape (torch.flatten, or view with constant sizes)"
+        )
+        raise ONNXFileError(msg)
+    target = [int(v) for v in constants[name].reshape(-1)]
+    rest = [shape[k - 1] if v == 0 and 0 < k <= len(shape) else v for k, v in enumerate(target)][1:]
+    known = math.prod(v for v in rest if v != -1)
+    if rest.count(-1) == 1 and known and size % known == 0:
+        rest = [size // known if v == -1 else v for v in rest]
+    if target[:1] not in ([1], [-1], [0]) or any(v < 1 for v in rest) or math.prod(rest) != size:
+        msg = (
+            f"{where}: reshapes {shape} per sample to {target}; expected the batch first and {size} elements "
+            "per sample: export the model with a fixed shape"
+        )
+        raise ONNXFileError(msg)
+    return tuple(rest)
