@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import os
 import stat
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -284,8 +286,11 @@ def test_the_table_as_csv_markdown_and_a_png(tmp_path: Path, counted: Counter[st
     result.plot(tmp_path / "front.png")
     assert (tmp_path / "front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     point = result.front[0]
-    assert point.export_options() == {"pipeline": point.pipeline}
-    assert point.fingerprint == next(v for v in _variants() if v.name == point.variant).fingerprint()
+    variant = next(v for v in _variants() if v.name == point.variant)
+    assert point.fingerprint == variant.fingerprint()  # the record names the variant it measured ...
+    net = iotable.precompute(variant.model, **variant.precompute)
+    design = iotable.hdl.export(net, tmp_path / "again", vectors=1, **point.export_options())  # ... and its design
+    assert design.latency == point.latency and point.implement_options()["target"] == "ice40-hx1k"
 
 
 def test_the_command_line_sweeps_bundles_and_writes_the_plot(
@@ -362,3 +367,29 @@ def test_the_plot_without_matplotlib_names_the_extra(
     with pytest.raises(MatplotlibNotInstalledError, match=r"iotable\[sweep\]"):
         result.plot(tmp_path / "p.png")
     assert not (tmp_path / "p.png").exists()
+
+
+def test_a_scorer_that_cannot_be_keyed_is_asked_again(tmp_path: Path, counted: Counter[str]) -> None:
+    """A scorer holding a value no key can read (a lock) is never trusted from a record: a rerun scores again;
+    a plain scorer's record is reused."""
+    lock = threading.Lock()
+    plain, locked = _variants({"small": 0.5, "wide": 0.5, "deep": 0.5})[:2]
+    locked = dataclasses.replace(locked, scorer=lambda net: 0.5 if lock else 0.0)
+    sweep([plain, locked], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
+    again = sweep([plain, locked], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
+    assert again.runs["verify"] == 1 and again.reused["verify"] == 1
+
+
+def test_one_candidate_through_the_real_tools(tmp_path: Path) -> None:
+    """The place-and-route stage itself: one small variant exported and placed on an iCE40 HX1K by yosys and
+    nextpnr-ice40; its LUTs, Fmax and latency land in the point, and the rerun reads them back."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    require_program("yosys", package="yosys")
+    require_program("nextpnr-ice40", package="nextpnr-ice40")
+    variant = _variants()[0]
+    result = sweep([variant], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
+    [point] = result.points
+    assert point.stage == "implement" and point.front and point.luts and point.latency == 2
+    assert point.fmax_mhz is not None and point.fmax_mhz > 50
+    again = sweep([variant], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
+    assert again.points == result.points and again.runs["implement"] == 0

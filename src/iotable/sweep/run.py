@@ -207,7 +207,8 @@ class _Sweep:
                 result = self.store.load(stage, fingerprint, options) if options is not None else None
                 if result is None:
                     result = work()
-                    self.store.save(stage, fingerprint, options or {}, result, variant=variant)
+                    if options is not None:  # None: a result that no record may stand for (an unkeyed scorer)
+                        self.store.save(stage, fingerprint, options, result, variant=variant)
                     self.runs[stage] += 1
                 else:
                     self.reused[stage] += 1
@@ -236,7 +237,7 @@ class _Sweep:
         )
 
     def _implement_job(self, c: Candidate) -> tuple[Any, Callable[[], dict[str, Any]]]:
-        options = {**_candidate_options(c, self.plan.k), **self.options}
+        options = {**_candidate_options(c, self.plan.k), "frequency": self.options["frequency"]}
         return options, lambda: stages.implement_stage(
             self._net(c.variant), c, k=self.plan.k, executor=self.executor, cache_dir=self.store.folder,
             options=self.options,
