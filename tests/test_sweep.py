@@ -79,8 +79,8 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 def _run(folder: Path, **options: Any) -> iotable.sweep.SweepResult:
     """The acceptance sweep's shape: 3 variants x 2 pipelining settings x 2 seeds."""
     variants = options.pop("variants", None) or _variants()
-    return sweep(variants, targets="ice40-hx1k", pipelines=(1, "none"), seeds=(1, 2), folder=folder,
-                 progress=False, **options)  # fmt: skip
+    options.setdefault("progress", False)
+    return sweep(variants, targets="ice40-hx1k", pipelines=(1, "none"), seeds=(1, 2), folder=folder, **options)
 
 
 # -- the front and the pruning ------------------------------------------------------------------------------------
@@ -114,10 +114,15 @@ def test_sweep_places_and_routes_only_the_front_of_the_cheap_stages(tmp_path: Pa
     ]
 
 
-def test_near_carries_more_candidates_to_place_and_route(tmp_path: Path, counted: Counter[str]) -> None:
-    """With a wide margin every variant is near the front and is placed: the pruning above is the front's doing."""
-    result = _run(tmp_path / "s", near=5.0)
+def test_near_carries_more_candidates_to_place_and_route(
+    tmp_path: Path, counted: Counter[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With a wide margin every variant is near the front and is placed: the pruning above is the front's doing;
+    progress=True shows a bar per stage."""
+    result = _run(tmp_path / "s", near=5.0, progress=True)
     assert len(result.placed) == 12 == counted["implement_stage"]
+    err = capsys.readouterr().err
+    assert all(f"sweep: {stage}" in err for stage in ("estimate", "tables", "verify", "latency", "abc", "implement"))
 
 
 def test_accuracy_keeps_a_larger_but_better_variant(tmp_path: Path, counted: Counter[str]) -> None:
@@ -252,12 +257,14 @@ def test_the_fingerprint_follows_the_content() -> None:
         ({"efforts": "hard"}, "efforts= must be one or more of"),
         ({"seeds": (1, "2")}, "seeds= must be"),
         ({"near": -0.1}, "near must be a fraction"),
+        ({"timeout": 0}, "timeout must be a positive number"),
+        ({"folder": 3}, "folder must be a folder path"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(tmp_path: Path, options: dict[str, Any], words: str) -> None:
     """Every option is checked first: an OptionError names it, and the folder stays empty."""
     with pytest.raises(OptionError, match=words):
-        sweep(_variants()[:1], folder=tmp_path / "s", **options)
+        sweep(_variants()[:1], **{"folder": tmp_path / "s", **options})
     assert not (tmp_path / "s").exists()
 
 

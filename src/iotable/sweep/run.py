@@ -97,6 +97,11 @@ def sweep(
         print(result.to_markdown()); result.plot()
     """
     plan = _Plan.of(variants, targets, pipelines, efforts, seeds, near=near, k=k)
+    for name, value in (("frequency", frequency), ("timeout", timeout)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+            unit = "MHz" if name == "frequency" else "seconds"
+            msg = f"sweep: {name} must be a positive number of {unit}, received {value!r}"
+            raise OptionError(msg)
     options = {"frequency": frequency, "timeout": timeout}
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="iotable-sweep-") as tmp:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from .._util.files import atomic_write
 from .._util.strictjson import finite, no_constant, unique_keys
 from .._util.trust import Untrusted, check_owned, read_bounded
-from ..errors import CacheError
+from ..errors import CacheError, OptionError
 
 __all__ = ["FORMAT", "RecordStore"]
 
@@ -35,11 +36,15 @@ def canonical(value: Any) -> str:
 class RecordStore:
     """The records of one sweep folder (see the module docstring)."""
 
-    def __init__(self, folder: str | Path) -> None:
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder) or "\0" in os.fspath(folder):
+            msg = f"sweep: folder must be a folder path (str or os.PathLike), received {folder!r}"
+            raise OptionError(msg)
         self.folder = Path(folder)
         self.records = self.folder / "records"
         try:
-            self.records.mkdir(parents=True, exist_ok=True)
+            self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self.records.mkdir(mode=0o700, exist_ok=True)
             for path in (self.folder, self.records):
                 check_owned(path, directory=True)
         except Untrusted as exc:
