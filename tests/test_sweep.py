@@ -128,8 +128,10 @@ def test_near_carries_more_candidates_to_place_and_route(
 def test_accuracy_keeps_a_larger_but_better_variant(tmp_path: Path, counted: Counter[str]) -> None:
     """A scorer's accuracy is an objective: the variant with more LUTs but the best accuracy is placed too."""
     result = _run(tmp_path / "s", variants=_variants({"small": 0.7, "wide": 0.9, "deep": 0.6}))
-    assert "wide" in {p.variant for p in result.placed}
+    assert {p.variant for p in result.placed} == {"small", "wide"}
     assert {p.accuracy for p in result.points if p.variant == "wide"} == {0.9}
+    rows = {v.name: sum(t.rows for t in iotable.precompute(v.model, **v.precompute).tables) for v in _variants()}
+    assert all(p.luts == rows[p.variant] // 8 for p in result.placed)  # each point holds its own measurement
 
 
 def test_the_executor_reaches_abc(tmp_path: Path, counted: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:

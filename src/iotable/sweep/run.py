@@ -333,5 +333,5 @@ def _candidate_options(c: Candidate, k: int) -> dict[str, Any]:
 def _name(part: Any) -> str:
     """A stage item's part as a key: a candidate by its options, anything else as text."""
     if isinstance(part, Candidate):
-        return hashlib.sha256(repr(sorted(_candidate_options(part, 0).items())).encode()).hexdigest()
+        return hashlib.sha256(repr([part.variant, sorted(_candidate_options(part, 0).items())]).encode()).hexdigest()
     return str(part)
