@@ -9,6 +9,7 @@ import os
 import stat
 import sys
 import threading
+import types
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -294,6 +295,14 @@ def test_the_table_as_csv_markdown_and_a_png(tmp_path: Path, counted: Counter[st
     assert result.to_markdown().count("\n| * |") == len(result.front)
     result.plot(tmp_path / "front.png")
     assert (tmp_path / "front.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    import matplotlib
+
+    matplotlib.use("Agg")  # what a notebook gets is a pyplot figure: drawn here without a display
+    ax = result.plot(x="latency", y="luts")
+    front_line = ax.get_lines()[0]
+    assert ax.get_xlabel() == "latency (cycles)" and len(front_line.get_xdata()) == len(result.front)
+    with pytest.raises(OptionError, match="not a number of the points"):
+        result.plot(x="variant")
     point = result.front[0]
     variant = next(v for v in _variants() if v.name == point.variant)
     assert point.fingerprint == variant.fingerprint()  # the record names the variant it measured ...
@@ -402,3 +411,41 @@ def test_one_candidate_through_the_real_tools(tmp_path: Path) -> None:
     assert point.fmax_mhz is not None and point.fmax_mhz > 50
     again = sweep([variant], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
     assert again.points == result.points and again.runs["implement"] == 0
+
+
+def test_tables_that_disagree_with_their_model_reach_no_front(
+    tmp_path: Path, counted: Counter[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A variant whose verification finds mismatches goes no further than verification."""
+    original = stages.verify
+
+    def verify(model: Any, net: Any, inputs: Any) -> Any:
+        report = original(model, net, inputs)
+        return dataclasses.replace(report, mismatches=1) if model is small.model else report
+
+    small = _variants()[0]
+    monkeypatch.setattr(stages, "verify", verify)
+    result = _run(tmp_path / "s", variants=[small, *_variants()[1:]])
+    assert all(p.stage == "verify" and p.mismatches == 1 for p in result.points if p.variant == "small")
+    assert result.placed and "small" not in {p.variant for p in result.placed}
+
+
+def test_pipelined_tables_are_exported_mapped_with_their_registers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A {"pipeline": 1, "pipeline_luts": 1} setting exports the tables as LUT netlists with registers inside, and
+    the point's latency is the exported design's (more than the layer registers alone)."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    designs = []
+
+    def implement(design: Any, **options: Any) -> Any:
+        designs.append(design)
+        return types.SimpleNamespace(luts=1, lut_inputs=4, flip_flops=1, fmax_mhz=100.0, placed=True, tools=())
+
+    monkeypatch.setattr(stages, "implement", implement)
+    variant = _variants()[1]  # "wide": tables of 6 address bits, two levels of LUT4
+    result = sweep([variant], targets="ice40-hx1k", pipelines=(1, {"pipeline": 1, "pipeline_luts": 1}),
+                   folder=tmp_path / "s", near=5.0, progress=False, k=4)  # fmt: skip
+    plain, pipelined = result.points
+    assert plain.latency == 2 < pipelined.latency == designs[1].latency
+    assert pipelined.export_options() == {"pipeline": 1, "pipeline_luts": 1, "tables": "mapped", "k": 4}
