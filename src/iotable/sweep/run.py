@@ -173,10 +173,12 @@ class _Sweep:
     nets: dict[str, TableNetwork] = field(default_factory=dict)
     runs: dict[str, int] = field(default_factory=dict)
     reused: dict[str, int] = field(default_factory=dict)
+    fingerprints: dict[str, str] = field(default_factory=dict)
 
     def run(self) -> SweepResult:
+        """Every stage in order, the two fronts between them; the result with the final front marked."""
         variants = {v.name: v for v in self.plan.variants}
-        self.fingerprints = {v.name: v.fingerprint() for v in self.plan.variants}
+        self.fingerprints.update((v.name, v.fingerprint()) for v in self.plan.variants)
         self._stage("estimate", [(v,) for v in variants], lambda n: ({"k": 6}, lambda: self._estimate(variants[n])))
         self._stage("tables", [(v,) for v in variants], lambda n: ({}, lambda: self._tables(variants[n])))
         self._stage("verify", [(v,) for v in variants], lambda n: self._verify_job(variants[n]))
