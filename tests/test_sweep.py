@@ -305,10 +305,13 @@ def test_the_table_as_csv_markdown_and_a_png(tmp_path: Path, counted: Counter[st
         result.plot(x="variant")
     point = result.front[0]
     variant = next(v for v in _variants() if v.name == point.variant)
-    assert point.fingerprint == variant.fingerprint()  # the record names the variant it measured ...
-    net = iotable.precompute(variant.model, **variant.precompute)
-    design = iotable.hdl.export(net, tmp_path / "again", vectors=1, **point.export_options())  # ... and its design
+    design = point.design(variant, tmp_path / "again", vectors=1)  # the point's design, from its record
     assert design.latency == point.latency and point.implement_options()["target"] == "ice40-hx1k"
+    with torch.no_grad():
+        variant.model.fc0.bias.add_(0.5)  # other weights: not the variant the point measured
+    with pytest.raises(OptionError, match="expected the variant it was measured on"):
+        point.design(variant, tmp_path / "other")
+    assert not (tmp_path / "other").exists()
 
 
 def test_the_command_line_sweeps_bundles_and_writes_the_plot(

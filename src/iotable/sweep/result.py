@@ -1,8 +1,8 @@
 """What a sweep returns: a record per candidate, the Pareto front, and the table as CSV or markdown.
 
 Each :class:`SweepPoint` holds the candidate's options and its variant's fingerprint, so that its design can be
-built again (:meth:`SweepPoint.export_options`, :meth:`SweepPoint.implement_options`) and checked to be the same
-variant's (:meth:`~iotable.sweep.Variant.fingerprint`).
+built again from the same variant, checked by its fingerprint first (:meth:`SweepPoint.design`,
+:meth:`SweepPoint.implement_options`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import OptionError
 from .pareto import front
+from .variant import Variant
 
 __all__ = ["FINAL", "SweepPoint", "SweepResult"]
 
@@ -72,6 +74,31 @@ class SweepPoint:
     def implement_options(self) -> dict[str, Any]:
         """The keyword arguments of :func:`iotable.hdl.implement` that placed and routed it."""
         return {"target": self.target, "seed": self.seed, "frequency": self.frequency}
+
+    def design(self, variant: Variant, directory: str | Path, **export: Any) -> Any:
+        """This point's design written again into ``directory`` from ``variant``, which must be the variant it
+        was measured on (its fingerprint is compared first); ``export`` adds options of :func:`iotable.hdl.export`
+        (``vectors``, ``top``, ...). Pass the result to :func:`iotable.hdl.implement` with
+        :meth:`implement_options` to place and route it again.
+
+        Raises:
+            OptionError: ``variant``'s fingerprint is not the point's (another model, other weights or other
+                precompute arguments).
+        """
+        from ..hdl.writer import export as write
+        from ..network.precompute import precompute
+        from .stages import load_tables
+
+        if not isinstance(variant, Variant) or variant.fingerprint() != self.fingerprint:
+            received = variant.fingerprint()[:16] if isinstance(variant, Variant) else type(variant).__name__
+            msg = (
+                f"sweep point {self.variant!r}: expected the variant it was measured on (fingerprint "
+                f"{self.fingerprint[:16]}...), received {received}...; pass the same model, weights and precompute "
+                "arguments"
+            )
+            raise OptionError(msg)
+        net = load_tables(variant.model) if variant.is_bundle else precompute(variant.model, **variant.precompute)
+        return write(net, directory, **{**self.export_options(), **export})
 
     def objectives(self) -> tuple[Any, ...]:
         """LUTs, Fmax, latency and accuracy, as the final front compares them."""
