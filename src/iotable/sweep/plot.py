@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MatplotlibNotInstalledError, OptionError
+from .store import write_output
 
 if TYPE_CHECKING:
     from .result import SweepResult
@@ -34,11 +35,9 @@ def plot(result: SweepResult, path: str | Path | None, *, x: str, y: str, ax: An
     ax, figure = _axes(ax, path)
     _draw(ax, result, x, y)
     if path is not None:
-        from .result import _write_bytes
-
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-        _write_bytes(Path(path), buffer.getvalue())
+        write_output(Path(path), buffer.getvalue())
     return ax
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import OptionError
 from .pareto import front
+from .store import write_output
 from .variant import Variant
 
 __all__ = ["FINAL", "SweepPoint", "SweepResult"]
@@ -160,7 +161,7 @@ class SweepResult:
         writer.writerows(self.records())
         text = buffer.getvalue()
         if path is not None:
-            _write(Path(path), text)
+            write_output(Path(path), text.encode())
         return text
 
     def to_markdown(self) -> str:
@@ -227,20 +228,3 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4f}" if value <= 1 else f"{value:.1f}"
     return str(value)
-
-
-def _write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically, or raise the library's error naming the path."""
-    _write_bytes(path, text.encode())
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically, or raise the library's error naming the path."""
-    from .._util.files import atomic_write
-    from ..errors import FileError
-
-    try:
-        atomic_write(path, data)
-    except OSError as exc:
-        msg = f"sweep: cannot write {path} ({exc.strerror or exc}); give a writable path"
-        raise FileError(msg) from None

@@ -20,9 +20,9 @@ from typing import Any
 from .._util.files import atomic_write
 from .._util.strictjson import finite, no_constant, unique_keys
 from .._util.trust import Untrusted, check_owned, read_bounded
-from ..errors import CacheError, OptionError
+from ..errors import CacheError, FileError, OptionError
 
-__all__ = ["FORMAT", "RecordStore"]
+__all__ = ["FORMAT", "RecordStore", "write_output"]
 
 FORMAT = "iotable-sweep-record/1"
 _LIMIT = 1 << 20  # the largest record read
@@ -99,3 +99,12 @@ class RecordStore:
         except OSError as exc:
             msg = f"sweep: cannot write the record {path} ({exc.strerror or exc}); free disk space or fix permissions"
             raise CacheError(msg) from None
+
+
+def write_output(path: Path, data: bytes) -> None:
+    """Write a file the user asked for (a CSV table, a plot) atomically, or raise the library's error naming it."""
+    try:
+        atomic_write(path, data)
+    except OSError as exc:
+        msg = f"sweep: cannot write {path} ({exc.strerror or exc}); give a writable path"
+        raise FileError(msg) from None
