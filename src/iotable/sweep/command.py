@@ -50,7 +50,9 @@ def add_sweep(commands: argparse._SubParsersAction) -> None:
     sweep.add_argument("--seed", action="append", type=int, default=None, help="a placement seed (repeat; default: 1)")
     sweep.add_argument("--effort", action="append", choices=EFFORTS, default=None, help="ABC's mapping effort")
     sweep.add_argument("--folder", metavar="DIR", default=None, help="keep the records here, to resume")
-    sweep.add_argument("--near", type=float, default=0.0, help="carry candidates within this fraction of a front on")
+    sweep.add_argument(
+        "--near", type=float, default=0.05, help="carry candidates within this fraction of a front on (default: 0.05)"
+    )
     sweep.add_argument("--k", type=int, default=6, help="LUT inputs for ABC (default: %(default)s)")
     sweep.add_argument("--timeout", type=float, default=3600.0, help="seconds per place and route (default: 3600)")
     sweep.add_argument("--csv", metavar="FILE", default=None, help="write the table as CSV")

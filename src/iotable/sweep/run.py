@@ -42,7 +42,7 @@ def sweep(
     efforts: str | Iterable[str] = "fast",
     seeds: int | Iterable[int] = 1,
     folder: str | Path | None = None,
-    near: float = 0.0,
+    near: float = 0.05,
     k: int = 6,
     executor: Any = None,
     frequency: float | None = None,
@@ -73,7 +73,7 @@ def sweep(
         folder: where the records (and each variant's tables, and the ABC and implement caches) are kept;
             ``None``: a temporary folder, removed at the end (nothing to resume).
         near: also carry candidates within this fraction of a front on to the next stage (:mod:`.pareto`;
-            0: the fronts alone).
+            default 5%, which keeps what the estimate cannot tell from the front; 0: the fronts alone).
         k: LUT inputs for ABC.
         executor: where ABC maps (:func:`iotable.synth.cost`'s ``executor``: ``None``, a
             ``concurrent.futures.Executor`` or a ``dask.distributed.Client``).
