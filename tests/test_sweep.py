@@ -452,3 +452,16 @@ def test_pipelined_tables_are_exported_mapped_with_their_registers(
     plain, pipelined = result.points
     assert plain.latency == 2 < pipelined.latency == designs[1].latency
     assert pipelined.export_options() == {"pipeline": 1, "pipeline_luts": 1, "tables": "mapped", "k": 4}
+
+
+def test_the_command_line_help_names_the_options(capsys: pytest.CaptureFixture[str]) -> None:
+    """``iotable sweep --help`` lists the targets, pipelining, seeds, folder and plot options; ``iotable --help``
+    lists the command."""
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert exit_.value.code == 0
+    assert all(word in text for word in ("--target", "K[:L]", "--seed", "--folder", "FILE.png", "Pareto front"))
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "    sweep " in capsys.readouterr().out
