@@ -1,9 +1,9 @@
 """Generate ``docs/api.md``, the API reference, from the docstrings of iotable's public names.
 
 Every name in the ``__all__`` of ``iotable`` and of its public modules (``iotable.nn``, ``iotable.brevitas``,
-``iotable.hdl``, ``iotable.synth``, ``iotable.errors``, ``iotable.bits``, ``iotable.pla``, ``iotable.onnxout``,
-``iotable.graph.nodes``) gets its signature and docstring; classes also get their own public methods,
-properties and attributes; error classes also get their group. The names that live in other modules (see the
+``iotable.hdl``, ``iotable.synth``, ``iotable.sweep``, ``iotable.errors``, ``iotable.bits``, ``iotable.pla``,
+``iotable.onnxout``, ``iotable.graph.nodes``) gets its signature and docstring; classes also get their own public
+methods, properties and attributes; error classes also get their group. The names that live in other modules (see the
 package docstring) follow under their home module. Constants, which have no docstring, are described by the
 ``#:`` comment above their definition.
 
@@ -37,6 +37,7 @@ import iotable.lutnet
 import iotable.nn
 import iotable.onnxout
 import iotable.pla
+import iotable.sweep
 import iotable.synth
 
 #: The public modules, in the order the reference lists them.
@@ -46,6 +47,7 @@ PUBLIC_MODULES = (
     iotable.brevitas,
     iotable.hdl,
     iotable.synth,
+    iotable.sweep,
     iotable.errors,
     iotable.bits,
     iotable.pla,

@@ -54,6 +54,7 @@ BUILTIN_BASES: dict[str, tuple[type[BaseException], ...]] = {
     "BrevitasNotInstalledError": (ImportError,),
     "ONNXNotInstalledError": (ImportError,),
     "GraphvizNotInstalledError": (ImportError,),
+    "MatplotlibNotInstalledError": (ImportError,),
     "HDLToolError": (RuntimeError,),
     "SimulatorNotInstalledError": (RuntimeError,),
     "ABCError": (RuntimeError,),

@@ -254,7 +254,8 @@ MAY_IMPORT = {
     "hdl": SHARED | NEUTRAL | {"graph", "network", "synth"},
     "onnxin": SHARED | NEUTRAL | {"graph", "nodekinds", "runtime", "tabulate", "network"},
     "onnxout": SHARED | NEUTRAL | {"graph", "runtime", "network"},
-    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl", "onnxout"},
+    "sweep": SHARED | NEUTRAL | {"front", "graph", "network", "bundle", "synth", "hdl"},
+    "cli": SHARED | {"bundle", "network", "pla", "synth", "hdl", "onnxout", "sweep"},
     "__main__": {"cli"},
 }
 

@@ -29,6 +29,9 @@ The pipeline:
   self-checking testbenches, and runs open simulators (iverilog, ghdl, verilator) and yosys on them;
   :mod:`iotable.synth` counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against
   the table).
+- **sweep** — :mod:`iotable.sweep` measures trained variants × implementation options (targets, pipelining,
+  mapping effort, seeds) stage by stage, cheapest first, places and routes only what may be on the Pareto front
+  (LUTs, Fmax, latency, accuracy), and resumes from its records after a crash.
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts; :mod:`iotable.bits` is the hardware bit contract (field widths, MSB-first offsets, packing). Every
@@ -58,7 +61,7 @@ groups and the public modules. Everything else is imported from its home module:
 
 from __future__ import annotations
 
-from . import bits, errors, hdl, kinds, nn, pla, synth
+from . import bits, errors, hdl, kinds, nn, pla, sweep, synth
 from . import onnxin as _onnxin  # noqa: F401  # registers the QONNX front end with precompute and verify
 from ._version import __version__
 from .bundle.bundle import load, save
@@ -127,6 +130,7 @@ __all__ = [
     "restrict",
     "save",
     "spec_of",
+    "sweep",
     "synth",
     "verify",
 ]

@@ -13,7 +13,10 @@
 - ``iotable cost BUNDLE`` maps every table onto LUTs with ABC and prints the LUT report (``--save`` keeps the
   results in the bundle);
 - ``iotable implement BUNDLE TARGET`` synthesizes the network for an FPGA (``ice40-hx8k``, ``ecp5-85k``,
-  ``xilinx``) and, for iCE40 and ECP5, places and routes it: LUTs, flip-flops, Fmax after routing.
+  ``xilinx``) and, for iCE40 and ECP5, places and routes it: LUTs, flip-flops, Fmax after routing;
+- ``iotable sweep BUNDLE... --target T --pipeline K --seed S`` sweeps bundles over implementation options,
+  places and routes only what may be on the Pareto front and prints the table (``--plot FILE.png``: the plot;
+  :mod:`iotable.sweep.command`).
 
 Each exits with status 1 and the reason on stderr when something is wrong (a bad path, a damaged bundle, a
 missing optional dependency), 2 on a usage error (a bad option value among them) and 130 when interrupted
@@ -43,6 +46,7 @@ from .network.network import TableNetwork
 from .network.precompute import precompute
 from .onnxout import DEFAULT_OPSET
 from .pla import export_pla
+from .sweep.command import add_sweep
 
 __all__ = ["main"]
 
@@ -522,6 +526,7 @@ _COMMANDS: tuple[Callable[[argparse._SubParsersAction], None], ...] = (
     _add_export,
     _add_cost,
     _add_implement,
+    add_sweep,
 )
 
 

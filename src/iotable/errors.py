@@ -50,6 +50,7 @@ __all__ = [
     "IOTableWarning",
     "InputError",
     "LayerNotFoundError",
+    "MatplotlibNotInstalledError",
     "MismatchError",
     "MissingRowError",
     "ModelError",
@@ -252,6 +253,10 @@ class GraphvizNotInstalledError(ToolError, ImportError):
 class ONNXNotInstalledError(ToolError, ImportError):
     """A package of the ``onnx`` extra (``onnx``; ``qonnx`` and ``onnxruntime`` for checking a QONNX model) is not
     installed; the message names the extra to install (``iotable[onnx]``)."""
+
+
+class MatplotlibNotInstalledError(ToolError, ImportError):
+    """matplotlib is not installed, and a sweep's plot needs it; the message names the extra (``iotable[sweep]``)."""
 
 
 class HDLToolError(ToolError, RuntimeError):

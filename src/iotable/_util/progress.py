@@ -76,8 +76,11 @@ QUIET = Progress(None)
 
 
 @contextmanager
-def progress_bar(*, total: int, desc: str, enabled: bool | None) -> Iterator[Progress]:
-    """A bar over ``total`` rows; ``enabled=None`` shows it for long work in a terminal or a notebook.
+def progress_bar(
+    *, total: int, desc: str, enabled: bool | None, unit: str = "row", auto_min: int = _AUTO_MIN_ROWS
+) -> Iterator[Progress]:
+    """A bar over ``total`` rows (or other ``unit``s); ``enabled=None`` shows it for long work in a terminal or
+    a notebook (at least ``auto_min`` of them, after half a second).
 
     ``enabled=True`` shows it at once wherever the process runs (a text bar on stderr outside a notebook),
     ``False`` never.
@@ -85,14 +88,14 @@ def progress_bar(*, total: int, desc: str, enabled: bool | None) -> Iterator[Pro
     notebook = in_notebook()
     if enabled is None:
         watched = notebook or sys.stderr.isatty()
-        enabled = watched and total >= _AUTO_MIN_ROWS
+        enabled = watched and total >= auto_min
         delay = _AUTO_DELAY
     else:
         delay = 0.0
     if not enabled:
         yield QUIET
         return
-    options: dict[str, Any] = {"total": total, "desc": desc, "unit": "row", "unit_scale": True, "leave": False}
+    options: dict[str, Any] = {"total": total, "desc": desc, "unit": unit, "unit_scale": unit == "row", "leave": False}
     from tqdm.std import tqdm  # here, not at import: importing iotable stays silent and light
 
     bar_class: Any = tqdm
