@@ -29,6 +29,9 @@ The pipeline:
   self-checking testbenches, and runs open simulators (iverilog, ghdl, verilator) and yosys on them;
   :mod:`iotable.synth` counts the LUTs a table costs (LogicNets' estimate, and ABC's mapping, checked against
   the table).
+- **the field's packages** — torchlogix's and difflogic's gate layers and torch-dwn's ``GroupSum`` run through
+  their own forward; torch-dwn's ``LUTLayer``, whose forward runs on CUDA only, is read from its parameters
+  (:func:`read_layers`).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts; :mod:`iotable.bits` is the hardware bit contract (field widths, MSB-first offsets, packing). Every
@@ -82,6 +85,7 @@ from .network.observe import Observation, observe, restrict
 from .network.precompute import precompute
 from .network.verify import VerifyReport, verify
 from .onnxout import export_onnx
+from .packages import read_layers
 from .pla import export_pla
 from .synth.estimate import CostEstimate, estimate
 from .table import IOTable
@@ -124,6 +128,7 @@ __all__ = [
     "pla",
     "plan",
     "precompute",
+    "read_layers",
     "restrict",
     "save",
     "spec_of",
