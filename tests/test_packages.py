@@ -364,9 +364,87 @@ def test_torchlogix_verilog_simulates_equal(tmp_path: Path) -> None:
 # -- difflogic -------------------------------------------------------------------------------------------------------
 
 
+class _LogicLayer(nn.Module):
+    """difflogic 0.1.0's ``LogicLayer`` attributes by name, shape and dtype (``weights`` of 16 gate logits per
+    neuron, the pair ``indices`` of int64 index tensors, ``implementation="cuda"``), for machines where the package
+    does not install (its setup builds a CUDA extension); its forward refuses a CPU tensor, as the extension does."""
+
+    def __init__(self, in_dim: int, out_dim: int, seed: int) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.in_dim, self.out_dim, self.implementation = in_dim, out_dim, "cuda"
+        self.weights = nn.Parameter(torch.randn(out_dim, 16, generator=generator))
+        pairs = torch.randint(0, in_dim, (2, out_dim), generator=generator)
+        self.indices = (pairs[0].clone(), pairs[1].clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("x must be a CUDA tensor")
+
+
+_LogicLayer.__module__, _LogicLayer.__qualname__ = "difflogic.difflogic", "LogicLayer"
+
+
+def _gates(layer: Any, x: torch.Tensor) -> torch.Tensor:
+    """difflogic's gates as its documentation tables them, one sample and neuron at a time: gate ``g`` of inputs
+    ``A``, ``B`` is digit ``2A + B`` of ``g`` written as four binary digits (gate 1, ``0001``, is AND)."""
+    gates = layer.weights.detach().argmax(-1).tolist()
+    first, second = (t.tolist() for t in layer.indices)
+    rows = [
+        [float(format(g, "04b")[2 * int(sample[i]) + int(sample[k])]) for g, i, k in zip(gates, first, second)]
+        for sample in x.tolist()
+    ]
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def _difflogic_model() -> nn.Sequential:
+    """A DiffLogic network as difflogic's README builds one (on CUDA), small: two gate layers, then GroupSum."""
+    return nn.Sequential(_LogicLayer(16, 32, seed=0), _LogicLayer(32, 24, seed=1), uz.GroupSum(4, tau=2.0)).eval()
+
+
+def test_difflogic_cuda_layers_are_read_as_their_gates() -> None:
+    """Gate layers built for CUDA precompute with no decoration, saying they were read, and every output on 2,000
+    samples equals the package's gate table evaluated directly."""
+    model = _difflogic_model()
+    with pytest.warns(IOTableWarning, match=r"difflogic's LogicLayer.*CUDA only"):
+        net = iotable.precompute(model, input_domain=BITS, example_input=torch.zeros(1, 16))
+    assert net["0"].plan.output_domain == BITS and net["1"].plan.output_domain == BITS
+    x = _bits(2000, 16, 1)
+    assert torch.equal(net.run(x), model[2](_gates(model[1], _gates(model[0], x))))
+    assert iotable.verify(read_layers(model), net, x).agreement == 1.0
+    with pytest.raises(ModelError, match=r"layer '0' is difflogic's LogicLayer.*CUDA only"):
+        iotable.verify(model, net, x)
+
+
+def test_a_flipped_difflogic_gate_or_index_changes_the_reading() -> None:
+    """Tamper: the negation of a gate (15 - g) in the last layer, or an index moved to another input, changes
+    what verify compares with; an index out of range is refused by name."""
+    model = _difflogic_model()
+    with pytest.warns(IOTableWarning):
+        net = iotable.precompute(model, input_domain=BITS, example_input=torch.zeros(1, 16))
+    x = _bits(2000, 16, 1)
+    with torch.no_grad():
+        gate = int(model[1].weights[0].argmax())
+        model[1].weights[0, 15 - gate] = model[1].weights[0].max() + 1
+    assert iotable.verify(read_layers(model), net, x).agreement < 1.0
+    model = _difflogic_model()
+    before = model[2](_gates(model[1], _gates(model[0], x)))
+    first = model[0].indices[0]
+    moves = ((j, other) for j in range(32) for other in range(16))
+    for j, other in moves:  # the first neuron whose first input, moved, changes an output on these samples
+        kept, first[j] = int(first[j]), other
+        if not torch.equal(model[2](_gates(model[1], _gates(model[0], x))), before):
+            break
+        first[j] = kept
+    assert iotable.verify(read_layers(model), net, x).agreement < 1.0
+    model[0].indices[1][5] = 16
+    with pytest.raises(ModelError, match=r"layer '0': indices\[1\]\[5\] is 16; expected an index in 0..15"):
+        read_layers(model)
+
+
 def test_difflogic_logic_layer_precomputes_and_verifies() -> None:
     """With difflogic installed (its CUDA extension built): LogicLayer on its Python implementation and GroupSum
-    precompute with no decoration and verify against the module's own forward on 2,000 samples."""
+    precompute with no decoration and verify against the module's own forward on 2,000 samples, a flipped gate
+    fails verify, and a layer built for CUDA reads as the package's Python path computes."""
     difflogic = pytest.importorskip("difflogic")
     torch.manual_seed(0)
     model = nn.Sequential(
@@ -379,6 +457,11 @@ def test_difflogic_logic_layer_precomputes_and_verifies() -> None:
     x = _bits(2000, 16, 1)
     assert iotable.verify(model, net, x).agreement == 1.0
     with torch.no_grad():
-        model[1].weights[0] = -10.0
-        model[1].weights[0, 15 - int(model[1].weights[0].argmax())] = 10.0
+        gate = int(model[1].weights[0].argmax())
+        model[1].weights[0, 15 - gate] = model[1].weights[0].max() + 1
     assert iotable.verify(model, net, x).agreement < 1.0
+    built_for_cuda = difflogic.LogicLayer(16, 32, device="cpu", implementation="cuda").eval()
+    python_path = difflogic.LogicLayer(16, 32, device="cpu", implementation="python").eval()
+    python_path.weights, python_path.indices = built_for_cuda.weights, built_for_cuda.indices
+    with torch.no_grad():
+        assert torch.equal(read_layers(nn.Sequential(built_for_cuda))[0](x), python_path(x))

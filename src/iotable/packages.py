@@ -11,6 +11,10 @@ copy of a model in which each such layer is replaced by :class:`LUTNodes` holdin
 :class:`~iotable.IOTableWarning`, and :func:`iotable.verify` refuses to run the package's forward on a CPU and
 names the comparison that can run.
 
+difflogic's ``LogicLayer`` built for CUDA (``implementation="cuda"``, its default) computes its forward in
+the package's CUDA extension too: it is read as :class:`GateNodes`, gate ``weights.argmax(-1)`` (difflogic's
+numbering) of the inputs ``indices[0]``, ``indices[1]``, as the package evaluates it in eval mode.
+
 The rest of these packages runs on a CPU and needs no reading: torch-dwn's ``GroupSum`` and thermometer
 encoders, torchlogix's ``LogicDense`` and ``GroupSum``, and difflogic's ``LogicLayer`` with its Python
 implementation (``implementation="python"``) and ``GroupSum`` are traced and enumerated through their own
@@ -29,7 +33,7 @@ from torch import nn
 
 from .errors import IOTableWarning, ModelError
 
-__all__ = ["LUTNodes", "PackageLayer", "cpu_unrunnable", "read_layers"]
+__all__ = ["GateNodes", "LUTNodes", "PackageLayer", "cpu_unrunnable", "read_layers"]
 
 #: The widest LUT node read (address bits): a larger node's table alone would hold more than 2**20 entries.
 MAX_NODE_BITS = 20
@@ -76,6 +80,56 @@ class LUTNodes(nn.Module):
         return f"nodes={nodes}, n={n}"
 
 
+#: Each of the 16 two-input gates of difflogic, as the coefficients of ``1, a, b, a*b`` in its real-valued form
+#: (the package's table: gate 1 is ``a*b``, 6 is ``a + b - 2ab``, 15 is ``1``); on inputs 0 and 1, its truth table.
+GATE_COEFFICIENTS = (
+    (0, 0, 0, 0), (0, 0, 0, 1), (0, 1, 0, -1), (0, 1, 0, 0), (0, 0, 1, -1), (0, 0, 1, 0), (0, 1, 1, -2), (0, 1, 1, -1),
+    (1, -1, -1, 1), (1, -1, -1, 2), (1, 0, -1, 0), (1, 0, -1, 1), (1, -1, 0, 0), (1, -1, 0, 1), (1, 0, 0, -1),
+    (1, 0, 0, 0),
+)  # fmt: skip
+
+
+class GateNodes(nn.Module):
+    """A layer of two-input gates: node ``j`` computes gate ``gates[j]`` (difflogic's numbering, 0-15) of the
+    inputs ``a[j]`` and ``b[j]``, as the real-valued form difflogic evaluates (exact on inputs 0 and 1).
+
+    Args:
+        a: ``(nodes,)`` indices of each gate's first input.
+        b: ``(nodes,)`` indices of each gate's second input.
+        gates: ``(nodes,)`` gate numbers.
+
+    Example:
+        >>> layer = GateNodes(torch.tensor([0, 0]), torch.tensor([1, 1]), torch.tensor([1, 6]))  # AND, XOR
+        >>> layer(torch.tensor([[1.0, 1.0], [1.0, 0.0]])).tolist()
+        [[1.0, 0.0], [0.0, 1.0]]
+    """
+
+    a: torch.Tensor
+    b: torch.Tensor
+    coefficients: torch.Tensor
+
+    def __init__(self, a: torch.Tensor, b: torch.Tensor, gates: torch.Tensor) -> None:
+        super().__init__()
+        if not (a.shape == b.shape == gates.shape and a.ndim == 1):
+            msg = (
+                f"GateNodes: expected a, b and gates of one shape (nodes,), received {tuple(a.shape)}, "
+                f"{tuple(b.shape)} and {tuple(gates.shape)}"
+            )
+            raise ModelError(msg)
+        table = torch.tensor(GATE_COEFFICIENTS, dtype=torch.float32)
+        self.register_buffer("a", a.detach().to(torch.int64).clone())
+        self.register_buffer("b", b.detach().to(torch.int64).clone())
+        self.register_buffer("coefficients", table[gates.detach().to(torch.int64)].T.contiguous())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = x[..., self.a], x[..., self.b]
+        c = self.coefficients
+        return c[0] + c[1] * a + c[2] * b + c[3] * (a * b)
+
+    def extra_repr(self) -> str:
+        return f"nodes={self.a.shape[0]}"
+
+
 @dataclass(frozen=True)
 class PackageLayer:
     """A package's layer class that :func:`read_layers` reads from its parameters.
@@ -87,6 +141,7 @@ class PackageLayer:
         tested: the package versions the reading was checked against.
         read: a function of the module and its name in the model giving the equivalent module.
         reads: what the reading takes from the module, for messages.
+        unrunnable: whether a module of the class computes its forward on CUDA only (default: always).
     """
 
     package: str
@@ -95,13 +150,14 @@ class PackageLayer:
     tested: str
     read: Callable[[nn.Module, str], nn.Module]
     reads: str
+    unrunnable: Callable[[nn.Module], bool] = lambda module: True
 
     def covers(self, module: nn.Module) -> bool:
         """Whether ``module`` is of this class (or a subclass of it)."""
         return any(c.__module__ == self.module and c.__qualname__ == self.name for c in type(module).__mro__)
 
 
-def _int_matrix(value: object, shape: tuple[int, int], bound: int, what: str, where: str) -> torch.Tensor:
+def _int_matrix(value: object, shape: tuple[int, ...], bound: int, what: str, where: str) -> torch.Tensor:
     """``value`` as an int64 ``shape`` tensor of indices below ``bound``, or a ModelError naming ``what``."""
     if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype.is_complex:
         got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"a {value.dtype} tensor"
@@ -168,6 +224,27 @@ def _read_dwn(module: nn.Module, where: str) -> LUTNodes:
     return LUTNodes(mapping, (entries > 0).to(torch.float32) if ste else entries)
 
 
+def _read_difflogic(module: nn.Module, where: str) -> GateNodes:
+    """difflogic's LogicLayer as :class:`GateNodes`: in eval mode, gate ``weights.argmax(-1)`` of the inputs
+    ``indices``, as both its implementations compute it."""
+    sizes = {k: getattr(module, k, None) for k in ("in_dim", "out_dim")}
+    if not all(isinstance(v, int) and v > 0 for v in sizes.values()):
+        msg = f"{where}: expected difflogic's positive integer in_dim and out_dim, received {sizes}"
+        raise ModelError(msg)
+    inputs, nodes = (int(v) for v in sizes.values() if isinstance(v, int))
+    weights = getattr(module, "weights", None)
+    if not isinstance(weights, torch.Tensor) or tuple(weights.shape) != (nodes, 16):
+        got = tuple(weights.shape) if isinstance(weights, torch.Tensor) else type(weights).__name__
+        msg = f"{where}: expected weights of shape ({nodes}, 16) (out_dim, one per gate), received {got}"
+        raise ModelError(msg)
+    indices = getattr(module, "indices", None)
+    if not isinstance(indices, (tuple, list)) or len(indices) != 2:
+        msg = f"{where}: expected indices to be the pair (a, b) of index tensors, received {type(indices).__name__}"
+        raise ModelError(msg)
+    a, b = (_int_matrix(t, (nodes,), inputs, f"indices[{k}]", where) for k, t in enumerate(indices))
+    return GateNodes(a, b, weights.detach().cpu().argmax(-1))
+
+
 #: The package layers read from their parameters, in the order they are tried.
 PACKAGE_LAYERS: tuple[PackageLayer, ...] = (
     PackageLayer(
@@ -178,11 +255,20 @@ PACKAGE_LAYERS: tuple[PackageLayer, ...] = (
         read=_read_dwn,
         reads="mapping (or its learnable mapping's weights), luts and ste",
     ),
+    PackageLayer(
+        package="difflogic",
+        module="difflogic.difflogic",
+        name="LogicLayer",
+        tested="0.1.0",
+        read=_read_difflogic,
+        reads="indices and the gate weights.argmax(-1)",
+        unrunnable=lambda module: getattr(module, "implementation", None) == "cuda",
+    ),
 )
 
 
 def _package_layer(module: nn.Module) -> PackageLayer | None:
-    return next((p for p in PACKAGE_LAYERS if p.covers(module)), None)
+    return next((p for p in PACKAGE_LAYERS if p.covers(module) and p.unrunnable(module)), None)
 
 
 def cpu_unrunnable(model: nn.Module) -> list[tuple[str, PackageLayer]]:
@@ -197,8 +283,9 @@ def cpu_unrunnable(model: nn.Module) -> list[tuple[str, PackageLayer]]:
 
 
 def read_layers(model: nn.Module) -> nn.Module:
-    """A copy of ``model`` in which every layer whose forward runs on CUDA only (torch-dwn's ``LUTLayer``) is
-    replaced by its reading (:class:`LUTNodes`): what :func:`iotable.precompute` tabulates, and what
+    """A copy of ``model`` in which every layer whose forward runs on CUDA only (torch-dwn's ``LUTLayer``,
+    difflogic's ``LogicLayer`` built for CUDA) is replaced by its reading (:class:`LUTNodes`,
+    :class:`GateNodes`): what :func:`iotable.precompute` tabulates, and what
     :func:`iotable.verify` can compare with on a CPU. ``model`` itself when it holds no such layer.
 
     Raises:
