@@ -124,12 +124,12 @@ def _precompute_dwn(model: nn.Module, features: int = 16) -> iotable.TableNetwor
 
 def test_dwn_lut_layers_are_read_from_their_parameters_as_the_kernel_computes() -> None:
     """A DWN with a fixed and a learnable mapping precomputes with no decoration, saying its LUT layers were read,
-    and every output on 2,000 samples equals the package's kernel rule evaluated directly."""
+    and every output on 500 samples equals the package's kernel rule evaluated directly."""
     model = _dwn_model()
     net = _precompute_dwn(model)
     assert net["0"].plan.output_domain == BITS and net["1"].plan.output_domain == BITS
     assert [n.kind for n in net.graph.nodes][-2:] == [NodeKind.SUM, NodeKind.OUTPUT]
-    x = _bits(2000, 16, 1)
+    x = _bits(500, 16, 1)
     assert torch.equal(net.run(x), _dwn_reference(model, x))
     assert iotable.verify(read_layers(model), net, x).agreement == 1.0
 
@@ -421,7 +421,7 @@ def test_a_flipped_difflogic_gate_or_index_changes_the_reading() -> None:
     model = _difflogic_model()
     with pytest.warns(IOTableWarning):
         net = iotable.precompute(model, input_domain=BITS, example_input=torch.zeros(1, 16))
-    x = _bits(2000, 16, 1)
+    x = _bits(300, 16, 1)
     with torch.no_grad():
         gate = int(model[1].weights[0].argmax())
         model[1].weights[0, 15 - gate] = model[1].weights[0].max() + 1
