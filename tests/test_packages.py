@@ -161,6 +161,15 @@ def test_dwn_raw_entries_without_ste_become_the_output_domain() -> None:
     assert torch.equal(net.run(x), _kernel(layer, x))
 
 
+def test_a_lone_dwn_layer_precomputes_as_a_network() -> None:
+    """A torch-dwn LUT layer given alone is read and becomes a one-layer network equal to the kernel rule."""
+    layer = _dwn_layer(8, 5, 3, seed=2)
+    net = _precompute_dwn(layer, features=8)
+    x = _bits(100, 8, 1)
+    assert torch.equal(net.run(x), _kernel(layer, x))
+    assert iotable.verify(read_layers(layer), net, x).agreement == 1.0
+
+
 def test_verify_refuses_the_cuda_only_forward_on_cpu_inputs() -> None:
     """verify does not run a torch-dwn LUT layer's forward on CPU inputs: it names the layer, the package and the
     comparison that can run."""

@@ -286,7 +286,8 @@ def read_layers(model: nn.Module) -> nn.Module:
     """A copy of ``model`` in which every layer whose forward runs on CUDA only (torch-dwn's ``LUTLayer``,
     difflogic's ``LogicLayer`` built for CUDA) is replaced by its reading (:class:`LUTNodes`,
     :class:`GateNodes`): what :func:`iotable.precompute` tabulates, and what
-    :func:`iotable.verify` can compare with on a CPU. ``model`` itself when it holds no such layer.
+    :func:`iotable.verify` can compare with on a CPU (a model that is one such layer gives an ``nn.Sequential`` of
+    its reading). ``model`` itself when it holds no such layer.
 
     Raises:
         ModelError: a layer's parameters do not have the package's shapes, or an index is out of range.
@@ -301,8 +302,8 @@ def read_layers(model: nn.Module) -> nn.Module:
         return model
     readings = {name: kind.read(model.get_submodule(name), f"layer {name or type(model).__name__!r}")
                 for name, kind in found}  # fmt: skip
-    if "" in readings:
-        return readings[""]
+    if "" in readings:  # the model is one such layer: its reading, in a Sequential so that it traces as a layer
+        return nn.Sequential(readings[""])
     copied = copy.deepcopy(model)
     for name, reading in readings.items():
         parent, _, child = name.rpartition(".")
