@@ -142,6 +142,7 @@ class PackageLayer:
         read: a function of the module and its name in the model giving the equivalent module.
         reads: what the reading takes from the module, for messages.
         unrunnable: whether a module of the class computes its forward on CUDA only (default: always).
+        cpu_path: what the package offers to run such a module on a CPU, for messages.
     """
 
     package: str
@@ -151,6 +152,7 @@ class PackageLayer:
     read: Callable[[nn.Module, str], nn.Module]
     reads: str
     unrunnable: Callable[[nn.Module], bool] = lambda module: True
+    cpu_path: str = "the package has no CPU path"
 
     def covers(self, module: nn.Module) -> bool:
         """Whether ``module`` is of this class (or a subclass of it)."""
@@ -263,6 +265,7 @@ PACKAGE_LAYERS: tuple[PackageLayer, ...] = (
         read=_read_difflogic,
         reads="indices and the gate weights.argmax(-1)",
         unrunnable=lambda module: getattr(module, "implementation", None) == "cuda",
+        cpu_path="setting the layer's implementation = 'python' (the package's own CPU path) runs it on a CPU",
     ),
 )
 
@@ -338,7 +341,7 @@ def check_runnable(model: nn.Module, inputs: object, what: str) -> None:
     name, kind = found[0]
     msg = (
         f"{what}: layer {name or type(model).__name__!r} is {kind.package}'s {kind.name}, whose forward runs on "
-        f"CUDA only ({kind.package} {kind.tested} has no CPU path), and the inputs are not on CUDA; compare with "
+        f"CUDA only ({kind.package} {kind.tested}: {kind.cpu_path}), and the inputs are not on CUDA; compare with "
         f"what precompute tabulated, iotable.read_layers(model) (its {kind.reads} read by the package's rule), "
         "or run the model on a CUDA machine and compare its outputs with net.run"
     )
