@@ -117,6 +117,48 @@ def _dwn_reference(model: nn.Sequential, x: torch.Tensor) -> torch.Tensor:
     return model[2](_kernel(model[1], _kernel(model[0], x)))
 
 
+class _GroupSum(nn.Module):
+    """torch-dwn 1.1.1's ``GroupSum(k, tau, randperm)`` as its documentation states it, for machines where the
+    package does not install: an optional fixed permutation of the last axis, zeros padded to a multiple of ``k``
+    (a Python check of the width), then the sum of each of ``k`` groups divided by ``tau``."""
+
+    def __init__(self, k: int, tau: float = 1.0, randperm: int = 0) -> None:
+        super().__init__()
+        self.k, self.tau = k, tau
+        self.randperm = torch.randperm(randperm, generator=torch.Generator().manual_seed(0)) if randperm else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.randperm is not None:
+            x = x[:, self.randperm]
+        if x.size(-1) % self.k != 0:
+            pad = [0] * (2 * len(x.shape))
+            pad[1] = self.k - x.size(-1) % self.k
+            x = nn.functional.pad(x, tuple(pad))
+        return x.view(*x.shape[:-1], self.k, x.shape[-1] // self.k).sum(dim=-1) / self.tau
+
+
+def _dwn_group_sum(k: int, tau: float, randperm: int = 0) -> nn.Module:
+    """torch-dwn's GroupSum: the package's own where it imports, else one with its documented forward."""
+    if _has("torch_dwn"):
+        import torch_dwn
+
+        torch.manual_seed(0)
+        return torch_dwn.GroupSum(k, tau, randperm=randperm)
+    return _GroupSum(k, tau, randperm)
+
+
+@pytest.mark.parametrize(("nodes", "randperm"), [(24, False), (22, False), (24, True)])
+def test_dwn_group_sum_as_the_package_writes_it(nodes: int, randperm: bool) -> None:
+    """torch-dwn's own GroupSum form (a Python check of the width, padding, an optional permutation) after a LUT
+    layer gives the kernel rule's sums on every sample; without padding or permutation it is a sum node."""
+    model = nn.Sequential(_dwn_layer(16, nodes, 4), _dwn_group_sum(4, 1 / 0.3, nodes if randperm else 0)).eval()
+    net = _precompute_dwn(model)
+    x = _bits(300, 16, 1)
+    assert torch.equal(net.run(x), model[1](_kernel(model[0], x)))
+    if nodes == 24 and not randperm:
+        assert [n.kind for n in net.graph.nodes][-2:] == [NodeKind.SUM, NodeKind.OUTPUT]
+
+
 def _precompute_dwn(model: nn.Module, features: int = 16) -> iotable.TableNetwork:
     with pytest.warns(IOTableWarning, match="CUDA only"):
         return iotable.precompute(model, input_domain=BITS, example_input=torch.zeros(1, features))

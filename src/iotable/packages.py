@@ -15,10 +15,11 @@ difflogic's ``LogicLayer`` built for CUDA (``implementation="cuda"``, its defaul
 the package's CUDA extension too: it is read as :class:`GateNodes`, gate ``weights.argmax(-1)`` (difflogic's
 numbering) of the inputs ``indices[0]``, ``indices[1]``, as the package evaluates it in eval mode.
 
-The rest of these packages runs on a CPU and needs no reading: torch-dwn's ``GroupSum`` and thermometer
-encoders, torchlogix's ``LogicDense`` and ``GroupSum``, and difflogic's ``LogicLayer`` with its Python
-implementation (``implementation="python"``) and ``GroupSum`` are traced and enumerated through their own
-forward. Nothing here imports the packages: a layer is recognised by its class's module and name.
+The rest of these packages runs on a CPU and needs no reading: torch-dwn's ``GroupSum`` (its thermometer
+encoders binarize the data before the model), torchlogix's ``LogicDense`` and ``GroupSum``, and difflogic's
+``LogicLayer`` with its Python implementation (``implementation="python"``) and ``GroupSum`` are traced and
+enumerated through their own forward. Nothing here imports the packages: a layer is recognised by its class's
+module and name.
 """
 
 from __future__ import annotations
