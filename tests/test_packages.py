@@ -212,6 +212,16 @@ def test_a_lone_dwn_layer_precomputes_as_a_network() -> None:
     assert iotable.verify(read_layers(layer), net, x).agreement == 1.0
 
 
+def test_estimate_reads_dwn_layers_too() -> None:
+    """estimate of a DWN reads its LUT layers as precompute does (saying so) and plans the same tables."""
+    model = _dwn_model()
+    with pytest.warns(IOTableWarning, match=r"estimate: .*CUDA only"):
+        cost = iotable.estimate(model, input_domain=BITS, example_input=torch.zeros(1, 16), keep_dead=True)
+    net = _precompute_dwn(model)
+    tables = [(layer.name, layer.tables) for layer in cost.layers if layer.name in net.layers]
+    assert tables == [(name, len(layer)) for name, layer in net.layers.items()]
+
+
 def test_verify_refuses_the_cuda_only_forward_on_cpu_inputs() -> None:
     """verify does not run a torch-dwn LUT layer's forward on CPU inputs: it names the layer, the package and the
     comparison that can run."""
