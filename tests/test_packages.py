@@ -341,24 +341,29 @@ def _torchlogix_layers() -> Any:
     return importlib.import_module("torchlogix.layers")
 
 
-def _torchlogix_model(parametrization: str = "raw", lut_rank: int = 2, seed: int = 0) -> nn.Sequential:
+def _torchlogix_model(
+    parametrization: str = "raw", lut_rank: int = 2, connections: str = "fixed", seed: int = 0
+) -> nn.Sequential:
     """A torchlogix network as its README builds one, small: two LogicDense layers (randomly initialised gates),
     then GroupSum over 4 classes."""
     layers = _torchlogix_layers()
     torch.manual_seed(seed)
-    options = {"parametrization": parametrization, "lut_rank": lut_rank,
+    options = {"parametrization": parametrization, "lut_rank": lut_rank, "connections": connections,
                "parametrization_kwargs": {"weight_init": "random"}}  # fmt: skip
     model = nn.Sequential(layers.LogicDense(16, 32, **options), layers.LogicDense(32, 24, **options),
                           layers.GroupSum(4, tau=2.0))  # fmt: skip
     return model.eval()
 
 
-@pytest.mark.parametrize(("parametrization", "lut_rank"), [("raw", 2), ("warp", 2), ("warp", 4)])
-def test_torchlogix_logic_dense_precomputes_and_verifies(parametrization: str, lut_rank: int) -> None:
+@pytest.mark.parametrize(
+    ("parametrization", "lut_rank", "connections"),
+    [("raw", 2, "fixed"), ("warp", 2, "fixed"), ("warp", 4, "fixed"), ("raw", 2, "learnable")],
+)
+def test_torchlogix_logic_dense_precomputes_and_verifies(parametrization: str, lut_rank: int, connections: str) -> None:
     """torchlogix's LogicDense and GroupSum precompute with no decoration and no warning, each gate layer's output
     domain is {0, 1}, GroupSum is a sum node, and verify against the module's own forward agrees on 2,000
     samples."""
-    model = _torchlogix_model(parametrization, lut_rank)
+    model = _torchlogix_model(parametrization, lut_rank, connections)
     net = iotable.precompute(model, input_domain=BITS, example_input=torch.zeros(1, 16))
     assert net["0"].plan.output_domain == BITS and net["1"].plan.output_domain == BITS
     assert [n.kind for n in net.graph.nodes][-2:] == [NodeKind.SUM, NodeKind.OUTPUT]
