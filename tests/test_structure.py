@@ -221,7 +221,20 @@ def test_the_core_does_not_import_cost_or_hardware() -> None:
 #: shared modules at the bottom, then the front end, tabulation and the graph, the node kinds and the runtime,
 #: the network and the bundle, and above the core the cost and hardware layers, the command line and the
 #: package's own ``__init__`` (the public facade, which re-exports every layer).
-SHARED = {"_util", "_version", "errors", "domain", "bits", "table", "lutcount", "lutnet", "nn", "brevitas", "torchao"}
+SHARED = {
+    "_util",
+    "_version",
+    "errors",
+    "domain",
+    "bits",
+    "table",
+    "lutcount",
+    "lutnet",
+    "nn",
+    "brevitas",
+    "torchao",
+    "packages",
+}
 #: The front-end-neutral vocabulary of layers and units, which every part may use and no front end owns.
 NEUTRAL = {"layout", "units", "layerplan"}
 #: The parts that stand without a front end: a second front end (or none) builds on them unchanged.
@@ -237,6 +250,7 @@ MAY_IMPORT = {
     "lutnet": {"bits", "errors", "table"},
     "brevitas": {"_util", "domain", "errors"},
     "torchao": {"domain", "errors"},
+    "packages": {"errors"},
     "nn": {"brevitas", "domain", "torchao"},
     "layout": {"_util", "errors"},
     "units": {"domain", "errors", "layout"},

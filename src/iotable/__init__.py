@@ -32,6 +32,9 @@ The pipeline:
 - **sweep** — :mod:`iotable.sweep` measures trained variants × implementation options (targets, pipelining,
   mapping effort, seeds) stage by stage, cheapest first, places and routes only what may be on the Pareto front
   (LUTs, Fmax, latency, accuracy), and resumes from its records after a crash.
+- **the field's packages** — torchlogix's and difflogic's gate layers and torch-dwn's ``GroupSum`` run through
+  their own forward; torch-dwn's ``LUTLayer``, whose forward runs on CUDA only, is read from its parameters
+  (:func:`read_layers`).
 
 Quantized values live in a :class:`Domain`; :class:`iotable.nn.Quantize` is the quantizer for training
 scripts; :mod:`iotable.bits` is the hardware bit contract (field widths, MSB-first offsets, packing). Every
@@ -85,6 +88,7 @@ from .network.observe import Observation, observe, restrict
 from .network.precompute import precompute
 from .network.verify import VerifyReport, verify
 from .onnxout import export_onnx
+from .packages import read_layers
 from .pla import export_pla
 from .synth.estimate import CostEstimate, estimate
 from .table import IOTable
@@ -127,6 +131,7 @@ __all__ = [
     "pla",
     "plan",
     "precompute",
+    "read_layers",
     "restrict",
     "save",
     "spec_of",

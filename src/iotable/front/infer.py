@@ -19,6 +19,7 @@ from torch import nn
 from .._util.modules import plain_attributes, restore_attributes
 from ..errors import IOTableError, SpecError
 from ..nn import domain_of
+from ..packages import GateNodes, LUTNodes
 from .dependence import Dependence, dependence
 from .glue import _ARITHMETIC, _ARITHMETIC_METHODS
 from .layout import Layout
@@ -49,6 +50,8 @@ def inferable(module: nn.Module) -> bool:
         return True
     if isinstance(module, (nn.Sequential, nn.ModuleList, nn.ModuleDict)):
         return False
+    if isinstance(module, (LUTNodes, GateNodes)):  # a package's layer read from its parameters, as the layer was
+        return True
     if type(module).__module__.split(".")[0] in ("torch", "brevitas", "torchao", "iotable"):
         return False
     try:

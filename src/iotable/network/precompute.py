@@ -17,6 +17,7 @@ from ..front.modelcheck import warn_training
 from ..front.plan import DEFAULT_MAX_ROWS, plan
 from ..front.reuse import remember, remembered, structure_key
 from ..front.spec import declared_spec, has_spec
+from ..packages import read_for
 from ..tabulate.cache import check_cache_dir
 from ..tabulate.enumerate import DEFAULT_MEMORY_BUDGET
 from ..tabulate.layers import LayerTables, tabulate
@@ -279,6 +280,7 @@ def precompute(
     _check_module(module, "precompute")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
+    module = read_for(module, "precompute")  # layers that run on CUDA only: read from their parameters
     if host or input_layout is not None or _is_model(module):
         return _model(module, input_domain, example_input, host, input_layout, reuse=reuse, options=options)
     return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
@@ -312,6 +314,7 @@ def precompute_layer(
     _check_module(module, "precompute_layer")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
+    module = read_for(module, "precompute")  # layers that run on CUDA only: read from their parameters
     return _layer(module, input_domain, example_input, name, reuse=reuse, options=options)
 
 
@@ -346,6 +349,7 @@ def precompute_model(
     _check_module(model, "precompute_model")
     _check_front(reuse=reuse, name=None, options=options)
     warn_training(model, "precompute")  # called here: the warning points at the caller's line
+    model = read_for(model, "precompute")  # layers that run on CUDA only: read from their parameters
     return _model(model, input_domain, example_input, host, input_layout, reuse=reuse, options=options)
 
 

@@ -13,6 +13,7 @@ from .._util.modules import module_dtype, run_module
 from ..errors import InputError, ModelError
 from ..front.modelcheck import check_float32, warn_training
 from ..front.trace import trace
+from ..packages import check_runnable
 from ..runtime.runtime import decode
 from .frontends import file_front_end
 from .network import TableNetwork
@@ -93,6 +94,7 @@ def verify(model: Any, net: TableNetwork, inputs: Any, *, codes: bool = False) -
         raise ModelError(msg)
     check_float32(model, "verify", ModelError)
     warn_training(model, "verify")
+    check_runnable(model, inputs, "verify")
     input_codes = net.encode_input(inputs, codes=codes, what="verify")
     if input_codes.shape[0] == 0:  # net.run answers an empty batch with an empty output; a proof of nothing fails
         msg = (

@@ -26,6 +26,7 @@ from ..lutnet import table_bits
 from ..network.inputformat import planned_input_format
 from ..network.network import model_skeleton, pipeline_registers
 from ..network.precompute import PrecomputeOptions
+from ..packages import read_for
 from ..table import IOTable
 from ..units import DEFAULT_MAX_ROWS
 from .arith import arithmetic_estimate
@@ -161,6 +162,7 @@ def estimate(
     k = check_k(k, what="estimate")
     keep_dead = check_keep_dead(keep_dead, what="estimate")
     options = PrecomputeOptions(max_rows=max_rows).as_kwargs()
+    model = read_for(model, "estimate")  # layers that run on CUDA only: read from their parameters
     skeleton = model_skeleton(
         model,
         input_domain=input_domain,
