@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from iotable._util import mainguard
+
 from .optional import require_program
 
 _TABLES = """
@@ -49,6 +51,15 @@ def test_a_script_without_a_main_guard_is_refused_before_workers_start(tmp_path:
     assert done.stdout.count("top level ran") == 1
     assert f"SynthError: map_luts: the script {str(script)!r} calls map_luts from its top level" in done.stderr
     assert "if __name__ == '__main__':" in done.stderr and "workers=1" in done.stderr
+
+
+def test_a_line_of_a_changed_script_says_nothing() -> None:
+    """A line in a function's body or past the end cannot be where the script's own code runs (the file changed
+    since the script started): not refused; a line at the top level is unguarded, one under the guard guarded."""
+    source = "import x\n\ndef main():\n    run()\n    return 1\n\nrun()\nif __name__ == '__main__':\n    main()\n"
+    assert mainguard._guarded(source, 4) is None and mainguard._guarded(source, 40) is None
+    assert mainguard._guarded(source, 7) is False and mainguard._guarded(source, 9) is True
+    assert mainguard._guarded(source, 3) is False  # the def line runs at the top level (its defaults)
 
 
 @pytest.mark.slow

@@ -30,9 +30,18 @@ def _is_guard(test: ast.expr) -> bool:
     return len(names) == 1 and len(texts) == 1
 
 
-def _guarded(source: str, line: int) -> bool:
-    """``line`` lies in the body of an ``if __name__ == "__main__":`` of ``source``."""
-    for node in ast.walk(ast.parse(source)):
+def _guarded(source: str, line: int) -> bool | None:
+    """``line`` lies in the body of an ``if __name__ == "__main__":`` of ``source``; ``None`` when no statement
+    of the module's own code is at ``line`` (inside a function or class body, or past every statement): the
+    file changed since the script started, and the line says nothing."""
+    tree = ast.parse(source)
+    if not any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in tree.body):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.body:
+            if node.lineno < node.body[0].lineno <= line <= (node.end_lineno or node.lineno):
+                return None
+    for node in ast.walk(tree):
         if isinstance(node, ast.If) and _is_guard(node.test) and node.body:
             first, last = node.body[0].lineno, node.body[-1].end_lineno or node.body[-1].lineno
             if first <= line <= last:
