@@ -14,10 +14,13 @@ from torch import nn
 
 from iotable import Domain, decompose, precompute
 from iotable.errors import CacheError, SpecOptionError
+from iotable.hdl import export, implement, simulate
+from iotable.hdl.writer import SHARD_VECTORS
 from iotable.nn import Quantize
+from iotable.synth import cost
 
 from .daskcluster import Cluster
-from .optional import require
+from .optional import require, require_program
 
 U2 = Domain.uniform(2, scale=0.5)
 
@@ -150,3 +153,84 @@ def test_precompute_on_a_thread_pool_equals_the_local_run():
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         there = precompute(_network(), input_domain=U2, example_input=example, executor=pool)
     assert there.tables == precompute(_network(), input_domain=U2, example_input=example).tables
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A two-layer design with a pipeline register after each layer, and its network."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), Quantize(2), nn.Linear(3, 2), Quantize(2, signed=True)).eval()
+    net = precompute(model, input_domain=Domain.uniform(2))
+    return export(net, tmp_path_factory.mktemp("hdl") / "tiny", top="tiny", vectors=8, table_benches=False)
+
+
+def _inputs(count: int) -> torch.Tensor:
+    return torch.randint(0, 4, (count, 4), generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.slow
+def test_simulate_on_the_cluster_equals_the_local_run(cluster, tiny, tmp_path):
+    """simulate(executor=client) under Verilator and iverilog, cut into shards over the workers, gives the
+    codes of a run here."""
+    require_program("verilator", package="verilator")
+    require_program("iverilog", package="iverilog")
+    x = _inputs(8 * SHARD_VECTORS)
+    local = simulate(tiny, x, simulator="verilator", codes=True, cache_dir=tmp_path / "here")
+    there = simulate(
+        tiny, x, simulator="verilator", codes=True, cache_dir=tmp_path / "workers", executor=cluster.client
+    )
+    assert torch.equal(there, local) and torch.equal(local, tiny.reference(x, codes=True))
+    small = x[: 2 * SHARD_VECTORS]
+    assert torch.equal(simulate(tiny, small, codes=True, executor=cluster.client), local[: 2 * SHARD_VECTORS])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_simulate_leaves_the_codes_complete_and_equal(cluster, tiny, tmp_path):
+    """A worker killed while the shards of a simulation run: its shard runs again elsewhere, and the codes are
+    complete and equal to the reference."""
+    require_program("iverilog", package="iverilog")
+    x = _inputs(16 * SHARD_VECTORS)
+    victim = sorted(cluster.worker_pids())[0]
+    found: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            found["codes"] = simulate(tiny, x, codes=True, executor=cluster.client)
+        except BaseException as exc:  # reported by the assertion below
+            found["error"] = exc
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deadline = time.monotonic() + 120
+    while not cluster.client.processing().get(victim) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cluster.client.processing().get(victim), "the stage never reached the worker"
+    cluster.kill_worker(victim)
+    thread.join(timeout=300)
+    assert not thread.is_alive() and "error" not in found, found.get("error")
+    assert torch.equal(found["codes"], tiny.reference(x, codes=True))
+
+
+@pytest.mark.slow
+def test_implement_with_two_seeds_on_the_cluster_equals_the_local_run(cluster, tiny):
+    """implement(seeds=2, executor=client) on iCE40 places the second seed on a worker: every seed's Fmax and
+    the counts equal a run here."""
+    require_program("yosys", package="yosys")
+    require_program("nextpnr-ice40", package="nextpnr-ice40")
+    local = implement(tiny, target="ice40-hx1k", seeds=2)
+    there = implement(tiny, target="ice40-hx1k", seeds=2, executor=cluster.client)
+    assert there.seeds == local.seeds and len(there.seeds) == 2
+    assert (there.luts, there.flip_flops, there.fmax_mhz, there.cells) == (
+        local.luts, local.flip_flops, local.fmax_mhz, local.cells
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_cost_on_the_cluster_equals_the_local_run(cluster, tiny):
+    """cost(executor=client) maps the network's tables on the workers: the same LUTs as mapping here."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    net = tiny.network
+    local = cost(net, workers=1)
+    there = cost(net, executor=cluster.client)
+    assert [(t.key, t.luts, t.depth) for t in there.tables] == [(t.key, t.luts, t.depth) for t in local.tables]
+    assert there.luts == local.luts

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import IOTableError
 
-__all__ = ["Submitter", "check_executor", "run_all", "submitter"]
+__all__ = ["Submitter", "check_executor", "collect", "run_all", "submitter"]
 
 
 class Submitter:
@@ -85,13 +85,25 @@ def run_all(
             if done is not None:
                 done(index, results[-1])
         return results
-    futures = {pool.submit(fn, *task): index for index, task in enumerate(tasks)}
+    futures = [pool.submit(fn, *task) for task in tasks]
+    return collect(futures, what=what, error=error, done=done)
+
+
+def collect(
+    futures: Sequence[concurrent.futures.Future[Any]],
+    *,
+    what: str,
+    error: type[IOTableError],
+    done: Callable[[int, Any], None] | None = None,
+) -> list[Any]:
+    """The results of ``futures`` in order, failing as :func:`run_all` says (the rest cancelled)."""
+    index = {future: i for i, future in enumerate(futures)}
     found: dict[int, Any] = {}
     try:
-        for future in concurrent.futures.as_completed(futures):
-            found[futures[future]] = future.result()
+        for future in concurrent.futures.as_completed(index):
+            found[index[future]] = future.result()
             if done is not None:
-                done(futures[future], found[futures[future]])
+                done(index[future], found[index[future]])
     except IOTableError:
         raise
     except Exception as exc:  # the executor or the cluster failed outside iotable: say where
@@ -104,4 +116,4 @@ def run_all(
     finally:
         for future in futures:
             future.cancel()
-    return [found[index] for index in range(len(tasks))]
+    return [found[i] for i in range(len(futures))]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .._util.executor import collect, submitter
 from .._util.process import run_in_group
 from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
@@ -297,9 +298,38 @@ def _flow(
             measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
             return {**measured, "seconds": synthesis + time.perf_counter() - began}
 
-        placed = run_seeds(place, list(identities))
+        pool, remote = run.get("pool"), []
+        if pool is not None and target.placed:  # every seed but the verified one placed on the executor
+            remote = [seed for seed in identities if seed != home]
+            netlist = (work / _NETLIST).read_bytes() if remote else b""
+            left = deadline - time.monotonic()  # seconds: another machine's monotonic clock is its own
+            futures = [
+                pool.submit(_place_elsewhere, netlist, [run["nextpnr"], *identities[s]["place"]], left, what)
+                for s in remote
+            ]
+        placed = run_seeds(place, [seed for seed in identities if seed not in remote])
+        if remote:
+            reports = collect(futures, what=what, error=HDLToolError)
+            for seed, (data, seconds) in zip(remote, reports):
+                measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
+                placed[seed] = {**measured, "seconds": synthesis + seconds}
+        placed = {seed: placed[seed] for seed in identities}  # in the seeds' order, wherever they ran
         verified = verify_netlists(work, run, target, _step, what=what)
     return {seed: {**counts, **measured} for seed, measured in placed.items()}, verified
+
+
+def _place_elsewhere(netlist: bytes, command: list[str], seconds: float, what: str) -> tuple[bytes, float]:
+    """A task: place and route the synthesized ``netlist`` with ``command`` (nextpnr and its arguments, the
+    seed among them) in a fresh folder of the worker that runs it, within ``seconds``; nextpnr's report (read
+    bounded, untrusted as any tool output) and the seconds it took."""
+    seed = command[command.index("--seed") + 1]
+    began, deadline = time.perf_counter(), time.monotonic() + seconds
+    with tempfile.TemporaryDirectory(prefix="iotable-place-") as tmp:
+        folder = Path(tmp)
+        (folder / _NETLIST).write_bytes(netlist)
+        _step(command, folder, deadline, what=f"{what} (place and route, seed {seed})")
+        data = read_report(folder / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
+    return data, time.perf_counter() - began
 
 
 def _report_json(data: bytes, *, what: str) -> Any:
@@ -380,6 +410,7 @@ def implement(
     timeout: float = 3600.0,
     tables: str | None = None,
     verify: int = 0,
+    executor: Any = None,
 ) -> Implementation:
     """Synthesize a Verilog design for ``target`` and, for iCE40 and ECP5, place and route it; what it takes.
 
@@ -413,6 +444,11 @@ def implement(
         tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
         verify: simulate the synthesized (and, on iCE40, the routed) netlist on this many bench vectors
             (:mod:`.postverify`).
+        executor: where the seeds are placed: ``None`` (here, a few at a time), a ``concurrent.futures.Executor``
+            or a ``dask.distributed.Client``. Synthesis runs here once; every seed but the first is a task that
+            receives the synthesized netlist (JSON) and runs nextpnr on the worker, which must have the same
+            nextpnr at the same path (its version is in the cache key); the first is placed here, where its
+            routed design can be verified. Each seed's result is the same as a run here.
 
     Returns:
         An :class:`Implementation`; ``summary()`` prints it.
@@ -434,6 +470,7 @@ def implement(
     chosen = parse_target(target, package=package, what=what)
     freq = _options(frequency, timeout, what=what)
     placements = check_seeds(seed, seeds, what=what)
+    pool = submitter(executor, what=what, error=OptionError)
     if not chosen.placed and len(placements) > 1:
         msg = f"{what}: target {chosen.name!r} is synthesis only: there is no placement to seed; leave seeds out"
         raise OptionError(msg)
@@ -468,7 +505,7 @@ def implement(
     verified: tuple[Verification, ...] = ()
     if missing:
         run = {"deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
-        run.update(design=design, verify=vectors)
+        run.update(design=design, verify=vectors, pool=pool)
         measured, verified = _flow(chosen, files, run, missing, what=f"{what} ({chosen.name})")
         for s, identity in missing.items():
             records[s] = store(folder, {**identity, "key": key_of(identity), **measured[s]}, what=what)
