@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from iotable import Domain, decompose, precompute
-from iotable.errors import CacheError, SpecOptionError
-from iotable.hdl import export, implement, simulate
+from iotable.errors import CacheError, HDLToolError, SpecOptionError
+from iotable.hdl import check, export, implement, simulate
 from iotable.hdl.writer import SHARD_VECTORS
 from iotable.nn import Quantize
 from iotable.synth import cost
@@ -234,3 +234,26 @@ def test_cost_on_the_cluster_equals_the_local_run(cluster, tiny):
     there = cost(net, executor=cluster.client)
     assert [(t.key, t.luts, t.depth) for t in there.tables] == [(t.key, t.luts, t.depth) for t in local.tables]
     assert there.luts == local.luts
+
+
+@pytest.mark.slow
+def test_check_on_the_cluster_equals_the_local_run(cluster, tiny):
+    """check(executor=client) checks the table modules on the workers: the same cells as a check here."""
+    require_program("yosys", package="yosys")
+    local = check(tiny)
+    there = check(tiny, executor=cluster.client)
+    assert (there.top, there.cells) == (local.top, local.cells) and there.cells
+
+
+class _Silent(concurrent.futures.ThreadPoolExecutor):
+    """Runs every task and returns no statistics: a worker whose answers are not what the check asked for."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        return super().submit(dict)
+
+
+def test_a_check_whose_workers_return_nothing_fails(tiny):
+    """A table module whose statistics no task returned is an error naming the file, never a clean check."""
+    require_program("yosys", package="yosys")
+    with _Silent(2) as pool, pytest.raises(HDLToolError, match=r"iotable_stat_"):
+        check(tiny, executor=pool)

@@ -527,13 +527,14 @@ def _shard(
     return simulate(design, codes, simulator=simulator, codes=True, timeout=timeout, tables=tables, cache_dir=cache_dir)
 
 
-def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
+def check(design: Design, *, timeout: float = 600.0, executor: Any = None) -> CheckResult:
     """Synthesize a design's sources and raise unless they are clean (:func:`check_files`): for Verilog, yosys
     ``check -assert`` (nothing undriven, no multiple drivers, no combinational loop) and no latch; for VHDL,
     ghdl's synthesis. Each distinct table module is checked once, on its own (elaborated, then as generic
     gates: no ABC), and the rest (the tables written inline among it) with the table modules as black boxes
     through yosys's generic ``synth``; ``cells`` counts the whole design (each table module's gates times its
-    instances, and the rest's cells).
+    instances, and the rest's cells). ``executor``: where the table modules are checked, a few a task (see
+    :func:`check_files`); the result is the same as a check here.
 
     Raises:
         SimulatorNotInstalledError: yosys (or ghdl) is not installed; HDLToolError: the check failed.
@@ -545,4 +546,4 @@ def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     top_file = f"{design.top}{Language(design.language).suffixes[0]}"
     # each table module once, on its own; the wiring with the tables as black boxes
     tables = [n for n in design.sources if n != top_file] if design.language == Language.VERILOG.value else []
-    return check_files(files, design.top, timeout=timeout, separate=tables)
+    return check_files(files, design.top, timeout=timeout, separate=tables, executor=executor)
