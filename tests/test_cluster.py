@@ -4,6 +4,7 @@ command line): results equal to a local run's, also when a worker dies mid-stage
 from __future__ import annotations
 
 import concurrent.futures
+import pickle
 import threading
 import time
 from pathlib import Path
@@ -257,3 +258,18 @@ def test_a_check_whose_workers_return_nothing_fails(tiny):
     require_program("yosys", package="yosys")
     with _Silent(2) as pool, pytest.raises(HDLToolError, match=r"iotable_stat_"):
         check(tiny, executor=pool)
+
+
+def test_a_plan_pickles_once_its_layer_is_enumerated():
+    """A layer's plan, after its tables were built (its memo holds what later stages derived, functions
+    among them), pickles and comes back with the same units: it can be sent to a worker."""
+    torch.manual_seed(1)
+    linear = nn.Linear(5, 3)
+    with torch.no_grad():  # each output reads only its unit's inputs
+        for reads, output in (([0, 3], 2), ([1, 2, 4], 0), ([4, 0], 1)):
+            linear.weight[output, [i for i in range(5) if i not in reads]] = 0
+    sparse = decompose(linear, fan_in=[[0, 3], [1, 2, 4], [4, 0]], fan_out=[[2], [0], [1]])
+    layer = precompute(sparse, input_domain=U2, fast_path=False)  # overlapping inputs: one packed pass
+    assert layer.plan.memo  # the check can fail: there is something derived to leave out
+    copy = pickle.loads(pickle.dumps(layer.plan))
+    assert copy.units == layer.plan.units and copy.memo == {}
