@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import stat
 import threading
 import warnings
@@ -306,3 +307,22 @@ def test_two_writers_of_one_key_both_end_with_a_valid_entry(tmp_path):
     assert (done_a == rows).all() and (done_b == rows).all()
     assert (first.load("d" * 64, 8, 1, np.dtype(np.uint8), codes=4) == rows).all()
     assert not list(tmp_path.glob(".*.part"))
+
+
+def _gain(m: Scaled) -> Any:
+    return m.options.inner.gain
+
+
+def test_the_key_is_the_same_once_the_module_has_been_pickled():
+    """Pickling a module (as an executor does to send it to a worker) leaves its key unchanged, although pickle
+    caches the slot names of each class it meets on the class itself."""
+    for cls in (Scaled, Options, Inner):
+        if "__slotnames__" in vars(cls):  # an earlier pickle in this process: start from a class pickle never saw
+            delattr(cls, "__slotnames__")
+    module = Scaled(_gain)
+    module.options = Options(2.0)
+    before = cachekey.module_key(module, layer="a")
+    copy = pickle.loads(pickle.dumps(module))
+    assert "__slotnames__" in vars(Inner)  # the check can fail: pickle did write on the class
+    assert cachekey.module_key(module, layer="a") == before
+    assert cachekey.module_key(copy, layer="a") == before

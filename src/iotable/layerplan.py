@@ -108,6 +108,13 @@ class LayerPlan:
         """Data later stages derive from this plan alone, computed once and kept here (keyed by stage)."""
         return {}
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The plan without its :attr:`memo`, which may hold functions that do not pickle: a plan sent to another
+        process (an executor's worker) derives what it needs again there."""
+        state = dict(self.__dict__)
+        state.pop("memo", None)
+        return state
+
     @cached_property
     def reads(self) -> np.ndarray:
         """Boolean ``(out_channels, in_channels)``: whether some unit writing the output reads the input."""

@@ -390,10 +390,13 @@ def _named_callable(v: Any, path: str) -> bytes:
     raise _Refused(path, f"a callable {type(v).__qualname__} whose code cannot be read and that no name imports")
 
 
-#: Class members that are not the class's data: its namespace's plumbing, line numbers, abc's registry cache.
+#: Class members that are not the class's data: its namespace's plumbing, line numbers, abc's registry cache, and
+#: the slot names pickle caches on a class the first time it pickles one of its instances (copyreg), which would
+#: give a layer another key once it has been sent to a worker.
 _CLASS_UNKEYED = frozenset(
     {"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__firstlineno__", "__static_attributes__"}
     | {"_abc_impl", "__orig_bases__", "__parameters__", "__dataclass_fields__", "__dataclass_params__"}
+    | {"__slotnames__"}
 )
 _CACHED_FUNCTION = type(functools.lru_cache(maxsize=None)(lambda: None))
 _DESCRIPTORS = (

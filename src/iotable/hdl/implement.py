@@ -28,6 +28,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from .._util.executor import collect, submitter
 from .._util.process import run_in_group
 from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
@@ -39,6 +40,7 @@ from .implcache import cache_folder, key_of, lookup, store
 from .language import Language
 from .names import check_file_name, check_name
 from .ooc import WRAPPER, Context, choose, wrapper_text
+from .placers import check_placer, placer_listed
 from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
 from .reports import read_report, stat_modules, timing
 from .retarget import for_target
@@ -212,41 +214,6 @@ def _version(program: str, deadline: float, *, what: str) -> str:
     return (found.group(1) or found.group(2)).removeprefix("Yosys ").removeprefix("nextpnr-")
 
 
-PLACERS = ("heap", "static", "sa")
-"""nextpnr's placers: ``"heap"`` (analytical, then simulated-annealing refinement; nextpnr's default),
-``"static"`` (electrostatic, nextpnr 0.7 and later: on jsc-m's 30,524 LUT4, 27% less CPU than heap at 4% less
-Fmax on one seed), ``"sa"`` (simulated annealing alone, slow on large designs)."""
-
-
-def _check_placer(placer: Any, target: Target, *, what: str) -> str:
-    """``placer`` if it is one of :data:`PLACERS` and ``target`` is placed (or it is the default)."""
-    if not isinstance(placer, str) or placer not in PLACERS:
-        msg = f"{what}: placer must be one of {', '.join(map(repr, PLACERS))}, received {placer!r}"
-        raise OptionError(msg)
-    if not target.placed and placer != "heap":
-        msg = f"{what}: placer={placer!r} names a placer, and {target.name!r} is synthesis only; leave placer out"
-        raise OptionError(msg)
-    return placer
-
-
-def _placer_listed(placer: str, program: str, deadline: float, *, what: str) -> None:
-    """Refuse a placer that ``program`` (nextpnr) does not list in its ``--help`` (``"heap"``: every one has it)."""
-    if placer == "heap":
-        return
-    with tempfile.TemporaryDirectory(prefix="iotable-implement-") as tmp:
-        done = _run([program, "--help"], Path(tmp), deadline, what=what)
-    found = re.search(
-        r"placer algorithm to use; available: ([a-z0-9, ]{1,100});", " ".join((done.stdout + done.stderr).split())
-    )
-    available = [] if found is None else [name.strip() for name in found.group(1).split(",")]
-    if placer not in available:
-        msg = (
-            f"{what}: {program} has no placer {placer!r}: expected one of its own ({', '.join(available) or 'none'} "
-            "listed by --help); pick one of those, or install a newer nextpnr (pip install 'iotable[fpga]')"
-        )
-        raise OptionError(msg)
-
-
 def _run(command: list[str], cwd: Path, deadline: float, *, what: str) -> Any:
     left = deadline - time.monotonic()
     if left <= 0:
@@ -292,7 +259,7 @@ _NETLIST, _STAT, _REPORT = "iotable_impl.json", "iotable_stat.json", "iotable_re
 
 def _place_command(target: Target, frequency: float | None, seed: int, placer: str) -> list[str]:
     """nextpnr's arguments (after the program): the device and package are among the ones it knows, the
-    placer among :data:`PLACERS` (and the program's own, :func:`_check_placer`)."""
+    placer among :data:`.placers.PLACERS` that the program lists."""
     command = [f"--{target.device}", "--package", str(target.package), "--json", _NETLIST, "--placer", placer]
     command += ["--report", _REPORT, "--seed", str(seed), "--timing-allow-fail"]
     return [*command, "--freq", f"{frequency:g}"] if frequency is not None else command
@@ -336,9 +303,38 @@ def _flow(
             measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
             return {**measured, "seconds": synthesis + time.perf_counter() - began}
 
-        placed = run_seeds(place, list(identities))
+        pool, remote = run.get("pool"), []
+        if pool is not None and target.placed:  # every seed but the verified one placed on the executor
+            remote = [seed for seed in identities if seed != home]
+            netlist = (work / _NETLIST).read_bytes() if remote else b""
+            left = deadline - time.monotonic()  # seconds: another machine's monotonic clock is its own
+            futures = [
+                pool.submit(_place_elsewhere, netlist, [run["nextpnr"], *identities[s]["place"]], left, what)
+                for s in remote
+            ]
+        placed = run_seeds(place, [seed for seed in identities if seed not in remote])
+        if remote:
+            reports = collect(futures, what=what, error=HDLToolError)
+            for seed, (data, seconds) in zip(remote, reports):
+                measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
+                placed[seed] = {**measured, "seconds": synthesis + seconds}
+        placed = {seed: placed[seed] for seed in identities}  # in the seeds' order, wherever they ran
         verified = verify_netlists(work, run, target, _step, what=what)
     return {seed: {**counts, **measured} for seed, measured in placed.items()}, verified
+
+
+def _place_elsewhere(netlist: bytes, command: list[str], seconds: float, what: str) -> tuple[bytes, float]:
+    """A task: place and route the synthesized ``netlist`` with ``command`` (nextpnr and its arguments, the
+    seed among them) in a fresh folder of the worker that runs it, within ``seconds``; nextpnr's report (read
+    bounded, untrusted as any tool output) and the seconds it took."""
+    seed = command[command.index("--seed") + 1]
+    began, deadline = time.perf_counter(), time.monotonic() + seconds
+    with tempfile.TemporaryDirectory(prefix="iotable-place-") as tmp:
+        folder = Path(tmp)
+        (folder / _NETLIST).write_bytes(netlist)
+        _step(command, folder, deadline, what=f"{what} (place and route, seed {seed})")
+        data = read_report(folder / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
+    return data, time.perf_counter() - began
 
 
 def _report_json(data: bytes, *, what: str) -> Any:
@@ -420,6 +416,7 @@ def implement(
     tables: str | None = None,
     verify: int = 0,
     placer: str = "heap",
+    executor: Any = None,
 ) -> Implementation:
     """Synthesize a Verilog design for ``target`` and, for iCE40 and ECP5, place and route it; what it takes.
 
@@ -455,8 +452,13 @@ def implement(
         tables: ``None``: the tables as exported; ``"mapped"``: as the family's LUT cells (:mod:`.primitives`).
         verify: simulate the synthesized and the routed netlist on this many bench vectors
             (:mod:`.postverify`).
-        placer: nextpnr's placer (:data:`PLACERS`; ``"static"`` takes less CPU on large designs); the result's
+        placer: nextpnr's placer (:data:`.placers.PLACERS`; ``"static"`` takes less CPU on large designs); the result's
             ``placer`` names it.
+        executor: where the seeds are placed: ``None`` (here, a few at a time), a ``concurrent.futures.Executor``
+            or a ``dask.distributed.Client``. Synthesis runs here once; every seed but the first is a task that
+            receives the synthesized netlist (JSON) and runs nextpnr on the worker, which must have the same
+            nextpnr at the same path (its version is in the cache key); the first is placed here, where its
+            routed design can be verified. Each seed's result is the same as a run here.
 
     Returns:
         An :class:`Implementation`; ``summary()`` prints it.
@@ -479,7 +481,8 @@ def implement(
     chosen = parse_target(target, package=package, what=what)
     freq = _options(frequency, timeout, what=what)
     placements = check_seeds(seed, seeds, what=what)
-    placer = _check_placer(placer, chosen, what=what)
+    placer = check_placer(placer, chosen, what=what)
+    pool = submitter(executor, what=what, error=OptionError)
     if not chosen.placed and len(placements) > 1:
         msg = f"{what}: target {chosen.name!r} is synthesis only: there is no placement to seed; leave seeds out"
         raise OptionError(msg)
@@ -498,7 +501,7 @@ def implement(
     programs = {"yosys": _program("yosys", chosen, what=what)}
     if chosen.placed:
         programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
-        _placer_listed(placer, programs["nextpnr"], deadline, what=what)
+        placer_listed(placer, programs["nextpnr"], lambda c, cwd: _run(c, cwd, deadline, what=what), what=what)
     base: dict[str, Any] = {
         "format": _FORMAT, "design": design_key(design), "top": top, "target": chosen.name,
         "package": chosen.package, "tools": [[p, _version(p, deadline, what=what)] for p in programs.values()],
@@ -520,7 +523,7 @@ def implement(
     verified: tuple[Verification, ...] = ()
     if missing:
         run = {"deadline": deadline, "yosys": programs["yosys"], "nextpnr": programs.get("nextpnr")}
-        run.update(design=design, verify=vectors)
+        run.update(design=design, verify=vectors, pool=pool)
         measured, verified = _flow(chosen, files, run, missing, what=f"{what} ({chosen.name})")
         for s, identity in missing.items():
             records[s] = store(folder, {**identity, "key": key_of(identity), **measured[s]}, what=what)

@@ -22,11 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._util.executor import Submitter, collect, submitter
 from .._util.files import commit, discard, temporary_beside
 from .._util.process import run_in_group
 from .._util.programs import find_program
 from ..errors import HDLError, HDLToolError, OptionError, SimulatorNotInstalledError
 from .language import Language
+from .leaves import check_leaves as _leaves
+from .leaves import stub as _stub
 from .names import check_file_name
 from .reports import check_netlist, read_report, stat_modules, whole_cells
 from .results import NONCE_FILE, NONCE_PLUSARG, Record, read_record, results_file
@@ -380,7 +383,6 @@ def _check_quiet(done: subprocess.CompletedProcess[str], *, what: str) -> None:
 
 
 _LATCHES = "t:$_DLATCH* t:$dlatch t:$adlatch t:$dlatchsr t:$_SR_* t:$sr"
-_MODULE = re.compile(r"^\s*module\s+([A-Za-z_][A-Za-z0-9_$]*)", re.MULTILINE)
 _BATCH = 8  # modules per yosys run when they are checked on their own: few startups, work spread over cores
 #: A module checked on its own is asserted clean twice: once elaborated (``proc``: a ``case`` table becomes
 #: a ROM; a latch or a second driver is still as written, before any optimization hides it), then as generic
@@ -392,7 +394,7 @@ _LOOPS = "scc -all_cell_types -expect 0 * t:$*dff* %d t:$_*DFF* %d t:$ff %d t:$_
 
 
 def check_files(
-    files: Mapping[str, str], top: str, *, timeout: float = 600.0, separate: Collection[str] = ()
+    files: Mapping[str, str], top: str, *, timeout: float = 600.0, separate: Collection[str] = (), executor: Any = None
 ) -> CheckResult:
     """Synthesize ``files`` and raise with the tool's message unless they synthesize cleanly.
 
@@ -416,6 +418,9 @@ def check_files(
         top: the top module (entity).
         timeout: seconds for the whole check.
         separate: names of files among ``files`` to check on their own (Verilog only).
+        executor: where the modules of ``separate`` are checked, a batch a task: ``None`` (here, several yosys
+            runs sharing the cores), a ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; each
+            task receives its modules' text and returns yosys's statistics (read bounded and checked here).
 
     Returns:
         A :class:`CheckResult`.
@@ -432,6 +437,7 @@ def check_files(
     """
     what = "check_files"
     files = _check_files(files, what=what)
+    pool = submitter(executor, what=what, error=HDLError)
     language = Language.VHDL if any(n.endswith(Language.VHDL.suffixes) for n in files) else Language.VERILOG
     sources = _sources(files, language, what=what)
     top = _check_top(top, files, what=what)
@@ -449,7 +455,7 @@ def check_files(
             done = _step(["ghdl", "--synth", "--std=08", "--out=verilog", top], work, deadline, what=what)
             check_netlist(done.stdout, top, what=what)
             return CheckResult(top, language.value, None, done.stderr, time.perf_counter() - start)
-        counts = _check_leaves(leaves, work, deadline, what=what)
+        counts = _check_leaves(leaves, work, deadline, what=what, pool=pool)
         wiring = [n for n in sources if n not in set(leaves.values())]
         script = [
             *(f"read_verilog -lib {_stub(files[name], name, work)}" for name in leaves.values()),
@@ -465,39 +471,6 @@ def check_files(
 
 
 _ASSERTIONS = ("check -assert", f"select -assert-none {_LATCHES}")
-
-
-def _leaves(files: dict[str, str], separate: Any, top: str, language: Language, *, what: str) -> dict[str, str]:
-    """Module -> file for each file of ``separate``, checked: a Verilog file among ``files``, one module."""
-    if isinstance(separate, str) or not isinstance(separate, Collection):
-        msg = f"{what}: separate must be a collection of file names, received {type(separate).__name__}"
-        raise HDLError(msg)
-    leaves: dict[str, str] = {}
-    for name in separate:
-        if name not in files or language is not Language.VERILOG:
-            problem = "is not among the files" if name not in files else "is not Verilog (VHDL is checked whole)"
-            msg = f"{what}: separate names {name!r}, which {problem}; name Verilog files of the design"
-            raise HDLError(msg)
-        modules = _MODULE.findall(files[name])
-        if len(modules) != 1 or modules[0] == top:
-            msg = (
-                f"{what}: separate names {name!r}, which declares {len(modules)} module(s) {modules[:5]}; a file "
-                f"checked on its own declares exactly one module, not the top {top!r}"
-            )
-            raise HDLError(msg)
-        leaves[modules[0]] = name
-    return leaves
-
-
-def _stub(text: str, name: str, work: Path) -> str:
-    """A file holding only the port header of the module in ``text`` (yosys reads a black box from it without
-    parsing the body, which for a table is thousands of rows); ``name`` itself when its header is not ANSI."""
-    header = re.search(r"^\s*module\b[^;]*;", text, re.MULTILINE)
-    if header is None or not re.search(r"\b(?:input|output|inout)\b", header.group(0)):
-        return name
-    stub = f"iotable_stub_{name}"
-    (work / stub).write_text(header.group(0) + "\nendmodule\n", encoding="utf-8")
-    return stub
 
 
 def _yosys(script: list[str], work: Path, deadline: float, name: str, *, what: str) -> str:
@@ -525,9 +498,22 @@ def _stat(path: Path, *, what: str) -> dict[str, dict[str, int]]:
     return stat_modules(data.decode("utf-8", errors="replace"), what=what, file=path.name)
 
 
-def _check_leaves(leaves: dict[str, str], work: Path, deadline: float, *, what: str) -> dict[str, int]:
+def _leaf_batch(files: dict[str, str], script: list[str], seconds: float, name: str, what: str) -> dict[str, bytes]:
+    """A task: the yosys ``script`` of one batch of modules run within ``seconds`` in a fresh folder holding
+    ``files``; the statistics file of each module, read bounded."""
+    with tempfile.TemporaryDirectory(prefix="iotable-check-") as tmp:
+        work = Path(tmp)
+        _write_all(files, work)
+        _yosys(script, work, time.monotonic() + seconds, name, what=what)
+        expected = "the module's statistics (stat -json)"
+        return {p.name: read_report(p, tool="yosys", expected=expected, what=what) for p in work.glob("iotable_stat_*")}
+
+
+def _check_leaves(
+    leaves: dict[str, str], work: Path, deadline: float, *, what: str, pool: Submitter | None = None
+) -> dict[str, int]:
     """Each module of ``leaves`` elaborated to generic gates (:data:`_GATES`) and checked on its own (batches
-    of yosys runs in parallel); its gate count."""
+    of yosys runs in parallel, here or each a task on ``pool``); its gate count."""
     modules = list(leaves)
     batches = [modules[i : i + _BATCH] for i in range(0, len(modules), _BATCH)]
 
@@ -537,11 +523,21 @@ def _check_leaves(leaves: dict[str, str], work: Path, deadline: float, *, what: 
             script += ["design -reset", f"read_verilog {leaves[module]}", f"hierarchy -top {module}", "proc"]
             script += [*_ASSERTIONS, *_GATES, *_ASSERTIONS, _LOOPS]
             script.append(f"tee -q -o iotable_stat_{module}.json stat -json")
-        _yosys(script, work, deadline, f"iotable_check_{index}", what=what)
+        if pool is None:
+            _yosys(script, work, deadline, f"iotable_check_{index}", what=what)
+            return
+        texts = {leaves[m]: (work / leaves[m]).read_text(encoding="utf-8") for m in batch}
+        task = pool.submit(_leaf_batch, texts, script, deadline - time.monotonic(), f"iotable_check_{index}", what)
+        found = collect([task], what=what, error=HDLToolError)[0]
+        for module in batch:  # only the files this batch makes, under the names the check reads
+            stat = f"iotable_stat_{module}.json"
+            if isinstance(found, dict) and isinstance(found.get(stat), bytes):
+                (work / stat).write_bytes(found[stat])
 
-    workers = max(1, min(os.cpu_count() or 1, 8, len(batches)))
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run, i, batch) for i, batch in enumerate(batches)]
+    # here, as many yosys runs as cores; on an executor, a thread per batch in flight, each waiting for its task
+    workers = max(1, min(os.cpu_count() or 1, 8, len(batches)) if pool is None else min(64, len(batches)))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as threads:
+        futures = [threads.submit(run, i, batch) for i, batch in enumerate(batches)]
         try:
             for future in concurrent.futures.as_completed(futures):
                 future.result()

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._util.executor import run_all, submitter
 from ..errors import HDLError, HDLToolError, IOTableError, OptionError
 from ..graph.graph import Graph
 from ..graph.liveness import check_keep_dead
@@ -427,6 +428,7 @@ def simulate(
     timeout: float = 600.0,
     tables: str = "memory",
     cache_dir: str | Path | None = None,
+    executor: Any = None,
 ) -> torch.Tensor:
     """Run a design on a batch in a simulator and return the codes it outputs, shaped ``(N, *outputs.shape)``.
 
@@ -447,6 +449,12 @@ def simulate(
             function (:mod:`iotable.hdl.verilog_simtables`: a lookup per cycle instead of a walk over the
             rows; Verilog only, ghdl runs the sources); ``"sources"``: the table files as written.
         cache_dir: where Verilator's programs are kept (default ``~/.cache/iotable/verilator``).
+        executor: where the batch runs: ``None`` (here), a ``concurrent.futures.Executor`` or a
+            ``dask.distributed.Client``. The batch is cut into shards of consecutive samples (each at least
+            :data:`SHARD_VECTORS`, at most :data:`MAX_SHARDS` of them), each a simulation on a worker (under
+            Verilator, each worker builds the design once into its cache and runs every shard it gets on that
+            build); the codes are the same as a run here. The workers read the design's directory: it must be
+            at the same path on every worker (shared storage).
 
     Raises:
         HDLError: the simulator does not read the design's language; SimulatorNotInstalledError: it is not
@@ -463,10 +471,18 @@ def simulate(
         msg = f"{what}: simulator {sim.value!r} does not read {lang.name}; use {accepted}"
         raise HDLError(msg)
     model = table_model(tables, what=what)
+    pool = submitter(executor, what=what, error=HDLError)
     encoded = design.network.encode_input(x, codes=codes, what=what)
     n = int(encoded.shape[0])
     if n == 0:
         return torch.zeros((0, *design.outputs.shape), dtype=torch.int64)
+    if pool is not None:
+        folder = None if cache_dir is None else str(cache_dir)
+        count = max(1, min(MAX_SHARDS, n // SHARD_VECTORS))
+        parts = [torch.as_tensor(part) for part in np.array_split(encoded.numpy(), count)]
+        tasks = [(design, part, sim.value, model, folder, timeout) for part in parts]
+        found = run_all(pool, _shard, tasks, what=what, error=HDLToolError)
+        return torch.cat(found)
     if sim is Simulator.VERILATOR:
         start = time.monotonic()
         built = verilator_model(design, tables=model, cache_dir=cache_dir, timeout=timeout)
@@ -503,13 +519,26 @@ def simulate(
     return torch.as_tensor(values).reshape(n, *design.outputs.shape)
 
 
-def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
+#: The fewest samples one shard of :func:`simulate` on an executor holds, and the most shards of one batch.
+SHARD_VECTORS = 64
+MAX_SHARDS = 64
+
+
+def _shard(
+    design: Design, codes: torch.Tensor, simulator: str, tables: str, cache_dir: str | None, timeout: float
+) -> Any:
+    """A task: :func:`simulate` of one shard of input codes, here (on the worker that runs it)."""
+    return simulate(design, codes, simulator=simulator, codes=True, timeout=timeout, tables=tables, cache_dir=cache_dir)
+
+
+def check(design: Design, *, timeout: float = 600.0, executor: Any = None) -> CheckResult:
     """Synthesize a design's sources and raise unless they are clean (:func:`check_files`): for Verilog, yosys
     ``check -assert`` (nothing undriven, no multiple drivers, no combinational loop) and no latch; for VHDL,
     ghdl's synthesis. Each distinct table module is checked once, on its own (elaborated, then as generic
     gates: no ABC), and the rest (the tables written inline among it) with the table modules as black boxes
     through yosys's generic ``synth``; ``cells`` counts the whole design (each table module's gates times its
-    instances, and the rest's cells).
+    instances, and the rest's cells). ``executor``: where the table modules are checked, a few a task (see
+    :func:`check_files`); the result is the same as a check here.
 
     Raises:
         SimulatorNotInstalledError: yosys (or ghdl) is not installed; HDLToolError: the check failed.
@@ -521,4 +550,4 @@ def check(design: Design, *, timeout: float = 600.0) -> CheckResult:
     top_file = f"{design.top}{Language(design.language).suffixes[0]}"
     # each table module once, on its own; the wiring with the tables as black boxes
     tables = [n for n in design.sources if n != top_file] if design.language == Language.VERILOG.value else []
-    return check_files(files, design.top, timeout=timeout, separate=tables)
+    return check_files(files, design.top, timeout=timeout, separate=tables, executor=executor)

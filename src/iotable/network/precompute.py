@@ -9,6 +9,7 @@ from typing import Any, overload
 
 from torch import nn
 
+from .._util.executor import check_executor
 from .._util.progress import progress_bar
 from .._util.text import unprintable
 from ..domain import Domain
@@ -44,8 +45,10 @@ class PrecomputeOptions:
     progress: bool | None = None
     cache_dir: str | os.PathLike[str] | None = None
     fast_path: bool = True
+    executor: Any = None
 
     def __post_init__(self) -> None:
+        check_executor(self.executor, what="precompute", error=SpecOptionError)
         for option, value in (("memory_budget", self.memory_budget), ("max_rows", self.max_rows)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 msg = f"precompute: {option} must be a positive integer, received {value!r}"
@@ -114,6 +117,7 @@ def precompute(
     cache_dir: None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> TableNetwork: ...
 
 
@@ -133,6 +137,7 @@ def precompute(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> LayerTables: ...
 
 
@@ -152,6 +157,7 @@ def precompute(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> TableNetwork: ...
 
 
@@ -171,6 +177,7 @@ def precompute(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> LayerTables | TableNetwork: ...
 
 
@@ -189,6 +196,7 @@ def precompute(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> LayerTables | TableNetwork:
     """Turn a layer, a decorated block or a whole model into lookup tables.
 
@@ -235,6 +243,11 @@ def precompute(
             and ``Quantize``) with a structured path instead of the black box; it gives the same tables
             (rows within float rounding of a quantization boundary are computed through the module and
             counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
+        executor: where the rows are enumerated: ``None`` (this process), a ``concurrent.futures.Executor`` or a
+            ``dask.distributed.Client``. Each layer's units are cut into shards of whole input classes, every
+            shard of every layer one task; the tables come back as results, or, with ``cache_dir`` (a folder
+            the workers share), through the cache, where a task that runs again finds what its first run
+            finished. The tables equal a local run's (see docs/cluster.md).
         reuse: reuse the planning of an earlier call on the same layer or block (for whole models, the
             tracing, planning and graph) when its structure (modules, metadata, shapes, hyper-parameters,
             domains) and these arguments are unchanged; the tables are always built from the current weights,
@@ -256,6 +269,7 @@ def precompute(
         unused = {
             "memory_budget": memory_budget != DEFAULT_MEMORY_BUDGET, "check": check is not True,
             "name": name is not None, "fast_path": fast_path is not True, "reuse": reuse is not True,
+            "executor": executor is not None,
         }  # fmt: skip
         if any(unused.values()):
             given = ", ".join(f"{option}=" for option, set_ in unused.items() if set_)
@@ -276,7 +290,7 @@ def precompute(
     if input_domain is None:
         msg = "precompute: input_domain= is required for a torch module (the domain of its input elements)"
         raise SpecOptionError(msg)
-    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path, executor)
     _check_module(module, "precompute")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
@@ -299,6 +313,7 @@ def precompute_layer(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> LayerTables:
     """:func:`precompute` of one layer or decorated block, even an ``nn.Sequential``: its unit tables.
 
@@ -310,7 +325,7 @@ def precompute_layer(
         >>> len(layer), layer[0].rows
         (3, 4)
     """
-    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path, executor)
     _check_module(module, "precompute_layer")
     _check_front(reuse=reuse, name=name, options=options)
     warn_training(module, "precompute")  # called here: the warning points at the caller's line
@@ -332,6 +347,7 @@ def precompute_model(
     cache_dir: str | os.PathLike[str] | None = None,
     fast_path: bool = True,
     reuse: bool = True,
+    executor: Any = None,
 ) -> TableNetwork:
     """:func:`precompute` of a whole model, even a decorated block: its :class:`~iotable.network.TableNetwork`.
 
@@ -345,7 +361,7 @@ def precompute_model(
         >>> [len(layer) for layer in net.layers.values()]
         [3]
     """
-    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path)
+    options = PrecomputeOptions(max_rows, memory_budget, check, progress, cache_dir, fast_path, executor)
     _check_module(model, "precompute_model")
     _check_front(reuse=reuse, name=None, options=options)
     warn_training(model, "precompute")  # called here: the warning points at the caller's line
@@ -406,4 +422,5 @@ def _layer(
             cache_dir=options.cache_dir,
             fast_path=options.fast_path,
             bar=bar,
+            executor=options.executor,
         )

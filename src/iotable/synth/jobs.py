@@ -19,6 +19,7 @@ from concurrent.futures.process import BrokenProcessPool  # a submodule: ``impor
 from dataclasses import dataclass
 from typing import Any
 
+from .._util.executor import submitter
 from .._util.mainguard import unguarded_script
 from ..errors import ABCError, IOTableError, SynthError
 from ..lutnet import RECORD_FORMAT, BitFunction, LutNetlist, check_netlist
@@ -298,15 +299,8 @@ def _submitter(executor: Any, workers: Any, jobs: int, *, what: str) -> tuple[An
     if workers is not None:
         msg = f"{what}: give workers= or executor=, not both (the executor decides its own workers)"
         raise SynthError(msg)
-    if isinstance(executor, concurrent.futures.Executor):
-        return executor, False
-    if type(executor).__module__.split(".")[0] == "distributed" and hasattr(executor, "get_executor"):
-        return executor.get_executor(pure=False), False  # a dask.distributed.Client, seen as an Executor
-    msg = (
-        f"{what}: executor must be a concurrent.futures.Executor or a dask.distributed.Client, received "
-        f"{type(executor).__name__}"
-    )
-    raise SynthError(msg)
+    pool = submitter(executor, what=what, error=SynthError)  # a dask Client is seen as an Executor
+    return (pool.executor if pool is not None else None), False
 
 
 def _results(pool: Any, jobs: list[Job]) -> Iterator[tuple[Job, list[dict[str, Any]]]]:

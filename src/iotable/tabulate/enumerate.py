@@ -20,7 +20,7 @@ How rows are batched (no Python loop over rows):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,23 +96,27 @@ def _enumerate(
     fast_path: bool = True,
     fast: FastPath | None = None,
     bar: Progress = QUIET,
+    only: Collection[int] | None = None,
 ) -> Enumerated:
     """:func:`enumerate_tables`, also saying which units came from the cache and which path ran.
 
     ``fast``: the fast path already recognized for this layer (see :func:`iotable.tabulate.fastpath.recognize`).
     ``bar``: counts every unit's rows as they are done (cached units at once).
+    ``only``: the units to build (a shard of the layer, :mod:`iotable.tabulate.shards`): the tables of the others
+    are neither loaded nor built, and asking for one fails.
     """
     bar.layer(layer.name)
     cache = TableCache(cache_dir) if cache_dir is not None else None
     out_dtype = _output_dtype(module, layer)
     keys: dict[int, str] = {}
     outputs: dict[int, np.ndarray] = {}
+    wanted = set(only) if only is not None else {u.index for u in layer.units}
     if cache is not None:
-        keys, outputs = _cached_outputs(cache, module, layer, out_dtype)
+        keys, outputs = _cached_outputs(cache, module, layer, out_dtype, wanted)
     sink = _sink_factory(cache, keys, memory_budget=memory_budget, dtype=out_dtype)
     cached = tuple(sorted(outputs))
     bar.update(sum(layer.units[i].rows for i in cached))
-    pending = [u for u in layer.units if u.index not in outputs]
+    pending = [u for u in layer.units if u.index not in outputs and u.index in wanted]
     if not pending:
         return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="cache", near_ties=0)
     if fast is None and fast_path:
@@ -123,7 +127,8 @@ def _enumerate(
         )
         tables = _as_tables(layer, outputs, blocks)
         return Enumerated(tables=tables, cached=cached, method=fast.method, near_ties=near_ties)
-    _black_box(module, layer, outputs, sink, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar)
+    todo = {u.index for u in pending}
+    _black_box(module, layer, outputs, sink, todo, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar)
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="black box", near_ties=0)
 
 
@@ -135,15 +140,18 @@ def _output_dtype(module: nn.Module, layer: LayerPlan) -> np.dtype:
 
 
 def _cached_outputs(
-    cache: TableCache, module: nn.Module, layer: LayerPlan, dtype: np.dtype
+    cache: TableCache, module: nn.Module, layer: LayerPlan, dtype: np.dtype, wanted: Collection[int]
 ) -> tuple[dict[int, str], dict[int, np.ndarray]]:
-    """Every unit's cache key, and the outputs of the units the cache holds (checked as it loads them)."""
+    """Every unit's cache key, and the outputs of the ``wanted`` units the cache holds (checked as it loads
+    them)."""
     fingerprint = layer_fingerprint(module, layer)
     codes = len(layer.output_domain) if layer.output_domain is not None else None
     keys: dict[int, str] = {}
     outputs: dict[int, np.ndarray] = {}
     for unit in layer.units:
         keys[unit.index] = unit_key(fingerprint, layer, unit)
+        if unit.index not in wanted:
+            continue
         found = cache.load(keys[unit.index], unit.rows, unit.fan_out, dtype, codes=codes)
         if found is not None:
             outputs[unit.index] = found
@@ -201,14 +209,15 @@ def _black_box(
     layer: LayerPlan,
     outputs: dict[int, np.ndarray],
     sink: Callable[[Unit], MemorySink | FileSink],
+    pending: set[int],
     *,
     memory_budget: int,
     out_dtype: np.dtype,
     bar: Progress,
 ) -> None:
-    """The missing units' outputs by running ``module`` on every input combination, pass by pass, into
-    ``outputs`` (the module in eval mode throughout)."""
-    todo = [c for c in _classes(layer) if not all(u.index in outputs for u in c.units)]
+    """The ``pending`` units' outputs (and those of the units that share their inputs) by running ``module``
+    on every input combination, pass by pass, into ``outputs`` (the module in eval mode throughout)."""
+    todo = [c for c in _classes(layer) if any(u.index in pending for u in c.units)]
     dtype, device = module_dtype(module)
     if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
         key = ("passes", memory_budget, out_dtype.itemsize)

@@ -11,14 +11,18 @@ from typing import Any
 from torch import nn
 
 from .._util import display as _display
+from .._util.executor import submitter
 from .._util.progress import QUIET, Progress
+from ..errors import SpecOptionError
 from ..front.infer import INFERRED
 from ..front.layerplan import LayerPlan, abbreviated
 from ..table import IOTable
-from .enumerate import DEFAULT_MEMORY_BUDGET, _enumerate, _enumerate_fast
+from .enumerate import DEFAULT_MEMORY_BUDGET, Enumerated, _enumerate, _enumerate_fast
+from .fastpath import FastPath
 from .probe import check_decomposition
 from .recheck import check_rows
 from .recognition import _ieee_float32, recognize
+from .shards import enumerate_on
 
 __all__ = ["LayerTables", "tabulate", "tabulate_layers", "without_unused"]
 
@@ -134,32 +138,48 @@ def tabulate(
     fast_path: bool = True,
     max_rows: int | None = None,
     bar: Progress = QUIET,
+    executor: Any = None,
 ) -> LayerTables:
     """Probe (``check=True``) and enumerate one planned layer (see :func:`precompute` for the options), then
     run a few of its rows again alone (:func:`~iotable.tabulate.recheck.check_rows`, a bounded cost).
 
     ``bar``: the caller's progress bar (the layer's own, or the whole model's), which counts the rows.
+    ``executor``: where the units are enumerated, in shards (:mod:`iotable.tabulate.shards`); ``None``: here.
     """
     del max_rows, progress  # sizes were checked when the layer was planned; the caller made the bar
+    pool = submitter(executor, what="precompute", error=SpecOptionError)
+    fast = _probed(module, layer, check=check, memory_budget=memory_budget, fast_path=fast_path)
+    if pool is not None:
+        done = enumerate_on(
+            pool, [(module, layer)], memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
+        )[0]
+    else:
+        done = _enumerate(
+            module, layer, memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, fast=fast, bar=bar
+        )
+    return _finished(module, layer, done)
+
+
+def _probed(
+    module: nn.Module, layer: LayerPlan, *, check: bool, memory_budget: int, fast_path: bool
+) -> FastPath | None:
+    """The fast path that recognizes ``layer``, else ``None`` once the decomposition is probed (``check``, or
+    units iotable inferred: those are checked even with check=False, a flag that trusts the user's metadata);
+    a layer the fast path recognizes is independent per unit."""
     fast = recognize(module, layer, memory_budget=memory_budget) if fast_path else None
-    inferred = layer.spec.source.startswith(INFERRED)
-    if (check or inferred) and fast is None:  # a layer the fast path recognizes is independent per unit
-        # units iotable inferred are checked even with check=False: that flag trusts the user's metadata
+    if (check or layer.spec.source.startswith(INFERRED)) and fast is None:
         check_decomposition(module, layer, memory_budget=memory_budget)
-    done = _enumerate(
-        module,
-        layer,
-        memory_budget=memory_budget,
-        cache_dir=cache_dir,
-        fast_path=fast_path,
-        fast=fast,
-        bar=bar,
-    )
-    check_rows(module, layer, done.tables)  # a few rows again, each alone: a batch-size dependence shows
+    return fast
+
+
+def _finished(module: nn.Module, layer: LayerPlan, done: Enumerated) -> LayerTables:
+    """A layer's enumeration, a few of its rows run again alone (a batch-size dependence shows), as its
+    :class:`LayerTables` (without the inputs inferred units never read)."""
+    check_rows(module, layer, done.tables)
     result = LayerTables(
         plan=layer, tables=done.tables, cached=done.cached, method=done.method, near_ties=done.near_ties
     )
-    return without_unused(result) if inferred else result
+    return without_unused(result) if layer.spec.source.startswith(INFERRED) else result
 
 
 def without_unused(layer: LayerTables) -> LayerTables:
@@ -199,13 +219,23 @@ def tabulate_layers(
     fast_path: bool = True,
     max_rows: int | None = None,
     bar: Progress = QUIET,
+    executor: Any = None,
 ) -> dict[str, LayerTables]:
     """:func:`tabulate` for every planned layer of a model, by name, in order.
 
     Without a cache, the layers the fast path recognizes are built together: their tails are analysed and
     their kernels run in batches across layers, which spares small networks a fixed cost per layer.
-    ``bar``: the model's progress bar, which counts the rows.
+    ``bar``: the model's progress bar, which counts the rows. ``executor``: every shard of every layer is a
+    task there (:mod:`iotable.tabulate.shards`), all submitted at once.
     """
+    pool = submitter(executor, what="precompute", error=SpecOptionError)
+    if pool is not None:
+        for module, layer in planned.values():  # every probe before any task: a bad layer fails at once
+            _probed(module, layer, check=check, memory_budget=memory_budget, fast_path=fast_path)
+        shown = enumerate_on(
+            pool, list(planned.values()), memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
+        )
+        return {name: _finished(*planned[name], done) for name, done in zip(planned, shown)}
     found = {}
     if fast_path and cache_dir is None:
         ieee = _ieee_float32()
