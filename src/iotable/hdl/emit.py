@@ -36,6 +36,8 @@ __all__ = [
     "pad_pixel",
     "part_text",
     "runs",
+    "shared_name",
+    "shared_tree",
     "threshold_chain",
     "top_parts",
 ]
@@ -176,12 +178,14 @@ def _y_slice(block: Adder | Argmax | Thresholds, k: int) -> tuple[int, int]:
 @dataclass(frozen=True)
 class Leaf:
     """A term of an adder tree: ``weight * x[high:low]`` (or ``weight * ~x[high:low]``, the code's complement in
-    its field, for a negative weight): a value from 0 to ``weight * (2**(high - low + 1) - 1)``."""
+    its field, for a negative weight): a value from 0 to ``weight * (2**(high - low + 1) - 1)``. ``source``
+    names the signal: ``x``, or a shared sum's wire."""
 
     high: int
     low: int
     weight: int  # the weight's magnitude, at least 1; a power of two is a shift
     inverted: bool
+    source: str = "x"
 
     @property
     def shift(self) -> int | None:
@@ -198,9 +202,10 @@ Operand = Leaf | str
 
 @dataclass(frozen=True)
 class AdderTree:
-    """Output element ``k`` of an :class:`~.netlist.Adder`: its adders ``(name, a, b, bits)`` (each a sum of two
-    operands, a leaf or an earlier adder, modulo ``2**bits``), the root operand (``None``: no term), the
-    constant added at the root (modulo ``2**width``) and the ``y`` bits it drives."""
+    """Output element ``k`` of an :class:`~.netlist.Adder` (or its ``k``-th shared sum): its adders ``(name, a,
+    b, bits)`` (each a sum of two operands, a leaf or an earlier adder, modulo ``2**bits``), the root operand
+    (``None``: no term), the constant added at the root (modulo ``2**width``) and the ``y`` bits it drives (a
+    shared sum's: its wire's)."""
 
     adders: list[tuple[str, Operand, Operand, int]]
     root: Operand | None
@@ -209,37 +214,66 @@ class AdderTree:
     target: tuple[int, int]
 
 
-def adder_tree(block: Adder, k: int) -> AdderTree:
-    """How output element ``k`` of ``block`` is computed, all unsigned: a term of negative weight ``w`` is
-    ``|w| * ~x``, which is ``w * x + |w| * (2**bits - 1)``, so every leaf is at least 0 and the constant takes
-    back what the complements added; adjacent operands are added pairwise, level by level, each adder of
-    exactly the bits of its largest value, at most the output's (the result is wanted modulo ``2**width``, and
-    the true sum is in ``0 .. 2**width - 1``, so bits above it cancel)."""
-    lsb, width = _x_lsb(block), int(block.y_widths[k])
-    level: list[tuple[Operand, int]] = []
-    constant = int(block.constants[k])
-    for element, weight in zip(block.terms[k], block.weights[k]):
+def shared_name(j: int) -> str:
+    """The wire of an adder block's ``j``-th shared sum."""
+    return f"c{j}"
+
+
+def _tree(
+    block: Adder, terms: Sequence[int], weights: Sequence[int], constant: int, width: int, prefix: str
+) -> tuple[list[tuple[str, Operand, Operand, int]], Operand | None, int]:
+    """The adders of ``constant + sum(weights[j] * op[terms[j]])`` modulo ``2**width``, the root and the constant
+    left for it: operands of equal depth (adders from the codes) are added pairwise, the shallowest first, so a
+    shared sum joins the tree where its depth makes it ready."""
+    lsb, count = _x_lsb(block), len(block.x_widths)
+    levels: dict[int, list[tuple[Operand, int]]] = {}
+    for element, weight in zip(terms, weights):
         if weight == 0:
             continue
-        bits = int(block.x_widths[element])
-        leaf = Leaf(int(lsb[element]) + bits - 1, int(lsb[element]), abs(int(weight)), weight < 0)
+        if element < count:
+            bits, low, source, depth = int(block.x_widths[element]), int(lsb[element]), "x", 0
+        else:
+            shared = block.shared[element - count]
+            bits, low, source, depth = shared.width, 0, shared_name(element - count), shared.depth
+        leaf = Leaf(low + bits - 1, low, abs(int(weight)), weight < 0, source)
         if weight < 0:
             constant -= leaf.top
-        level.append((leaf, leaf.top))
+        levels.setdefault(depth, []).append((leaf, leaf.top))
     adders: list[tuple[str, Operand, Operand, int]] = []
-    depth = 0
-    while len(level) > 1:
+    while sum(len(v) for v in levels.values()) > 1:
+        depth = min(levels)
+        level = levels.pop(depth)
         nxt: list[tuple[Operand, int]] = []
         for j in range(0, len(level) - 1, 2):
             (a, ta), (b, tb) = level[j], level[j + 1]
-            name = f"s{k}_{depth}_{j // 2}"
+            name = f"{prefix}{depth}_{j // 2}"
             adders.append((name, a, b, min(width, max((ta + tb).bit_length(), 1))))
             nxt.append((name, ta + tb))
         if len(level) % 2:
             nxt.append(level[-1])
-        level, depth = nxt, depth + 1
-    root = level[0][0] if level else None
-    return AdderTree(adders, root, constant % (1 << width), width, _y_slice(block, k))
+        levels[depth + 1] = nxt + levels.get(depth + 1, [])
+    rest = [operand for level in levels.values() for operand, _ in level]
+    return adders, (rest[0] if rest else None), constant % (1 << width)
+
+
+def adder_tree(block: Adder, k: int) -> AdderTree:
+    """How output element ``k`` of ``block`` is computed, all unsigned: a term of negative weight ``w`` is
+    ``|w| * ~x``, which is ``w * x + |w| * (2**bits - 1)``, so every leaf is at least 0 and the constant takes
+    back what the complements added; operands are added pairwise, level by level, each adder of exactly the
+    bits of its largest value, at most the output's (the result is wanted modulo ``2**width``, and the true sum
+    is in ``0 .. 2**width - 1``, so bits above it cancel)."""
+    width = int(block.y_widths[k])
+    adders, root, constant = _tree(block, block.terms[k], block.weights[k], int(block.constants[k]), width, f"s{k}_")
+    return AdderTree(adders, root, constant, width, _y_slice(block, k))
+
+
+def shared_tree(block: Adder, j: int) -> AdderTree:
+    """How the ``j``-th shared sum of ``block`` is computed (as an output, into its own wire)."""
+    shared = block.shared[j]
+    adders, root, constant = _tree(
+        block, shared.terms, shared.weights, shared.constant, shared.width, f"{shared_name(j)}_"
+    )
+    return AdderTree(adders, root, constant, shared.width, (shared.width - 1, 0))
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ def _operand(operand: emit.Operand) -> str:
     """A leaf's value (self-determined where a width rule could change it) or an adder's wire."""
     if isinstance(operand, str):
         return operand
-    field = slice("x", operand.high, operand.low)
+    field = slice(operand.source, operand.high, operand.low)
     value = f"~{field}" if operand.inverted else field
     shift = operand.shift
     if shift is None:
@@ -62,19 +62,28 @@ def _operand(operand: emit.Operand) -> str:
     return f"{{{value}, {shift}'b{'0' * shift}}}"
 
 
+def _tree_lines(tree: emit.AdderTree, target: str) -> list[str]:
+    """The wires of a tree's adders and the line that gives ``target`` the root plus the constant."""
+    lines = [f"    wire [{w - 1}:0] {s} = {_operand(a)} + {_operand(b)};" for s, a, b, w in tree.adders]
+    root = constant(tree.width, tree.constant)
+    if tree.root is not None:
+        root = _operand(tree.root) + (f" + {root}" if tree.constant else "")
+    return [*lines, f"{target} = {root};"]
+
+
 def adder(block: Adder) -> str:
     lines = []
+    for j in range(len(block.shared)):  # the sums outputs share, each once, before the trees that read them
+        tree = emit.shared_tree(block, j)
+        lines += _tree_lines(tree, f"    wire [{tree.width - 1}:0] {emit.shared_name(j)}")
     for k in range(len(block.terms)):  # an adder tree per output element
         tree = emit.adder_tree(block, k)
-        lines += [f"    wire [{w - 1}:0] {s} = {_operand(a)} + {_operand(b)};" for s, a, b, w in tree.adders]
-        root = constant(tree.width, tree.constant)
-        if tree.root is not None:
-            root = _operand(tree.root) + (f" + {root}" if tree.constant else "")
-        lines.append(f"    assign {slice('y', *tree.target)} = {root};")
+        lines += _tree_lines(tree, f"    assign {slice('y', *tree.target)}")
     what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
     head = comment(
         f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
-        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs"
+        + (f"; {len(block.shared)} sums of two shifted operands shared between them." if block.shared else ".")
     )
     return head + "\n" + module_text(block.name, *_widths(block), lines)
 

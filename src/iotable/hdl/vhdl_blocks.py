@@ -81,7 +81,7 @@ def _operand(operand: emit.Operand, width: int) -> str:
     """A leaf's value or an adder's signal, as an unsigned of ``width`` bits."""
     if isinstance(operand, str):
         return f"resize({operand}, {width})"
-    field = f"unsigned({slice('x', operand.high, operand.low)})"
+    field = f"unsigned({slice(operand.source, operand.high, operand.low)})"
     value = f"(not {field})" if operand.inverted else field
     shift = operand.shift
     if shift is None:
@@ -91,25 +91,36 @@ def _operand(operand: emit.Operand, width: int) -> str:
     return f"shift_left(resize({value}, {width}), {shift})"
 
 
+def _tree_lines(tree: emit.AdderTree, target: str, declarations: list[str]) -> list[str]:
+    """The signals of a tree's adders (declared in ``declarations``) and the line that gives ``target`` (a
+    ``std_logic_vector``) the root plus the constant."""
+    lines = []
+    for s, a, b, w in tree.adders:
+        declarations.append(f"    signal {s} : unsigned({w - 1} downto 0);")
+        lines.append(f"    {s} <= {_operand(a, w)} + {_operand(b, w)};")
+    if tree.root is None:
+        return [*lines, f"    {target} <= {constant(tree.width, tree.constant)};"]
+    root = _operand(tree.root, tree.width)
+    if tree.constant:
+        root += f" + {_unsigned(tree.width, tree.constant)}"
+    return [*lines, f"    {target} <= std_logic_vector({root});"]
+
+
 def adder(block: Adder) -> str:
-    declarations, lines = [], []
+    declarations: list[str] = []
+    lines: list[str] = []
+    for j in range(len(block.shared)):  # the sums outputs share, each once
+        tree = emit.shared_tree(block, j)
+        declarations.append(f"    signal {emit.shared_name(j)} : {vector(tree.width)};")
+        lines += _tree_lines(tree, emit.shared_name(j), declarations)
     for k in range(len(block.terms)):  # an adder tree per output element
         tree = emit.adder_tree(block, k)
-        for s, a, b, w in tree.adders:
-            declarations.append(f"    signal {s} : unsigned({w - 1} downto 0);")
-            lines.append(f"    {s} <= {_operand(a, w)} + {_operand(b, w)};")
-        target = slice("y", *tree.target)
-        if tree.root is None:
-            lines.append(f"    {target} <= {constant(tree.width, tree.constant)};")
-            continue
-        root = _operand(tree.root, tree.width)
-        if tree.constant:
-            root += f" + {_unsigned(tree.width, tree.constant)}"
-        lines.append(f"    {target} <= std_logic_vector({root});")
+        lines += _tree_lines(tree, slice("y", *tree.target), declarations)
     what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
     head = comment(
         f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
-        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs"
+        + (f"; {len(block.shared)} sums of two shifted operands shared between them." if block.shared else ".")
     )
     return head + "\n" + module_text(block.name, *_widths(block), declarations, lines)
 
