@@ -14,12 +14,12 @@ from iotable.subexpressions import Shared, SharedSums, share, shared_sum_luts
 
 
 def evaluate(form: SharedSums, x: np.ndarray, *, fits: bool = True) -> np.ndarray:
-    """The outputs of ``form`` on the rows of codes ``x`` (``fits``: checking that every shared sum fits its
-    bits)."""
+    """The outputs of ``form`` on the rows of codes ``x`` (``fits``: checking that every shared sum stays in its
+    range, and so in its bits)."""
     operands = list(x.T.astype(np.int64))
     for s in form.shared:
-        value = s.constant + s.weights[0] * operands[s.terms[0]] + s.weights[1] * operands[s.terms[1]]
-        assert not fits or (value.min() >= 0 and value.max() < 1 << s.width), s
+        value = s.weights[0] * operands[s.terms[0]] + s.weights[1] * operands[s.terms[1]]
+        assert not fits or (value.min() >= s.low and value.max() <= s.high), s
         operands.append(value)
     outputs = [
         c + sum((w * operands[t] for t, w in zip(row, weights)), np.zeros(len(x), np.int64))
@@ -81,22 +81,24 @@ def test_a_changed_shared_sum_is_caught() -> None:
     terms = dense(5, 4, seed=0)
     form = share(terms, [0] * 5, [3] * 4)
     first = form.shared[0]
-    wrong = Shared(first.terms, (first.weights[0], -first.weights[1]), first.constant + 3 * abs(first.weights[1]),
-                   first.width + 1, first.depth)  # fmt: skip
+    wrong = Shared(first.terms, (first.weights[0], -first.weights[1]), first.low, first.high, first.depth)
     tampered = SharedSums((wrong, *form.shared[1:]), form.terms, form.weights, form.constants)
     x = np.array(list(itertools.product(range(4), repeat=4)))
     assert not np.array_equal(evaluate(tampered, x, fits=False), plain(terms, [0] * 5, x))
 
 
 def test_shared_sums_have_exactly_their_bits() -> None:
-    """A shared sum of two distinct codes spans every value of its bits: ``a + 2b`` of 4-bit codes reaches 45,
-    six bits; ``a - 2b`` from -30 to 15, six bits (kept as its value plus 30)."""
+    """A shared sum of two distinct codes spans its range: ``a + 2b`` of 4-bit codes reaches 45, six bits;
+    ``a - 2b`` goes from -30 to 15, six bits of two's complement; the outputs keep their constants."""
     form = share([[(0, 1), (1, 2)], [(0, 2), (1, 4)]], [0, 0], [15, 15])
-    assert [(s.weights, s.constant, s.width) for s in form.shared] == [((1, 2), 0, 6)]
-    form = share([[(0, 1), (1, -2)], [(0, 4), (1, -8)]], [0, 0], [15, 15])
     (s,) = form.shared
-    assert (s.weights, s.constant, s.width) == ((1, -2), 30, 6)
-    assert form.constants == (-30, -120)  # the outputs take the offset back
+    assert (s.weights, s.low, s.high, s.width, s.signed) == ((1, 2), 0, 45, 6, False)
+    form = share([[(0, 1), (1, -2)], [(0, 4), (1, -8)]], [3, -1], [15, 15])
+    (s,) = form.shared
+    assert (s.weights, s.low, s.high, s.width, s.signed) == ((1, -2), -30, 15, 6, True)
+    assert form.constants == (3, -1) and form.weights == ((1,), (4,))
+    x = np.array(list(itertools.product(range(16), repeat=2)))
+    assert np.array_equal(evaluate(form, x)[:, 0], x[:, 0] - 2 * x[:, 1] + 3)
 
 
 def test_a_popcount_shares_nothing() -> None:

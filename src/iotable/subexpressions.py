@@ -11,10 +11,9 @@ first, then again on what is left (shared sums may pair with codes or with each 
 twice. This is Hartley's common-subexpression elimination for constant multiplication, as the distributed
 arithmetic of da4ml does it across a whole matrix.
 
-Every signal stays unsigned, as everywhere in a netlist: a shared sum ``t`` of smallest value ``low`` is kept as
-``t - low`` in exactly the bits ``high - low`` needs, and each output that reads it adds ``low`` (times its
-shift and sign) to its constant. The result is deterministic: ties are broken by the pair's operands, distance
-and signs, never by hashing order.
+A shared sum is kept as its value, in exactly the bits its range needs (two's complement where it can be
+negative: ``a - 2b`` of 4-bit codes, from -30 to 15, in 6 bits), so no offset constant is ever added. The
+result is deterministic: ties are broken by the pair's operands, distance and signs, never by hashing order.
 """
 
 from __future__ import annotations
@@ -26,23 +25,40 @@ from itertools import combinations
 
 from .lutcount import adder_tree_luts, signed_digits
 
-__all__ = ["Shared", "SharedSums", "share", "shared_sum_luts"]
+__all__ = ["Shared", "SharedSums", "share", "shared_sum_luts", "signed_bits"]
 
 # A pair of digits: (first operand, second operand, the second's shift above the first's, product of signs).
 _Pattern = tuple[int, int, int, int]
 
 
+def signed_bits(low: int, high: int) -> int:
+    """Bits of a field holding every integer from ``low`` to ``high``: unsigned where ``low >= 0``, else two's
+    complement (at least 1)."""
+    if low >= 0:
+        return max(high.bit_length(), 1)
+    return 1 + max(high.bit_length(), (-low - 1).bit_length())
+
+
 @dataclass(frozen=True)
 class Shared:
-    """A sum of two operands that outputs share: ``constant + weights[0] * op[terms[0]] + weights[1] *
-    op[terms[1]]`` (operands ``0 .. n-1`` the codes, ``n + j`` the ``j``-th shared sum), a value from 0 to
-    ``2**width - 1``."""
+    """A sum of two operands that outputs share: ``weights[0] * op[terms[0]] + weights[1] * op[terms[1]]``
+    (operands ``0 .. n-1`` the codes, ``n + j`` the ``j``-th shared sum; each weight a power of two or its
+    negative), a value from ``low`` to ``high``: in hardware a field of :attr:`width` bits, two's complement
+    where ``low`` is negative."""
 
     terms: tuple[int, int]
     weights: tuple[int, int]
-    constant: int
-    width: int
+    low: int
+    high: int
     depth: int  # adders on its longest path from the codes
+
+    @property
+    def width(self) -> int:
+        return signed_bits(self.low, self.high)
+
+    @property
+    def signed(self) -> bool:
+        return self.low < 0
 
 
 @dataclass(frozen=True)
@@ -54,10 +70,6 @@ class SharedSums:
     terms: tuple[tuple[int, ...], ...]
     weights: tuple[tuple[int, ...], ...]
     constants: tuple[int, ...]
-
-    def tops(self, x_tops: Sequence[int]) -> list[int]:
-        """The largest value of every operand: the codes' (``x_tops``), then the shared sums'."""
-        return [int(t) for t in x_tops] + [(1 << s.width) - 1 for s in self.shared]
 
 
 def _pattern(first: tuple[int, int, int], second: tuple[int, int, int]) -> tuple[_Pattern, int, int]:
@@ -139,7 +151,7 @@ def share(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int], 
     Example:
         >>> s = share([[(0, 3), (1, 5)], [(0, 6), (1, 10)]], [0, 0], [15, 15])  # 3a + 5b and twice that
         >>> [(t.terms, t.weights) for t in s.shared], s.terms, s.weights
-        ([((0, 1), (1, 4)), ((2, 2), (0, 1))], ((3,), (3,)), ((1,), (2,)))
+        ([((0, 0), (1, -4)), ((1, 1), (1, 4)), ((2, 3), (1, -1))], ((4,), (4,)), ((-1,), (-2,)))
     """
     search = _Search(terms, tops)
     dead: set[_Pattern] = set()
@@ -155,19 +167,16 @@ def share(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int], 
         pairs.append(pattern)
         search.replace(pattern, found)
     n = len(tops)
-    shared = []
-    for j, (a, b, delta, relation) in enumerate(pairs):
-        low, high = search.low[n + j], search.high[n + j]
-        constant = search.low[a] + relation * (search.low[b] << delta) - low
-        width = max((high - low).bit_length(), 1)
-        shared.append(Shared((a, b), (1, relation << delta), constant, width, search.depth[n + j]))
-    out_terms, out_weights, out_constants = [], [], []
-    for digits, constant in zip(search.digits, constants):
+    shared = [
+        Shared((a, b), (1, relation << delta), search.low[n + j], search.high[n + j], search.depth[n + j])
+        for j, (a, b, delta, relation) in enumerate(pairs)
+    ]
+    out_terms, out_weights = [], []
+    for digits in search.digits:
         order = sorted(digits, key=lambda d: (d[1], d[0]))
         out_terms.append(tuple(o for o, _ in order))
         out_weights.append(tuple(digits[d] << d[1] for d in order))
-        out_constants.append(int(constant) + sum((digits[(o, s)] * search.low[o]) << s for o, s in order))
-    return SharedSums(tuple(shared), tuple(out_terms), tuple(out_weights), tuple(out_constants))
+    return SharedSums(tuple(shared), tuple(out_terms), tuple(out_weights), tuple(int(c) for c in constants))
 
 
 def shared_sum_luts(
@@ -181,13 +190,12 @@ def shared_sum_luts(
 
     Example:
         >>> shared_sum_luts([[(0, 3), (1, 5)], [(0, 6), (1, 10)]], [0, 0], [4, 4], [8, 9])
-        13
+        17
     """
     form = share(terms, constants, [(1 << int(b)) - 1 for b in term_bits])
     bits = [int(b) for b in term_bits] + [s.width for s in form.shared]
     luts = sum(
-        adder_tree_luts([bits[t] for t in s.terms], list(s.weights), constant=s.constant, output_bits=s.width, k=k)
-        for s in form.shared
+        adder_tree_luts([bits[t] for t in s.terms], list(s.weights), output_bits=s.width, k=k) for s in form.shared
     )
     for row, weights, constant, width in zip(form.terms, form.weights, form.constants, output_bits):
         if row:
