@@ -116,3 +116,44 @@ def test_the_estimate_follows_the_sharing() -> None:
     assert shared < per_output
     ones = [[(i, 1) for i in range(12)]]
     assert shared_sum_luts(ones, [0], [1] * 12, [4]) == adder_tree_luts([1] * 12, [1] * 12, output_bits=4)
+
+
+def test_too_many_pairs_leave_the_sums_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_PAIRS pairs of digits nothing is counted: each output keeps its own digits, still exact."""
+    import iotable.subexpressions as subexpressions
+
+    terms = dense(8, 16, seed=8)
+    monkeypatch.setattr(subexpressions, "MAX_PAIRS", 10)
+    form = share(terms, [1] * 8, [15] * 16)
+    assert form.shared == ()
+    x = np.random.default_rng(0).integers(0, 16, size=(200, 16))
+    assert np.array_equal(evaluate(form, x), plain(terms, [1] * 8, x))
+
+
+def test_the_network_summary_estimates_a_dense_sum_as_shared() -> None:
+    """An integer 16->8 linear layer on 4-bit codes becomes a sum node whose estimate in net.rows() is the shared
+    structure's, below one adder tree per output."""
+    import torch
+
+    import iotable
+    from iotable import Domain, NodeKind
+
+    weights = np.random.default_rng(3).integers(-8, 8, size=(8, 16))
+    linear = torch.nn.Linear(16, 8)
+    with torch.no_grad():
+        linear.weight.copy_(torch.as_tensor(weights, dtype=torch.float32))
+        linear.bias.zero_()
+    net = iotable.precompute(
+        torch.nn.Sequential(linear).eval(), input_domain=Domain(np.arange(16.0)), example_input=torch.zeros(1, 16)
+    )
+    (node,) = net.graph.nodes_of(NodeKind.SUM)
+    (row,) = [r for r in net.rows() if r["name"] == node.name]
+    meta, width = node.meta, int(len(node.domain) - 1).bit_length()
+    terms = [[(int(i), int(w)) for i, w in zip(meta.index_map[k], meta.weights[k]) if i >= 0] for k in range(8)]
+    constants = meta.constant.tolist()
+    assert row["estimate"] == shared_sum_luts(terms, constants, [4] * 16, [width] * 8)
+    plain_luts = sum(
+        adder_tree_luts([4] * len(t), [w for _, w in t], constant=c, output_bits=width)
+        for t, c in zip(terms, constants)
+    )
+    assert row["estimate"] < plain_luts

@@ -25,7 +25,11 @@ from itertools import combinations
 
 from .lutcount import adder_tree_luts, signed_digits
 
-__all__ = ["Shared", "SharedSums", "share", "shared_sum_luts", "signed_bits"]
+__all__ = ["MAX_PAIRS", "Shared", "SharedSums", "share", "shared_sum_luts", "signed_bits"]
+
+#: The most pairs of signed digits (within each sum, over all sums) :func:`share` counts; beyond, the sums are
+#: left as they are (a popcount of thousands of bits has no pair to share, and counting them would take long).
+MAX_PAIRS = 2**21
 
 # A pair of digits: (first operand, second operand, the second's shift above the first's, product of signs).
 _Pattern = tuple[int, int, int, int]
@@ -144,6 +148,15 @@ class _Search:
             self._update(k, (operand, shift), sign, 1)
 
 
+def _plain(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int]) -> SharedSums:
+    """The sums as they are, each weight's signed digits its own term."""
+    rows = [[(int(e), g << s) for e, w in row for s, g in signed_digits(int(w))] for row in terms]
+    return SharedSums(
+        (), tuple(tuple(e for e, _ in r) for r in rows), tuple(tuple(w for _, w in r) for r in rows),
+        tuple(int(c) for c in constants),
+    )  # fmt: skip
+
+
 def share(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int], tops: Sequence[int]) -> SharedSums:
     """The sums ``constants[k] + sum(w * x[i] for i, w in terms[k])`` (``x[i]`` from 0 to ``tops[i]``) with the
     pairs of shifted codes that recur across them added once (see the module docstring).
@@ -153,6 +166,9 @@ def share(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int], 
         >>> [(t.terms, t.weights) for t in s.shared], s.terms, s.weights
         ([((0, 0), (1, -4)), ((1, 1), (1, 4)), ((2, 3), (1, -1))], ((4,), (4,)), ((-1,), (-2,)))
     """
+    counts = [sum(len(signed_digits(int(w))) for _, w in row) for row in terms]
+    if sum(c * (c - 1) // 2 for c in counts) > MAX_PAIRS:  # too many pairs to count: the plain sums
+        return _plain(terms, constants)
     search = _Search(terms, tops)
     dead: set[_Pattern] = set()
     pairs: list[_Pattern] = []
@@ -193,6 +209,14 @@ def shared_sum_luts(
         17
     """
     form = share(terms, constants, [(1 << int(b)) - 1 for b in term_bits])
+    if not form.shared:  # nothing shared: each output's tree of its own weights, as before
+        return sum(
+            adder_tree_luts(
+                [int(term_bits[i]) for i, _ in row], [w for _, w in row], constant=int(c), output_bits=int(b), k=k
+            )
+            for row, c, b in zip(terms, constants, output_bits)
+            if row
+        )
     bits = [int(b) for b in term_bits] + [s.width for s in form.shared]
     luts = sum(
         adder_tree_luts([bits[t] for t in s.terms], list(s.weights), output_bits=s.width, k=k) for s in form.shared

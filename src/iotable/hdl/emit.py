@@ -311,7 +311,8 @@ def _tree(
     adders: list[Adding] = []
     while sum(len(v) for v in levels.values()) > 1:
         depth = min(levels)
-        level = levels.pop(depth)
+        # operands of like shifts side by side: the pairs whose low bits bypass their adder
+        level = sorted(levels.pop(depth), key=lambda v: (v.term.shift, (v.high - v.low).bit_length()))
         nxt: list[_Value] = []
         for j in range(0, len(level) - 1, 2):
             value, adder = _join(level[j], level[j + 1], f"{prefix}{depth}_{j // 2}", width)
