@@ -172,10 +172,14 @@ def share(terms: Sequence[Sequence[tuple[int, int]]], constants: Sequence[int], 
     search = _Search(terms, tops)
     dead: set[_Pattern] = set()
     pairs: list[_Pattern] = []
-    while search.heap:
+    while search.heap:  # the pair found most often (then the lowest operands) first
         negative, pattern = heapq.heappop(search.heap)
-        if -negative != search.counts.get(pattern, 0) or pattern in dead:
-            continue  # a stale entry, or a pair whose occurrences overlap
+        count = search.counts.get(pattern, 0)
+        if pattern in dead or count < 2:
+            continue  # a pair whose occurrences overlap, or one that no longer recurs
+        if -negative != count:  # counted down since: back in at its count
+            heapq.heappush(search.heap, (-count, pattern))
+            continue
         found = search.occurrences(pattern)
         if len(found) < 2:
             dead.add(pattern)
