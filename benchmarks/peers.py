@@ -6,10 +6,11 @@ Section ``dense``: integer dense layers (16 -> 8 and 64 -> 16) of 4-bit unsigned
 
 - **iotable**: ``iotable.precompute`` of the ``nn.Linear`` makes a ``sum`` node; its adder block (exported by
   ``iotable.hdl.export``, ``pipeline=0``) is checked equal to ``net.run`` under iverilog on random codes and the
-  extremes, then synthesized alone.
+  extremes (``exact`` and ``RTL``), then synthesized alone.
 - **alkaid** (the constant-matrix-vector multiplication of da4ml's successor): ``alkaid.cmvm.cmvm_solve`` of the
   same matrix, its Verilog and the ``shift_adder`` sources it instantiates, checked by its own ``predict``
-  against ``x @ W`` on the same codes, then synthesized alone.
+  against ``x @ W`` on the same codes (``exact``) and its Verilog under iverilog on the first 300 of them
+  (``RTL``: every output bit defined and equal), then synthesized alone.
 
 Each module is synthesized by yosys ``synth_xilinx -flatten -nobram -nolutram`` (LUT1..LUT6 counted, CARRY4
 beside) and ``synth_ice40`` (SB_LUT4, SB_CARRY beside). alkaid is never a dependency of iotable: it runs in the
@@ -63,8 +64,12 @@ source = Path(alkaid.__file__).parent / "codegen" / "rtl" / "verilog" / "source"
 for name in ("shift_adder.v", "negative.v"):
     (out / name).write_text((source / name).read_text())
 exact = bool(np.array_equal(np.asarray(solution.predict(x)), x @ w))
-print(json.dumps({"exact": exact, "version": alkaid.__version__, "cost": float(solution.cost)}))
+kifs = np.asarray(solution.out_kifs).tolist()
+print(json.dumps({"exact": exact, "version": alkaid.__version__, "cost": float(solution.cost), "kifs": kifs}))
 """
+
+#: Vectors of the RTL simulation of alkaid's Verilog (its outputs of every width, signed or not, read back).
+SIMULATED = 300
 
 
 def _print(text: str = "") -> None:
@@ -116,19 +121,61 @@ def iotable_layer(weights: np.ndarray, x: np.ndarray, directory: Path) -> dict[s
     exact = torch.equal(iotable.hdl.simulate(design, xs, simulator="iverilog"), net.run(xs, return_codes=True))
     source = directory / design.sources[-1]
     (top,) = re.findall(r"^module (\w+_arith0) ", source.read_text(), re.MULTILINE)
-    row = {"exact": bool(exact), "estimate": int(next(r for r in net.rows() if r["name"] == node.name)["estimate"])}
+    row = {
+        "exact": bool(exact),
+        "rtl": bool(exact),
+        "estimate": int(next(r for r in net.rows() if r["name"] == node.name)["estimate"]),
+    }
     for flow in FLOWS:
         row[flow] = synthesize([source], top, flow)
     return row
 
 
+def alkaid_rtl(sources: list[Path], directory: Path, weights: np.ndarray, x: np.ndarray, row: dict[str, Any]) -> bool:
+    """Whether alkaid's Verilog, under iverilog, gives ``x @ W.T`` on the first vectors, every bit defined (its
+    outputs: fields of ``keep_negative + integer + fraction`` bits, two's complement where negative ones are
+    kept)."""
+    x = x[:SIMULATED].astype(np.int64)
+    keep, integer, fraction = (np.asarray(r) for r in row["kifs"])
+    widths = (keep + integer + fraction).tolist()
+    inputs, total = x.shape[1], sum(widths)
+    (directory / "vectors.hex").write_text(
+        "".join(format(sum(int(v) << (BITS * i) for i, v in enumerate(r)), "x") + "\n" for r in x)
+    )
+    (directory / "tb.v").write_text(
+        f"module tb; reg [{BITS * inputs - 1}:0] mem [0:{len(x) - 1}]; reg [{BITS * inputs - 1}:0] i_; "
+        f"wire [{total - 1}:0] o_; integer k; dense d(.model_inp(i_), .model_out(o_)); initial begin "
+        f'$readmemh("{directory / "vectors.hex"}", mem); for (k = 0; k < {len(x)}; k = k + 1) begin '
+        'i_ = mem[k]; #1; $display("%b", o_); end end endmodule\n'
+    )
+    program = directory / "tb.vvp"
+    subprocess.run(["iverilog", "-o", str(program), *map(str, sources), str(directory / "tb.v")], check=True,
+                   capture_output=True, timeout=TIMEOUT)  # fmt: skip
+    lines = subprocess.run(["vvp", str(program)], capture_output=True, text=True, timeout=TIMEOUT, check=True)
+    expected = x @ weights.T
+    printed = lines.stdout.split()
+    if len(printed) != len(x):
+        return False
+    for r, line in enumerate(printed):
+        for k, width in enumerate(widths):
+            low = sum(widths[:k])  # the output's lowest bit; the line prints the highest first
+            field = line[total - low - width : total - low]
+            if not set(field) <= {"0", "1"}:
+                return False  # an undefined bit
+            value = int(field, 2) - ((1 << width) if keep[k] and field[0] == "1" else 0)
+            if value != expected[r, k]:
+                return False
+    return True
+
+
 def alkaid_layer(python: str, weights: np.ndarray, x: np.ndarray, directory: Path) -> dict[str, Any]:
-    """alkaid's solution for the layer, checked by its predict, then synthesized."""
+    """alkaid's solution for the layer, checked by its predict and its Verilog under iverilog, then synthesized."""
     job = {"weights": weights.T.tolist(), "x": x.tolist(), "bits": BITS, "directory": str(directory)}
     done = subprocess.run([python, "-c", _ALKAID], input=json.dumps(job), capture_output=True, text=True,
                           timeout=TIMEOUT, check=True)  # fmt: skip
     row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     sources = [directory / "shift_adder.v", directory / "negative.v", directory / "dense.v"]
+    row["rtl"] = alkaid_rtl(sources, directory, weights, x, row)
     for flow in FLOWS:
         row[flow] = synthesize(sources, "dense", flow)
     return row
@@ -148,7 +195,7 @@ def alkaid_missing(python: str) -> str | None:
 def dense(python: str) -> list[dict[str, Any]]:
     missing = alkaid_missing(python)
     _print("integer dense layers, 4-bit codes and weights: LUTs (carry cells) under yosys")
-    _print(f"  {'layer':<12} {'design':<8} {'exact':<6} {'xilinx LUTs':>14} {'ice40 LUT4':>14}")
+    _print(f"  {'layer':<12} {'design':<8} {'exact':<6} {'RTL':<6} {'xilinx LUTs':>14} {'ice40 LUT4':>14}")
     if missing:
         _print(f"  alkaid skipped: {missing}")
     rows = []
@@ -161,7 +208,7 @@ def dense(python: str) -> list[dict[str, Any]]:
                 found["alkaid"] = alkaid_layer(python, weights, x, Path(scratch) / "alkaid")
         for design, row in found.items():
             cells = [f"{row[f]['luts']} ({row[f]['carries']})" for f in FLOWS]
-            _print(f"  {name:<12} {design:<8} {row['exact']!s:<6} {cells[0]:>14} {cells[1]:>14}")
+            _print(f"  {name:<12} {design:<8} {row['exact']!s:<6} {row['rtl']!s:<6} {cells[0]:>14} {cells[1]:>14}")
             rows.append({"layer": name, "design": design, **row})
     return rows
 
