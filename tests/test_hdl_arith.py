@@ -290,11 +290,12 @@ def tampered(text: str, pattern: str, value: str) -> str:
 
 
 TAMPER = {
-    # the constant of sum 0 (5, less 3 for the complement of its term of weight -1), one more
-    ("verilog", "constant"): (r"assign y\[3:0\] = s0_1_0 \+ 4'd(2);", "3"),
+    # the constant of sum 0 (5; its term of weight -1 is subtracted), one more
+    ("verilog", "constant"): (r"assign y\[3:0\] = s0_1_0\[3:0\] \+ 4'd(5);", "6"),
     ("vhdl", "constant"): (
-        r"y\(3 downto 0\) <= std_logic_vector\(resize\(s0_1_0, 4\) \+ unsigned'\(\"(0010)\"\)\)",
-        "0011",
+        r"y\(3 downto 0\) <= std_logic_vector\(resize\(unsigned\(s0_1_0\(3 downto 0\)\), 4\) \+ "
+        r"unsigned'\(\"(0101)\"\)\)",
+        "0110",
     ),
     # the second threshold of element 1 (8), one less
     ("verilog", "threshold"): (r"\(x\[7:4\] >= 4'd(8)\)", "7"),

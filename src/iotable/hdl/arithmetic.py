@@ -8,6 +8,10 @@ adder tree, so that a register can follow each level: level ``l`` adds groups of
 in exactly the bits its largest value needs (at most the output's: the sum is wanted modulo the output's
 range, in which it lies); the lows are added back, with the node's constant, at the last level. Every element
 is an unsigned field, as everywhere in a netlist.
+
+Within a level, the pairs of shifted operands that recur across its sums (and within one) are added once and
+shared (:func:`~iotable.subexpressions.share`): an integer dense layer's outputs, whose weights have many
+signed digits in common, cost far fewer adders than one tree per output.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..subexpressions import share
 from .netlist import Adder, Argmax, Netlist, Thresholds
 
 __all__ = ["TREE_TERMS", "SumLevel", "add_adder", "add_argmax", "add_thresholds", "sum_levels"]
@@ -118,10 +123,13 @@ def add_adder(
         origins = [f"node '{node}' partial sum {k} of level {at[0] + 1}" for k in range(len(terms))]
     name = f"arith{index}" if at[1] == 1 else f"arith{index}_l{at[0]}"
     ids = _block_output(netlist, f"{name}_y", level.widths, stage, origins)
+    x_widths = netlist.width[x_ids]
+    form = share([list(zip(t, w)) for t, w in zip(terms, level.weights)], level.constants,
+                 [(1 << int(b)) - 1 for b in x_widths])  # fmt: skip
     netlist.blocks.append(
-        Adder(f"{netlist.top}_{name}", node, x_ids, netlist.width[x_ids], terms,
-              [list(w) for w in level.weights], list(level.constants), np.asarray(level.widths, np.int64),
-              len(netlist.signals) - 1, at[0], at[1])
+        Adder(f"{netlist.top}_{name}", node, x_ids, x_widths, [list(t) for t in form.terms],
+              [list(w) for w in form.weights], list(form.constants), np.asarray(level.widths, np.int64),
+              len(netlist.signals) - 1, at[0], at[1], form.shared)
     )  # fmt: skip
     return ids
 

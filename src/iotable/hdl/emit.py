@@ -8,12 +8,14 @@ itself, so that every piece of syntax comes from the printer.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
 
 from .. import bits as bitfields
+from ..errors import HDLError
+from ..subexpressions import signed_bits
 from ..table import IOTable
 from .mapped import LutBody
 from .netbench import BenchPlan
@@ -22,9 +24,10 @@ from .table import DontCares, TableLayout
 
 __all__ = [
     "AdderTree",
+    "Adding",
     "ArgmaxTree",
-    "Leaf",
     "Printer",
+    "Term",
     "adder_tree",
     "argmax_tree",
     "comparator_tree",
@@ -36,6 +39,8 @@ __all__ = [
     "pad_pixel",
     "part_text",
     "runs",
+    "shared_name",
+    "shared_tree",
     "threshold_chain",
     "top_parts",
 ]
@@ -174,72 +179,170 @@ def _y_slice(block: Adder | Argmax | Thresholds, k: int) -> tuple[int, int]:
 
 
 @dataclass(frozen=True)
-class Leaf:
-    """A term of an adder tree: ``weight * x[high:low]`` (or ``weight * ~x[high:low]``, the code's complement in
-    its field, for a negative weight): a value from 0 to ``weight * (2**(high - low + 1) - 1)``."""
+class Term:
+    """An operand of an adder: the bits ``source[high:low]`` (``x``, a shared sum's wire or an earlier adder's),
+    a two's complement value where ``signed`` (else unsigned), times ``2**shift``."""
 
+    source: str
     high: int
     low: int
-    weight: int  # the weight's magnitude, at least 1; a power of two is a shift
-    inverted: bool
+    signed: bool = False
+    shift: int = 0
 
     @property
-    def shift(self) -> int | None:
-        """The shift that multiplies by the weight, or ``None`` when the weight is not a power of two."""
-        return self.weight.bit_length() - 1 if self.weight & (self.weight - 1) == 0 else None
+    def field_bits(self) -> int:
+        return self.high - self.low + 1
 
     @property
-    def top(self) -> int:
-        return self.weight * ((1 << (self.high - self.low + 1)) - 1)
+    def bits(self) -> int:
+        """The bits of the value, shift included."""
+        return self.field_bits + self.shift
 
 
-Operand = Leaf | str
+@dataclass(frozen=True)
+class Adding:
+    """One adder: ``name`` is ``a + b`` (``a - b`` where ``subtract``), each operand extended to the adder's bits
+    as its signedness says, modulo ``2**bits``; with ``low``, only the bits above ``low``'s are added (``a`` and
+    ``b`` are the operands shifted down by them) and ``low``'s bits follow unchanged below the sum."""
+
+    name: str
+    a: Term
+    b: Term
+    subtract: bool
+    bits: int
+    low: Term | None = None
+
+    @property
+    def sum_bits(self) -> int:
+        """The bits the adder itself computes."""
+        return self.bits - (self.low.field_bits if self.low is not None else 0)
 
 
 @dataclass(frozen=True)
 class AdderTree:
-    """Output element ``k`` of an :class:`~.netlist.Adder`: its adders ``(name, a, b, bits)`` (each a sum of two
-    operands, a leaf or an earlier adder, modulo ``2**bits``), the root operand (``None``: no term), the
-    constant added at the root (modulo ``2**width``) and the ``y`` bits it drives."""
+    """Output element ``k`` of an :class:`~.netlist.Adder` (or its ``k``-th shared sum): its adders (each
+    reading codes, shared sums and earlier adders), the root (``None``: no term), whether the root is subtracted
+    from the constant rather than added to it, the constant (modulo ``2**width``) and the ``y`` bits it drives
+    (a shared sum's: its wire's)."""
 
-    adders: list[tuple[str, Operand, Operand, int]]
-    root: Operand | None
+    adders: list[Adding]
+    root: Term | None
+    negated: bool
     constant: int
     width: int
     target: tuple[int, int]
 
 
-def adder_tree(block: Adder, k: int) -> AdderTree:
-    """How output element ``k`` of ``block`` is computed, all unsigned: a term of negative weight ``w`` is
-    ``|w| * ~x``, which is ``w * x + |w| * (2**bits - 1)``, so every leaf is at least 0 and the constant takes
-    back what the complements added; adjacent operands are added pairwise, level by level, each adder of
-    exactly the bits of its largest value, at most the output's (the result is wanted modulo ``2**width``, and
-    the true sum is in ``0 .. 2**width - 1``, so bits above it cancel)."""
-    lsb, width = _x_lsb(block), int(block.y_widths[k])
-    level: list[tuple[Operand, int]] = []
-    constant = int(block.constants[k])
-    for element, weight in zip(block.terms[k], block.weights[k]):
-        if weight == 0:
-            continue
-        bits = int(block.x_widths[element])
-        leaf = Leaf(int(lsb[element]) + bits - 1, int(lsb[element]), abs(int(weight)), weight < 0)
-        if weight < 0:
-            constant -= leaf.top
-        level.append((leaf, leaf.top))
-    adders: list[tuple[str, Operand, Operand, int]] = []
-    depth = 0
-    while len(level) > 1:
-        nxt: list[tuple[Operand, int]] = []
+def shared_name(j: int) -> str:
+    """The wire of an adder block's ``j``-th shared sum."""
+    return f"c{j}"
+
+
+@dataclass(frozen=True)
+class _Value:
+    """An operand while a tree is built: its term, the sign it enters the sum with, its value's range and the
+    adders on its longest path."""
+
+    term: Term
+    sign: int
+    low: int
+    high: int
+
+
+def _leaf(block: Adder, element: int, weight: int, lsb: np.ndarray) -> tuple[_Value, int]:
+    """Operand ``element`` of ``block`` times ``weight`` (a power of two or its negative), and its depth."""
+    magnitude = abs(int(weight))
+    shift = magnitude.bit_length() - 1
+    if magnitude != 1 << shift:
+        msg = f"{block.name}: weight {weight} of an adder tree is no power of two; share() gives signed digits only"
+        raise HDLError(msg)
+    count = len(block.x_widths)
+    if element < count:
+        bits, low = int(block.x_widths[element]), int(lsb[element])
+        term, range_, depth = Term("x", low + bits - 1, low, False, shift), (0, (1 << bits) - 1), 0
+    else:
+        shared = block.shared[element - count]
+        term = Term(shared_name(element - count), shared.width - 1, 0, shared.signed, shift)
+        range_, depth = (shared.low, shared.high), shared.depth
+    return _Value(term, 1 if weight > 0 else -1, range_[0] << shift, range_[1] << shift), depth
+
+
+def _join(a: _Value, b: _Value, name: str, width: int) -> tuple[_Value, Adding]:
+    """The adder of two operands: their sum where their signs agree, else the positive one minus the other; of
+    exactly the bits of its range, at most ``width`` (the tree's result is wanted modulo ``2**width``). The
+    zeros both operands' shifts put below are left out (the adder's value is shifted instead), and where one
+    operand's shift leaves the other's low bits alone, those bits bypass the adder."""
+    if a.sign == b.sign:
+        first, second, subtract, sign = a, b, False, a.sign
+        low, high = a.low + b.low, a.high + b.high
+    else:
+        first, second = (a, b) if a.sign > 0 else (b, a)
+        subtract, sign = True, 1
+        low, high = first.low - second.high, first.high - second.low
+    shift = min(first.term.shift, second.term.shift)
+    exact = signed_bits(low >> shift, high >> shift)
+    bits = min(max(width - shift, 1), exact)
+    one = replace(first.term, shift=first.term.shift - shift)
+    two = replace(second.term, shift=second.term.shift - shift)
+    result = _Value(Term(name, bits - 1, 0, low < 0 and bits == exact, shift), sign, low, high)
+    # the operand of the lower shift (not a subtrahend) passes its low bits on when the other's shift is above them
+    lower, upper = (one, two) if one.shift == 0 else (two, one)
+    step = upper.shift
+    if step and not (subtract and lower is two) and lower.field_bits > step and bits > step:
+        kept = Term(lower.source, lower.high, lower.low + step, lower.signed)
+        shifted = replace(upper, shift=0)
+        operands = (kept, shifted) if lower is one else (shifted, kept)
+        return result, Adding(name, *operands, subtract, bits, Term(lower.source, lower.low + step - 1, lower.low))
+    return result, Adding(name, one, two, subtract, bits, None)
+
+
+def _tree(
+    block: Adder, terms: Sequence[int], weights: Sequence[int], width: int, prefix: str
+) -> tuple[list[Adding], _Value | None]:
+    """The adders of ``sum(weights[j] * op[terms[j]])`` modulo ``2**width`` and the root: operands of equal
+    depth (adders from the codes) are added pairwise, the shallowest first, so a shared sum joins the tree
+    where its depth makes it ready."""
+    lsb = _x_lsb(block)
+    levels: dict[int, list[_Value]] = {}
+    for element, weight in zip(terms, weights):
+        if weight:
+            value, depth = _leaf(block, int(element), int(weight), lsb)
+            levels.setdefault(depth, []).append(value)
+    adders: list[Adding] = []
+    while sum(len(v) for v in levels.values()) > 1:
+        depth = min(levels)
+        # operands of like shifts side by side: the pairs whose low bits bypass their adder
+        level = sorted(levels.pop(depth), key=lambda v: (v.term.shift, (v.high - v.low).bit_length()))
+        nxt: list[_Value] = []
         for j in range(0, len(level) - 1, 2):
-            (a, ta), (b, tb) = level[j], level[j + 1]
-            name = f"s{k}_{depth}_{j // 2}"
-            adders.append((name, a, b, min(width, max((ta + tb).bit_length(), 1))))
-            nxt.append((name, ta + tb))
+            value, adder = _join(level[j], level[j + 1], f"{prefix}{depth}_{j // 2}", width)
+            adders.append(adder)
+            nxt.append(value)
         if len(level) % 2:
             nxt.append(level[-1])
-        level, depth = nxt, depth + 1
-    root = level[0][0] if level else None
-    return AdderTree(adders, root, constant % (1 << width), width, _y_slice(block, k))
+        levels[depth + 1] = nxt + levels.get(depth + 1, [])
+    rest = [value for level in levels.values() for value in level]
+    return adders, (rest[0] if rest else None)
+
+
+def adder_tree(block: Adder, k: int) -> AdderTree:
+    """How output element ``k`` of ``block`` is computed: its terms (codes and shared sums, shifted) added
+    pairwise, level by level, a negative one subtracted, each adder of exactly the bits of its range (two's
+    complement where it can be negative), at most the output's (the result is wanted modulo ``2**width``, and
+    the true sum is in ``0 .. 2**width - 1``, so bits above it cancel); then the constant."""
+    width = int(block.y_widths[k])
+    adders, root = _tree(block, block.terms[k], block.weights[k], width, f"s{k}_")
+    constant = int(block.constants[k]) % (1 << width)
+    term, negated = (None, False) if root is None else (root.term, root.sign < 0)
+    return AdderTree(adders, term, negated, constant, width, _y_slice(block, k))
+
+
+def shared_tree(block: Adder, j: int) -> AdderTree:
+    """How the ``j``-th shared sum of ``block`` is computed (as an output, into its own wire)."""
+    shared = block.shared[j]
+    adders, root = _tree(block, shared.terms, shared.weights, shared.width, f"{shared_name(j)}_")
+    term, negated = (None, False) if root is None else (root.term, root.sign < 0)
+    return AdderTree(adders, term, negated, 0, shared.width, (shared.width - 1, 0))
 
 
 @dataclass(frozen=True)

@@ -130,8 +130,10 @@ class Pool:
 @dataclass
 class Adder:
     """Adder trees (a level of a sum node): ``y`` element ``k`` is ``(constants[k] + sum_j weights[k][j] *
-    x[terms[k][j]]) mod 2**y_widths[k]``, in unsigned arithmetic (the builder makes every true result fit its
-    field, so the modulus only drops bits that cancel; :func:`~.emit.adder_tree` says how it is computed)."""
+    op[terms[k][j]]) mod 2**y_widths[k]``, in unsigned arithmetic (the builder makes every true result fit its
+    field, so the modulus only drops bits that cancel; :func:`~.emit.adder_tree` says how it is computed). The
+    operands ``op`` are the ``x`` elements, then the ``shared`` sums (:class:`~iotable.subexpressions.Shared`:
+    sums of two operands that several outputs read, each computed once)."""
 
     name: str
     node: str
@@ -144,6 +146,7 @@ class Adder:
     output: int
     level: int = 0  # the level of the node's tree (0 the first); a deep sum is split into levels
     levels: int = 1
+    shared: tuple[Any, ...] = ()  # Shared sums, operands len(x_ids) + j
 
 
 @dataclass

@@ -1,9 +1,10 @@
 """The Verilog text of the combinational blocks besides table layers: pools (comparator trees), adder trees,
 argmax trees and threshold chains, each a module ``x -> y`` (:mod:`.verilog` re-exports them).
 
-Arithmetic is unsigned throughout (:func:`~.emit.adder_tree`): every operand is a zero-extended field and every
-wire has the bits of its largest value, so Verilog's width rules (an expression widened to its assignment's
-width) never change a value; the complement of a field is written as a concatenation, whose width is its own.
+Arithmetic is modular on unsigned vectors (:func:`~.emit.adder_tree`): every wire has exactly the bits of its
+range, two's complement where it can be negative; an unsigned operand is zero-extended by Verilog's width rules
+(an expression widened to its assignment's width), a signed one sign-extended by a concatenation (whose width is
+its own), so the rules never change a value.
 """
 
 from __future__ import annotations
@@ -48,33 +49,53 @@ def pool(block: Pool) -> str:
     return head + "\n" + module_text(block.name, *_widths(block), lines)
 
 
-def _operand(operand: emit.Operand) -> str:
-    """A leaf's value (self-determined where a width rule could change it) or an adder's wire."""
-    if isinstance(operand, str):
-        return operand
-    field = slice("x", operand.high, operand.low)
-    value = f"~{field}" if operand.inverted else field
-    shift = operand.shift
-    if shift is None:
-        return f"({{{value}}} * {constant(operand.weight.bit_length(), operand.weight)})"
-    if shift == 0:
-        return f"{{{value}}}" if operand.inverted else value
-    return f"{{{value}, {shift}'b{'0' * shift}}}"
+def _extended(term: emit.Term, width: int) -> str:
+    """A term's value as ``width`` bits: a two's complement field sign-extended by a concatenation (whose width
+    is its own), an unsigned one zero-extended by the expression's width, a shift as zeros below."""
+    parts = [slice(term.source, term.high, term.low)]
+    if term.signed and width > term.bits:
+        parts.insert(0, f"{{{width - term.bits}{{{term.source}[{term.high}]}}}}")
+    if term.shift:
+        parts.append(f"{term.shift}'b{'0' * term.shift}")
+    return parts[0] if len(parts) == 1 else "{" + ", ".join(parts) + "}"
+
+
+def _tree_lines(tree: emit.AdderTree, target: str) -> list[str]:
+    """The wires of a tree's adders and the line that gives ``target`` the root and the constant."""
+    lines = []
+    for adding in tree.adders:
+        w, operator = adding.sum_bits, "-" if adding.subtract else "+"
+        total = f"{_extended(adding.a, w)} {operator} {_extended(adding.b, w)}"
+        if adding.low is None:
+            lines.append(f"    wire [{w - 1}:0] {adding.name} = {total};")
+            continue
+        lines.append(f"    wire [{w - 1}:0] {adding.name}_h = {total};")
+        low = slice(adding.low.source, adding.low.high, adding.low.low)
+        lines.append(f"    wire [{adding.bits - 1}:0] {adding.name} = {{{adding.name}_h, {low}}};")
+    value = constant(tree.width, tree.constant)
+    if tree.root is not None:
+        root = _extended(tree.root, tree.width)
+        if tree.negated:
+            value = f"{value} - {root}"
+        else:
+            value = root + (f" + {value}" if tree.constant else "")
+    return [*lines, f"{target} = {value};"]
 
 
 def adder(block: Adder) -> str:
     lines = []
+    for j in range(len(block.shared)):  # the sums outputs share, each once, before the trees that read them
+        tree = emit.shared_tree(block, j)
+        lines += _tree_lines(tree, f"    wire [{tree.width - 1}:0] {emit.shared_name(j)}")
     for k in range(len(block.terms)):  # an adder tree per output element
         tree = emit.adder_tree(block, k)
-        lines += [f"    wire [{w - 1}:0] {s} = {_operand(a)} + {_operand(b)};" for s, a, b, w in tree.adders]
-        root = constant(tree.width, tree.constant)
-        if tree.root is not None:
-            root = _operand(tree.root) + (f" + {root}" if tree.constant else "")
-        lines.append(f"    assign {slice('y', *tree.target)} = {root};")
+        lines += _tree_lines(tree, f"    assign {slice('y', *tree.target)}")
     what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
     head = comment(
         f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
-        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+        f"{what}, each a constant plus shifted codes and shared sums, added or subtracted, of exactly the bits "
+        "each sum needs"
+        + (f"; {len(block.shared)} sums of two shifted operands shared between them." if block.shared else ".")
     )
     return head + "\n" + module_text(block.name, *_widths(block), lines)
 

@@ -4,7 +4,8 @@ frame every VHDL module shares.
 
 Arithmetic is ``numeric_std`` ``unsigned`` throughout (:func:`~.emit.adder_tree`): each operand is resized to
 its adder's bits (``resize`` of an unsigned zero-extends or drops high bits, which is the sum modulo the
-adder's range), constants are binary literals of their exact width (never an integer, so no 31-bit limit).
+adder's range; a two's complement wire is sign-extended through ``signed``), constants are binary literals of
+their exact width (never an integer, so no 31-bit limit).
 """
 
 from __future__ import annotations
@@ -77,39 +78,58 @@ def _unsigned(width: int, value: int) -> str:
     return f"unsigned'({constant(width, value)})"
 
 
-def _operand(operand: emit.Operand, width: int) -> str:
-    """A leaf's value or an adder's signal, as an unsigned of ``width`` bits."""
-    if isinstance(operand, str):
-        return f"resize({operand}, {width})"
-    field = f"unsigned({slice('x', operand.high, operand.low)})"
-    value = f"(not {field})" if operand.inverted else field
-    shift = operand.shift
-    if shift is None:
-        return f"resize({value} * {_unsigned(operand.weight.bit_length(), operand.weight)}, {width})"
-    if shift == 0:
-        return f"resize({value}, {width})"
-    return f"shift_left(resize({value}, {width}), {shift})"
+def _extended(term: emit.Term, width: int) -> str:
+    """A term's value as an unsigned of ``width`` bits: a two's complement field sign-extended (``resize`` of a
+    ``signed``), an unsigned one zero-extended, either cut to its low bits (``resize`` of an ``unsigned``, the
+    value modulo ``2**width``), then shifted."""
+    field = slice(term.source, term.high, term.low)
+    if term.signed and width > term.field_bits:
+        value = f"unsigned(resize(signed({field}), {width}))"
+    else:
+        value = f"resize(unsigned({field}), {width})"
+    return f"shift_left({value}, {term.shift})" if term.shift else value
+
+
+def _tree_lines(tree: emit.AdderTree, target: str, declarations: list[str]) -> list[str]:
+    """The signals of a tree's adders (declared in ``declarations``) and the line that gives ``target`` (a
+    ``std_logic_vector``) the root and the constant."""
+    lines = []
+    for adding in tree.adders:
+        w, operator, name = adding.sum_bits, "-" if adding.subtract else "+", adding.name
+        total = f"{_extended(adding.a, w)} {operator} {_extended(adding.b, w)}"
+        declarations.append(f"    signal {name} : unsigned({adding.bits - 1} downto 0);")
+        if adding.low is None:
+            lines.append(f"    {name} <= {total};")
+            continue
+        declarations.append(f"    signal {name}_h : unsigned({w - 1} downto 0);")
+        low = slice(adding.low.source, adding.low.high, adding.low.low)
+        lines += [f"    {name}_h <= {total};", f"    {name} <= {name}_h & unsigned({low});"]
+    if tree.root is None:
+        return [*lines, f"    {target} <= {constant(tree.width, tree.constant)};"]
+    root, value = _extended(tree.root, tree.width), _unsigned(tree.width, tree.constant)
+    if tree.negated:
+        root = f"{value} - {root}"
+    elif tree.constant:
+        root += f" + {value}"
+    return [*lines, f"    {target} <= std_logic_vector({root});"]
 
 
 def adder(block: Adder) -> str:
-    declarations, lines = [], []
+    declarations: list[str] = []
+    lines: list[str] = []
+    for j in range(len(block.shared)):  # the sums outputs share, each once
+        tree = emit.shared_tree(block, j)
+        declarations.append(f"    signal {emit.shared_name(j)} : {vector(tree.width)};")
+        lines += _tree_lines(tree, emit.shared_name(j), declarations)
     for k in range(len(block.terms)):  # an adder tree per output element
         tree = emit.adder_tree(block, k)
-        for s, a, b, w in tree.adders:
-            declarations.append(f"    signal {s} : unsigned({w - 1} downto 0);")
-            lines.append(f"    {s} <= {_operand(a, w)} + {_operand(b, w)};")
-        target = slice("y", *tree.target)
-        if tree.root is None:
-            lines.append(f"    {target} <= {constant(tree.width, tree.constant)};")
-            continue
-        root = _operand(tree.root, tree.width)
-        if tree.constant:
-            root += f" + {_unsigned(tree.width, tree.constant)}"
-        lines.append(f"    {target} <= std_logic_vector({root});")
+        lines += _tree_lines(tree, slice("y", *tree.target), declarations)
     what = "partial sum(s)" if block.level < block.levels - 1 else "output code(s)"
     head = comment(
         f"Adder trees of sum node '{block.node}' (level {block.level + 1} of {block.levels}): {len(block.terms)} "
-        f"{what}, each a constant plus weighted codes, unsigned, of exactly the bits each sum needs."
+        f"{what}, each a constant plus shifted codes and shared sums, added or subtracted, of exactly the bits "
+        "each sum needs"
+        + (f"; {len(block.shared)} sums of two shifted operands shared between them." if block.shared else ".")
     )
     return head + "\n" + module_text(block.name, *_widths(block), declarations, lines)
 

@@ -33,7 +33,7 @@ from ..graph.graph import (
 )
 from ..graph.liveness import Liveness, liveness
 from ..lutnet import LutResults
-from ..nodekinds.functions import ARITHMETIC_KINDS, estimated_luts, live_outputs, node_functions
+from ..nodekinds.functions import ARITHMETIC_KINDS, live_outputs, node_estimate
 from ..runtime.runtime import Runtime
 from ..table import IOTable
 from ..tabulate.layers import LayerTables, tabulate_layers
@@ -202,7 +202,7 @@ class TableNetwork:
             layer = self.layers.get(node.meta.layer) if isinstance(node.meta, TableMeta) else None
             if node.kind.value in ARITHMETIC_KINDS:
                 outputs, dead = live_outputs(node, self.liveness, keep_dead=False)
-                luts = estimated_luts(node_functions(self.graph, node, outputs))
+                luts = node_estimate(self.graph, node, outputs)
                 row.update(dead=dead, estimate=luts, registers=pipeline_registers(node, outputs))
             if layer is not None:
                 live = self.liveness.units[node.name]

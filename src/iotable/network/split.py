@@ -6,7 +6,8 @@ exact (every weight and input value a multiple of a power of two, and the sum of
 below ``2**24`` steps of their grid, so no product and no partial sum rounds, in any order), the layer becomes:
 
 - tables of *partial sums* over groups of ``g`` inputs (each table the integer sum of its group's weighted codes),
-  or, for ``g = 1``, the weights folded into the adder (shifts and adds);
+  or, for ``g = 1``, the weights folded into the adder (shifts and adds, the pairs the outputs have in common
+  shared: :mod:`iotable.subexpressions`);
 - a ``sum`` node adding the partial sums and the bias (its values the layer's float32 outputs, exactly);
 - the rest of the layer (batch norm, activation, its quantizer) as one table per output over the sum's codes,
   which becomes a ``threshold`` node where that is cheaper (:mod:`.thresholds`).
@@ -30,6 +31,7 @@ from ..graph.fields import element_domains
 from ..graph.nodes import Node, SumMeta
 from ..lutcount import adder_tree_luts, lut_estimate
 from ..nodekinds.sum import code_layout, sum_range
+from ..subexpressions import shared_sum_luts
 from .arithmetic import Inexact, affine_codes, dyadic_grid, integer_sum
 
 __all__ = ["PartialSums", "Split", "linear_split"]
@@ -186,10 +188,8 @@ def _option(
     if g == 1:
         live = index >= 0
         out_bits = max(1, int(form.high.max()).bit_length())
-        estimate = sum(
-            adder_tree_luts(bits[index[o][live[o]]].tolist(), meta.weights[o][live[o]].tolist(), output_bits=out_bits)
-            for o in range(len(index))
-        )
+        terms = [list(zip(index[o][live[o]].tolist(), meta.weights[o][live[o]].tolist())) for o in range(len(index))]
+        estimate = shared_sum_luts(terms, [0] * len(index), bits.tolist(), [out_bits] * len(index))
         return Split(1, None, None, Node("sum", meta.kind, (len(index),), None, None, meta), estimate, 0)
     outputs, terms = index.shape
     groups = -(-terms // g)

@@ -27,6 +27,7 @@ from ..graph.kind import NodeKind, definition
 from ..graph.liveness import Liveness
 from ..graph.nodes import ArgmaxMeta, Node, SumMeta, ThresholdMeta
 from ..lutcount import adder_tree_luts, comparator_tree_luts, threshold_luts
+from ..subexpressions import shared_sum_luts
 
 __all__ = [
     "ARITHMETIC_KINDS",
@@ -34,6 +35,7 @@ __all__ = [
     "arithmetic_nodes",
     "estimated_luts",
     "live_outputs",
+    "node_estimate",
     "node_functions",
     "node_terms",
 ]
@@ -192,6 +194,20 @@ def live_outputs(node: Node, live: Liveness, keep_dead: bool) -> tuple[np.ndarra
     """The outputs of ``node`` counted (the live ones, or all with ``keep_dead``) and how many are dead."""
     alive = np.asarray(live.elements[node.name], dtype=bool)
     return (np.ones(node.shape, dtype=bool) if keep_dead else alive), int((~alive).sum())
+
+
+def node_estimate(graph: Graph, node: Node, outputs: np.ndarray | None = None, k: int = 6) -> int:
+    """The LUTs of an arithmetic node's outputs (all, or the boolean mask ``outputs``): a sum node's as its adder
+    block builds them, the pairs of shifted codes its outputs share counted once
+    (:func:`~iotable.subexpressions.shared_sum_luts`); any other's by :func:`estimated_luts`."""
+    found = node_terms(graph, node, outputs)
+    if not isinstance(node.meta, SumMeta) or not found:
+        return estimated_luts([fn for fn, _ in found], k)
+    _, bits = element_radix_bits(graph.producers(node.name)[0])
+    terms = [list(zip(elements, fn.weights)) for fn, elements in found]
+    constants = [fn.constant for fn, _ in found]
+    widths = [fn.output_width for fn, _ in found]
+    return shared_sum_luts(terms, constants, [int(b) for b in bits], widths, k=k)
 
 
 def estimated_luts(functions: list[ArithFunction], k: int = 6) -> int:
