@@ -82,6 +82,7 @@ class Metered(concurrent.futures.Executor):
         self.sent: list[int] = []
         self.received: list[int] = []
         self.pickling = 0.0
+        self.settled = 0  # futures whose callback has run
 
     def _count(self, into: list[int], value: Any) -> None:
         start = time.perf_counter()
@@ -99,6 +100,15 @@ class Metered(concurrent.futures.Executor):
     def _returned(self, future: concurrent.futures.Future[Any]) -> None:
         if not future.cancelled() and future.exception() is None:
             self._count(self.received, future.result())
+        with self._lock:
+            self.settled += 1
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until every submitted task's result is counted: a future's waiters wake before its callbacks
+        run, so a stage can return before the last result is counted."""
+        deadline = time.monotonic() + timeout
+        while self.settled < len(self.sent) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
 
 @dataclass
@@ -233,6 +243,7 @@ def on_cluster(stage: Stage, cluster: Cluster) -> tuple[dict[str, Any], Any]:
         began = time.perf_counter()
         result = stage.run(metered)
         wall = time.perf_counter() - began
+        metered.settle()
     spans = _compute_times(stream.data)
     tasks = [stop - start for start, stop in spans]
     span = (max(s for _, s in spans) - min(s for s, _ in spans)) if spans else 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -105,3 +106,44 @@ def test_the_quick_benchmark_runs_every_stage_on_one_and_two_workers(tmp_path, c
         assert stage["1"]["tasks"] >= 1 and stage["2"]["sent_bytes"] > 0
         assert set(stage["projected_s"]) == set(cluster.LINKS)
     assert "projected to 64 workers" in capsys.readouterr().out
+
+
+class _Late(concurrent.futures.Future):
+    """A future already done whose callbacks run only when released: a callback that lags its result."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value
+        self.callbacks: list = []
+
+    def add_done_callback(self, fn) -> None:  # type: ignore[override]
+        self.callbacks.append(fn)
+
+    def release(self) -> None:
+        self.set_result(self.value)
+        for fn in self.callbacks:
+            fn(self)
+
+
+class _LatePool(concurrent.futures.Executor):
+    def __init__(self) -> None:
+        self.futures: list[_Late] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        self.futures.append(_Late(fn(*args, **kwargs)))
+        return self.futures[-1]
+
+
+def test_settle_waits_for_every_result_to_be_counted():
+    """settle() returns once each task's result is counted, and gives up after its timeout otherwise."""
+    require("distributed", install='pip install -e ".[dask]"')
+    pool = _LatePool()
+    metered = cluster.Metered(_Client(pool))
+    metered.submit(_twice, np.arange(4))
+    metered.settle(timeout=0.05)  # the callback has not run: it waits, then gives up
+    assert metered.received == [] and metered.settled == 0
+    releaser = threading.Timer(0.05, pool.futures[0].release)
+    releaser.start()
+    metered.settle(timeout=30)
+    assert metered.settled == 1 and len(metered.received) == 1  # counted when settle returns
+    releaser.join()
