@@ -11,7 +11,8 @@ two workers (processes, one thread each), every result checked equal to the run 
 - **implement** of jsc-s on ``ice40-hx8k`` with ``--seeds`` placements (Debian's yosys and nextpnr-ice40):
   synthesis and the first seed here, the other seeds on the workers.
 
-For each cluster: its start (the processes up) and warm-up (torch and iotable imported on every worker), the
+For each cluster: its start (the processes up; run as ``python -m``, each spawned worker imports this module,
+torch and iotable with it) and warm-up (what the tasks import, on every worker: little is left by then), the
 cost of one trivial task alone (a round trip) and in a batch of many (the scheduler's per-task cost); for each
 stage on it: the wall time, every task's compute time on its worker (dask's task stream) and the bytes moved
 (each task's function and arguments, and its result, pickled as dask pickles them; pickling them again to
