@@ -93,7 +93,8 @@ def test_the_placer_is_an_option_named_in_the_result(tiny) -> None:
 
 def test_a_placer_the_program_lacks_is_refused(tiny, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A nextpnr whose --help lists no static placer (as nextpnr 0.4 does) refuses placer='static', naming the
-    placers it has; the same program with the placer listed is let through (the check reads the program)."""
+    placers it has; a help text it cannot read is said to be so; the same program with the placer listed is let
+    through (the check reads the program)."""
     fake = tmp_path / "nextpnr-ice40"
     fake.write_text(
         "#!/bin/sh\n"
@@ -106,7 +107,11 @@ def test_a_placer_the_program_lacks_is_refused(tiny, tmp_path: Path, monkeypatch
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     with pytest.raises(OptionError, match=r"has no placer 'static': expected one of its own \(sa, heap listed"):
         implement(tiny, target="ice40-hx1k", placer="static")
-    fake.write_text(fake.read_text().replace("heap; default", "heap, static; default"))
+    text = fake.read_text()
+    fake.write_text(text.replace("placer algorithm to use", "placement method"))
+    with pytest.raises(OptionError, match=r"--help lists no placers in a form this check reads.*use placer='heap'"):
+        implement(tiny, target="ice40-hx1k", placer="static")
+    fake.write_text(text.replace("heap; default", "heap, static; default"))
     with pytest.raises(HDLToolError, match="place and route"):  # listed: it gets as far as placing, and fails
         implement(tiny, target="ice40-hx1k", placer="static")
 

@@ -63,6 +63,32 @@ def test_a_line_of_a_changed_script_says_nothing() -> None:
 
 
 @pytest.mark.slow
+def test_a_script_edited_while_it_runs_is_not_refused(tmp_path: Path) -> None:
+    """A guarded script that rewrites its own file before it maps (its running line then lies in a function
+    body of the new file) maps on the pool: the changed file says nothing about where the script runs."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    script = tmp_path / "edited.py"
+    body = textwrap.dedent(
+        """
+        import pathlib
+
+        def main():
+            path = pathlib.Path(__file__)
+            path.write_text("def padding():\\n" + "    pass\\n" * 200 + path.read_text())
+            report = map_luts(tables(130, bits=4), k=3, workers=2, progress=False)
+            print("mapped", report.mapped, flush=True)
+
+        if __name__ == "__main__":
+            main()
+        """
+    )
+    script.write_text(_TABLES + body)
+    done = _run(script)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "mapped 130" in done.stdout
+
+
+@pytest.mark.slow
 def test_a_guarded_script_maps_on_the_pool(tmp_path: Path) -> None:
     """The same script with its main code under a main guard maps on the pool of 2 processes."""
     require_program("berkeley-abc", package="berkeley-abc")

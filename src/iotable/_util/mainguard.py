@@ -78,4 +78,4 @@ def unguarded_script() -> str | None:
         guarded = _guarded(data.decode("utf-8"), frame.f_lineno)
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError, RecursionError):
         return None
-    return None if guarded else path
+    return path if guarded is False else None  # None: the file changed since it started, and says nothing

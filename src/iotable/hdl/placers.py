@@ -39,10 +39,18 @@ def placer_listed(placer: str, program: str, run: Callable[[list[str], Path], An
     found = re.search(
         r"placer algorithm to use; available: ([a-z0-9, ]{1,100});", " ".join((done.stdout + done.stderr).split())
     )
-    available = [] if found is None else [name.strip() for name in found.group(1).split(",")]
+    if found is None:
+        text = (done.stdout + done.stderr)[-1500:]
+        msg = (
+            f"{what}: {program} --help lists no placers in a form this check reads (expected 'placer algorithm to "
+            f"use; available: ...'), so placer={placer!r} cannot be checked; use placer='heap' (every nextpnr has "
+            f"it). Its help ends:\n{text}"
+        )
+        raise OptionError(msg)
+    available = [name.strip() for name in found.group(1).split(",")]
     if placer not in available:
         msg = (
-            f"{what}: {program} has no placer {placer!r}: expected one of its own ({', '.join(available) or 'none'} "
+            f"{what}: {program} has no placer {placer!r}: expected one of its own ({', '.join(available)} "
             "listed by --help); pick one of those, or install a newer nextpnr (pip install 'iotable[fpga]')"
         )
         raise OptionError(msg)
