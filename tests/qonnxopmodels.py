@@ -215,3 +215,47 @@ def join_model(kind: str) -> Any:
     nodes.append(quant("qout", "h", "y", bits=3, signed=1))
     inits += quant_constants("qout", scale=0.5, bits=3)
     return graph(nodes, inits, (2, 3), out_shape)
+
+
+def float32_chain_model(kind: str, *, mode: str = "ROUND") -> Any:
+    """A float32 sum and a step after it, then a Quant (3-bit signed), with scales that put rows on float32
+    ties: "add-relu" adds ``xq`` (2-bit signed, scale 0.2) and ``xq`` quantized again (3-bit signed, scale 0.3),
+    then a Relu and a Quant of scale 1/3, over (2, 3); "pool-mul" averages windows of 2 of ``xq``
+    (2-bit signed, scale 1/7) over (2, 5), then multiplies by 0.7 and quantizes with scale 0.2; "pool-affine"
+    is "pool-mul" with a BatchNormalization (scale 0.1, bias 0.1, mean 1/7, variance 0.2) for the Mul.
+    Every constant is the float32 of the number named; the last Quant rounds by ``mode``."""
+    from onnx import helper
+
+    if kind == "add-relu":
+        nodes = [
+            quant("qin", "x", "xq", bits=2, signed=1),
+            quant("qr", "xq", "r", bits=3, signed=1),
+            helper.make_node("Add", ["xq", "r"], ["h"], name="add"),
+            helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+            quant("qout", "hr", "y", bits=3, signed=1, mode=mode),
+        ]
+        inits = [
+            *quant_constants("qin", scale=0.2),
+            *quant_constants("qr", scale=0.3, bits=3),
+            *quant_constants("qout", scale=1 / 3, bits=3),
+        ]
+        return graph(nodes, inits, (2, 3), (2, 3))
+    if kind == "pool-mul":
+        after = [helper.make_node("Mul", ["p", "m"], ["h"], name="mul")]
+        constants = [constant("m", 0.7)]
+    else:
+        after = [helper.make_node("BatchNormalization", ["p", "g", "b", "mu", "var"], ["h"], name="bn")]
+        constants = [
+            constant("g", [0.1, 0.1]),
+            constant("b", [0.1, 0.1]),
+            constant("mu", [1 / 7, 1 / 7]),
+            constant("var", [0.2, 0.2]),
+        ]
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=1),
+        helper.make_node("AveragePool", ["xq"], ["p"], name="avg", kernel_shape=[2], strides=[1]),
+        *after,
+        quant("qout", "h", "y", bits=3, signed=1, mode=mode),
+    ]
+    inits = [*quant_constants("qin", scale=1 / 7), *constants, *quant_constants("qout", scale=0.2, bits=3)]
+    return graph(nodes, inits, (2, 5), (2, 4))
