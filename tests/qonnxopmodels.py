@@ -259,3 +259,31 @@ def float32_chain_model(kind: str, *, mode: str = "ROUND") -> Any:
     ]
     inits = [*quant_constants("qin", scale=1 / 7), *constants, *quant_constants("qout", scale=0.2, bits=3)]
     return graph(nodes, inits, (2, 5), (2, 4))
+
+
+def float32_chain_qcdq() -> Any:
+    """ "pool-mul" of :func:`float32_chain_model` in the QCDQ form: QuantizeLinear (int8, scale 1/7), Clip [-2, 1],
+    DequantizeLinear, AveragePool (2, stride 1), Mul by 0.7, QuantizeLinear (int8, scale 0.2), Clip [-4, 3],
+    DequantizeLinear; standard operations only, as onnxruntime runs them."""
+    from onnx import helper, numpy_helper
+
+    def qcdq(name: str, x: str, out: str, low: int, high: int) -> list[Any]:
+        return [
+            helper.make_node("QuantizeLinear", [x, f"{name}_s", f"{name}_z"], [f"{name}_i"], name=f"{name}_q"),
+            helper.make_node("Clip", [f"{name}_i", f"{name}_lo", f"{name}_hi"], [f"{name}_c"], name=f"{name}_clip"),
+            helper.make_node("DequantizeLinear", [f"{name}_c", f"{name}_s", f"{name}_z"], [out], name=f"{name}_dq"),
+        ]
+
+    def qcdq_constants(name: str, scale: float, low: int, high: int) -> list[Any]:
+        integers = [np.asarray(v, np.int8) for v in (0, low, high)]
+        names = [f"{name}_z", f"{name}_lo", f"{name}_hi"]
+        return [constant(f"{name}_s", scale), *(numpy_helper.from_array(v, n) for v, n in zip(integers, names))]
+
+    nodes = [
+        *qcdq("qin", "x", "xq", -2, 1),
+        helper.make_node("AveragePool", ["xq"], ["p"], name="avg", kernel_shape=[2], strides=[1]),
+        helper.make_node("Mul", ["p", "m"], ["h"], name="mul"),
+        *qcdq("qout", "h", "y", -4, 3),
+    ]
+    inits = [*qcdq_constants("qin", 1 / 7, -2, 1), constant("m", 0.7), *qcdq_constants("qout", 0.2, -4, 3)]
+    return graph(nodes, inits, (2, 5), (2, 4), onnx=13)

@@ -149,6 +149,17 @@ def test_steps_after_a_float32_sum_compute_in_float32_as_the_model_does(kind: st
     assert iotable.verify(proto, net, om.every_input(_CHAINS[kind], 4), codes=True).ok
 
 
+def test_steps_after_a_float32_sum_in_the_qcdq_form_agree_with_onnxruntime() -> None:
+    """The AveragePool -> Mul chain in the QCDQ form: QuantizeLinear divides in float32 too, so every input agrees
+    with onnxruntime and the codes are those of the QONNX form."""
+    proto = om.float32_chain_qcdq()
+    net = iotable.precompute(proto)
+    x = om.every_input((2, 5), 4)
+    assert iotable.verify(proto, net, x, codes=True).ok
+    qonnx_net = iotable.precompute(om.float32_chain_model("pool-mul"))
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in qonnx_net.tables]
+
+
 def test_a_batch_norm_after_a_float32_sum_folds_its_constants_as_onnxruntime() -> None:
     """The row whose mean equals the batch norm's mean gives the bias (0.1, a tie at scale 0.2) in float64, but
     onnxruntime's folded scale and bias give a hair more, which rounds up: the table holds the model's code."""
