@@ -215,3 +215,75 @@ def join_model(kind: str) -> Any:
     nodes.append(quant("qout", "h", "y", bits=3, signed=1))
     inits += quant_constants("qout", scale=0.5, bits=3)
     return graph(nodes, inits, (2, 3), out_shape)
+
+
+def float32_chain_model(kind: str, *, mode: str = "ROUND") -> Any:
+    """A float32 sum and a step after it, then a Quant (3-bit signed), with scales that put rows on float32
+    ties: "add-relu" adds ``xq`` (2-bit signed, scale 0.2) and ``xq`` quantized again (3-bit signed, scale 0.3),
+    then a Relu and a Quant of scale 1/3, over (2, 3); "pool-mul" averages windows of 2 of ``xq``
+    (2-bit signed, scale 1/7) over (2, 5), then multiplies by 0.7 and quantizes with scale 0.2; "pool-affine"
+    is "pool-mul" with a BatchNormalization (scale 0.1, bias 0.1, mean 1/7, variance 0.2) for the Mul.
+    Every constant is the float32 of the number named; the last Quant rounds by ``mode``."""
+    from onnx import helper
+
+    if kind == "add-relu":
+        nodes = [
+            quant("qin", "x", "xq", bits=2, signed=1),
+            quant("qr", "xq", "r", bits=3, signed=1),
+            helper.make_node("Add", ["xq", "r"], ["h"], name="add"),
+            helper.make_node("Relu", ["h"], ["hr"], name="relu"),
+            quant("qout", "hr", "y", bits=3, signed=1, mode=mode),
+        ]
+        inits = [
+            *quant_constants("qin", scale=0.2),
+            *quant_constants("qr", scale=0.3, bits=3),
+            *quant_constants("qout", scale=1 / 3, bits=3),
+        ]
+        return graph(nodes, inits, (2, 3), (2, 3))
+    if kind == "pool-mul":
+        after = [helper.make_node("Mul", ["p", "m"], ["h"], name="mul")]
+        constants = [constant("m", 0.7)]
+    else:
+        after = [helper.make_node("BatchNormalization", ["p", "g", "b", "mu", "var"], ["h"], name="bn")]
+        constants = [
+            constant("g", [0.1, 0.1]),
+            constant("b", [0.1, 0.1]),
+            constant("mu", [1 / 7, 1 / 7]),
+            constant("var", [0.2, 0.2]),
+        ]
+    nodes = [
+        quant("qin", "x", "xq", bits=2, signed=1),
+        helper.make_node("AveragePool", ["xq"], ["p"], name="avg", kernel_shape=[2], strides=[1]),
+        *after,
+        quant("qout", "h", "y", bits=3, signed=1, mode=mode),
+    ]
+    inits = [*quant_constants("qin", scale=1 / 7), *constants, *quant_constants("qout", scale=0.2, bits=3)]
+    return graph(nodes, inits, (2, 5), (2, 4))
+
+
+def float32_chain_qcdq() -> Any:
+    """ "pool-mul" of :func:`float32_chain_model` in the QCDQ form: QuantizeLinear (int8, scale 1/7), Clip [-2, 1],
+    DequantizeLinear, AveragePool (2, stride 1), Mul by 0.7, QuantizeLinear (int8, scale 0.2), Clip [-4, 3],
+    DequantizeLinear; standard operations only, as onnxruntime runs them."""
+    from onnx import helper, numpy_helper
+
+    def qcdq(name: str, x: str, out: str, low: int, high: int) -> list[Any]:
+        return [
+            helper.make_node("QuantizeLinear", [x, f"{name}_s", f"{name}_z"], [f"{name}_i"], name=f"{name}_q"),
+            helper.make_node("Clip", [f"{name}_i", f"{name}_lo", f"{name}_hi"], [f"{name}_c"], name=f"{name}_clip"),
+            helper.make_node("DequantizeLinear", [f"{name}_c", f"{name}_s", f"{name}_z"], [out], name=f"{name}_dq"),
+        ]
+
+    def qcdq_constants(name: str, scale: float, low: int, high: int) -> list[Any]:
+        integers = [np.asarray(v, np.int8) for v in (0, low, high)]
+        names = [f"{name}_z", f"{name}_lo", f"{name}_hi"]
+        return [constant(f"{name}_s", scale), *(numpy_helper.from_array(v, n) for v, n in zip(integers, names))]
+
+    nodes = [
+        *qcdq("qin", "x", "xq", -2, 1),
+        helper.make_node("AveragePool", ["xq"], ["p"], name="avg", kernel_shape=[2], strides=[1]),
+        helper.make_node("Mul", ["p", "m"], ["h"], name="mul"),
+        *qcdq("qout", "h", "y", -4, 3),
+    ]
+    inits = [*qcdq_constants("qin", 1 / 7, -2, 1), constant("m", 0.7), *qcdq_constants("qout", 0.2, -4, 3)]
+    return graph(nodes, inits, (2, 5), (2, 4), onnx=13)

@@ -135,6 +135,52 @@ def test_an_average_pool_sums_in_float32_as_the_model_does() -> None:
     assert iotable.verify(proto, net, x, codes=True).ok
 
 
+_CHAINS = {"add-relu": (2, 3), "pool-mul": (2, 5), "pool-affine": (2, 5)}
+
+
+@pytest.mark.parametrize("kind", list(_CHAINS))
+def test_steps_after_a_float32_sum_compute_in_float32_as_the_model_does(kind: str) -> None:
+    """A Relu after a residual add, a Mul or a BatchNormalization after an average pool: the layer stays in
+    float32 up to its quantizer's division, so rows that float32 puts on a rounding tie agree with qonnx's
+    executor on every input."""
+    proto = om.float32_chain_model(kind)
+    net = iotable.precompute(proto)
+    assert sum(r.get("near_ties") or 0 for r in net.rows()) > 0  # the scales do put rows on ties
+    assert iotable.verify(proto, net, om.every_input(_CHAINS[kind], 4), codes=True).ok
+
+
+def test_steps_after_a_float32_sum_in_the_qcdq_form_agree_with_onnxruntime() -> None:
+    """The AveragePool -> Mul chain in the QCDQ form: QuantizeLinear divides in float32 too, so every input agrees
+    with onnxruntime and the codes are those of the QONNX form."""
+    proto = om.float32_chain_qcdq()
+    net = iotable.precompute(proto)
+    x = om.every_input((2, 5), 4)
+    assert iotable.verify(proto, net, x, codes=True).ok
+    qonnx_net = iotable.precompute(om.float32_chain_model("pool-mul"))
+    assert [t.outputs.tolist() for t in net.tables] == [t.outputs.tolist() for t in qonnx_net.tables]
+
+
+def test_a_batch_norm_after_a_float32_sum_folds_its_constants_as_onnxruntime() -> None:
+    """The row whose mean equals the batch norm's mean gives the bias (0.1, a tie at scale 0.2) in float64, but
+    onnxruntime's folded scale and bias give a hair more, which rounds up: the table holds the model's code."""
+    net = iotable.precompute(om.float32_chain_model("pool-affine"))
+    row = int(np.ravel_multi_index((3, 3), (4, 4)))  # 1/7 and 1/7: their mean is the batch norm's mean
+    assert net.tables[0].outputs[row, 0] == 5  # q = 1 of -4..3 (0.5 rounded half to even would give 0)
+
+
+def test_a_mismatch_at_a_tie_of_a_float32_layer_is_reported_as_one() -> None:
+    """Tamper: a network built with HALF_UP against the model's ROUND differs only at halves; verify locates
+    the row, its float32 value and says the layer computes in float32 rather than that it is exact."""
+    wrong = iotable.precompute(om.float32_chain_model("pool-mul", mode="HALF_UP"))
+    proto = om.float32_chain_model("pool-mul")
+    report = iotable.verify(proto, wrong, om.every_input((2, 5), 4), codes=True)
+    assert not report.ok and report.first is not None
+    first = report.first
+    assert first["tie"] and abs(first["table"] - first["model"]) == 1
+    assert first["value"] == float(np.float32(first["value"]))
+    assert "computes in float32" in first["note"] and "exact result" not in first["note"]
+
+
 # -- Trunc -------------------------------------------------------------------------------------------------------
 
 _MODES = ["FLOOR", "ROUND", "CEIL", "HALF_UP", "HALF_DOWN", "UP", "DOWN"]

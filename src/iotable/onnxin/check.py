@@ -139,8 +139,9 @@ def verify_onnx(model: Any, net: TableNetwork, inputs: Any, *, codes: bool = Fal
     Returns:
         A :class:`~iotable.network.verify.VerifyReport`; for the first mismatching sample it names the first
         table node whose codes differ from the executor's tensor at the same point, the unit, its input codes,
-        both output codes, and whether the row is a float32 tie (``tie``: the float64 value lies within float32
-        rounding of a quantization boundary, where float32 arithmetic may round either way).
+        both output codes, the row's value (float64, or float32 where the layer computes in float32 as the model
+        does: after an average pool or a residual add), and whether the row is a float32 tie (``tie``: the value
+        lies within float32 rounding of a quantization boundary, where float32 arithmetic may round either way).
     """
     what = "verify"
     if not isinstance(net, TableNetwork):
@@ -171,13 +172,20 @@ def verify_onnx(model: Any, net: TableNetwork, inputs: Any, *, codes: bool = Fal
         sample = int(np.flatnonzero(~same)[0])
         first = _locate(net, walk, proto, parsed, input_codes[sample : sample + 1], values[sample : sample + 1])
         first["sample"] = sample
-        first["note"] = first.get("note") or (_TIE if first["tie"] else _NOT_TIE)
+        tie = _TIE32 if first.pop("float32", False) else _TIE
+        first["note"] = first.get("note") or (tie if first["tie"] else _NOT_TIE)
     return VerifyReport(samples=len(values), mismatches=mismatches, first=first)
 
 
 _TIE = (
     "a float32 tie: the row's exact value lies within float32 rounding of a quantization boundary or threshold, "
     "which the reference's float32 arithmetic rounds the other way; the table holds the exact result"
+)
+_TIE32 = (
+    "a float32 tie: the row's value lies within float32 rounding of a quantization boundary or threshold; the "
+    "layer computes in float32 as the model does (after an average pool or a residual add), but where a step's "
+    "float32 result is the exact value rounded once (a matrix product's sum, a sigmoid or tanh), the reference's "
+    "own float32 arithmetic may round it the other way"
 )
 _NOT_TIE = "not a float32 tie: the table differs from the model's own semantics"
 
@@ -217,6 +225,7 @@ def _locate(net: TableNetwork, walk: Any, proto: Any, parsed: Any, codes: Any, v
             "model": int(reference[element]),
             "value": float(value[0]),
             "tie": bool(near[0]),
+            "float32": walk.planned[meta.layer].float32,
         }
     return {
         "node": net.output_node.name,

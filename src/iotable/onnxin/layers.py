@@ -403,7 +403,12 @@ class Walk:
 
     def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
         value = per_feature(self._constant(op, 1, "operand"), fn.width, self._where(op))
-        return fn.then(lambda x: apply(x, value), op)
+        value32 = value.astype(np.float32)
+
+        def step32(x: np.ndarray) -> np.ndarray:
+            return np.asarray(apply(x.astype(np.float32), value32)).astype(np.float64)
+
+        return fn.then(lambda x: apply(x, value), op, step32=step32)
 
     @QONNX_OPERATIONS.register("Sub")
     def _sub(self, op: OnnxOp) -> Float:
@@ -458,7 +463,14 @@ class Walk:
         )
         eps = float(op.attributes.get("epsilon", 1e-5))
         factor = scale / np.sqrt(var + eps)
-        return fn.then(lambda x: (x - mean) * factor + bias, op)
+        # in float32 as onnxruntime computes it: x * new_scale + new_bias, the two folded per channel first
+        scale32 = np.float32(1) / np.sqrt(var.astype(np.float32) + np.float32(eps)) * scale.astype(np.float32)
+        bias32 = bias.astype(np.float32) - mean.astype(np.float32) * scale32
+
+        def step32(x: np.ndarray) -> np.ndarray:
+            return (x.astype(np.float32) * scale32 + bias32).astype(np.float64)
+
+        return fn.then(lambda x: (x - mean) * factor + bias, op, step32=step32)
 
     def _reshape(self, op: OnnxOp) -> Any:
         data = self._tensor(op)

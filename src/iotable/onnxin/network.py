@@ -1,5 +1,6 @@
 """``precompute`` of a QONNX model: the graph read and cut into planned layers (every check made first), then
-every unit's rows computed exactly in float64 and quantized by QONNX's rules."""
+every unit's rows computed exactly in float64 (in float32 from an average pool's or a residual add's sum on, as
+the model computes them) and quantized by QONNX's rules."""
 
 from __future__ import annotations
 
@@ -111,8 +112,9 @@ def _codes(rows: int, radices: list[int]) -> np.ndarray:
 
 
 def unit_rows(planned: Planned, index: int, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Output codes, near-tie mask and float64 values of unit ``index`` of a planned layer on rows ``codes``
-    ``(rows, fan_in)``: the codes decoded, the layer's arithmetic in float64, the closing quantizer's rules.
+    """Output codes, near-tie mask and values of unit ``index`` of a planned layer on rows ``codes``
+    ``(rows, fan_in)``: the codes decoded, the layer's arithmetic in float64 (in float32 from an average pool's or
+    a residual add's sum on, as the model computes it), the closing quantizer's rules.
 
     The arithmetic reads every input element of one unit's view: the features, or one window in channel-major
     order (channel, then kernel position); the unit's elements are its channels' (the others hold a fill value,
@@ -142,8 +144,8 @@ def unit_rows(planned: Planned, index: int, codes: np.ndarray) -> tuple[np.ndarr
 
 
 def tabulate_layer(planned: Planned) -> LayerTables:
-    """Every unit's dense table: its input codes decoded, the layer's arithmetic in float64 on them, the closing
-    quantizer's rules (QONNX's rounding, ``>=`` thresholds) giving the output codes."""
+    """Every unit's dense table: its input codes decoded, the layer's arithmetic on them (:func:`unit_rows`), the
+    closing quantizer's rules (QONNX's rounding, ``>=`` thresholds) giving the output codes."""
     plan = planned.plan
     output = plan.output_domain
     assert isinstance(output, Domain)

@@ -19,7 +19,7 @@ from ..units import Geometry
 from .quant import QuantParams, Thresholds, TruncParams
 from .read import OnnxOp
 
-__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "node_of", "reshaped"]
+__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "in_float32", "node_of", "reshaped"]
 
 Step = Callable[[np.ndarray], np.ndarray]
 
@@ -36,25 +36,42 @@ class Codes:
     node: Node
 
 
+def in_float32(step: Step) -> Step:
+    """``step`` on float32 values, its result rounded to float32: the model's float32 arithmetic where ``step`` is
+    one operation (``+``, ``-``, ``*``, ``/``, a maximum, a clip) of float32 operands, since the float64 result of
+    two float32 operands rounded to float32 is the correctly rounded float32 result."""
+
+    def step32(x: np.ndarray) -> np.ndarray:
+        y = step(x.astype(np.float32).astype(np.float64))
+        return np.asarray(y).astype(np.float32).astype(np.float64)
+
+    return step32
+
+
 @dataclass(frozen=True)
 class Float:
     """A float64 function of ``source``'s values: ``steps`` in order; ``reads[o, i]`` whether output ``o``
-    depends on input (channel) ``i``; ``ops`` the ONNX nodes it holds."""
+    depends on input (channel) ``i``; ``ops`` the ONNX nodes it holds. Once a step gives float32 values (an
+    average pool, a residual add), every later step computes in float32 too, as the model does."""
 
     source: Node
     steps: tuple[Step, ...]
     reads: np.ndarray
     ops: tuple[str, ...]
     geometry: Geometry | None = None  # a convolution's window: the steps read one window, channel-major
-    float32: bool = False  # the last step gives float32 values, as the model computes them (an average pool)
+    float32: bool = False  # the steps give float32 values, as the model computes them (after an average pool)
 
     @property
     def width(self) -> int:
         return int(self.reads.shape[0])
 
-    def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None) -> Float:
+    def then(self, step: Step, op: OnnxOp, reads: np.ndarray | None = None, *, step32: Step | None = None) -> Float:
+        """``step`` after the steps so far; where they give float32 values, ``step32`` (the step as the model
+        computes it in float32), or ``step`` on float32 values rounded to float32 (exact for one operation)."""
         new = self.reads if reads is None else reads
-        return Float(self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry)
+        if self.float32:
+            step = step32 if step32 is not None else in_float32(step)
+        return Float(self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry, self.float32)
 
 
 @dataclass(frozen=True, eq=False)
