@@ -63,6 +63,20 @@ def test_latency_follows_the_levels_between_registers(mlp: iotable.TableNetwork,
     assert not any("clk" in (shallow.directory / name).read_text() for name in shallow.sources[:-1])
 
 
+def test_design_latency_is_the_exported_designs(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
+    """design_latency() gives the latency export writes, the registers inside the tables counted; a table of one
+    layer (not a network) is refused by name."""
+    from iotable.errors import HDLError
+    from iotable.hdl.writer import design_latency
+
+    for every in (0, 1, 2):
+        design = export_mapped(mlp, tmp_path / str(every), "verilog", k=3, pipeline_luts=every, table_benches=False)
+        got = design_latency(mlp, pipeline=1, pipeline_luts=every, k=3, cache_dir=tmp_path / "abc")
+        assert got == design.latency and (every == 0 or got > len(design.layers))
+    with pytest.raises(HDLError, match="design_latency: expected a TableNetwork .* received IOTable"):
+        design_latency(mlp.tables[0])
+
+
 def test_ice40_cells_pipelined_pass(mlp: iotable.TableNetwork, tmp_path: Path) -> None:
     """Tables as iCE40 SB_LUT4 cells, pipelined inside, pass the network bench and their table benches."""
     design = export_mapped(mlp, tmp_path, "verilog", top="mlp", k=4, primitives="ice40", pipeline_luts=1, vectors=100)

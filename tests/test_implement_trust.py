@@ -192,6 +192,17 @@ def test_the_tools_versions_are_asked_at_every_call(tiny, fakes: Path, tmp_path:
     assert not again.cached and ("yosys", "0.100+fake") in again.tools and _runs(fakes) == 2
 
 
+def test_tool_versions_are_the_ones_implement_runs_with(tiny, fakes: Path, tmp_path: Path) -> None:
+    """tool_versions() names the programs and versions implement reports for a target, and follows a new yosys."""
+    from iotable.hdl.implement import tool_versions
+
+    assert tool_versions("ice40-hx1k") == implement(tiny, target="ice40-hx1k", cache_dir=tmp_path / "cache").tools
+    (fakes / "yosys_version").write_text("Yosys 0.100+fake\n")
+    assert ("yosys", "0.100+fake") in tool_versions("ice40-hx1k")
+    with pytest.raises(OptionError, match="tool_versions"):
+        tool_versions("fpga-9000")
+
+
 @pytest.mark.parametrize("kind", ["folder", "link"])
 def test_a_folder_or_link_at_the_cache_files_name_is_an_error(tiny, fakes: Path, tmp_path: Path, kind: str) -> None:
     """A folder or a link where the cache file belongs is a CacheError naming the path and the fix, raised

@@ -61,10 +61,17 @@ def _fake_implement(net: Any, candidate: Any, **_: Any) -> dict[str, Any]:
             "tools": []}  # fmt: skip
 
 
+#: The tools' versions the stand-in for place and route answers with (a test changes them to upgrade the tools).
+FAKE_TOOLS = {"version": "0.1"}
+
+
 @pytest.fixture
 def counted(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Every stage counted as it runs, place and route stood in for by :func:`_fake_implement`."""
+    """Every stage counted as it runs, place and route stood in for by :func:`_fake_implement` (and the place
+    and route tools' versions by :data:`FAKE_TOOLS`)."""
     require_program("berkeley-abc", package="berkeley-abc")
+    monkeypatch.setitem(FAKE_TOOLS, "version", "0.1")
+    monkeypatch.setattr(stages, "tool_versions", lambda target, **_: (("yosys", FAKE_TOOLS["version"]),))
     calls: Counter[str] = Counter()
     for name in STAGES:
         original = _fake_implement if name == "implement_stage" else getattr(stages, name)
@@ -143,6 +150,79 @@ def test_the_executor_reaches_abc(tmp_path: Path, counted: Counter[str], monkeyp
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         _run(tmp_path / "s", executor=pool)
     assert seen and all(e is pool for e in seen)
+
+
+def test_a_bad_executor_is_refused_before_any_stage(tmp_path: Path, counted: Counter[str]) -> None:
+    """An executor of none of the accepted kinds is refused by sweep() itself: no stage runs, no folder is made."""
+    with pytest.raises(OptionError, match=r"sweep: executor must be None.*received object.*docs/cluster.md"):
+        _run(tmp_path / "s", executor=object())
+    assert sum(counted.values()) == 0 and not (tmp_path / "s").exists()
+
+
+# -- latency with registers inside the tables ---------------------------------------------------------------------
+
+PIPELINED = {"pipeline": 1, "pipeline_luts": 1}
+
+
+def _export_latency(variant: Variant, folder: Path) -> int:
+    """The latency of the design export writes for ``variant`` with :data:`PIPELINED` and k=4."""
+    net = iotable.precompute(variant.model, **variant.precompute)
+    return iotable.hdl.export(net, folder, vectors=1, tables="mapped", k=4, **PIPELINED).latency
+
+
+def test_the_latency_stage_counts_the_registers_inside_the_tables(tmp_path: Path) -> None:
+    """With pipeline_luts the latency stage gives the exported design's latency, above the layer registers alone."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    variant = _variants()[1]  # "wide": tables of 6 address bits, two levels of LUT4
+    net = iotable.precompute(variant.model, **variant.precompute)
+    inside = stages.latency_stage(net, Pipelining.parse(PIPELINED), k=4, cache_dir=tmp_path / "abc")["latency"]
+    assert inside == _export_latency(variant, tmp_path / "d") > stages.latency_stage(net, Pipelining(1))["latency"]
+
+
+def test_points_not_placed_carry_the_latency_of_their_pipelined_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every point of a pipeline_luts setting, placed or pruned, has its design's latency; the plain setting of the
+    same pipeline= keeps its own record; a new ABC measures the pipelined latencies again, not the plain ones."""
+    require_program("berkeley-abc", package="berkeley-abc")
+    fake = types.SimpleNamespace(luts=1, lut_inputs=4, flip_flops=1, fmax_mhz=100.0, placed=True, tools=())
+    monkeypatch.setattr(stages, "implement", lambda design, **_: fake)
+    monkeypatch.setattr(stages, "tool_versions", lambda target, **_: (("yosys", "0.1"),))
+    options: dict[str, Any] = {"targets": "ice40-hx1k", "pipelines": (1, PIPELINED), "k": 4, "progress": False}
+    result = sweep(_variants(), folder=tmp_path / "s", **options)
+    expected = {v.name: _export_latency(v, tmp_path / v.name) for v in _variants()}
+    pipelined = [p for p in result.points if p.pipeline_luts]
+    assert [p.latency for p in pipelined] == [expected[p.variant] for p in pipelined]
+    assert any(p.stage != "implement" and p.latency > 2 for p in pipelined)  # pruned, yet its true latency
+    assert {p.latency for p in result.points if not p.pipeline_luts} == {2, 3}
+    monkeypatch.setattr("iotable.synth.abcrun._version", lambda program, mtime: "UC Berkeley, ABC 99.0 (test)")
+    again = sweep(_variants(), folder=tmp_path / "s", **options)
+    assert again.runs["latency"] == again.reused["latency"] == 3 and again.points == result.points
+
+
+# -- the tools' versions ------------------------------------------------------------------------------------------
+
+
+def test_a_new_abc_maps_again(tmp_path: Path, counted: Counter[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """ABC's records are keyed on its version: another version line (an upgrade) runs the ABC stage again, and
+    place and route, which does not use it here, is reused."""
+    first = _run(tmp_path / "s")
+    assert _run(tmp_path / "s").runs["abc"] == 0  # the same ABC: every record reused
+    monkeypatch.setattr("iotable.synth.abcrun._version", lambda program, mtime: "UC Berkeley, ABC 99.0 (test)")
+    again = _run(tmp_path / "s")
+    assert again.runs["abc"] == first.runs["abc"] > 0 and again.reused["abc"] == 0
+    assert again.runs["implement"] == 0 and again.points == first.points
+
+
+def test_new_place_and_route_tools_place_again(tmp_path: Path, counted: Counter[str]) -> None:
+    """Place and route's records are keyed on the tools' versions: an upgraded yosys places every candidate
+    again, and ABC's records are reused."""
+    first = _run(tmp_path / "s")
+    assert _run(tmp_path / "s").runs["implement"] == 0  # the same tools: every record reused
+    FAKE_TOOLS["version"] = "0.2"
+    again = _run(tmp_path / "s")
+    assert again.runs["implement"] == len(first.placed) > 0 and again.reused["implement"] == 0
+    assert again.runs["abc"] == 0 and again.points == first.points
 
 
 # -- resuming and records -----------------------------------------------------------------------------------------
@@ -262,6 +342,7 @@ def test_the_fingerprint_follows_the_content() -> None:
         ({"near": -0.1}, "near must be a fraction"),
         ({"timeout": 0}, "timeout must be a positive number"),
         ({"folder": 3}, "folder must be a folder path"),
+        ({"executor": "dask"}, "executor must be None .* received str"),
     ],
 )
 def test_bad_options_are_refused_before_any_work(tmp_path: Path, options: dict[str, Any], words: str) -> None:
@@ -414,6 +495,8 @@ def test_one_candidate_through_the_real_tools(tmp_path: Path) -> None:
     assert point.fmax_mhz is not None and point.fmax_mhz > 50
     again = sweep([variant], targets="ice40-hx1k", folder=tmp_path / "s", progress=False)
     assert again.points == result.points and again.runs["implement"] == 0
+    [record] = [json.loads(path.read_text()) for path in _records(tmp_path / "s", "implement")]
+    assert record["options"]["tools"] == record["result"]["tools"]  # keyed on the versions implement ran
 
 
 def test_tables_that_disagree_with_their_model_reach_no_front(

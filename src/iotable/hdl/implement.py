@@ -47,7 +47,7 @@ from .retarget import for_target
 from .seeds import check_seeds, median_record, run_seeds, spread
 from .target import Target, parse_target
 
-__all__ = ["Implementation", "implement", "parse_target"]
+__all__ = ["Implementation", "implement", "parse_target", "tool_versions"]
 
 #: Bumped when the flow (scripts, options, what is read from the reports) changes: older cache files miss.
 FLOW = "implement-3"
@@ -199,6 +199,21 @@ def _program(tool: str, target: Target, *, what: str) -> str:
         f"install the pip wheels with pip install 'iotable[fpga]' (or pip install {_WHEELS[tool]}){debian}"
     )
     raise SimulatorNotInstalledError(msg)
+
+
+def _programs(target: Target, *, what: str) -> dict[str, str]:
+    """The programs ``target``'s flow runs: yosys, and nextpnr of its family where it is placed."""
+    programs = {"yosys": _program("yosys", target, what=what)}
+    if target.placed:
+        programs["nextpnr"] = _program(f"nextpnr-{target.family}", target, what=what)
+    return programs
+
+
+def tool_versions(target: str, *, timeout: float = 60.0) -> tuple[tuple[str, str], ...]:
+    """The ``(program, version)`` of each tool :func:`implement` runs for ``target``, as its cache key holds them."""
+    what, deadline = "tool_versions", time.monotonic() + float(timeout)
+    programs = _programs(parse_target(target, what=what), what=what)
+    return tuple((p, _version(p, deadline, what=what)) for p in programs.values())
 
 
 def _version(program: str, deadline: float, *, what: str) -> str:
@@ -511,9 +526,8 @@ def implement(
     if context.out_of_context:
         top, wrapper = WRAPPER, wrapper_text(design.top, design.inputs.width, design.outputs.width)
         files = {**files, f"{WRAPPER}.v": wrapper}
-    programs = {"yosys": _program("yosys", chosen, what=what)}
+    programs = _programs(chosen, what=what)
     if chosen.placed:
-        programs["nextpnr"] = _program(f"nextpnr-{chosen.family}", chosen, what=what)
         placer_listed(placer, programs["nextpnr"], lambda c, cwd: _run(c, cwd, deadline, what=what), what=what)
     base: dict[str, Any] = {
         "format": _FORMAT, "design": design_key(design), "top": top, "target": chosen.name,

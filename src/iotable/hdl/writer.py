@@ -47,7 +47,7 @@ from .tools import CheckResult, Simulator, check_files, simulate_files
 from .verilator import table_model, verilator_model
 from .verilog_simtables import simulation_sources
 
-__all__ = ["UNROLL_LIMIT", "check", "export", "simulate"]
+__all__ = ["UNROLL_LIMIT", "check", "design_latency", "export", "simulate"]
 
 #: More instances than this make an unrolled design refuse (an image too large to unroll).
 UNROLL_LIMIT = 200_000
@@ -150,6 +150,51 @@ def _build(
     if not netlist.streaming:  # a node kind of its own may instantiate tables the count above cannot see
         _unroll_limit(sum(len(b.instances) for b in netlist.blocks if isinstance(b, Layer)), what=what)
     return netlist
+
+
+def _staged(
+    net: TableNetwork, netlist: Netlist, build: tuple[Style, str, int], mapping: dict[str, Any] | None, every: int,
+    keep_dead: bool, *, what: str,
+) -> tuple[Netlist, dict[str, Any] | None, dict[str, int]]:  # fmt: skip
+    """With ``mapping`` (``tables="mapped"``: ``k``, ``executor``, ``cache_dir``), every table module mapped and,
+    with ``every`` (``pipeline_luts``), the registers inside each; the netlist then built again with each layer
+    as many stages later as its tables' registers. The netlist, the mapped modules and the registers by module."""
+    if mapping is None:
+        return netlist, None, {}
+    mapped = map_modules(netlist.modules, **mapping, what=what)
+    latency = table_latency(netlist, mapped, every, what=what) if every else {}
+    if any(latency.values()):  # the same walk again, each layer as many stages later as its tables' registers
+        style, top, depth = build
+        netlist = _build(net, style, top, depth, what=what, keep_dead=keep_dead, table_latency=latency)
+    return netlist, mapped, latency
+
+
+def design_latency(
+    net: TableNetwork,
+    *,
+    pipeline: int | str | None = 1,
+    pipeline_luts: int | None = 0,
+    k: int = 6,
+    executor: Any = None,
+    cache_dir: str | Path | None = None,
+    keep_dead: bool = False,
+) -> int:
+    """The latency :func:`export` gives the unrolled design of ``net`` with these options, without writing a
+    file: the registers after every ``pipeline``-th table layer and, with ``pipeline_luts``, those inside
+    each table (its tables then mapped as ``export(tables="mapped", k=k)`` maps them, through ``cache_dir``).
+    Example: ``design_latency(net, pipeline=1, pipeline_luts=1, k=4)`` is 4 for two layers of two LUT levels."""
+    what = "design_latency"
+    if not isinstance(net, TableNetwork):
+        msg = f"{what}: expected a TableNetwork (iotable.precompute or iotable.load), received {type(net).__name__}"
+        raise HDLError(msg)
+    depth = _pipeline(pipeline, what=what)
+    table_kind = check_mapped_options("mapped" if pipeline_luts else "case", k, "x", what=what)
+    every = check_pipeline_luts(pipeline_luts, tables=table_kind, style=Style.UNROLLED.value, what=what)
+    keep_dead = check_keep_dead(keep_dead, what=what)
+    netlist = _build(net, Style.UNROLLED, "iotable_net", depth, what=what, keep_dead=keep_dead)
+    mapping = {"k": k, "executor": executor, "cache_dir": cache_dir} if every else None
+    netlist, _, _ = _staged(net, netlist, (Style.UNROLLED, "iotable_net", depth), mapping, every, keep_dead, what=what)
+    return int(netlist.latency)
 
 
 def _words(netlist: Netlist, codes: np.ndarray, node: Any) -> np.ndarray:
@@ -318,12 +363,8 @@ def export(
     netlist = _build(net, chosen, top, depth, what=what, keep_dead=keep_dead)
     stimulus = _stimulus(net, inputs, vectors, seed, what=what)
     n = int(stimulus.shape[0])
-    mapped = None
-    if table_kind.value == "mapped":
-        mapped = map_modules(netlist.modules, k=k, executor=executor, cache_dir=cache_dir, what=what)
-    latency = table_latency(netlist, mapped, every, what=what) if mapped is not None and every else {}
-    if any(latency.values()):  # the same walk again, each layer as many stages later as its tables' registers
-        netlist = _build(net, chosen, top, depth, what=what, keep_dead=keep_dead, table_latency=latency)
+    mapping = {"k": k, "executor": executor, "cache_dir": cache_dir} if table_kind.value == "mapped" else None
+    netlist, mapped, latency = _staged(net, netlist, (chosen, top, depth), mapping, every, keep_dead, what=what)
     expected = codes_at(net, stimulus, netlist.output_node).numpy()
     in_node, out_node = net.graph[netlist.input_node], net.graph[netlist.output_node]
     header = header_lines(netlist, depth, pipeline_luts=every)

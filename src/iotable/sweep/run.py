@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .._util.executor import check_executor
 from .._util.progress import progress_bar
 from .._util.trust import Untrusted, digest_file
 from ..errors import CacheError, OptionError
@@ -59,7 +60,8 @@ def sweep(
     one target, pipelining setting and seed (registers buy an Fmax that no cheap stage measures); the result's
     front is over the placed candidates' LUTs, Fmax, latency and accuracy. With ``folder``, each stage's result
     is written there as a JSON record as soon as it is done: a rerun (after a crash, or with more options) reuses
-    every record whose variant fingerprint and options match, and runs only what is missing.
+    every record whose variant fingerprint and options (the tools' versions among them) match, and runs only what
+    is missing.
 
     Args:
         variants: :class:`Variant` objects, or a mapping of names to variants' models or bundle paths (a model
@@ -67,7 +69,7 @@ def sweep(
         targets: :func:`iotable.hdl.implement` targets (``"ice40-hx8k"``, ``"ecp5-85k"``, ...).
         pipelines: pipelining settings: ``pipeline=`` as :func:`iotable.hdl.export` takes it (``1``, ``2``,
             ``"none"``) or ``{"pipeline": 1, "pipeline_luts": 2}`` (registers inside the tables too; the tables
-            are then exported mapped).
+            are then exported mapped, and mapped by ABC already for the latency, which counts those registers).
         efforts: ABC's mapping effort, ``"fast"`` and/or ``"floor"`` (:func:`iotable.synth.cost`).
         seeds: nextpnr's placement seeds; each seed is a candidate of its own.
         folder: where the records (and each variant's tables, and the ABC and implement caches) are kept;
@@ -76,7 +78,7 @@ def sweep(
             default 5%, which keeps what the estimate cannot tell from the front; 0: the fronts alone).
         k: LUT inputs for ABC.
         executor: where ABC maps (:func:`iotable.synth.cost`'s ``executor``: ``None``, a
-            ``concurrent.futures.Executor`` or a ``dask.distributed.Client``).
+            ``concurrent.futures.Executor`` or a ``dask.distributed.Client``; anything else is refused first).
         frequency, timeout: :func:`iotable.hdl.implement`'s clock goal and time limit per run.
         progress: a bar per stage; ``None``: in a terminal or a notebook.
 
@@ -102,6 +104,7 @@ def sweep(
             unit = "MHz" if name == "frequency" else "seconds"
             msg = f"sweep: {name} must be a positive number of {unit}, received {value!r}"
             raise OptionError(msg)
+    check_executor(executor, what="sweep", error=OptionError)
     options = {"frequency": frequency, "timeout": timeout}
     if folder is None:
         with tempfile.TemporaryDirectory(prefix="iotable-sweep-") as tmp:
@@ -174,6 +177,7 @@ class _Sweep:
     runs: dict[str, int] = field(default_factory=dict)
     reused: dict[str, int] = field(default_factory=dict)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def run(self) -> SweepResult:
         """Every stage in order, the two fronts between them; the result with the final front marked."""
@@ -182,13 +186,7 @@ class _Sweep:
         self._stage("estimate", [(v,) for v in variants], lambda n: ({"k": 6}, lambda: self._estimate(variants[n])))
         self._stage("tables", [(v,) for v in variants], lambda n: ({}, lambda: self._tables(variants[n])))
         self._stage("verify", [(v,) for v in variants], lambda n: self._verify_job(variants[n]))
-        pairs = [(v, str(p)) for v in variants for p in self.plan.pipelinings]
-        settings = {str(p): p for p in self.plan.pipelinings}
-        self._stage(
-            "latency",
-            pairs,
-            lambda n, p: ({"pipeline": settings[p].pipeline}, lambda: stages.latency_stage(self._net(n), settings[p])),
-        )
+        self._stage("latency", [(v, str(p)) for v in variants for p in self.plan.pipelinings], self._latency_job)
         candidates = [c for c in self.plan.candidates() if self._correct(c)]
         cheap = self._front(candidates, lambda c: self.results["estimate", c.variant]["luts"])
         abc = list(dict.fromkeys((c.variant, c.effort) for c in cheap))
@@ -237,14 +235,29 @@ class _Sweep:
         unkeyed = variant.scorer is not None and scorer is None  # measured again on every run
         return (None if unkeyed else options), lambda: stages.verify_stage(variant, self._net(variant.name))
 
+    def _latency_job(self, name: str, setting: str) -> tuple[Any, Callable[[], dict[str, Any]]]:
+        """Registers inside the tables (``pipeline_luts``) follow their LUT depth: ABC's mapping, its k and version."""
+        pipelining = next(p for p in self.plan.pipelinings if str(p) == setting)
+        options: dict[str, Any] = {"pipeline": pipelining.pipeline, "pipeline_luts": pipelining.pipeline_luts}
+        if pipelining.pipeline_luts:
+            options.update(k=self.plan.k, abc_version=stages.abc_version())
+        return options, lambda: stages.latency_stage(
+            self._net(name), pipelining, k=self.plan.k, executor=self.executor, cache_dir=self.store.folder / "abc"
+        )
+
     def _abc_job(self, name: str, effort: str) -> tuple[Any, Callable[[], dict[str, Any]]]:
-        options = {"effort": effort, "k": self.plan.k}
+        options = {"effort": effort, "k": self.plan.k, "abc_version": stages.abc_version()}
         return options, lambda: stages.abc_stage(
             self._net(name), effort=effort, k=self.plan.k, executor=self.executor, cache_dir=self.store.folder / "abc"
         )
 
     def _implement_job(self, c: Candidate) -> tuple[Any, Callable[[], dict[str, Any]]]:
         options = {**_candidate_options(c, self.plan.k), "frequency": self.options["frequency"]}
+        if c.target not in self.tools:  # asked once a run: yosys, nextpnr (a new one measures again)
+            self.tools[c.target] = [list(t) for t in stages.tool_versions(c.target, timeout=self.options["timeout"])]
+        options["tools"] = self.tools[c.target]
+        if c.pipelining.pipeline_luts:  # the tables are exported mapped by ABC
+            options["abc_version"] = stages.abc_version()
         return options, lambda: stages.implement_stage(
             self._net(c.variant), c, k=self.plan.k, executor=self.executor, cache_dir=self.store.folder,
             options=self.options,

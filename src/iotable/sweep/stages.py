@@ -5,7 +5,8 @@
 - :func:`tables_stage` — the table network (:func:`iotable.precompute`, or :func:`iotable.load` of a bundle),
   saved as a bundle in the sweep's folder so that a rerun loads it instead of building it again;
 - :func:`verify_stage` — :func:`iotable.verify` on the variant's inputs, and the scorer's accuracy;
-- :func:`latency_stage` — the design's latency for a pipelining setting, from its netlist (no file written);
+- :func:`latency_stage` — the design's latency for a pipelining setting as :func:`iotable.hdl.export` gives it,
+  the registers inside the tables (``pipeline_luts``) included (no file written);
 - :func:`abc_stage` — :func:`iotable.synth.cost`: every live table mapped by ABC and checked;
 - :func:`implement_stage` — :func:`iotable.hdl.export` and :func:`iotable.hdl.implement`: LUTs, flip-flops and
   Fmax after place and route.
@@ -22,13 +23,12 @@ from typing import Any
 from ..bundle.bundle import load, save
 from ..errors import OptionError
 from ..graph.graph import TableMeta
-from ..hdl.build import build_netlist
-from ..hdl.implement import implement
-from ..hdl.netlist import Style
-from ..hdl.writer import export
+from ..hdl.implement import implement, tool_versions
+from ..hdl.writer import design_latency, export
 from ..network.network import TableNetwork
 from ..network.precompute import precompute
 from ..network.verify import verify
+from ..synth.abcrun import abc_version
 from ..synth.estimate import estimate
 from ..synth.mapping import cost
 from .options import Candidate, Pipelining
@@ -36,11 +36,13 @@ from .variant import Variant
 
 __all__ = [
     "abc_stage",
+    "abc_version",
     "estimate_stage",
     "implement_stage",
     "latency_stage",
     "load_tables",
     "tables_stage",
+    "tool_versions",
     "verify_stage",
 ]
 
@@ -99,12 +101,18 @@ def verify_stage(variant: Variant, net: TableNetwork) -> dict[str, Any]:
     return result
 
 
-def latency_stage(net: TableNetwork, pipelining: Pipelining) -> dict[str, Any]:
-    """The cycles from input to output with registers after every ``pipeline``-th table layer (registers inside
-    pipelined tables, ``pipeline_luts``, are counted by the place-and-route stage, which exports the design)."""
-    netlist = build_netlist(net.graph, net.layers, Style.UNROLLED, top="sweep", pipeline=pipelining.pipeline)
+def latency_stage(
+    net: TableNetwork, pipelining: Pipelining, *, k: int = 6, executor: Any = None, cache_dir: Path | None = None
+) -> dict[str, Any]:
+    """The cycles from input to output of the design :func:`iotable.hdl.export` writes for ``pipelining``: the
+    registers after every ``pipeline``-th table layer and, with ``pipeline_luts``, those inside each table, whose
+    LUT depth needs the tables mapped (ABC, as export maps them, through the same ``cache_dir``)."""
+    latency = design_latency(
+        net, pipeline=pipelining.pipeline, pipeline_luts=pipelining.pipeline_luts, k=k, executor=executor,
+        cache_dir=cache_dir,
+    )  # fmt: skip
     tables = sum(isinstance(node.meta, TableMeta) for node in net.graph.nodes)
-    return {"latency": int(netlist.latency), "table_layers": int(tables)}
+    return {"latency": latency, "table_layers": int(tables)}
 
 
 def abc_stage(net: TableNetwork, *, effort: str, k: int, executor: Any, cache_dir: Path) -> dict[str, Any]:
