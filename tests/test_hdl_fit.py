@@ -17,7 +17,7 @@ import torch
 import iotable
 from iotable import Domain
 from iotable.errors import HDLError
-from iotable.hdl import Design, export, implement
+from iotable.hdl import Design, export, implement, reports
 from iotable.hdl import devices as devices_module
 from iotable.hdl import fit as fit_module
 from iotable.hdl.fit import _reduce
@@ -180,8 +180,8 @@ def _synthesized_luts(design: Design, target: str) -> int:
     (work / "s.ys").write_text(implement_module._script(chosen, design.sources, design.top))
     subprocess.run(["yosys", "-q", "-s", "s.ys"], cwd=work, check=True, timeout=1200, capture_output=True)
     stat = json.loads((work / implement_module._STAT).read_text())
-    cells = implement_module._cells(json.dumps(stat), design.top, what="test")
-    return int(implement_module._counts(chosen, cells)["luts"])
+    cells = reports.top_cells(json.dumps(stat), design.top, what="test", file="stat.json")
+    return int(reports.cell_counts(chosen.family, cells)["luts"])
 
 
 def _require_yosys() -> None:

@@ -42,7 +42,7 @@ from .names import check_file_name, check_name
 from .ooc import WRAPPER, Context, choose, wrapper_text
 from .placers import check_placer, placer_listed
 from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
-from .reports import read_report, stat_modules, timing
+from .reports import cell_counts, read_report, timing, top_cells
 from .retarget import for_target
 from .seeds import check_seeds, median_record, run_seeds, spread
 from .target import Target, parse_target
@@ -295,7 +295,9 @@ def _flow(
         (work / "iotable_impl.ys").write_text(script, encoding="utf-8")
         _step([run["yosys"], "-q", "-s", "iotable_impl.ys"], work, deadline, what=f"{what} (synthesis)")
         stat = read_report(work / _STAT, tool="yosys", expected="the statistics of stat -json", what=what)
-        counts = _counts(target, _cells(stat.decode("utf-8", errors="replace"), first["top"], what=what))
+        counts = cell_counts(
+            target.family, top_cells(stat.decode("utf-8", errors="replace"), first["top"], what=what, file=_STAT)
+        )
         check_fits(target, counts, what=what)  # before place and route: a design too large fails in seconds
         synthesis = time.perf_counter() - start
         home = next(iter(identities))  # the seed placed in the synthesis folder, whose routed design is verified
@@ -376,33 +378,6 @@ def _report_json(data: bytes, *, what: str) -> Any:
 
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON holds")
-
-
-def _cells(text: str, top: str, *, what: str) -> dict[str, int]:
-    """The cells of the (flattened) top module by type, from yosys's ``stat -json``."""
-    modules = stat_modules(text, what=what, file=_STAT)
-    if top not in modules:
-        msg = f"{what}: yosys's {_STAT} names no module {top!r} (expected the synthesized top):\n{text[:2000]}"
-        raise HDLToolError(msg)
-    return modules[top]
-
-
-_KINDS = {
-    "ice40": {"luts": r"SB_LUT4", "flip_flops": r"SB_DFF\w*", "carry": r"SB_CARRY",
-              "block_ram": r"SB_RAM40_4K\w*|SB_SPRAM256KA", "lut_ram": r"$^", "muxes": r"$^"},
-    "ecp5": {"luts": r"LUT4", "flip_flops": r"TRELLIS_FF", "carry": r"CCU2C", "block_ram": r"DP16KD|PDPW16KD",
-             "lut_ram": r"TRELLIS_DPR16X4|DPR16X4", "muxes": r"PFUMX|L6MUX21"},
-    "xilinx": {"luts": r"LUT[1-6]", "flip_flops": r"FD[RSCP]E\w*", "carry": r"CARRY[48]",
-               "block_ram": r"RAMB\w+", "lut_ram": r"RAM(?!B)\w+", "muxes": r"MUXF[789]"},
-}  # fmt: skip
-
-
-def _counts(target: Target, cells: dict[str, int]) -> dict[str, Any]:
-    kinds = _KINDS[target.family]
-    counts = {
-        kind: sum(n for name, n in cells.items() if re.fullmatch(pattern, name)) for kind, pattern in kinds.items()
-    }
-    return {**counts, "lut_inputs": 6 if target.family == "xilinx" else 4, "cells": sorted(cells.items())}
 
 
 _FORMAT = 2
@@ -544,7 +519,7 @@ def implement(
         for s in placements
     }
     # a cached result has no netlist to simulate: verify= runs the flow again (and stores its result)
-    counts = lambda cells: _counts(chosen, dict(cells))  # noqa: E731
+    counts = lambda cells: cell_counts(chosen.family, dict(cells))  # noqa: E731
     records = {s: None if vectors else lookup(folder, i, counts, what=what) for s, i in identities.items()}
     missing = {s: identities[s] for s, record in records.items() if record is None}
     verified: tuple[Verification, ...] = ()

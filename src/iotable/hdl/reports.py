@@ -27,10 +27,12 @@ __all__ = [
     "MAX_CELLS",
     "MAX_FMAX_MHZ",
     "MAX_REPORT_BYTES",
+    "cell_counts",
     "check_netlist",
     "read_report",
     "stat_modules",
     "timing",
+    "top_cells",
     "whole_cells",
 ]
 
@@ -214,3 +216,32 @@ def timing(report: Any, *, what: str, file: str) -> dict[str, Any]:
         "utilization": _utilization(report, bad),
         "io_path_ns": max(io) if io else None,
     }
+
+
+def top_cells(text: str, top: str, *, what: str, file: str) -> dict[str, int]:
+    """The cells of the (flattened) top module by type, from yosys's ``stat -json`` in ``file``."""
+    modules = stat_modules(text, what=what, file=file)
+    if top not in modules:
+        msg = f"{what}: yosys's {file} names no module {top!r} (expected the synthesized top):\n{text[:2000]}"
+        raise HDLToolError(msg)
+    return modules[top]
+
+
+_KINDS = {
+    "ice40": {"luts": r"SB_LUT4", "flip_flops": r"SB_DFF\w*", "carry": r"SB_CARRY",
+              "block_ram": r"SB_RAM40_4K\w*|SB_SPRAM256KA", "lut_ram": r"$^", "muxes": r"$^"},
+    "ecp5": {"luts": r"LUT4", "flip_flops": r"TRELLIS_FF", "carry": r"CCU2C", "block_ram": r"DP16KD|PDPW16KD",
+             "lut_ram": r"TRELLIS_DPR16X4|DPR16X4", "muxes": r"PFUMX|L6MUX21"},
+    "xilinx": {"luts": r"LUT[1-6]", "flip_flops": r"FD[RSCP]E\w*", "carry": r"CARRY[48]",
+               "block_ram": r"RAMB\w+", "lut_ram": r"RAM(?!B)\w+", "muxes": r"MUXF[789]"},
+}  # fmt: skip
+
+
+def cell_counts(family: str, cells: Mapping[str, int]) -> dict[str, Any]:
+    """A synthesized design's LUTs, flip-flops, carry, block RAM, LUT RAM and wide-LUT muxes from its cells by
+    type (``family``'s cell names), with the LUTs' inputs and every cell type's count."""
+    kinds = _KINDS[family]
+    counts = {
+        kind: sum(n for name, n in cells.items() if re.fullmatch(pattern, name)) for kind, pattern in kinds.items()
+    }
+    return {**counts, "lut_inputs": 6 if family == "xilinx" else 4, "cells": sorted(cells.items())}
