@@ -2,12 +2,13 @@
 a small interpreter of what they mean, bit by bit, over many random sums (negative, zero, power-of-two and large
 weights, 1- to 5-bit codes, truncated output widths, any constants): every output equals ``constant + sum(w * x)``
 modulo ``2**width`` on every input, every shared sum its exact value, and every record reads only bits that
-exist; the branches most likely to go wrong (low bits that bypass an adder, a negated root, an adder cut below
+exist; deep sums split into levels of small trees give their sums too; the branches most likely to go wrong (low bits that bypass an adder, a negated root, an adder cut below
 its range) are shown to run."""
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 
 from iotable.hdl import emit
+from iotable.hdl.arithmetic import sum_levels
 from iotable.hdl.emit import AdderTree, Adding, Term
 from iotable.hdl.netlist import Adder
 from iotable.subexpressions import share, signed_bits
@@ -27,14 +29,22 @@ from iotable.subexpressions import share, signed_bits
 @dataclass
 class Wires:
     """The wires of one adder block while it is interpreted: each name's values (one per input row, unsigned, in
-    exactly its bits) and its bits; ``x`` the codes packed element 0 lowest."""
+    exactly its bits) and its bits; ``x``, the codes, as ``(lsb, bits, values)`` per element (element 0 lowest)."""
 
     values: dict[str, np.ndarray]
     bits: dict[str, int]
-    fields: list[tuple[int, int]]  # the (high, low) bits of each x element
+    x: list[tuple[int, int, np.ndarray]]
+
+    @classmethod
+    def of(cls, x_widths: list[int], codes: np.ndarray) -> Wires:
+        """Port ``x`` of codes of ``x_widths`` bits, ``codes`` a row per input."""
+        lsb = np.concatenate([[0], np.cumsum(x_widths)[:-1]]).astype(int).tolist()
+        return cls(
+            {}, {}, [(low, int(w), codes[:, i].astype(np.int64)) for i, (low, w) in enumerate(zip(lsb, x_widths))]
+        )
 
     def define(self, name: str, value: np.ndarray, bits: int) -> None:
-        assert name not in self.values, f"wire {name} defined twice"
+        assert name not in self.values and name != "x", f"wire {name} defined twice"
         assert bits >= 1, f"wire {name} of {bits} bits"
         self.values[name] = value & ((1 << bits) - 1)
         self.bits[name] = bits
@@ -42,12 +52,16 @@ class Wires:
     def read(self, term: Term) -> np.ndarray:
         """A term's value: its field (two's complement where ``signed``) times ``2**shift``; the field must lie in
         a defined wire (and, in ``x``, in one code)."""
-        assert term.source in self.values, f"{term} reads a wire not yet defined"
-        assert 0 <= term.low <= term.high < self.bits[term.source], f"{term} outside {self.bits[term.source]} bits"
-        assert term.shift >= 0, term
+        assert term.shift >= 0 and term.low <= term.high, term
         if term.source == "x":
-            assert any(low <= term.low and term.high <= high for high, low in self.fields), f"{term} spans two codes"
-        field = (self.values[term.source] >> term.low) & ((1 << term.field_bits) - 1)
+            inside = [(lsb, v) for lsb, bits, v in self.x if lsb <= term.low and term.high < lsb + bits]
+            assert inside, f"{term} outside every code"
+            lsb, value = inside[0]
+        else:
+            assert term.source in self.values, f"{term} reads a wire not yet defined"
+            assert 0 <= term.low and term.high < self.bits[term.source], f"{term} outside {self.bits[term.source]} bits"
+            lsb, value = 0, self.values[term.source]
+        field = (value >> (term.low - lsb)) & ((1 << term.field_bits) - 1)
         if term.signed:
             field = field - ((field >> (term.field_bits - 1)) << term.field_bits)
         return field << term.shift
@@ -70,7 +84,7 @@ class Wires:
         for adding in tree.adders:
             self.add(adding)
         if tree.root is None:
-            return np.full(len(self.values["x"]), tree.constant) & ((1 << tree.width) - 1)
+            return np.full(len(self.x[0][2]), tree.constant) & ((1 << tree.width) - 1)
         root = self.read(tree.root)
         return (tree.constant - root if tree.negated else tree.constant + root) & ((1 << tree.width) - 1)
 
@@ -78,13 +92,8 @@ class Wires:
 def interpret(block: Adder, codes: np.ndarray) -> np.ndarray:
     """The outputs of ``block`` on each row of ``codes`` as its records say to compute them; each shared sum is
     checked to hold its exact value."""
-    widths = [int(w) for w in block.x_widths]
-    lsb = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(int).tolist()
-    assert sum(widths) < 62  # packed into int64
-    packed = sum((codes[:, i].astype(np.int64) << lsb[i] for i in range(len(widths))), np.zeros(len(codes), np.int64))
-    wires = Wires({}, {}, [(low + w - 1, low) for low, w in zip(lsb, widths)])
-    wires.define("x", packed, sum(widths))
-    operands = [codes[:, i].astype(np.int64) for i in range(len(widths))]
+    wires = Wires.of([int(w) for w in block.x_widths], codes)
+    operands = [codes[:, i].astype(np.int64) for i in range(codes.shape[1])]
     for j, shared in enumerate(block.shared):
         value = wires.tree(emit.shared_tree(block, j))
         wires.define(emit.shared_name(j), value, shared.width)
@@ -168,7 +177,7 @@ def inputs(x_widths: list[int], seed: int, limit: int = 4096) -> np.ndarray:
     """Every input where there are at most ``limit``, else ``limit`` random ones (with the all-zero and all-ones
     rows)."""
     tops = [1 << b for b in x_widths]
-    if int(np.prod(tops)) <= limit:
+    if math.prod(tops) <= limit:
         return np.array(list(itertools.product(*[range(t) for t in tops])), np.int64).reshape(-1, len(tops))
     rng = np.random.default_rng(seed)
     rows = np.stack([rng.integers(0, t, size=limit) for t in tops], axis=1)
@@ -278,8 +287,7 @@ def test_the_interpreter_catches_a_wrong_bypass() -> None:
     adding = next(a for a in tree.adders if a.low is not None)
     moved = replace(adding, low=replace(adding.low, high=adding.low.high + 1, low=adding.low.low + 1))
     wrong = replace(tree, adders=[moved if a is adding else a for a in tree.adders])
-    wires = Wires({}, {}, [(3, 0), (6, 4)])
-    wires.define("x", codes[:, 0] | (codes[:, 1] << 4), 7)
+    wires = Wires.of(sums.x_widths, codes)
     assert not np.array_equal(wires.tree(wrong), sums.exact(codes)[:, 0])
 
 
@@ -306,11 +314,60 @@ def test_the_interpreter_catches_a_wrong_record(what: str) -> None:
                                              for a in trees[0].adders])  # fmt: skip
     else:
         trees[0] = replace(trees[0], adders=[replace(a, bits=a.bits - 1) for a in trees[0].adders])
-    lsb = np.concatenate([[0], np.cumsum(sums.x_widths)[:-1]])
-    wires = Wires({}, {}, [(int(lo) + w - 1, int(lo)) for lo, w in zip(lsb, sums.x_widths)])
-    wires.define("x", sum(codes[:, i] << int(lsb[i]) for i in range(len(lsb))), sum(sums.x_widths))
+    wires = Wires.of(sums.x_widths, codes)
     for j, shared in enumerate(block.shared):
         wires.define(emit.shared_name(j), wires.tree(emit.shared_tree(block, j)), shared.width)
     with pytest.raises(AssertionError, match=TAMPERS[what]):
         got = np.stack([wires.tree(t) for t in trees], axis=1)
         assert np.array_equal(got, sums.exact(codes)), "outputs differ from the sums"
+
+
+def through_levels(sums: Sums, codes: np.ndarray, group: int, *, lows: bool = True) -> np.ndarray:
+    """The outputs of ``sums`` split into levels of trees of at most ``group`` terms
+    (:func:`~iotable.hdl.arithmetic.sum_levels`), each level's block interpreted on the outputs of the one before
+    (``lows``: False drops the lows the partial sums leave out from the last level's constants)."""
+    levels = sum_levels(sums.terms, sums.constants, np.asarray(sums.x_widths), sums.widths, group)
+    if not lows:
+        levels[-1] = replace(levels[-1], constants=list(sums.constants))
+    operands, widths = codes, list(sums.x_widths)
+    for level in levels:
+        rows = [list(zip(t, w)) for t, w in zip(level.terms, level.weights)]
+        block = Sums(rows, level.constants, widths, level.widths).block()
+        outputs = interpret(block, operands) if level.terms else np.zeros((len(codes), 0), np.int64)
+        operands = np.concatenate([operands[:, level.keep], outputs], axis=1)
+        widths = [widths[i] for i in level.keep] + list(level.widths)
+    return operands
+
+
+def deep_sums(seed: int) -> tuple[Sums, int]:
+    """1 to 3 sums of up to 30 terms over 3 to 30 codes of 1 to 3 bits, and a tree size from 2 to 16."""
+    rng = np.random.default_rng(seed)
+    count = int(rng.integers(3, 31))
+    x_widths = [int(b) for b in rng.integers(1, 4, size=count)]
+    terms = [
+        [(int(i), weight(rng)) for i in rng.integers(0, count, size=int(rng.integers(1, 31)))]
+        for _ in range(int(rng.integers(1, 4)))
+    ]
+    widths = []
+    for row in terms:
+        spread = sum(abs(w) * ((1 << x_widths[i]) - 1) for i, w in row)
+        widths.append(int(rng.integers(1, max(spread.bit_length(), 1) + 2)))
+    constants = [int(rng.integers(-1000, 1000)) for _ in terms]
+    return Sums(terms, constants, x_widths, widths), int(rng.choice([2, 3, 4, 16]))
+
+
+def test_deep_sums_split_into_levels_compute_their_sums() -> None:
+    """Over 150 random deep sums split into levels of small trees (partial sums cut to the outputs' bits), the
+    levels' blocks, interpreted one after another, give the sums modulo their widths on 300 random inputs."""
+    for seed in range(150):
+        sums, group = deep_sums(seed)
+        codes = inputs(sums.x_widths, seed, limit=300)
+        assert np.array_equal(through_levels(sums, codes, group), sums.exact(codes)), f"seed {seed}: {sums}"
+
+
+def test_levels_without_their_lows_differ() -> None:
+    """Tamper: the last level's constant without the lows its partial sums left out gives other outputs."""
+    sums, group = deep_sums(0)
+    codes = inputs(sums.x_widths, 0, limit=300)
+    assert len(sum_levels(sums.terms, sums.constants, np.asarray(sums.x_widths), sums.widths, group)) > 1
+    assert not np.array_equal(through_levels(sums, codes, group, lows=False), sums.exact(codes))
