@@ -2,8 +2,8 @@
 a small interpreter of what they mean, bit by bit, over many random sums (negative, zero, power-of-two and large
 weights, 1- to 5-bit codes, truncated output widths, any constants): every output equals ``constant + sum(w * x)``
 modulo ``2**width`` on every input, every shared sum its exact value, and every record reads only bits that
-exist; deep sums split into levels of small trees give their sums too; the branches most likely to go wrong (low bits that bypass an adder, a negated root, an adder cut below
-its range) are shown to run."""
+exist; deep sums split into levels of small trees give their sums too. The branches most likely to go wrong (low
+bits that bypass an adder, a negated root, an adder cut below its range) are shown to run."""
 
 from __future__ import annotations
 
