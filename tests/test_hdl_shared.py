@@ -78,8 +78,8 @@ def test_a_changed_shared_sum_fails_the_bench(dense: TableNetwork, tmp_path: Pat
 def random_weights(rng: np.random.Generator, outputs: int, inputs: int) -> np.ndarray:
     """Weights of every kind the adder trees treat apart: zero, +-1, powers of two, runs of ones (``2**n - 1``),
     odd and large ones (up to 2**9); the first output all negative (its root subtracted from the constant), the
-    second a large weight less a small one, the widest sum (the node's outputs are all of its bits; its adder, two's
-    complement, needs a bit more: it is cut to the output's bits), the last a scaled copy of the first (much to share)."""
+    second ``2**16 * x0 - x1``, the widest sum (the node's outputs all have its bits; its adder, two's complement,
+    needs one more: it is cut to the output's bits), the last a scaled copy of the first (much to share)."""
     choices = np.array([0, 1, -1, 2, -4, 8, -16, 64, -256, 512, 3, -7, 15, -31, 5, -9, 27, -100, 301, -443])
     weights = rng.choice(choices, size=(outputs, inputs))
     weights[0] = -np.abs(weights[0]) - (weights[0] == 0)
