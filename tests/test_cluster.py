@@ -329,3 +329,14 @@ def test_a_black_box_layer_is_sent_in_few_tasks_that_run_each_pass_once():
     passes = _passes(plan, _classes(plan), capacity=DEFAULT_MEMORY_BUDGET, itemsize=1)
     assert all(isinstance(p, _Packed) for p in passes) and len(passes) > 1
     assert sum(_TASK_SAMPLES) == sum(p.rows for p in passes)
+
+
+def test_a_fast_path_layer_is_cut_into_a_few_shards_a_worker():
+    """A layer the fast path builds, of 96 input classes, is cut into at most three shards for each of a
+    pool's two threads (not one shard per class up to 64), and its tables equal the local run's."""
+    layer = _sparse_layer()
+    with _Counting() as pool:
+        there = precompute(layer, input_domain=U2, executor=pool)
+    local = precompute(layer, input_domain=U2)
+    assert list(there.tables) == list(local.tables) and there.method == local.method != "black box"
+    assert 1 < len(pool.sizes) <= 3 * 2
