@@ -102,7 +102,6 @@ def test_a_worker_killed_mid_precompute_leaves_the_tables_complete_and_equal(clu
     conv.register_forward_pre_hook(_pause)
     example = torch.zeros(1, 24, 4)
     local = precompute(conv, input_domain=U2, example_input=example, fast_path=False)
-    victim = sorted(cluster.worker_pids())[0]
     found: dict[str, object] = {}
 
     def run() -> None:
@@ -117,10 +116,12 @@ def test_a_worker_killed_mid_precompute_leaves_the_tables_complete_and_equal(clu
     thread = threading.Thread(target=run)
     thread.start()
     deadline = time.monotonic() + 120
-    while not cluster.client.processing().get(victim) and time.monotonic() < deadline:
-        time.sleep(0.05)  # until the victim holds a task of the stage
-    assert cluster.client.processing().get(victim), "the stage never reached the worker"
-    cluster.kill_worker(victim)
+    busy: list[str] = []
+    while not busy and time.monotonic() < deadline:
+        busy = sorted(worker for worker, keys in cluster.client.processing().items() if keys)
+        time.sleep(0.05)  # until a worker holds a task of the stage (a layer of few passes is few tasks)
+    assert busy, "the stage never reached a worker"
+    cluster.kill_worker(busy[0])
     thread.join(timeout=300)
     assert not thread.is_alive() and "error" not in found, found.get("error")
     there = found["tables"]
@@ -274,3 +275,68 @@ def test_a_plan_pickles_once_its_layer_is_enumerated():
     assert layer.plan.memo  # the check can fail: there is something derived to leave out
     copy = pickle.loads(pickle.dumps(layer.plan))
     assert copy.units == layer.plan.units and copy.memo == {}
+
+
+class _Counting(concurrent.futures.ThreadPoolExecutor):
+    """A pool of two threads that records the pickled size of every task's arguments."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=2)
+        self.sizes: list[int] = []
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        self.sizes.append(len(pickle.dumps(args)))
+        return super().submit(fn, *args, **kwargs)
+
+
+def _sparse_layer(units: int = 96, inputs: int = 32, fan_in: int = 4) -> nn.Module:
+    """A LogicNets-style layer: each output reads ``fan_in`` inputs of ``inputs`` (its other weights zero)."""
+    generator = torch.Generator().manual_seed(4)
+    reads = [sorted(torch.randperm(inputs, generator=generator)[:fan_in].tolist()) for _ in range(units)]
+    linear = nn.Linear(inputs, units)
+    with torch.no_grad():
+        for output, columns in enumerate(reads):
+            linear.weight[output, [i for i in range(inputs) if i not in columns]] = 0
+    return decompose(nn.Sequential(linear, Quantize(2, scale=0.5)), fan_in=reads, fan_out=[[o] for o in range(units)])
+
+
+_TASK_SAMPLES: list[int] = []
+
+
+def _count_task_samples(module: nn.Module, args: tuple) -> None:
+    """A forward pre-hook that records the samples of each forward pass a pool's thread runs (not the probe's)."""
+    if threading.current_thread() is not threading.main_thread():
+        _TASK_SAMPLES.append(len(args[0]))
+
+
+def test_a_black_box_layer_is_sent_in_few_tasks_that_run_each_pass_once():
+    """A black-box layer on a pool of two threads is cut into at most three shards a thread, so its module is
+    sent a few times rather than once per shard of 64, and the shards together run each forward pass once: the
+    samples they put through the module are the local enumeration's."""
+    from iotable.tabulate.enumerate import DEFAULT_MEMORY_BUDGET
+    from iotable.tabulate.passes import _classes, _Packed, _passes
+
+    layer = _sparse_layer()
+    layer.register_forward_pre_hook(_count_task_samples)
+    _TASK_SAMPLES.clear()
+    local = precompute(layer, input_domain=U2, fast_path=False)
+    with _Counting() as pool:
+        there = precompute(layer, input_domain=U2, fast_path=False, executor=pool)
+    assert list(there.tables) == list(local.tables) and there.method == "black box"
+    assert 1 < len(pool.sizes) <= 3 * 2
+    assert sum(pool.sizes) < 12 * len(pickle.dumps(layer))  # 64 shards would send the module 64 times
+    plan = there.plan
+    passes = _passes(plan, _classes(plan), capacity=DEFAULT_MEMORY_BUDGET, itemsize=1)
+    assert all(isinstance(p, _Packed) for p in passes) and len(passes) > 1
+    assert sum(_TASK_SAMPLES) == sum(p.rows for p in passes)
+
+
+def test_a_fast_path_layer_is_cut_into_a_few_shards_a_worker():
+    """A layer the fast path builds, of 96 input classes, is cut into at most three shards for each of a
+    pool's two threads (not one shard per class up to 64), and its tables equal the local run's."""
+    layer = _sparse_layer()
+    with _Counting() as pool:
+        there = precompute(layer, input_domain=U2, executor=pool)
+    local = precompute(layer, input_domain=U2)
+    assert list(there.tables) == list(local.tables) and there.method == local.method != "black box"
+    assert 1 < len(pool.sizes) <= 3 * 2

@@ -32,6 +32,19 @@ class Submitter:
         self.executor = executor
         self.client = client  # the dask Client, when the executor is one of its ClientExecutors
 
+    @property
+    def workers(self) -> int | None:
+        """How many tasks the executor runs at once (a dask cluster's threads, a pool's workers), or ``None``
+        when it does not say (an executor of another kind, a cluster with no worker yet)."""
+        if self.client is not None:
+            try:
+                threads = sum(self.client.nthreads().values())
+            except Exception:  # a scheduler that does not answer: the stage finds out when it submits
+                return None
+            return threads or None
+        found = getattr(self.executor, "_max_workers", None)  # ThreadPool- and ProcessPoolExecutor's size
+        return found if isinstance(found, int) and found > 0 else None
+
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future[Any]:
         """Run ``fn(*args)`` on the executor."""
         return self.executor.submit(fn, *args)

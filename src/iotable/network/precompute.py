@@ -244,7 +244,8 @@ def precompute(
             (rows within float rounding of a quantization boundary are computed through the module and
             counted in ``near_ties``), and needs no probe: such a layer's structure proves its units.
         executor: where the rows are enumerated: ``None`` (this process), a ``concurrent.futures.Executor`` or a
-            ``dask.distributed.Client``. Each layer's units are cut into shards of whole input classes, every
+            ``dask.distributed.Client``. Each layer's units are cut into a few shards for each worker (whole
+            forward passes of the module for the black box, whole input classes for the fast path), every
             shard of every layer one task; the tables come back as results, or, with ``cache_dir`` (a folder
             the workers share), through the cache, where a task that runs again finds what its first run
             finished. The tables equal a local run's (see docs/cluster.md).

@@ -35,7 +35,7 @@ from .cache import FileSink, MemorySink, TableCache, layer_fingerprint, temporar
 from .fastpath import CodeBlock, FastPath, _Job, build_tables, recognize, tabulate_units
 from .forward import FrameValues, _chunk_samples, _Encoder, _fill, _numpy_dtype, _Run
 from .packed import _fill_packed
-from .passes import _classes, _Packed, _passes
+from .passes import _Class, _classes, _Packed, _passes
 
 __all__ = ["DEFAULT_MEMORY_BUDGET", "enumerate_tables"]
 
@@ -97,6 +97,7 @@ def _enumerate(
     fast: FastPath | None = None,
     bar: Progress = QUIET,
     only: Collection[int] | None = None,
+    passes: Sequence[list[_Class] | _Packed] | None = None,
 ) -> Enumerated:
     """:func:`enumerate_tables`, also saying which units came from the cache and which path ran.
 
@@ -104,6 +105,8 @@ def _enumerate(
     ``bar``: counts every unit's rows as they are done (cached units at once).
     ``only``: the units to build (a shard of the layer, :mod:`iotable.tabulate.shards`): the tables of the others
     are neither loaded nor built, and asking for one fails.
+    ``passes``: the black box's forward passes over ``only``, as the client cut the layer's passes into shards
+    (each pass is run whole, for every unit it holds); ``None``: the passes of the pending units.
     """
     bar.layer(layer.name)
     cache = TableCache(cache_dir) if cache_dir is not None else None
@@ -128,7 +131,9 @@ def _enumerate(
         tables = _as_tables(layer, outputs, blocks)
         return Enumerated(tables=tables, cached=cached, method=fast.method, near_ties=near_ties)
     todo = {u.index for u in pending}
-    _black_box(module, layer, outputs, sink, todo, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar)
+    _black_box(
+        module, layer, outputs, sink, todo, memory_budget=memory_budget, out_dtype=out_dtype, bar=bar, passes=passes
+    )
     return Enumerated(tables=_as_tables(layer, outputs), cached=cached, method="black box", near_ties=0)
 
 
@@ -204,6 +209,20 @@ def _fast_tables(
     return [], near_ties
 
 
+def _pending_passes(
+    layer: LayerPlan, pending: set[int], *, memory_budget: int, itemsize: int
+) -> Sequence[list[_Class] | _Packed]:
+    """The forward passes over the classes that hold ``pending`` units: those of every class depend on the plan
+    alone (kept on it); a subset's are designed for it."""
+    todo = [c for c in _classes(layer) if any(u.index in pending for u in c.units)]
+    if len(todo) < len(_classes(layer)):
+        return _passes(layer, todo, capacity=memory_budget, itemsize=itemsize)
+    key = ("passes", memory_budget, itemsize)
+    if key not in layer.memo:
+        layer.memo[key] = _passes(layer, todo, capacity=memory_budget, itemsize=itemsize)
+    return layer.memo[key]
+
+
 def _black_box(
     module: nn.Module,
     layer: LayerPlan,
@@ -214,18 +233,14 @@ def _black_box(
     memory_budget: int,
     out_dtype: np.dtype,
     bar: Progress,
+    passes: Sequence[list[_Class] | _Packed] | None = None,
 ) -> None:
     """The ``pending`` units' outputs (and those of the units that share their inputs) by running ``module``
-    on every input combination, pass by pass, into ``outputs`` (the module in eval mode throughout)."""
-    todo = [c for c in _classes(layer) if any(u.index in pending for u in c.units)]
+    on every input combination, pass by pass, into ``outputs`` (the module in eval mode throughout);
+    ``passes``: the passes to run (they hold the pending units), else those the plan gives."""
     dtype, device = module_dtype(module)
-    if len(todo) == len(_classes(layer)):  # every class: the passes depend on the plan alone (kept on it)
-        key = ("passes", memory_budget, out_dtype.itemsize)
-        if key not in layer.memo:
-            layer.memo[key] = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
-        passes = layer.memo[key]
-    else:
-        passes = _passes(layer, todo, capacity=memory_budget, itemsize=out_dtype.itemsize)
+    if passes is None:
+        passes = _pending_passes(layer, pending, memory_budget=memory_budget, itemsize=out_dtype.itemsize)
 
     frame = FrameValues.build(layer, dtype=dtype, device=device)
     chunk = _chunk_samples(layer, memory_budget, dtype)

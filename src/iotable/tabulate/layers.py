@@ -150,8 +150,9 @@ def tabulate(
     pool = submitter(executor, what="precompute", error=SpecOptionError)
     fast = _probed(module, layer, check=check, memory_budget=memory_budget, fast_path=fast_path)
     if pool is not None:
+        shown = [(module, layer, fast is None)]
         done = enumerate_on(
-            pool, [(module, layer)], memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
+            pool, shown, memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
         )[0]
     else:
         done = _enumerate(
@@ -230,10 +231,12 @@ def tabulate_layers(
     """
     pool = submitter(executor, what="precompute", error=SpecOptionError)
     if pool is not None:
+        layers = []
         for module, layer in planned.values():  # every probe before any task: a bad layer fails at once
-            _probed(module, layer, check=check, memory_budget=memory_budget, fast_path=fast_path)
+            fast = _probed(module, layer, check=check, memory_budget=memory_budget, fast_path=fast_path)
+            layers.append((module, layer, fast is None))
         shown = enumerate_on(
-            pool, list(planned.values()), memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
+            pool, layers, memory_budget=memory_budget, cache_dir=cache_dir, fast_path=fast_path, bar=bar
         )
         return {name: _finished(*planned[name], done) for name, done in zip(planned, shown)}
     found = {}
