@@ -194,3 +194,28 @@ def test_a_brevitas_export_of_a_wide_quant_linear_is_split_as_the_torch_route_sp
     assert_same_network(net, twin)
     index = np.random.default_rng(6).integers(0, len(domain), (2000, 64))
     assert iotable.verify(path, net, np.asarray(domain.values, np.float32)[index]).agreement == 1.0
+
+
+def test_a_second_matmul_before_the_quantizer_is_not_split() -> None:
+    """Two products before one quantizer mix the first one's sums, which a table per sum cannot read: the wide layer
+    stays refused as too large (the single product, the tamper beside it, is split)."""
+    from onnx import helper
+
+    first, second = eighths(64, 4), eighths(4, 2, seed=1)
+    nodes = [
+        qm.quant("qin", "x", "xq", bits=2, signed=0),
+        helper.make_node("MatMul", ["xq", "w1"], ["h1"], name="mm1"),
+        helper.make_node("MatMul", ["h1", "w2"], ["h2"], name="mm2"),
+        qm.quant("qout", "h2", "y", bits=3, signed=1),
+    ]
+    inits = [
+        qm.constant("w1", first),
+        qm.constant("w2", second),
+        *qm.quant_constants("qin", scale=0.5),
+        *qm.quant_constants("qout", scale=1.0, bits=3),
+    ]
+    with pytest.raises(TableTooLargeError, match=r"more than max_rows=16,777,216; prune its fan-in") as caught:
+        iotable.precompute(qm.model(nodes, inits, features=64, outputs=2))
+    assert "exact arithmetic" not in str(caught.value)
+    single = iotable.precompute(qm.linear_model(first, out_signed=1))
+    assert NodeKind.SUM in [n.kind for n in single.graph.nodes]

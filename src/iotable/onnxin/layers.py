@@ -400,8 +400,10 @@ class Walk:
         b = None if bias is None else per_feature(bias, weight.shape[1], self._where(op))
         reads = (weight.T != 0).astype(np.int64) @ fn.reads.astype(np.int64) > 0
         w = weight.copy()
-        if not fn.steps:  # on the codes' values: a layer the split (:mod:`.sums`) may turn into partial sums
-            fn = replace(fn, linear=(w.T.astype(np.float64), np.zeros(w.shape[1]) if b is None else b.copy()))
+        # on the codes' values: a layer the split (:mod:`.sums`) may turn into partial sums; a second product mixes
+        # the first one's outputs, which a table per sum cannot: no split then
+        linear = (w.T.astype(np.float64), np.zeros(w.shape[1]) if b is None else b.copy()) if not fn.steps else None
+        fn = replace(fn, linear=linear)
         return fn.then(lambda x: x @ w if b is None else x @ w + b, op, reads)
 
     def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
