@@ -219,3 +219,27 @@ def test_a_second_matmul_before_the_quantizer_is_not_split() -> None:
     assert "exact arithmetic" not in str(caught.value)
     single = iotable.precompute(qm.linear_model(first, out_signed=1))
     assert NodeKind.SUM in [n.kind for n in single.graph.nodes]
+
+
+def test_tables_that_fit_but_cost_more_are_split_as_in_the_torch_route() -> None:
+    """Nine 2-bit inputs per output (2**18 rows, under max_rows) cost more as tables than as sums by the estimates:
+    split, as the torch route splits the same layer; verify agrees with execute_onnx."""
+    weights = eighths(9, 4, seed=7)
+    weights[weights == 0] = 0.125  # every output reads all nine inputs
+    proto = qm.linear_model(weights, out_signed=1)
+    net = iotable.precompute(proto)
+    assert NodeKind.SUM in [n.kind for n in net.graph.nodes]
+    twin = iotable.precompute(
+        torch_twin(weights.T.copy(), None, relu=False, signed=True), input_domain=D2, example_input=torch.zeros(1, 9)
+    )
+    assert_same_network(net, twin)
+    assert iotable.verify(proto, net, samples(9)).agreement == 1.0
+
+
+def test_tables_of_up_to_2_16_rows_stay_tables() -> None:
+    """Tamper for the estimate: eight 2-bit inputs per output (2**16 rows) are not compared, and stay tables."""
+    weights = eighths(8, 4, seed=7)
+    weights[weights == 0] = 0.125  # every output reads all eight inputs
+    net = iotable.precompute(qm.linear_model(weights, out_signed=1))
+    assert [n.kind for n in net.graph.nodes].count(NodeKind.TABLE) == 1 and len(net.tables) == 4
+    assert NodeKind.SUM not in [n.kind for n in net.graph.nodes]

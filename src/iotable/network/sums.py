@@ -5,20 +5,25 @@ constants; both then build the same tables and the same sum node from here."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..bits import width as bits_of
 from ..domain import Domain
 from ..graph.nodes import Node, SumMeta
-from ..lutcount import adder_tree_luts, lut_estimate
+from ..layerplan import LayerPlan
+from ..lutcount import adder_tree_luts, lut_estimate, threshold_luts
 from ..nodekinds.sum import code_layout, sum_range
 from ..subexpressions import shared_sum_luts
 from .arithmetic import Inexact, affine_codes, dyadic_grid, integer_sum
 
-__all__ = ["Groups", "Sums", "check_exact", "linear_sums"]
+__all__ = ["SPLIT_ROWS", "Groups", "Sums", "cheaper_split", "check_exact", "linear_sums"]
 
+#: Tables of more rows than this are compared with the layer's arithmetic form (a 16-input table takes ABC ~17 s).
+SPLIT_ROWS = 2**16
 _EXACT = 2**24
 #: Group sizes of partial-sum tables tried (1: the weights folded into the adder).
 _GROUPS = (1, 2, 3, 4)
@@ -101,6 +106,28 @@ def linear_sums(step_name: str, w: np.ndarray, b: np.ndarray, src: Node, where: 
     shape = (w.shape[0],)
     best.sum_node = Node(f"{step_name}_sum", meta.kind, shape, code_layout(shape), Domain(values), meta)
     return best
+
+
+def cheaper_split(estimate: int, total: Node, plan: LayerPlan) -> bool:
+    """Whether a split layer (partial sums and adders of ``estimate`` LUTs, the sum node ``total``, then a table or
+    thresholds per sum) costs fewer LUTs, by the estimates, than ``plan``'s tables."""
+    out_bits = bits_of(plan.output_domain) if isinstance(plan.output_domain, Domain) else 32  # raw: no codes
+    tables = sum(lut_estimate(_address_bits(u), out_bits) for u in plan.units)
+    return estimate + _tail_estimate(total, out_bits) < tables
+
+
+def _address_bits(unit: Any) -> int:
+    """The address bits of a unit's table (of ``rows`` rows)."""
+    return max(1, (int(unit.rows) - 1).bit_length())
+
+
+def _tail_estimate(total: Node, out_bits: int) -> int:
+    """LUTs of the rest of a split layer: a table or thresholds per sum (whichever is less); 0 for raw outputs."""
+    if out_bits >= 32 or not isinstance(total.domain, Domain):
+        return 0
+    in_bits = max(1, (len(total.domain) - 1).bit_length())
+    per_output = min(lut_estimate(in_bits, out_bits), threshold_luts(in_bits, 2**out_bits - 1, output_bits=out_bits))
+    return int(per_output) * math.prod(total.shape)
 
 
 def _rows(live: np.ndarray) -> np.ndarray:

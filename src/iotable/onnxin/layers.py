@@ -28,7 +28,7 @@ from .plans import conv_function, layer_plan, table_node, window_nodes
 from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
 from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of, reshaped
-from .sums import split_linear
+from .sums import split_if_cheaper, split_linear
 
 __all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
@@ -524,6 +524,11 @@ class Walk:
             fn = split_linear(self, fn, str(exc))
             name = f"layer{len(self.planned)}"
             plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        else:
+            rest = split_if_cheaper(self, fn, plan)
+            if rest is not None:
+                fn, name = rest, f"layer{len(self.planned)}"
+                plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
         reader = fn.source
         if fn.geometry is not None:
             for node in window_nodes(name, fn.source, plan):
