@@ -167,7 +167,8 @@ def test_a_small_split_network_simulates_equal_in_verilog(tmp_path: Path) -> Non
 
     proto = qm.linear_model(eighths(12, 3, seed=5), out_signed=1)
     net = iotable.precompute(proto, max_rows=1024)
-    assert NodeKind.SUM in [n.kind for n in net.graph.nodes]
+    kinds = [n.kind for n in net.graph.nodes]
+    assert kinds[1:4] == [NodeKind.TABLE, NodeKind.SUM, NodeKind.THRESHOLD]  # partial sums, adders, comparisons
     x = torch.from_numpy(samples(12, 60, seed=5))
     expected = net.run(x, return_codes=True)
     got = simulate(export(net, tmp_path / "verilog", language="verilog"), x, simulator="iverilog")
