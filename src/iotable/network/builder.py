@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from .._util.text import unprintable, unprintable_module
-from ..bits import width as bits_of
 from ..domain import Domain
 from ..errors import IOTableWarning, ModelError, SpecError, TableTooLargeError
 from ..front.infer import inferable
@@ -43,7 +42,6 @@ from ..graph.graph import (
 )
 from ..graph.kind import definition
 from ..graph.operations import OperationRegistry
-from ..lutcount import lut_estimate, threshold_luts
 from ..nn import domain_of
 from ..nodekinds.table import expected_index_map  # importing the kinds registers them
 from ..tabulate.layers import LayerTables
@@ -51,6 +49,7 @@ from ..tabulate.outputs import with_table_domain
 from .arithmetic import Inexact, SumHead, argmax_node, sum_groups, sum_node
 from .edges import edge_split
 from .split import declare, linear_split
+from .sums import SPLIT_ROWS, cheaper_split
 
 
 class _Chain(nn.Sequential):
@@ -343,7 +342,7 @@ class GraphBuilder:
         and cost more by the LUT estimates; ``None`` where it has none (or the tables cost less)."""
         if step.mixing in (None, "add") or step.module_names[0] != step.mixing or len(src.shape) != 1:
             return None
-        if plan is not None and max(u.rows for u in plan.units) <= _SPLIT_ROWS:
+        if plan is not None and max(u.rows for u in plan.units) <= SPLIT_ROWS:
             return None
         try:
             form = self._arithmetic(step, src)
@@ -353,9 +352,7 @@ class GraphBuilder:
             return None  # tables that fit stay tables
         if plan is None:
             return form
-        out_bits = bits_of(plan.output_domain) if isinstance(plan.output_domain, Domain) else 32  # raw: no codes
-        tables = sum(lut_estimate(_address_bits(u), out_bits) for u in plan.units)
-        return form if form.estimate + _tail_estimate(form.sum_node, out_bits) < tables else None
+        return form if cheaper_split(form.estimate, form.sum_node, plan) else None
 
     def _add_join(self, step: Step) -> tuple[Node, nn.Module]:
         """An add of two quantized tensors: a join gathering both, and the module summing them (fan-in 2)."""
@@ -516,10 +513,6 @@ class GraphBuilder:
         return Graph(nodes, edges).check()
 
 
-#: Tables of more rows than this are compared with the layer's arithmetic form (a 16-input table takes ABC ~17 s).
-_SPLIT_ROWS = 2**16
-
-
 @dataclass
 class ArithmeticForm:
     """A layer as a table layer of ``width`` tables (edges, partial sums; ``None``: none) named ``name``, a sum
@@ -530,20 +523,6 @@ class ArithmeticForm:
     width: int
     sum_node: Node
     estimate: int
-
-
-def _address_bits(unit: Any) -> int:
-    """The address bits of a unit's table (of ``rows`` rows)."""
-    return max(1, (int(unit.rows) - 1).bit_length())
-
-
-def _tail_estimate(total: Node, out_bits: int) -> int:
-    """LUTs of the rest of a split layer: a table or thresholds per sum (whichever is less); 0 for raw outputs."""
-    if out_bits >= 32 or not isinstance(total.domain, Domain):
-        return 0
-    in_bits = max(1, (len(total.domain) - 1).bit_length())
-    per_output = min(lut_estimate(in_bits, out_bits), threshold_luts(in_bits, 2**out_bits - 1, output_bits=out_bits))
-    return int(per_output) * math.prod(total.shape)
 
 
 def _node(name: str, meta: Meta, shape: tuple[int, ...], layout: Layout | None, domain: Any) -> Node:

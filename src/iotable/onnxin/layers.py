@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 import numpy as np
 
 from ..domain import Domain
-from ..errors import ModelError, ONNXFileError, UnsupportedQuantizerError
+from ..errors import ModelError, ONNXFileError, TableTooLargeError, UnsupportedQuantizerError
 from ..graph.graph import InputMeta, Node, OutputMeta, ReshapeMeta
 from ..graph.operations import OperationRegistry
 from ..units import Geometry
@@ -28,6 +28,7 @@ from .plans import conv_function, layer_plan, table_node, window_nodes
 from .quant import QuantParams, Rounding, Thresholds, TruncParams
 from .read import OnnxGraph, OnnxOp
 from .state import Codes, Float, Moved, Planned, QInt, Raw, node_of, reshaped
+from .sums import split_if_cheaper, split_linear
 
 __all__ = ["QONNX_OPERATIONS", "Planned", "Walk", "range_params"]
 
@@ -399,6 +400,10 @@ class Walk:
         b = None if bias is None else per_feature(bias, weight.shape[1], self._where(op))
         reads = (weight.T != 0).astype(np.int64) @ fn.reads.astype(np.int64) > 0
         w = weight.copy()
+        # on the codes' values: a layer the split (:mod:`.sums`) may turn into partial sums; a second product mixes
+        # the first one's outputs, which a table per sum cannot: no split then
+        linear = (w.T.astype(np.float64), np.zeros(w.shape[1]) if b is None else b.copy()) if not fn.steps else None
+        fn = replace(fn, linear=linear)
         return fn.then(lambda x: x @ w if b is None else x @ w + b, op, reads)
 
     def _elementwise(self, op: OnnxOp, fn: Float, apply: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Float:
@@ -511,7 +516,19 @@ class Walk:
         """A table layer: one unit per output, reading the inputs it depends on (sizes checked here), and the
         pad and window nodes a spatial layer reads through."""
         name = f"layer{len(self.planned)}"
-        plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        try:
+            plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        except TableTooLargeError as exc:
+            if fn.linear is None:
+                raise
+            fn = split_linear(self, fn, str(exc))
+            name = f"layer{len(self.planned)}"
+            plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
+        else:
+            rest = split_if_cheaper(self, fn, plan)
+            if rest is not None:
+                fn, name = rest, f"layer{len(self.planned)}"
+                plan = layer_plan(name, fn, closing.domain(), self.max_rows, self._where(op))
         reader = fn.source
         if fn.geometry is not None:
             for node in window_nodes(name, fn.source, plan):

@@ -14,6 +14,7 @@ from ..domain import Domain
 from ..errors import ModelError, SpecOptionError
 from ..graph.graph import DuplicateMeta, Edge, Graph, Node
 from ..network.network import TableNetwork
+from ..network.thresholds import thresholds
 from ..table import IOTable
 from ..tabulate.layers import LayerTables
 from ..units import DEFAULT_MAX_ROWS
@@ -66,7 +67,8 @@ def precompute_onnx(
         )
         raise ModelError(msg)
     layers = {name: tabulate_layer(planned) for name, planned in walk.planned.items()}
-    return TableNetwork(graph=_graph(walk), layers=layers, input_shape=parsed.input_shape)
+    graph, layers = thresholds(_graph(walk), layers)  # quantizers after split layers' sums, as the torch route's
+    return TableNetwork(graph=graph, layers=layers, input_shape=parsed.input_shape)
 
 
 def _graph(walk: Walk) -> Graph:

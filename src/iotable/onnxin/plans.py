@@ -88,8 +88,9 @@ def layer_plan(name: str, fn: Float, output: Domain, max_rows: int, where: str) 
     )
 
 
-def table_node(name: str, plan: LayerPlan, ops: tuple[str, ...], tensor: str) -> Node:
-    """The table node of ``plan`` (``tensor``: the ONNX tensor its codes stand for, which verify compares)."""
+def table_node(name: str, plan: LayerPlan, ops: tuple[str, ...], tensor: str | None) -> Node:
+    """The table node of ``plan`` (``tensor``: the ONNX tensor its codes stand for, which verify compares; ``None``
+    for a partial-sum layer, which stands for none)."""
     lengths = np.array([len(u.in_channels) for u in plan.units], np.int64)
     flat = np.array([c for u in plan.units for c in u.in_channels], np.int64)
     rank = plan.geometry.rank

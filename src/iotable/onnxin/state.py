@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain import Domain
 from ..errors import ONNXFileError
 from ..graph.graph import Meta, Node
 from ..graph.kind import definition
@@ -19,7 +20,7 @@ from ..units import Geometry
 from .quant import QuantParams, Thresholds, TruncParams
 from .read import OnnxOp
 
-__all__ = ["Codes", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "in_float32", "node_of", "reshaped"]
+__all__ = ["Codes", "Exact", "Float", "Moved", "Planned", "QInt", "Raw", "Step", "in_float32", "node_of", "reshaped"]
 
 Step = Callable[[np.ndarray], np.ndarray]
 
@@ -60,6 +61,7 @@ class Float:
     ops: tuple[str, ...]
     geometry: Geometry | None = None  # a convolution's window: the steps read one window, channel-major
     float32: bool = False  # the steps give float32 values, as the model computes them (after an average pool)
+    linear: tuple[np.ndarray, np.ndarray] | None = None  # (W, b) where the first step is W x + b on the codes' values
 
     @property
     def width(self) -> int:
@@ -71,7 +73,9 @@ class Float:
         new = self.reads if reads is None else reads
         if self.float32:
             step = step32 if step32 is not None else in_float32(step)
-        return Float(self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry, self.float32)
+        return Float(
+            self.source, (*self.steps, step), new, (*self.ops, op.name), self.geometry, self.float32, self.linear
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -97,12 +101,27 @@ class QInt:
 
 
 @dataclass(frozen=True)
+class Exact:
+    """The closing of a partial-sum layer: its values are its codes (integers of ``domain``, exactly)."""
+
+    codes_domain: Domain
+
+    def domain(self) -> Domain:
+        return self.codes_domain
+
+    def codes(self, y: np.ndarray, *, float32: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The codes (the values) and no near ties: the sums are exact integers."""
+        del float32
+        return np.asarray(y).astype(np.int64), np.zeros(len(y), bool)
+
+
+@dataclass(frozen=True)
 class Planned:
     """A table layer whose rows are still to be computed: its plan, its arithmetic and its closing quantizer."""
 
     plan: LayerPlan
     steps: tuple[Step, ...]
-    closing: QuantParams | Thresholds | TruncParams
+    closing: QuantParams | Thresholds | TruncParams | Exact
     float32: bool = False  # the closing quantizer divides by its scale in float32, as the model does
 
 
