@@ -17,11 +17,13 @@ quantized last layer that is tables like the rest.
 Then the head goes into hardware with the class decision. After training, ``fc``'s weights and bias are rounded
 to sixteenths (fixed point) and its scores quantized to 8 bits in quarter units, and ``argmax(-1)`` ends the
 forward. Its inputs are 2-bit features in halves, so every product and every partial sum is a multiple of 1/32
-far below 2**24 of them: the float32 sums are exact in any order, and iotable turns ``fc`` into tables of partial
-sums over a few inputs each, an adder tree per class (a ``sum`` node), the quantizer as comparisons against
-constants (a ``threshold`` node) and a comparator tree (``argmax``): no host node. The design is exported in
-the unrolled style, every unit at every position: the streaming style passes pixels one position per word and
-refuses a table reading a whole frame, as the partial sums of ``fc`` do (it would need a frame buffer).
+far below 2**24 of them: the float32 sums are exact in any order, and iotable turns ``fc`` into sums of
+weighted codes (a ``sum`` node: tables of partial sums over a few inputs each, or the weights folded into adder
+trees that share their partial products, whichever the LUT estimates find cheaper), the quantizer as a table
+per class over its sum (or comparisons against constants, a ``threshold`` node, where those are cheaper) and a
+comparator tree (``argmax``): no host node. The design is exported in the unrolled style, every unit at every
+position: the streaming style passes pixels one position per word and refuses a node reading a whole frame, as
+``fc``'s sum does (it would need a frame buffer).
 It is simulated under iverilog on every test digit and compared with the model.
 
 Run it with ``python examples/digits_cnn.py`` (needs scikit-learn: ``pip install -e ".[examples]"``).

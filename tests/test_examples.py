@@ -120,13 +120,16 @@ def test_difflogic_example_is_gates_and_a_popcount() -> None:
 
 
 @pytest.mark.slow
-def test_cnn_example_head_is_partial_sums_and_a_threshold() -> None:
-    """The CNN's quantized head becomes partial-sum tables, an adder tree, a threshold and an argmax: no host node."""
+def test_cnn_example_head_is_a_sum_and_its_quantizer() -> None:
+    """The CNN's quantized head becomes a sum node (partial-sum tables or folded weights, as the estimates
+    choose), its quantizer as a table or a threshold node per class, and an argmax: no host node."""
     result = run_example(EXAMPLES / "digits_cnn.py")
     assert result.returncode == 0, result.stderr
     decision = result.stdout.split("== The class decision in hardware")[1]
-    kinds = [line.split()[0] for line in decision.splitlines() if line.startswith(("table ", "sum ", "threshold "))]
-    assert kinds[-3:] == ["table", "sum", "threshold"]
+    rows = [line.split()[:2] for line in decision.splitlines() if line.startswith(("table ", "sum ", "threshold "))]
+    (sum_kind, sum_name), (last_kind, last_name) = rows[-2:]
+    assert sum_kind == "sum" and sum_name.endswith("head.fc_sum")
+    assert last_kind in ("table", "threshold") and last_name.endswith("head.fc")
     assert "host nodes" not in decision
     assert "quantized-head accuracy on the 360 test digits" in decision
 
