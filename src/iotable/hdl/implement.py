@@ -24,6 +24,7 @@ import re
 import shutil
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from .language import Language
 from .names import check_file_name, check_name
 from .ooc import WRAPPER, Context, choose, wrapper_text
 from .placers import check_placer, placer_listed
-from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlists
+from .postverify import Verification, check_verify, place_arguments, synthesis_lines, verify_netlist
 from .reports import cell_counts, read_report, timing, top_cells
 from .retarget import for_target
 from .seeds import check_seeds, median_record, run_seeds, spread
@@ -301,6 +302,10 @@ def _flow(
         check_fits(target, counts, what=what)  # before place and route: a design too large fails in seconds
         synthesis = time.perf_counter() - start
         home = next(iter(identities))  # the seed placed in the synthesis folder, whose routed design is verified
+        checks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="iotable-verify")
+        # the synthesized netlist is simulated while the seeds are placed; the routed one once its seed is
+        synthesized = checks.submit(verify_netlist, "synthesized", work, run, target, _step, what=what)
+        routed: list[Verification | None] = []
 
         def place(seed: int) -> dict[str, Any]:
             began, folder = time.perf_counter(), work if seed == home else work / f"seed-{seed}"
@@ -318,7 +323,10 @@ def _flow(
             _step(command, folder, deadline, what=f"{what} (place and route, seed {seed})", fix=fix)
             data = read_report(folder / _REPORT, tool="nextpnr", expected="its JSON report (--report)", what=what)
             measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
-            return {**measured, "seconds": synthesis + time.perf_counter() - began}
+            seconds = synthesis + time.perf_counter() - began
+            if seed == home:
+                routed.append(verify_netlist("routed", work, run, target, _step, what=what))
+            return {**measured, "seconds": seconds}
 
         pool, remote = run.get("pool"), []
         if pool is not None and target.placed:  # every seed but the verified one placed on the executor
@@ -330,14 +338,17 @@ def _flow(
                 pool.submit(_place_elsewhere, netlist, [run["nextpnr"], *identities[s]["place"]], left, what, version)
                 for s in remote
             ]
-        placed = run_seeds(place, [seed for seed in identities if seed not in remote])
+        try:
+            placed = run_seeds(place, [seed for seed in identities if seed not in remote])
+        finally:
+            checks.shutdown(wait=True)  # the synthesized netlist's check ends before its folder is removed
         if remote:
             reports = collect(futures, what=what, error=HDLToolError)
             for seed, (data, seconds) in zip(remote, reports):
                 measured = timing(_report_json(data, what=what), what=what, file=_REPORT)
                 placed[seed] = {**measured, "seconds": synthesis + seconds}
         placed = {seed: placed[seed] for seed in identities}  # in the seeds' order, wherever they ran
-        verified = verify_netlists(work, run, target, _step, what=what)
+        verified = tuple(v for v in (synthesized.result(), *routed) if v is not None)
     return {seed: {**counts, **measured} for seed, measured in placed.items()}, verified
 
 

@@ -41,7 +41,7 @@ from .netbench import parse_words
 from .sources import bench_files
 from .tools import simulate_files
 
-__all__ = ["Verification", "check_verify", "place_arguments", "synthesis_lines", "verify_netlists"]
+__all__ = ["Verification", "check_verify", "place_arguments", "synthesis_lines", "verify_netlist", "verify_netlists"]
 
 #: The synthesized netlist and the routed design, as the flow writes them in its folder.
 SYNTH, ROUTED_JSON, ROUTED = "iotable_synth.v", "iotable_routed.json", "iotable_routed.v"
@@ -240,32 +240,40 @@ def _bench(design: Any, vectors: int, *, what: str) -> dict[str, str]:
 def verify_netlists(
     work: Path, options: dict[str, Any], target: Any, step: Any, *, what: str
 ) -> tuple[Verification, ...]:
-    """Simulate the netlists the flow wrote in ``work`` for ``target`` against ``options["verify"]`` of the
-    bench vectors of ``options["design"]``; ``step(command, cwd, deadline, what=...)`` runs a tool (yosys, to
-    turn the routed JSON into Verilog) by ``options["deadline"]`` (:func:`time.monotonic`)."""
+    """Simulate the netlists the flow wrote in ``work`` for ``target`` (:func:`verify_netlist`, the synthesized
+    one, then the routed one where there is one) against ``options["verify"]`` of the design's bench vectors."""
+    found = (verify_netlist(kind, work, options, target, step, what=what) for kind in ("synthesized", "routed"))
+    return tuple(v for v in found if v is not None)
+
+
+def verify_netlist(
+    kind: str, work: Path, options: dict[str, Any], target: Any, step: Any, *, what: str
+) -> Verification | None:
+    """Simulate the ``kind`` netlist (``"synthesized"`` or ``"routed"``) the flow wrote in ``work`` for
+    ``target`` against ``options["verify"]`` of the bench vectors of ``options["design"]`` (``None``: no vectors
+    asked, or no routed netlist for the family); ``step(command, cwd, deadline, what=...)`` runs a tool (yosys, to
+    turn the routed JSON into Verilog) by ``options["deadline"]`` (:func:`time.monotonic`). Each kind reads only
+    its own files, so the synthesized netlist can be checked while the seeds are placed."""
     what = f"{what} (verify)"
     design, vectors, yosys, deadline = options["design"], options["verify"], options["yosys"], options["deadline"]
-    if not vectors:
-        return ()
-    bench = _bench(design, vectors, what=what)
-    netlists = {"synthesized": (work / SYNTH, cell_models(target.family, yosys, what=what))}
-    if target.placed and target.family in ROUTED_FAMILIES:
+    if not vectors or (kind == "routed" and not (target.placed and target.family in ROUTED_FAMILIES)):
+        return None
+    if kind == "routed":
         script = f"read_json {ROUTED_JSON}; rename top {design.top}; write_verilog -noattr {ROUTED}"
         step([yosys, "-q", "-p", script], work, deadline, what=f"{what} (the routed design as Verilog)")
-        netlists["routed"] = (work / ROUTED, routed_models(target.family, yosys, what=what))
-    done = []
-    for kind, (path, models) in netlists.items():
-        files = {"iotable_netlist.v": read_netlist(path, what=what), **models, **bench}
-        left = max(deadline - time.monotonic(), 1.0)
-        result = simulate_files(files, f"{design.top}_tb", simulator="iverilog", timeout=left)
-        if not result.passed:
-            lines = (result.stdout + result.stderr).strip().splitlines()
-            first = next((line for line in lines if "mismatch" in line), lines[-1] if lines else "no output")
-            msg = (
-                f"{what}: the {kind} netlist of {design.top!r} differs from the design's reference (net.run) under "
-                f"iverilog with the device's cell models: {first[:500]}; the tools changed what the design "
-                "computes: implement with tables='case' to compare, and report it with the tools' versions"
-            )
-            raise NetlistMismatchError(msg)
-        done.append(Verification(kind, vectors))
-    return tuple(done)
+        path, models = work / ROUTED, routed_models(target.family, yosys, what=what)
+    else:
+        path, models = work / SYNTH, cell_models(target.family, yosys, what=what)
+    files = {"iotable_netlist.v": read_netlist(path, what=what), **models, **_bench(design, vectors, what=what)}
+    left = max(deadline - time.monotonic(), 1.0)
+    result = simulate_files(files, f"{design.top}_tb", simulator="iverilog", timeout=left)
+    if not result.passed:
+        lines = (result.stdout + result.stderr).strip().splitlines()
+        first = next((line for line in lines if "mismatch" in line), lines[-1] if lines else "no output")
+        msg = (
+            f"{what}: the {kind} netlist of {design.top!r} differs from the design's reference (net.run) under "
+            f"iverilog with the device's cell models: {first[:500]}; the tools changed what the design "
+            "computes: implement with tables='case' to compare, and report it with the tools' versions"
+        )
+        raise NetlistMismatchError(msg)
+    return Verification(kind, vectors)
