@@ -36,7 +36,7 @@ Which nodes feed a node is what the edges say: :meth:`Graph.inputs` derives it f
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +101,7 @@ __all__ = [
     "pad_index_map",
     "register",
     "window_buffer_depth",
+    "wire",
 ]
 
 
@@ -376,3 +377,33 @@ def _dot_node_attributes(node: Node) -> str:
     label = "\\n".join(lines)  # DOT's line break inside a label
     attributes = f'shape={kind.dot_shape}, label="{label}"'
     return f"{attributes}, {kind.dot_style}" if kind.dot_style else attributes
+
+
+def wire(nodes: Iterable[Node], reads: Mapping[str, Sequence[str]], duplicate: Callable[[Node, int], Node]) -> Graph:
+    """The checked graph of ``nodes`` in order, each reading the nodes ``reads`` names (one per input port), with
+    ``duplicate(node, n)`` inserted after each node that ``n > 1`` ports read (a branch): its output ``k`` feeds
+    the ``k``-th reader. Every front end assembles its graph so."""
+    readers: dict[str, list[tuple[str, int]]] = {}
+    for name, sources in reads.items():
+        for port, source in enumerate(sources):
+            readers.setdefault(source, []).append((name, port))
+    ordered: list[Node] = []
+    producer: dict[tuple[str, int], tuple[str, int]] = {}  # (reader, port) -> (node, output port)
+    for node in nodes:
+        ordered.append(node)
+        mine = readers.get(node.name, [])
+        if len(mine) > 1:
+            dup = duplicate(node, len(mine))
+            ordered.append(dup)
+            producer[(dup.name, 0)] = (node.name, 0)
+            producer.update({reader: (dup.name, k) for k, reader in enumerate(mine)})
+    by_name = {n.name: n for n in ordered}
+    edges = []
+    for node in ordered:
+        ports = len(reads.get(node.name, ())) or int((node.name, 0) in producer)  # a duplicate reads one
+        for port in range(ports):
+            key = (node.name, port)
+            source, out_port = producer[key] if key in producer else (reads[node.name][port], 0)
+            made = by_name[source]
+            edges.append(Edge(source, out_port, node.name, port, made.shape, made.layout, made.domain))
+    return Graph(ordered, edges).check()

@@ -24,7 +24,6 @@ from ..front.spec import SPEC_ATTRIBUTE, Layout, PaddingMode, Spec, declared_spe
 from ..front.trace import Arithmetic, Step
 from ..graph.graph import (
     DuplicateMeta,
-    Edge,
     ElementOrder,
     Graph,
     HostMeta,
@@ -39,6 +38,7 @@ from ..graph.graph import (
     TableMeta,
     WindowMeta,
     pad_index_map,
+    wire,
 )
 from ..graph.kind import definition
 from ..graph.operations import OperationRegistry
@@ -485,32 +485,11 @@ class GraphBuilder:
 
     def finish(self) -> Graph:
         """The graph: the nodes in order, a duplicate node after each node read by several, and the edges."""
-        consumers: dict[str, list[tuple[str, int]]] = {}
-        for name, producers in self.reads.items():
-            for port, producer in enumerate(producers):
-                consumers.setdefault(producer, []).append((name, port))
-        nodes: list[Node] = []
-        source: dict[tuple[str, int], tuple[str, int]] = {}  # (consumer, port) -> (producer, output port)
-        for node in self.nodes.values():
-            nodes.append(node)
-            readers = consumers.get(node.name, [])
-            if len(readers) > 1:
-                meta = DuplicateMeta(outputs=len(readers))
-                dup = _node(f"{node.name}:dup", meta, node.shape, node.layout, node.domain)
-                nodes.append(dup)
-                source[(dup.name, 0)] = (node.name, 0)
-                for out_port, reader in enumerate(readers):
-                    source[reader] = (dup.name, out_port)
-        by_name = {n.name: n for n in nodes}
-        edges = []
-        for node in nodes:
-            ports = len(self.reads[node.name]) if node.name in self.reads else 1  # a duplicate reads one
-            for port in range(ports):
-                key = (node.name, port)
-                producer, out_port = source[key] if key in source else (self.reads[node.name][port], 0)
-                made = by_name[producer]
-                edges.append(Edge(producer, out_port, node.name, port, made.shape, made.layout, made.domain))
-        return Graph(nodes, edges).check()
+
+        def duplicate(node: Node, outputs: int) -> Node:
+            return _node(f"{node.name}:dup", DuplicateMeta(outputs=outputs), node.shape, node.layout, node.domain)
+
+        return wire(self.nodes.values(), self.reads, duplicate)
 
 
 @dataclass

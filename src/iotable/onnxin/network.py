@@ -12,7 +12,7 @@ import numpy as np
 
 from ..domain import Domain
 from ..errors import ModelError, SpecOptionError
-from ..graph.graph import DuplicateMeta, Edge, Graph, Node
+from ..graph.graph import DuplicateMeta, Graph, Node, wire
 from ..network.network import TableNetwork
 from ..network.thresholds import thresholds
 from ..table import IOTable
@@ -73,30 +73,12 @@ def precompute_onnx(
 
 def _graph(walk: Walk) -> Graph:
     """The walk's nodes and edges, with a duplicate node after each node that several nodes read (a branch)."""
-    readers: dict[str, list[tuple[str, int]]] = {}
-    for name, sources in walk.reads.items():
-        for port, source in enumerate(sources):
-            readers.setdefault(source, []).append((name, port))
-    nodes: list[Node] = []
-    producer: dict[tuple[str, int], tuple[str, int]] = {}  # (reader, port) -> (node, output port)
-    for node in walk.nodes:
-        nodes.append(node)
-        mine = readers.get(node.name, [])
-        if len(mine) > 1:
-            dup = node_of(f"{node.name}:dup", DuplicateMeta(outputs=len(mine)), node.shape, node.domain)
-            nodes.append(replace(dup, layout=node.layout))
-            producer[(dup.name, 0)] = (node.name, 0)
-            producer.update({reader: (dup.name, k) for k, reader in enumerate(mine)})
-    by_name = {n.name: n for n in nodes}
-    edges = []
-    for node in nodes:
-        ports = len(walk.reads.get(node.name, ())) or int((node.name, 0) in producer)
-        for port in range(ports):
-            key = (node.name, port)
-            source, out_port = producer[key] if key in producer else (walk.reads[node.name][port], 0)
-            src = by_name[source]
-            edges.append(Edge(source, out_port, node.name, port, src.shape, src.layout, src.domain))
-    return Graph(nodes, edges).check()
+
+    def duplicate(node: Node, outputs: int) -> Node:
+        dup = node_of(f"{node.name}:dup", DuplicateMeta(outputs=outputs), node.shape, node.domain)
+        return replace(dup, layout=node.layout)
+
+    return wire(walk.nodes, walk.reads, duplicate)
 
 
 def plan_onnx(model: Any, *, what: str, max_rows: int = DEFAULT_MAX_ROWS) -> tuple[OnnxGraph, Walk]:
